@@ -146,7 +146,10 @@ func TestVerifyFindsViolations(t *testing.T) {
 	src := readFixture(t, "hnsw_flat_ip") // 300 vectors, M=8
 	f := mustOpen(t, src)
 	h := f.Graph.HNSW
-	slot := func(node int32, l, k int) int64 { b, _ := h.NeighborSlots(node, l); return h.Neighbors.Offset + (b+int64(k))*4 }
+	slot := func(node int32, l, k int) int64 {
+		b, _ := h.NeighborSlots(node, l)
+		return h.Neighbors.Offset + (b+int64(k))*4
+	}
 	firstPad := func(node int32, l int) int {
 		b, e := h.NeighborSlots(node, l)
 		for s := b; s < e; s++ {

@@ -133,6 +133,7 @@ func (p *parser) floatIndex(depth int) (*Index, error) {
 		if err := sameHeader(x, x.Child, true); err != nil {
 			return nil, err
 		}
+		x.CodeSize = x.Child.CodeSize
 	case "IxMp", "IxM2":
 		if x.Child, err = p.floatIndex(depth + 1); err != nil {
 			return nil, err
@@ -140,6 +141,7 @@ func (p *parser) floatIndex(depth int) (*Index, error) {
 		if err := p.idMap(x); err != nil {
 			return nil, err
 		}
+		x.CodeSize = x.Child.CodeSize
 	}
 	x.End = c.off
 	return x, nil

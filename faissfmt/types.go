@@ -121,8 +121,9 @@ type Index struct {
 	Metric    Metric
 	MetricArg float32 // stored only for metrics > 1
 	// CodeSize is bytes per stored vector: d·4 for flat, the SQ code size,
-	// or the binary header's code_size as stored (0 in FAISS 1.7.x IBMp/IBM2
-	// headers; use File.Storage.CodeSize for the real one).
+	// the storage's for float IHN*/IxM* wrappers (which store none), and for
+	// binary indexes the header's code_size as stored (0 in FAISS 1.7.x
+	// IBMp/IBM2 headers; File.Storage.CodeSize is always the real one).
 	CodeSize int64
 	Sections []Section
 	HNSW     *HNSW // IHNf, IHNs, IBHf

@@ -353,3 +353,23 @@ func footerCRC(r io.ReaderAt, size int64, progress func(int64)) (uint32, error) 
 	}
 	return crc, nil
 }
+
+// IDMapIdentity reports whether id_map[i] == i for every i (an id map that
+// changes nothing), streaming the section.
+func IDMapIdentity(r io.ReaderAt, s Section) (bool, error) {
+	buf := make([]byte, min(s.Len, 1<<20))
+	for done := int64(0); done < s.Len; {
+		n := min(int64(len(buf)), s.Len-done)
+		if err := readFull(r, buf[:n], s.Offset+done, s.Name); err != nil {
+			return false, err
+		}
+		first := done / 8
+		for j := int64(0); j+8 <= n; j += 8 {
+			if int64(binary.LittleEndian.Uint64(buf[j:])) != first+j/8 {
+				return false, nil
+			}
+		}
+		done += n
+	}
+	return true, nil
+}
