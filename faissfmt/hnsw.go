@@ -180,15 +180,28 @@ func readHNSW(c *cursor, ntotal int64) (*HNSW, error) {
 	if h.Offsets.Count() != ntotal+1 {
 		return nil, invalidf("offsets", h.Offsets.Offset-8, "hnsw offsets at byte %d has %d entries, expected ntotal+1 = %d", h.Offsets.Offset-8, h.Offsets.Count(), ntotal+1)
 	}
+	// Walk the table alongside: the expected offset is a running sum. Loop
+	// state lives in locals (not captured variables) to keep this ~1 ns/node.
+	var want, r int64
+	t := &h.nodes
 	if err := c.stream(h.Offsets, func(first int64, b []byte) error {
+		w, rr, upper, ulevel, cum, s0 := want, r, t.upper, t.ulevel, h.CumNeighbors, t.slots0
 		for j := 0; j+8 <= len(b); j += 8 {
-			i := first + int64(j/8)
-			got := binary.LittleEndian.Uint64(b[j:])
-			if want := uint64(h.nodes.offset(i)); got != want {
+			i := first + int64(j>>3)
+			if got := binary.LittleEndian.Uint64(b[j:]); got != uint64(w) {
 				at := h.Offsets.Offset + i*8
-				return invalidf("offsets", at, "hnsw offsets[%d]=%d at byte %d disagrees with levels, which give %d", i, got, at, want)
+				return invalidf("offsets", at, "hnsw offsets[%d]=%d at byte %d disagrees with levels, which give %d", i, got, at, w)
+			}
+			if i < ntotal {
+				if upper[i>>6]&(1<<uint(i&63)) != 0 {
+					w += int64(cum[ulevel[rr]])
+					rr++
+				} else {
+					w += s0
+				}
 			}
 		}
+		want, r = w, rr
 		return nil
 	}); err != nil {
 		return nil, err
@@ -224,33 +237,37 @@ func (h *HNSW) buildNodes(c *cursor, ntotal int64) error {
 	t.upper = make([]uint64, words)
 	t.rank = make([]uint32, words)
 	t.extra = append(make([]int64, 0, 64), 0)
-	h.LevelsHistogram = make([]int64, 0, 16)
 	ncum := int64(len(h.CumNeighbors))
+	limit := min(ncum, maxLevels+1) // valid levels are [1, limit)
+	hist := make([]int64, max(limit-1, 0))
 	var extra int64
 	err := c.stream(h.Levels, func(first int64, b []byte) error {
+		upper, rank, ulevel, ext, cum, s0 := t.upper, t.rank, t.ulevel, t.extra, h.CumNeighbors, t.slots0
+		defer func() { t.ulevel, t.extra = ulevel, ext }()
 		for j := 0; j+4 <= len(b); j += 4 {
-			i := first + int64(j/4)
+			i := first + int64(j>>2)
 			lv := int64(int32(binary.LittleEndian.Uint32(b[j:])))
-			if lv < 1 || lv >= ncum || lv > maxLevels {
+			if uint64(lv-1) >= uint64(limit-1) {
 				at := h.Levels.Offset + i*4
-				return invalidf("levels", at, "hnsw levels[%d]=%d at byte %d is out of range [1, %d)", i, lv, at, min(ncum, maxLevels+1))
+				return invalidf("levels", at, "hnsw levels[%d]=%d at byte %d is out of range [1, %d)", i, lv, at, limit)
 			}
 			if i&63 == 0 {
-				t.rank[i>>6] = uint32(len(t.ulevel))
+				rank[i>>6] = uint32(len(ulevel))
 			}
-			for int64(len(h.LevelsHistogram)) < lv {
-				h.LevelsHistogram = append(h.LevelsHistogram, 0)
-			}
-			h.LevelsHistogram[lv-1]++
+			hist[lv-1]++
 			if lv > 1 {
-				t.upper[i>>6] |= 1 << uint(i&63)
-				t.ulevel = append(t.ulevel, uint8(lv))
-				extra += int64(h.CumNeighbors[lv]) - t.slots0
-				t.extra = append(t.extra, extra)
+				upper[i>>6] |= 1 << uint(i&63)
+				ulevel = append(ulevel, uint8(lv))
+				extra += int64(cum[lv]) - s0
+				ext = append(ext, extra)
 			}
 		}
 		return nil
 	})
+	for len(hist) > 0 && hist[len(hist)-1] == 0 {
+		hist = hist[:len(hist)-1]
+	}
+	h.LevelsHistogram = hist
 	if len(t.ulevel) > math.MaxUint32 {
 		return invalidf("levels", h.Levels.Offset, "too many upper-level nodes (%d)", len(t.ulevel))
 	}

@@ -15,7 +15,7 @@ func runInspect(args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("inspect", flag.ContinueOnError)
 	asJSON := fs.Bool("json", false, "print one JSON object")
 	verify := fs.Bool("verify", false, "stream every section and report every violation")
-	backend := fs.String("backend", "pread", "storage backend to read through")
+	backend := fs.String("backend", "", backendHelp)
 	pos, err := parseArgs(fs, args)
 	if err != nil {
 		return err
@@ -24,7 +24,7 @@ func runInspect(args []string, stdout, stderr io.Writer) error {
 		return usagef("usage: faiss-sidecar inspect FILE [--json] [--verify] [--backend NAME]")
 	}
 	path := pos[0]
-	src, err := openSource(path, *backend)
+	src, err := openSource(path, *backend, 0)
 	if err != nil {
 		return err
 	}
@@ -33,7 +33,7 @@ func runInspect(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("%s: %w", path, err)
 	}
-	rep := &inspectReport{File: path, Size: f.Size, Backend: *backend, Warnings: f.Warnings}
+	rep := &inspectReport{File: path, Size: f.Size, Backend: backendName(src), Warnings: f.Warnings}
 	rep.Node, err = describeNode(src, f.Root)
 	if err != nil {
 		return fmt.Errorf("%s: %w", path, err)

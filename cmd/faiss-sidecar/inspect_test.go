@@ -165,3 +165,35 @@ func TestInspectBadFiles(t *testing.T) {
 		}
 	}
 }
+
+// TestInspectEveryBackend: the same file read through every backend, and
+// its compressed copy recognised by its seek table, inspect identically.
+func TestInspectEveryBackend(t *testing.T) {
+	src := filepath.Join(fixtures, "opensearch_0_165_vec.faiss")
+	zst := filepath.Join(t.TempDir(), "idx.faiss.zst")
+	code, out, errOut := runCLI("compress", src, zst, "--frame-size", "4096")
+	if code != 0 || !strings.Contains(out, "ratio") {
+		t.Fatalf("compress: exit %d %q %q", code, out, errOut)
+	}
+	strip := func(s string) map[string]any {
+		var m map[string]any
+		if err := json.Unmarshal([]byte(s), &m); err != nil {
+			t.Fatal(err)
+		}
+		delete(m, "file")
+		delete(m, "backend")
+		return m
+	}
+	_, ref, _ := runCLI("inspect", src, "--json", "--verify")
+	want, _ := json.Marshal(strip(ref))
+	for _, args := range [][]string{
+		{src, "--backend", "memory"}, {src, "--backend", "mmap"}, {src, "--backend", "pread"},
+		{src, "--backend", "direct"}, {zst, "--backend", "zstd"}, {zst},
+	} {
+		code, out, errOut := runCLI(append([]string{"inspect", "--json", "--verify"}, args...)...)
+		got, _ := json.Marshal(strip(out))
+		if code != 0 || string(got) != string(want) {
+			t.Errorf("inspect %v: exit %d stderr %q\n got %s\nwant %s", args, code, errOut, got, want)
+		}
+	}
+}

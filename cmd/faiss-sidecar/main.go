@@ -2,6 +2,7 @@
 // loading them whole.
 //
 //	faiss-sidecar inspect FILE [--json] [--verify] [--backend NAME]
+//	faiss-sidecar compress IN OUT [--frame-size N]
 //
 // Every failure prints exactly one line on stderr and exits with status 1
 // (2 for a usage error).
@@ -24,7 +25,8 @@ type command struct {
 }
 
 var commands = map[string]command{
-	"inspect": {"print an index file's structure, sections and memory needs", runInspect},
+	"inspect":  {"print an index file's structure, sections and memory needs", runInspect},
+	"compress": {"write a file in the zstd seekable format (read by --backend zstd)", runCompress},
 }
 
 // usageError marks errors that should exit with status 2.

@@ -2,40 +2,42 @@ package main
 
 import (
 	"fmt"
-	"os"
+	"strings"
+
+	"github.com/faiss-sidecar/faiss-sidecar/partial"
 )
 
-// source is what subcommands read an index through.
-type source interface {
-	ReadAt(p []byte, off int64) (int, error)
-	Size() int64
-	Close() error
+// backendHelp documents --backend for every subcommand.
+var backendHelp = "storage backend: " + strings.Join(partial.Backends, ", ") + " (default: zstd for compressed files, pread otherwise)"
+
+// openSource opens path through the named storage backend ("" = auto).
+func openSource(path, backend string, cacheBytes int64) (partial.Storage, error) {
+	known := backend == "" || backend == "auto"
+	for _, b := range partial.Backends {
+		known = known || b == backend
+	}
+	if !known {
+		return nil, usagef("unknown backend %q (known: %s)", backend, strings.Join(partial.Backends, ", "))
+	}
+	return partial.Open(path, partial.Options{Backend: backend, CacheBytes: cacheBytes})
 }
 
-type fileSource struct {
-	*os.File
-	size int64
-}
-
-func (f *fileSource) Size() int64 { return f.size }
-
-// openSource opens path through the named storage backend.
-func openSource(path, backend string) (source, error) {
-	if backend != "pread" {
-		return nil, usagef("unknown backend %q", backend)
+// backendName names the backend a Storage came from.
+func backendName(s partial.Storage) string {
+	switch s := s.(type) {
+	case *partial.Memory:
+		return "memory"
+	case *partial.Mmap:
+		return "mmap"
+	case *partial.Zstd:
+		return "zstd"
+	case *partial.Direct:
+		return "direct"
+	case *partial.Cached:
+		if _, ok := s.Inner().(*partial.Direct); ok {
+			return "direct"
+		}
+		return "pread"
 	}
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	st, err := f.Stat()
-	if err != nil {
-		f.Close()
-		return nil, err
-	}
-	if !st.Mode().IsRegular() {
-		f.Close()
-		return nil, fmt.Errorf("%s: not a regular file", path)
-	}
-	return &fileSource{File: f, size: st.Size()}, nil
+	return fmt.Sprintf("%T", s)
 }

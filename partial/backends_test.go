@@ -1,0 +1,95 @@
+package partial_test
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+
+	"github.com/faiss-sidecar/faiss-sidecar/partial"
+	"github.com/faiss-sidecar/faiss-sidecar/partial/partialtest"
+)
+
+func opener(o partial.Options) partialtest.Opener {
+	return func(t *testing.T, path string) partial.Storage {
+		t.Helper()
+		s, err := partial.Open(path, o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+}
+
+func compress(frame int) partialtest.Prepare {
+	return func(t *testing.T, plain string) string {
+		t.Helper()
+		in, err := os.Open(plain)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer in.Close()
+		out := filepath.Join(t.TempDir(), "data.zst")
+		f, err := os.Create(out)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := partial.CompressSeekable(f, in, frame, 3, nil); err != nil {
+			t.Fatal(err)
+		}
+		if err := f.Close(); err != nil {
+			t.Fatal(err)
+		}
+		return out
+	}
+}
+
+func TestConformance(t *testing.T) {
+	t.Run("memory", func(t *testing.T) { partialtest.Run(t, opener(partial.Options{Backend: "memory"}), nil) })
+	t.Run("mmap", func(t *testing.T) { partialtest.Run(t, opener(partial.Options{Backend: "mmap"}), nil) })
+	t.Run("pread", func(t *testing.T) { partialtest.Run(t, opener(partial.Options{Backend: "pread"}), nil) })
+	t.Run("pread tiny cache", func(t *testing.T) {
+		partialtest.Run(t, opener(partial.Options{Backend: "pread", CacheBytes: 64 << 10, BlockSize: 512}), nil)
+	})
+	t.Run("direct", func(t *testing.T) { partialtest.Run(t, opener(partial.Options{Backend: "direct"}), nil) })
+	t.Run("direct cached", func(t *testing.T) {
+		partialtest.Run(t, opener(partial.Options{Backend: "direct", CacheBytes: 1 << 20}), nil)
+	})
+	t.Run("zstd", func(t *testing.T) { partialtest.Run(t, opener(partial.Options{Backend: "zstd"}), compress(4096)) })
+	t.Run("zstd auto-detected", func(t *testing.T) {
+		partialtest.Run(t, opener(partial.Options{CacheBytes: 32 << 10}), compress(1000))
+	})
+}
+
+// TestIOErrorsNameTheOffset: an EIO from below reaches the caller with the
+// offset in the message, through the block cache.
+func TestIOErrorsNameTheOffset(t *testing.T) {
+	m := partial.NewMemory("mem", make([]byte, 100000))
+	bad := &partialtest.Faulty{Storage: m, Fail: partialtest.EIOAt(50000)}
+	c, err := partial.NewCached("faulty.bin", bad, nil, 1<<20, 4096)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if _, err := c.ReadAt(make([]byte, 10), 10); err != nil {
+		t.Fatalf("healthy block: %v", err)
+	}
+	_, err = c.ReadAt(make([]byte, 100), 49990)
+	if !errors.Is(err, syscall.EIO) || !strings.Contains(err.Error(), "offset 49152") || !strings.Contains(err.Error(), "faulty.bin") {
+		t.Fatalf("err = %v; want EIO naming the file and the block offset 49152", err)
+	}
+	// The failed block was not cached: a later read retries the device.
+	bad.Fail = func(off, n int64) error { return nil }
+	if _, err := c.ReadAt(make([]byte, 100), 49990); err != nil {
+		t.Fatalf("after the fault cleared: %v", err)
+	}
+}
+
+func TestUnknownBackend(t *testing.T) {
+	_, err := partial.Open("x", partial.Options{Backend: "tape"})
+	if err == nil || !strings.Contains(err.Error(), `unknown backend "tape"`) {
+		t.Fatalf("err = %v", err)
+	}
+}

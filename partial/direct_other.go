@@ -1,0 +1,13 @@
+//go:build !linux
+
+package partial
+
+import (
+	"errors"
+	"fmt"
+)
+
+// OpenDirect is only implemented on Linux.
+func OpenDirect(path string) (Storage, error) {
+	return nil, fmt.Errorf("partial: direct I/O on this OS: %w", errors.ErrUnsupported)
+}

@@ -1,0 +1,309 @@
+// Package partialtest holds the conformance suite every partial.Storage
+// backend must pass, and wrappers for tests: Faulty injects I/O errors and
+// Trace records every read.
+package partialtest
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+
+	"github.com/faiss-sidecar/faiss-sidecar/partial"
+)
+
+// Opener opens the file at path with the backend under test.
+type Opener func(t *testing.T, path string) partial.Storage
+
+// Prepare, when set on a suite, turns the plain test file into what the
+// backend reads (e.g. compresses it) and returns the new path.
+type Prepare func(t *testing.T, plain string) string
+
+// Run runs the conformance suite: random ranges compared with os.ReadFile,
+// the tail, reads past the end, zero-length reads, concurrent readers,
+// batched reads and views where offered, double close, read after close and
+// close while reads are in flight.
+func Run(t *testing.T, open Opener, prep Prepare) {
+	for _, size := range []int{0, 1, 4095, 1<<20 + 123} {
+		t.Run(fmt.Sprintf("size=%d", size), func(t *testing.T) {
+			path, want := writeRandom(t, size)
+			if prep != nil {
+				path = prep(t, path)
+			}
+			runFile(t, open, path, want)
+		})
+	}
+}
+
+func writeRandom(t *testing.T, size int) (string, []byte) {
+	t.Helper()
+	b := make([]byte, size)
+	r := rand.New(rand.NewPCG(uint64(size), 7))
+	for i := range b {
+		b[i] = byte(r.Uint32())
+	}
+	path := filepath.Join(t.TempDir(), "data.bin")
+	if err := os.WriteFile(path, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return path, b
+}
+
+func runFile(t *testing.T, open Opener, path string, want []byte) {
+	size := int64(len(want))
+	s := open(t, path)
+	if s.Size() != size {
+		t.Fatalf("Size() = %d, want %d", s.Size(), size)
+	}
+	r := rand.New(rand.NewPCG(1, 2))
+	check := func(off, n int64) {
+		t.Helper()
+		p := make([]byte, n)
+		got, err := s.ReadAt(p, off)
+		if err != nil || got != int(n) || !bytes.Equal(p, want[off:off+n]) {
+			t.Fatalf("ReadAt(%d bytes at %d) = %d, %v; bytes equal: %v", n, off, got, err, bytes.Equal(p, want[off:off+n]))
+		}
+	}
+	t.Run("random ranges", func(t *testing.T) {
+		for range 300 {
+			if size == 0 {
+				break
+			}
+			off := r.Int64N(size)
+			check(off, r.Int64N(min(size-off, 20000))+1)
+		}
+	})
+	t.Run("tail and whole", func(t *testing.T) {
+		if size > 0 {
+			check(size-1, 1)
+			check(max(size-100, 0), min(100, size))
+			check(0, size)
+		}
+	})
+	t.Run("zero length", func(t *testing.T) {
+		for _, off := range []int64{0, size / 2, size} {
+			if n, err := s.ReadAt(nil, off); n != 0 || err != nil {
+				t.Fatalf("zero-length read at %d = %d, %v", off, n, err)
+			}
+		}
+	})
+	t.Run("past the end", func(t *testing.T) {
+		for _, c := range [][2]int64{{size, 1}, {size + 10, 4}, {max(size-3, 0), 10}, {-1, 1}} {
+			p := make([]byte, c[1])
+			n, err := s.ReadAt(p, c[0])
+			if err == nil {
+				t.Fatalf("ReadAt(%d bytes at %d) of a %d-byte file = %d, nil: want an error", c[1], c[0], size, n)
+			}
+			if c[0] >= 0 && !errors.Is(err, io.EOF) && !errors.Is(err, io.ErrUnexpectedEOF) {
+				t.Fatalf("past-the-end error %v does not wrap io.EOF or io.ErrUnexpectedEOF", err)
+			}
+		}
+	})
+	t.Run("concurrent readers", func(t *testing.T) {
+		if size == 0 {
+			return
+		}
+		var wg sync.WaitGroup
+		errs := make(chan error, 8)
+		for g := range 8 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				r := rand.New(rand.NewPCG(uint64(g), 3))
+				p := make([]byte, 5000)
+				for range 200 {
+					off := r.Int64N(size)
+					n := r.Int64N(min(size-off, 5000)) + 1
+					if _, err := s.ReadAt(p[:n], off); err != nil || !bytes.Equal(p[:n], want[off:off+n]) {
+						errs <- fmt.Errorf("concurrent ReadAt(%d at %d): %v", n, off, err)
+						return
+					}
+				}
+			}()
+		}
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			t.Fatal(err)
+		}
+	})
+	if br, ok := s.(partial.BatchReader); ok && size > 0 {
+		t.Run("batch", func(t *testing.T) {
+			reqs := make([]partial.ReadReq, 100)
+			for i := range reqs {
+				off := r.Int64N(size)
+				reqs[i] = partial.ReadReq{Off: off, Buf: make([]byte, r.Int64N(min(size-off, 9000))+1)}
+			}
+			if err := br.ReadBatch(reqs); err != nil {
+				t.Fatal(err)
+			}
+			for _, q := range reqs {
+				if q.Err != nil || !bytes.Equal(q.Buf, want[q.Off:q.Off+int64(len(q.Buf))]) {
+					t.Fatalf("batch request at %d: %v", q.Off, q.Err)
+				}
+			}
+			bad := []partial.ReadReq{{Off: size, Buf: make([]byte, 4)}}
+			if err := br.ReadBatch(bad); err == nil || bad[0].Err == nil {
+				t.Fatal("batch read past the end succeeded")
+			}
+		})
+	}
+	if v, ok := s.(partial.Viewer); ok && size > 0 {
+		t.Run("views", func(t *testing.T) {
+			if err := v.Acquire(); err != nil {
+				t.Fatal(err)
+			}
+			defer v.Release()
+			for range 100 {
+				off := r.Int64N(size)
+				n := r.Int64N(min(size-off, 8000)) + 1
+				b, err := v.View(off, n)
+				if err != nil || !bytes.Equal(b, want[off:off+n]) {
+					t.Fatalf("View(%d, %d): %v", off, n, err)
+				}
+			}
+			if _, err := v.View(size, 1); err == nil {
+				t.Fatal("View past the end succeeded")
+			}
+		})
+	}
+	if sr, ok := s.(partial.StatsReporter); ok {
+		if st := sr.Stats(); st.Requests == 0 && size > 0 {
+			t.Errorf("Stats() counted no requests: %+v", st)
+		}
+	}
+	t.Run("close while reading", func(t *testing.T) { closeWhileReading(t, open, path, want) })
+	if err := s.Close(); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+	if err := s.Close(); !errors.Is(err, partial.ErrClosed) {
+		t.Fatalf("second Close = %v, want ErrClosed", err)
+	}
+	if _, err := s.ReadAt(make([]byte, 1), 0); !errors.Is(err, partial.ErrClosed) {
+		t.Fatalf("ReadAt after Close = %v, want ErrClosed", err)
+	}
+	if v, ok := s.(partial.Viewer); ok {
+		if err := v.Acquire(); !errors.Is(err, partial.ErrClosed) {
+			t.Fatalf("Acquire after Close = %v, want ErrClosed", err)
+		}
+	}
+}
+
+// closeWhileReading closes a Storage while goroutines read from it (and, for
+// Viewers, while a view is held): readers must see correct bytes or
+// ErrClosed, and a held view must stay readable until Release.
+func closeWhileReading(t *testing.T, open Opener, path string, want []byte) {
+	size := int64(len(want))
+	if size == 0 {
+		return
+	}
+	s := open(t, path)
+	var held []byte
+	v, isViewer := s.(partial.Viewer)
+	if isViewer {
+		if err := v.Acquire(); err != nil {
+			t.Fatal(err)
+		}
+		var err error
+		if held, err = v.View(0, size); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var wg sync.WaitGroup
+	var reads atomic.Int64
+	start := make(chan struct{})
+	fail := make(chan error, 4)
+	for g := range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			r := rand.New(rand.NewPCG(uint64(g), 9))
+			p := make([]byte, 4096)
+			<-start
+			for {
+				off := r.Int64N(size)
+				n := min(size-off, 4096)
+				_, err := s.ReadAt(p[:n], off)
+				if errors.Is(err, partial.ErrClosed) {
+					return
+				}
+				if err != nil || !bytes.Equal(p[:n], want[off:off+n]) {
+					fail <- fmt.Errorf("read during close at %d: %v", off, err)
+					return
+				}
+				reads.Add(1)
+			}
+		}()
+	}
+	close(start)
+	for reads.Load() < 100 {
+		runtime.Gosched() // let the readers get going
+	}
+	if err := s.Close(); err != nil {
+		t.Fatalf("Close with reads in flight: %v", err)
+	}
+	wg.Wait()
+	close(fail)
+	for err := range fail {
+		t.Fatal(err)
+	}
+	if isViewer {
+		if !bytes.Equal(held, want) { // still mapped: Close waits for Release
+			t.Fatal("a view held across Close changed")
+		}
+		v.Release()
+	}
+}
+
+// Faulty wraps a Storage and fails reads for which Fail returns an error.
+type Faulty struct {
+	partial.Storage
+	Fail func(off, n int64) error
+}
+
+func (f *Faulty) ReadAt(p []byte, off int64) (int, error) {
+	if err := f.Fail(off, int64(len(p))); err != nil {
+		return 0, err
+	}
+	return f.Storage.ReadAt(p, off)
+}
+
+// EIOAt returns a Fail function that fails every read touching byte at with
+// EIO, as a bad sector would.
+func EIOAt(at int64) func(off, n int64) error {
+	return func(off, n int64) error {
+		if off <= at && at < off+n {
+			return syscall.EIO
+		}
+		return nil
+	}
+}
+
+// Trace wraps an io.ReaderAt and records every read (offset, length).
+type Trace struct {
+	R     io.ReaderAt
+	mu    sync.Mutex
+	Reads [][2]int64
+}
+
+func (t *Trace) ReadAt(p []byte, off int64) (int, error) {
+	t.mu.Lock()
+	t.Reads = append(t.Reads, [2]int64{off, int64(len(p))})
+	t.mu.Unlock()
+	return t.R.ReadAt(p, off)
+}
+
+// Snapshot returns a copy of the reads so far.
+func (t *Trace) Snapshot() [][2]int64 {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return append([][2]int64(nil), t.Reads...)
+}

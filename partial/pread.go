@@ -1,0 +1,96 @@
+package partial
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"sync"
+)
+
+// File reads a file with positional reads (pread), no caching of its own.
+// Put a Cache in front of it for the "pread" backend.
+type File struct {
+	f    *os.File
+	name string
+	size int64
+	life life
+	counters
+}
+
+// OpenFile opens path for positional reads.
+func OpenFile(path string) (*File, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	st, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	if !st.Mode().IsRegular() {
+		f.Close()
+		return nil, fmt.Errorf("partial: %s is not a regular file", path)
+	}
+	p := &File{f: f, name: path, size: st.Size()}
+	p.life.free = f.Close
+	return p, nil
+}
+
+func (p *File) Size() int64 { return p.size }
+
+func (p *File) ReadAt(b []byte, off int64) (int, error) {
+	if !p.life.acquire() {
+		return 0, closedErr(p.name)
+	}
+	defer p.life.release()
+	p.request(len(b))
+	if err := rangeCheck(p.name, off, int64(len(b)), p.size); err != nil {
+		return 0, err
+	}
+	n, err := p.f.ReadAt(b, off)
+	p.osRead(n)
+	if n == len(b) {
+		return n, nil
+	}
+	if err == nil || errors.Is(err, io.EOF) {
+		err = io.ErrUnexpectedEOF // the file shrank under us
+	}
+	return n, fmt.Errorf("partial: %s: read of %d bytes at offset %d: %w", p.name, len(b), off, err)
+}
+
+// ReadBatch reads the requests in parallel, up to 16 at a time.
+func (p *File) ReadBatch(reqs []ReadReq) error { return readBatchParallel(p, reqs, 16) }
+
+// Fd is the descriptor, for posix_fadvise in benchmarks.
+func (p *File) Fd() uintptr { return p.f.Fd() }
+
+func (p *File) Close() error { return p.life.close(p.name) }
+
+func (p *File) Stats() Stats { return p.snapshot() }
+
+// readBatchParallel serves reqs with up to par concurrent ReadAt calls.
+func readBatchParallel(r io.ReaderAt, reqs []ReadReq, par int) error {
+	if len(reqs) == 1 {
+		_, reqs[0].Err = r.ReadAt(reqs[0].Buf, reqs[0].Off)
+		return reqs[0].Err
+	}
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, par)
+	for i := range reqs {
+		sem <- struct{}{}
+		wg.Add(1)
+		go func(q *ReadReq) {
+			defer func() { <-sem; wg.Done() }()
+			_, q.Err = r.ReadAt(q.Buf, q.Off)
+		}(&reqs[i])
+	}
+	wg.Wait()
+	for i := range reqs {
+		if reqs[i].Err != nil {
+			return reqs[i].Err
+		}
+	}
+	return nil
+}

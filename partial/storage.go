@@ -1,0 +1,88 @@
+package partial
+
+import (
+	"errors"
+	"fmt"
+	"io"
+)
+
+// Storage is read-only random access to one file's bytes.
+//
+// ReadAt reads len(p) bytes or returns an error: it never returns a short
+// read with a nil error, and a range past Size fails with an error wrapping
+// io.ErrUnexpectedEOF (io.EOF when off == Size and len(p) > 0). All methods
+// are safe for concurrent use. Close may be called while reads are in
+// flight: they finish safely, later calls fail with an error wrapping
+// ErrClosed, and a second Close returns ErrClosed.
+type Storage interface {
+	io.ReaderAt
+	Size() int64
+	Close() error
+}
+
+// Viewer is implemented by backends whose bytes are addressable (memory,
+// mmap): View returns the bytes without copying.
+//
+// Views are valid only between Acquire and the matching Release: Close does
+// not free or unmap memory while any Acquire is outstanding, it only makes
+// new Acquire calls fail with ErrClosed; the last Release frees it. A
+// search pins once per query, so the cost is one atomic add per query.
+type Viewer interface {
+	Acquire() error
+	Release()
+	// View returns the n bytes at off; the caller must hold an Acquire and
+	// must not modify them.
+	View(off, n int64) ([]byte, error)
+}
+
+// ReadReq is one range of a batch.
+type ReadReq struct {
+	Off int64
+	Buf []byte // filled completely, or Err is set
+	Err error
+}
+
+// BatchReader is implemented by backends that serve many ranges in
+// parallel (direct, pread): ReadBatch fills every request, returning the
+// first error (each request also carries its own).
+type BatchReader interface {
+	ReadBatch(reqs []ReadReq) error
+}
+
+// Stats is a snapshot of a backend's I/O accounting.
+type Stats struct {
+	Requests       int64 `json:"requests"`        // ReadAt and View calls
+	BytesRequested int64 `json:"bytes_requested"` // bytes asked for by callers
+	ReadCalls      int64 `json:"read_calls"`      // read system calls issued
+	BytesRead      int64 `json:"bytes_read"`      // bytes read from the OS (alignment and blocks included)
+	CacheHits      int64 `json:"cache_hits"`
+	CacheMisses    int64 `json:"cache_misses"`
+	CacheEvictions int64 `json:"cache_evictions"`
+	ResidentBytes  int64 `json:"resident_bytes"` // heap held: full copy, cache blocks, buffers
+}
+
+// StatsReporter is implemented by every backend in this package.
+type StatsReporter interface {
+	Stats() Stats
+}
+
+// ErrClosed is returned by operations on a closed Storage.
+var ErrClosed = errors.New("partial: storage is closed")
+
+// rangeCheck validates a read of n bytes at off against size, in the
+// overflow-safe form.
+func rangeCheck(name string, off, n, size int64) error {
+	switch {
+	case off < 0:
+		return fmt.Errorf("partial: %s: read at negative offset %d", name, off)
+	case n == 0 && off <= size:
+		return nil
+	case off >= size:
+		return fmt.Errorf("partial: %s: read of %d bytes at offset %d, file size %d: %w", name, n, off, size, io.EOF)
+	case n > size-off:
+		return fmt.Errorf("partial: %s: read of %d bytes at offset %d runs past the end (file size %d): %w", name, n, off, size, io.ErrUnexpectedEOF)
+	}
+	return nil
+}
+
+func closedErr(name string) error { return fmt.Errorf("partial: %s: %w", name, ErrClosed) }

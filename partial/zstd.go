@@ -1,0 +1,203 @@
+package partial
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"os"
+	"sort"
+)
+
+// Zstd seekable format (zstd contrib/seekable_format): independent zstd
+// frames followed by a skippable frame holding the seek table:
+//
+//	magic 0x184D2A5E | frame size u32 | entries (cSize u32, dSize u32[, xxh u32]) | nframes u32 | descriptor u8 | 0x8F92EAB1
+const (
+	skippableMagic  = 0x184D2A5E
+	seekableMagic   = 0x8F92EAB1
+	seekFooterSize  = 9
+	maxSeekFrames   = 0x8000000
+	maxFrameDecomp  = 0x40000000
+	checksumFlag    = 0x80
+	reservedBitMask = 0x7c
+)
+
+type zframe struct {
+	cOff, dOff   int64
+	cSize, dSize int64
+}
+
+// seekTable parses the seek table at the end of r (size bytes).
+func seekTable(r interface {
+	ReadAt([]byte, int64) (int, error)
+}, size int64, name string) ([]zframe, int64, error) {
+	if size < 8+seekFooterSize {
+		return nil, 0, fmt.Errorf("partial: zstd: %s: too small for a seek table", name)
+	}
+	var foot [seekFooterSize]byte
+	if _, err := r.ReadAt(foot[:], size-seekFooterSize); err != nil {
+		return nil, 0, err
+	}
+	if binary.LittleEndian.Uint32(foot[5:]) != seekableMagic {
+		return nil, 0, fmt.Errorf("partial: zstd: %s has no seek table (last 4 bytes are not 0x8F92EAB1)", name)
+	}
+	n := int64(binary.LittleEndian.Uint32(foot[0:]))
+	desc := foot[4]
+	if desc&reservedBitMask != 0 {
+		return nil, 0, fmt.Errorf("partial: zstd: %s: seek table descriptor %#x has reserved bits set", name, desc)
+	}
+	entry := int64(8)
+	if desc&checksumFlag != 0 {
+		entry = 12
+	}
+	if n > maxSeekFrames || n*entry+seekFooterSize+8 > size {
+		return nil, 0, fmt.Errorf("partial: zstd: %s: seek table claims %d frames, more than the file holds", name, n)
+	}
+	tableLen := n*entry + seekFooterSize
+	start := size - tableLen - 8
+	hdr := make([]byte, 8+n*entry)
+	if _, err := r.ReadAt(hdr, start); err != nil {
+		return nil, 0, err
+	}
+	if binary.LittleEndian.Uint32(hdr[0:]) != skippableMagic || int64(binary.LittleEndian.Uint32(hdr[4:])) != tableLen {
+		return nil, 0, fmt.Errorf("partial: zstd: %s: seek table frame header at byte %d is malformed", name, start)
+	}
+	frames := make([]zframe, 0, n)
+	var cOff, dOff int64
+	for i := int64(0); i < n; i++ {
+		e := hdr[8+i*entry:]
+		f := zframe{cOff: cOff, dOff: dOff, cSize: int64(binary.LittleEndian.Uint32(e[0:])), dSize: int64(binary.LittleEndian.Uint32(e[4:]))}
+		if f.dSize > maxFrameDecomp {
+			return nil, 0, fmt.Errorf("partial: zstd: %s: frame %d decompresses to %d bytes, more than 1 GiB", name, i, f.dSize)
+		}
+		cOff += f.cSize
+		dOff += f.dSize
+		if cOff > start {
+			return nil, 0, fmt.Errorf("partial: zstd: %s: frame %d ends at byte %d, past the seek table at %d", name, i, cOff, start)
+		}
+		if f.dSize > 0 { // skippable and empty frames hold no data
+			frames = append(frames, f)
+		}
+	}
+	if cOff != start {
+		return nil, 0, fmt.Errorf("partial: zstd: %s: frames cover %d bytes but the seek table starts at byte %d", name, cOff, start)
+	}
+	return frames, dOff, nil
+}
+
+// IsSeekableZstd reports whether the file at path ends with a valid zstd
+// seek table.
+func IsSeekableZstd(path string) (bool, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return false, err
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return false, err
+	}
+	_, _, err = seekTable(f, st.Size(), path)
+	return err == nil, nil
+}
+
+// Zstd serves the decompressed bytes of a zstd seekable file; decoded frames
+// are kept in a block cache. It implements Storage and StatsReporter.
+type Zstd struct {
+	raw    *File
+	name   string
+	frames []zframe
+	size   int64
+	cache  *Cache
+	file   uint64
+	life   life
+	counters
+}
+
+// OpenZstd opens a zstd seekable file; cache may be nil (a private cache of
+// budget bytes is made). Without cgo it fails with errors.ErrUnsupported.
+func OpenZstd(path string, cache *Cache, budget int64) (*Zstd, error) {
+	if !zstdAvailable {
+		return nil, fmt.Errorf("partial: zstd backend needs cgo (built without it): %w", errors.ErrUnsupported)
+	}
+	raw, err := OpenFile(path)
+	if err != nil {
+		return nil, err
+	}
+	frames, size, err := seekTable(raw, raw.Size(), path)
+	if err != nil {
+		raw.Close()
+		return nil, err
+	}
+	if cache == nil {
+		cache = NewCache(budget)
+	}
+	z := &Zstd{raw: raw, name: path, frames: frames, size: size, cache: cache, file: cache.newFile()}
+	z.life.free = func() error { z.cache.forget(z.file); return raw.Close() }
+	return z, nil
+}
+
+func (z *Zstd) Size() int64 { return z.size }
+
+// Frames is the number of data frames.
+func (z *Zstd) Frames() int { return len(z.frames) }
+
+func (z *Zstd) ReadAt(p []byte, off int64) (int, error) {
+	if !z.life.acquire() {
+		return 0, closedErr(z.name)
+	}
+	defer z.life.release()
+	z.request(len(p))
+	if err := rangeCheck(z.name, off, int64(len(p)), z.size); err != nil {
+		return 0, err
+	}
+	i := sort.Search(len(z.frames), func(i int) bool { return z.frames[i].dOff+z.frames[i].dSize > off })
+	done := 0
+	for done < len(p) {
+		f := &z.frames[i]
+		b, err := z.frame(i)
+		if err != nil {
+			return done, err
+		}
+		pos := off + int64(done)
+		done += copy(p[done:], b[pos-f.dOff:])
+		i++
+	}
+	return done, nil
+}
+
+func (z *Zstd) frame(i int) ([]byte, error) {
+	f := z.frames[i]
+	b, hit, err := z.cache.get(blockKey{z.file, int64(i)}, func() ([]byte, error) {
+		src := make([]byte, f.cSize)
+		if _, err := z.raw.ReadAt(src, f.cOff); err != nil {
+			return nil, err
+		}
+		dst := make([]byte, f.dSize)
+		n, err := zstdDecompress(dst, src)
+		if err != nil {
+			return nil, fmt.Errorf("partial: zstd: %s: frame %d at byte %d: %w", z.name, i, f.cOff, err)
+		}
+		if int64(n) != f.dSize {
+			return nil, fmt.Errorf("partial: zstd: %s: frame %d at byte %d decompressed to %d bytes, the seek table says %d", z.name, i, f.cOff, n, f.dSize)
+		}
+		return dst, nil
+	})
+	if hit {
+		z.hits.Add(1)
+	} else {
+		z.misses.Add(1)
+	}
+	return b, err
+}
+
+func (z *Zstd) Close() error { return z.life.close(z.name) }
+
+func (z *Zstd) Stats() Stats {
+	s := z.snapshot()
+	in := z.raw.Stats()
+	s.ReadCalls, s.BytesRead = in.ReadCalls, in.BytesRead
+	s.CacheEvictions = z.cache.Evictions()
+	s.ResidentBytes = z.cache.Bytes()
+	return s
+}
