@@ -137,7 +137,9 @@ func (d *Direct) pread(buf []byte, off int64, want int) (int, error) {
 }
 
 // ReadBatch reads the requests with up to Parallel reads in flight.
-func (d *Direct) ReadBatch(reqs []ReadReq) error { return readBatchParallel(d, reqs, max(d.Parallel, 1)) }
+func (d *Direct) ReadBatch(reqs []ReadReq) error {
+	return readBatchParallel(d, reqs, max(d.Parallel, 1))
+}
 
 func (d *Direct) Close() error { return d.life.close(d.name) }
 
