@@ -57,6 +57,15 @@ func TestConformance(t *testing.T) {
 	t.Run("direct cached", func(t *testing.T) {
 		partialtest.Run(t, opener(partial.Options{Backend: "direct", CacheBytes: 1 << 20}), nil)
 	})
+	if !partial.ZstdSupported {
+		t.Run("zstd unsupported", func(t *testing.T) {
+			_, err := partial.OpenZstd("x.zst", nil, 1<<20)
+			if !errors.Is(err, errors.ErrUnsupported) {
+				t.Fatalf("without cgo OpenZstd = %v, want errors.ErrUnsupported", err)
+			}
+		})
+		return
+	}
 	t.Run("zstd", func(t *testing.T) { partialtest.Run(t, opener(partial.Options{Backend: "zstd"}), compress(4096)) })
 	t.Run("zstd auto-detected", func(t *testing.T) {
 		partialtest.Run(t, opener(partial.Options{CacheBytes: 32 << 10}), compress(1000))

@@ -6,12 +6,17 @@ import (
 	"fmt"
 	"os"
 	"sort"
+
+	"github.com/cespare/xxhash/v2"
 )
 
 // Zstd seekable format (zstd contrib/seekable_format): independent zstd
 // frames followed by a skippable frame holding the seek table:
 //
 //	magic 0x184D2A5E | frame size u32 | entries (cSize u32, dSize u32[, xxh u32]) | nframes u32 | descriptor u8 | 0x8F92EAB1
+//
+// Frame checksums (the low 32 bits of XXH64 of the decompressed frame) are
+// verified whenever the table carries them; CompressSeekable writes them.
 const (
 	skippableMagic  = 0x184D2A5E
 	seekableMagic   = 0x8F92EAB1
@@ -25,6 +30,8 @@ const (
 type zframe struct {
 	cOff, dOff   int64
 	cSize, dSize int64
+	sum          uint32 // low 32 bits of XXH64 of the frame's bytes
+	hasSum       bool
 }
 
 // seekTable parses the seek table at the end of r (size bytes).
@@ -67,6 +74,9 @@ func seekTable(r interface {
 	for i := int64(0); i < n; i++ {
 		e := hdr[8+i*entry:]
 		f := zframe{cOff: cOff, dOff: dOff, cSize: int64(binary.LittleEndian.Uint32(e[0:])), dSize: int64(binary.LittleEndian.Uint32(e[4:]))}
+		if entry == 12 {
+			f.sum, f.hasSum = binary.LittleEndian.Uint32(e[8:]), true
+		}
 		if f.dSize > maxFrameDecomp {
 			return nil, 0, fmt.Errorf("partial: zstd: %s: frame %d decompresses to %d bytes, more than 1 GiB", name, i, f.dSize)
 		}
@@ -84,6 +94,9 @@ func seekTable(r interface {
 	}
 	return frames, dOff, nil
 }
+
+// ZstdSupported reports whether this build can decompress zstd (it needs cgo).
+const ZstdSupported = zstdAvailable
 
 // IsSeekableZstd reports whether the file at path ends with a valid zstd
 // seek table.
@@ -180,6 +193,9 @@ func (z *Zstd) frame(i int) ([]byte, error) {
 		}
 		if int64(n) != f.dSize {
 			return nil, fmt.Errorf("partial: zstd: %s: frame %d at byte %d decompressed to %d bytes, the seek table says %d", z.name, i, f.cOff, n, f.dSize)
+		}
+		if sum := uint32(xxhash.Sum64(dst)); f.hasSum && sum != f.sum {
+			return nil, fmt.Errorf("partial: zstd: %s: frame %d at byte %d: checksum %#08x does not match the seek table's %#08x", z.name, i, f.cOff, sum, f.sum)
 		}
 		return dst, nil
 	})

@@ -4,6 +4,8 @@ import (
 	"encoding/binary"
 	"fmt"
 	"io"
+
+	"github.com/cespare/xxhash/v2"
 )
 
 // CompressResult describes a file written by CompressSeekable.
@@ -14,7 +16,8 @@ type CompressResult struct {
 
 // CompressSeekable writes src (n bytes) to dst in the zstd seekable format:
 // frames of frameSize uncompressed bytes (the last may be shorter), each an
-// independent zstd frame at level, then the seek table (no checksums).
+// independent zstd frame at level, then the seek table with each frame's
+// checksum (low 32 bits of XXH64), which readers verify.
 // progress, if not nil, is called with the bytes consumed so far.
 func CompressSeekable(dst io.Writer, src io.Reader, frameSize, level int, progress func(done int64)) (CompressResult, error) {
 	var res CompressResult
@@ -37,6 +40,7 @@ func CompressSeekable(dst io.Writer, src io.Reader, frameSize, level int, progre
 			}
 			table = binary.LittleEndian.AppendUint32(table, uint32(len(out)))
 			table = binary.LittleEndian.AppendUint32(table, uint32(n))
+			table = binary.LittleEndian.AppendUint32(table, uint32(xxhash.Sum64(in[:n])))
 			res.In += int64(n)
 			res.Out += int64(len(out))
 			res.Frames++
@@ -59,7 +63,7 @@ func CompressSeekable(dst io.Writer, src io.Reader, frameSize, level int, progre
 	tail = binary.LittleEndian.AppendUint32(tail, uint32(len(table)+seekFooterSize))
 	tail = append(tail, table...)
 	tail = binary.LittleEndian.AppendUint32(tail, uint32(res.Frames))
-	tail = append(tail, 0)
+	tail = append(tail, checksumFlag)
 	tail = binary.LittleEndian.AppendUint32(tail, seekableMagic)
 	if _, err := dst.Write(tail); err != nil {
 		return res, err
