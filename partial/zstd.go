@@ -181,7 +181,7 @@ func (z *Zstd) ReadAt(p []byte, off int64) (int, error) {
 
 func (z *Zstd) frame(i int) ([]byte, error) {
 	f := z.frames[i]
-	b, hit, err := z.cache.get(blockKey{z.file, int64(i)}, func() ([]byte, error) {
+	b, hit, err := z.cache.get(keyOf(z.file, int64(i)), func() ([]byte, error) {
 		src := make([]byte, f.cSize)
 		if _, err := z.raw.ReadAt(src, f.cOff); err != nil {
 			return nil, err
