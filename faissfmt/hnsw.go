@@ -185,20 +185,16 @@ func readHNSW(c *cursor, ntotal int64) (*HNSW, error) {
 	var want, r int64
 	t := &h.nodes
 	if err := c.stream(h.Offsets, func(first int64, b []byte) error {
-		w, rr, upper, ulevel, cum, s0 := want, r, t.upper, t.ulevel, h.CumNeighbors, t.slots0
+		w, rr, upper, ext, s0 := want, r, t.upper, t.extra, t.slots0
 		for j := 0; j+8 <= len(b); j += 8 {
 			i := first + int64(j>>3)
 			if got := binary.LittleEndian.Uint64(b[j:]); got != uint64(w) {
 				at := h.Offsets.Offset + i*8
 				return invalidf("offsets", at, "hnsw offsets[%d]=%d at byte %d disagrees with levels, which give %d", i, got, at, w)
 			}
-			if i < ntotal {
-				if upper[i>>6]&(1<<uint(i&63)) != 0 {
-					w += int64(cum[ulevel[rr]])
-					rr++
-				} else {
-					w += s0
-				}
+			if i < ntotal { // branch-free: offsets[i+1] = (i+1)·cum[1] + extra[upper nodes ≤ i]
+				rr += int64(upper[i>>6]>>uint(i&63)) & 1
+				w = (i+1)*s0 + ext[rr]
 			}
 		}
 		want, r = w, rr
@@ -236,7 +232,18 @@ func (h *HNSW) buildNodes(c *cursor, ntotal int64) error {
 	words := (ntotal + 63) / 64
 	t.upper = make([]uint64, words)
 	t.rank = make([]uint32, words)
-	t.extra = append(make([]int64, 0, 64), 0)
+	// Size the upper-node arrays from the level distribution FAISS used
+	// (assign_probas[0] = share of nodes on level 0 only), so appends rarely
+	// grow them; a crafted file only costs a regrowth.
+	guess := int64(64)
+	if len(h.AssignProbas) > 0 {
+		if p0 := h.AssignProbas[0]; p0 >= 0 && p0 <= 1 {
+			guess += int64(float64(ntotal) * (1 - p0) * 1.05)
+		}
+	}
+	guess = min(guess, ntotal+1)
+	t.ulevel = make([]uint8, 0, guess)
+	t.extra = append(make([]int64, 0, guess+1), 0)
 	ncum := int64(len(h.CumNeighbors))
 	limit := min(ncum, maxLevels+1) // valid levels are [1, limit)
 	hist := make([]int64, max(limit-1, 0))
@@ -254,8 +261,8 @@ func (h *HNSW) buildNodes(c *cursor, ntotal int64) error {
 			if i&63 == 0 {
 				rank[i>>6] = uint32(len(ulevel))
 			}
-			hist[lv-1]++
-			if lv > 1 {
+			if lv > 1 { // rare (about 1/M of nodes); hist[0] is derived below
+				hist[lv-1]++
 				upper[i>>6] |= 1 << uint(i&63)
 				ulevel = append(ulevel, uint8(lv))
 				extra += int64(cum[lv]) - s0
@@ -264,6 +271,9 @@ func (h *HNSW) buildNodes(c *cursor, ntotal int64) error {
 		}
 		return nil
 	})
+	if len(hist) > 0 {
+		hist[0] = ntotal - int64(len(t.ulevel))
+	}
 	for len(hist) > 0 && hist[len(hist)-1] == 0 {
 		hist = hist[:len(hist)-1]
 	}

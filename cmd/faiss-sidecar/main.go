@@ -27,6 +27,7 @@ type command struct {
 var commands = map[string]command{
 	"inspect":  {"print an index file's structure, sections and memory needs", runInspect},
 	"compress": {"write a file in the zstd seekable format (read by --backend zstd)", runCompress},
+	"bench":    {"benchmarks: bench storage FILE (random reads through a backend)", runBench},
 }
 
 // usageError marks errors that should exit with status 2.

@@ -1,0 +1,18 @@
+//go:build !linux
+
+package partial
+
+import (
+	"errors"
+	"fmt"
+)
+
+// EvictPageCache is only implemented on Linux.
+func EvictPageCache(path string) error {
+	return fmt.Errorf("partial: evicting the page cache: %w", errors.ErrUnsupported)
+}
+
+// ProcessIO is only implemented on Linux.
+func ProcessIO() (readBytes, rss int64, err error) {
+	return 0, 0, fmt.Errorf("partial: /proc/self/io: %w", errors.ErrUnsupported)
+}
