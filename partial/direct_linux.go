@@ -11,7 +11,9 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// Direct reads a file with O_DIRECT, bypassing the page cache. Offsets,
+// Direct reads a file with O_DIRECT, bypassing the page cache, through an
+// io_uring owned by one goroutine (plain pread where io_uring is missing),
+// so many reads can be in flight without blocking Go's scheduler. Offsets,
 // lengths and buffers are aligned to what the kernel reports for the file
 // (statx STATX_DIOALIGN; 4096 when it reports nothing); unaligned requests
 // read the covering aligned range into a reused bounce buffer. It
@@ -24,6 +26,7 @@ type Direct struct {
 	align    int64 // offset and length alignment
 	memAlign int64
 	pool     sync.Pool // *[]byte bounce buffers of bounceSize bytes
+	ring     *uring    // nil: plain pread (io_uring unavailable)
 	life     life
 	counters
 	// Parallel is the number of reads ReadBatch keeps in flight (default 64).
@@ -62,9 +65,18 @@ func OpenDirect(path string) (*Direct, error) {
 		return nil, fmt.Errorf("partial: direct: %s needs alignment %d/%d, more than supported", path, d.align, d.memAlign)
 	}
 	d.pool.New = func() any { b := alignedBuf(bounceSize, d.memAlign); return &b }
-	d.life.free = func() error { return unix.Close(fd) }
+	d.ring, _ = newUring(256) // falls back to pread where io_uring is unavailable
+	d.life.free = func() error {
+		if d.ring != nil {
+			d.ring.close()
+		}
+		return unix.Close(fd)
+	}
 	return d, nil
 }
+
+// UsesIOURing reports whether reads go through io_uring.
+func (d *Direct) UsesIOURing() bool { return d.ring != nil }
 
 // Alignment is the offset/length alignment the kernel asked for.
 func (d *Direct) Alignment() int64 { return d.align }
@@ -114,7 +126,17 @@ func (d *Direct) ReadAt(p []byte, off int64) (int, error) {
 func (d *Direct) pread(buf []byte, off int64, want int) (int, error) {
 	got := 0
 	for got < want {
-		n, err := unix.Pread(d.fd, buf[got:], off+int64(got))
+		var n int
+		var err error
+		if d.ring != nil {
+			if res := d.ring.read(d.fd, buf[got:], off+int64(got)); res >= 0 {
+				n = int(res)
+			} else {
+				err = unix.Errno(-res)
+			}
+		} else {
+			n, err = unix.Pread(d.fd, buf[got:], off+int64(got))
+		}
 		d.osRead(max(n, 0))
 		if err == unix.EINTR {
 			continue

@@ -1,0 +1,266 @@
+package partial
+
+import (
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+// A minimal io_uring (Linux ≥ 5.6) used by the direct backend: callers
+// submit reads without blocking and one goroutine reaps completions, keeping
+// up to `entries` reads in flight. Callers never block in a read system call,
+// so with GOMAXPROCS=2 a hundred concurrent reads do not stall the Go
+// scheduler (a goroutine blocked in pread holds its P until sysmon steals it:
+// 28K reads/s at 64 in flight here, against 95K with GOMAXPROCS=64).
+//
+// Layout from linux/io_uring.h.
+
+const (
+	ioringOffSQRing   = 0
+	ioringOffCQRing   = 0x8000000
+	ioringOffSQEs     = 0x10000000
+	ioringOpNop       = 0
+	ioringOpRead      = 22
+	ioringEnterGetEvt = 1
+	ioringFeatSingle  = 1
+)
+
+type sqringOffsets struct {
+	head, tail, ringMask, ringEntries, flags, dropped, array, resv1 uint32
+	userAddr                                                        uint64
+}
+
+type cqringOffsets struct {
+	head, tail, ringMask, ringEntries, overflow, cqes, flags, resv1 uint32
+	userAddr                                                        uint64
+}
+
+type uringParams struct {
+	sqEntries, cqEntries, flags, sqThreadCPU, sqThreadIdle, features, wqFd uint32
+	resv                                                                   [3]uint32
+	sqOff                                                                  sqringOffsets
+	cqOff                                                                  cqringOffsets
+}
+
+type sqe struct {
+	opcode   uint8
+	flags    uint8
+	ioprio   uint16
+	fd       int32
+	off      uint64
+	addr     uint64
+	len      uint32
+	rwFlags  uint32
+	userData uint64
+	bufIndex uint16
+	person   uint16
+	splice   int32
+	addr3    uint64
+	pad      uint64
+}
+
+type cqe struct {
+	userData uint64
+	res      int32
+	flags    uint32
+}
+
+// uringReq is one read; done receives when res is set.
+type uringReq struct {
+	buf  []byte
+	res  int32
+	done chan struct{}
+}
+
+var uringReqPool = sync.Pool{New: func() any { return &uringReq{done: make(chan struct{}, 1)} }}
+
+const stopData = ^uint64(0) // user_data of the NOP that stops the reaper
+
+// uring: callers fill and submit their own SQE under mu (a non-blocking
+// io_uring_enter), so every read is in flight at once; one reaper goroutine
+// waits for completions and wakes the callers. Slots bound the reads in
+// flight to the ring size.
+type uring struct {
+	fd                   int
+	sqMem, cqMem, sqMem2 []byte
+	single               bool // SQ and CQ rings share one mapping
+	sqHead, sqTail       *uint32
+	sqMask               uint32
+	sqArray              []uint32
+	sqes                 []sqe
+	cqHead, cqTail       *uint32
+	cqMask               uint32
+	cqes                 []cqe
+	entries              uint32
+	mu                   sync.Mutex
+	queued               uint32 // SQEs written but not yet submitted (under mu)
+	submitting           bool   // a caller is inside io_uring_enter (under mu)
+	slots                []*uringReq
+	free                 chan uint64
+	stopped              chan struct{}
+}
+
+func newUring(entries uint32) (*uring, error) {
+	var p uringParams
+	fd, _, errno := unix.Syscall(unix.SYS_IO_URING_SETUP, uintptr(entries), uintptr(unsafe.Pointer(&p)), 0)
+	if errno != 0 {
+		return nil, fmt.Errorf("io_uring_setup: %w", errno)
+	}
+	u := &uring{fd: int(fd), entries: p.sqEntries, stopped: make(chan struct{})}
+	fail := func(err error) (*uring, error) { u.unmap(); unix.Close(u.fd); return nil, err }
+	sqSize := int(p.sqOff.array + p.sqEntries*4)
+	cqSize := int(p.cqOff.cqes + p.cqEntries*uint32(unsafe.Sizeof(cqe{})))
+	if p.features&ioringFeatSingle != 0 {
+		sqSize = max(sqSize, cqSize)
+	}
+	var err error
+	if u.sqMem, err = unix.Mmap(u.fd, ioringOffSQRing, sqSize, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED|unix.MAP_POPULATE); err != nil {
+		return fail(fmt.Errorf("mmap io_uring sq: %w", err))
+	}
+	u.cqMem, u.single = u.sqMem, p.features&ioringFeatSingle != 0
+	if !u.single {
+		if u.cqMem, err = unix.Mmap(u.fd, ioringOffCQRing, cqSize, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED|unix.MAP_POPULATE); err != nil {
+			return fail(fmt.Errorf("mmap io_uring cq: %w", err))
+		}
+	}
+	sqeSize := int(p.sqEntries) * int(unsafe.Sizeof(sqe{}))
+	if u.sqMem2, err = unix.Mmap(u.fd, ioringOffSQEs, sqeSize, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED|unix.MAP_POPULATE); err != nil {
+		return fail(fmt.Errorf("mmap io_uring sqes: %w", err))
+	}
+	u32 := func(b []byte, off uint32) *uint32 { return (*uint32)(unsafe.Pointer(&b[off])) }
+	u.sqHead, u.sqTail = u32(u.sqMem, p.sqOff.head), u32(u.sqMem, p.sqOff.tail)
+	u.sqMask = *u32(u.sqMem, p.sqOff.ringMask)
+	u.sqArray = unsafe.Slice(u32(u.sqMem, p.sqOff.array), p.sqEntries)
+	u.sqes = unsafe.Slice((*sqe)(unsafe.Pointer(&u.sqMem2[0])), p.sqEntries)
+	u.cqHead, u.cqTail = u32(u.cqMem, p.cqOff.head), u32(u.cqMem, p.cqOff.tail)
+	u.cqMask = *u32(u.cqMem, p.cqOff.ringMask)
+	u.cqes = unsafe.Slice((*cqe)(unsafe.Pointer(&u.cqMem[p.cqOff.cqes])), p.cqEntries)
+	u.slots = make([]*uringReq, u.entries)
+	u.free = make(chan uint64, u.entries)
+	for i := range u.entries {
+		u.free <- uint64(i)
+	}
+	go u.reap()
+	return u, nil
+}
+
+func (u *uring) unmap() {
+	if u.sqMem2 != nil {
+		unix.Munmap(u.sqMem2)
+	}
+	if u.cqMem != nil && !u.single {
+		unix.Munmap(u.cqMem)
+	}
+	if u.sqMem != nil {
+		unix.Munmap(u.sqMem)
+	}
+}
+
+// read reads into buf at off from fd through the ring; it returns the
+// kernel's result (bytes read, or -errno).
+func (u *uring) read(fd int, buf []byte, off int64) int32 {
+	slot := <-u.free
+	r := uringReqPool.Get().(*uringReq)
+	r.buf = buf
+	if errno := u.submit(sqe{opcode: ioringOpRead, fd: int32(fd), off: uint64(off),
+		addr: uint64(uintptr(unsafe.Pointer(unsafe.SliceData(buf)))), len: uint32(len(buf)), userData: slot}, r, slot); errno != 0 {
+		u.free <- slot
+		uringReqPool.Put(r)
+		return -int32(errno)
+	}
+	<-r.done
+	res := r.res
+	r.buf = nil
+	uringReqPool.Put(r)
+	return res
+}
+
+// submit queues one SQE and makes sure the kernel sees it without waiting
+// for completions. Submissions coalesce: while one caller is inside
+// io_uring_enter, others only queue, and it submits their SQEs too.
+func (u *uring) submit(e sqe, r *uringReq, slot uint64) unix.Errno {
+	u.mu.Lock()
+	if slot != stopData {
+		u.slots[slot] = r
+	}
+	tail := atomic.LoadUint32(u.sqTail)
+	idx := tail & u.sqMask
+	u.sqes[idx] = e
+	u.sqArray[idx] = idx
+	atomic.StoreUint32(u.sqTail, tail+1)
+	u.queued++
+	if u.submitting {
+		u.mu.Unlock()
+		return 0
+	}
+	u.submitting = true
+	var errno unix.Errno
+	for u.queued > 0 {
+		n := u.queued
+		u.queued = 0
+		u.mu.Unlock()
+		for {
+			var got uintptr
+			got, _, errno = unix.Syscall6(unix.SYS_IO_URING_ENTER, uintptr(u.fd), uintptr(n), 0, 0, 0, 0)
+			if errno == unix.EINTR || errno == unix.EAGAIN || errno == unix.EBUSY {
+				continue
+			}
+			if errno == 0 && uint32(got) < n {
+				n -= uint32(got) // the kernel took only part: submit the rest
+				continue
+			}
+			break
+		}
+		u.mu.Lock()
+		if errno != 0 {
+			break
+		}
+	}
+	u.submitting = false
+	u.mu.Unlock()
+	return errno
+}
+
+// close stops the reaper. Every read must have returned.
+func (u *uring) close() error {
+	if errno := u.submit(sqe{opcode: ioringOpNop, userData: stopData}, nil, stopData); errno == 0 {
+		<-u.stopped
+	}
+	u.unmap()
+	return unix.Close(u.fd)
+}
+
+// reap waits for completions and wakes their callers until the stop NOP.
+func (u *uring) reap() {
+	defer close(u.stopped)
+	for {
+		_, _, errno := unix.Syscall6(unix.SYS_IO_URING_ENTER, uintptr(u.fd), 0, 1, ioringEnterGetEvt, 0, 0)
+		if errno != 0 && errno != unix.EINTR && errno != unix.EAGAIN && errno != unix.EBUSY {
+			return // the ring is gone
+		}
+		head := atomic.LoadUint32(u.cqHead)
+		tail := atomic.LoadUint32(u.cqTail)
+		stop := false
+		for ; head != tail; head++ {
+			c := u.cqes[head&u.cqMask]
+			if c.userData == stopData {
+				stop = true
+				continue
+			}
+			u.mu.Lock()
+			r := u.slots[c.userData]
+			u.slots[c.userData] = nil
+			u.mu.Unlock()
+			r.res = c.res
+			r.done <- struct{}{}
+			u.free <- c.userData
+		}
+		atomic.StoreUint32(u.cqHead, head)
+		if stop {
+			return
+		}
+	}
+}
