@@ -26,6 +26,7 @@ type storageResult struct {
 	Backend           string  `json:"backend"`
 	FileSize          int64   `json:"file_size"`
 	Cold              bool    `json:"cold"`
+	Warmup            bool    `json:"warmup"`
 	Reads             int     `json:"reads"`
 	ReadSize          int     `json:"read_size"`
 	Inflight          int     `json:"inflight"`
@@ -55,6 +56,7 @@ func runBenchStorage(args []string, stdout io.Writer) error {
 	cacheBytes := fs.Int64("cache-bytes", 0, "block cache budget for pread/direct/zstd (0: backend default)")
 	asJSON := fs.Bool("json", false, "print one JSON object")
 	seed := fs.Uint64("seed", 1, "random seed for the offsets")
+	warmup := fs.Bool("warmup", false, "read every offset once, untimed, before the measured pass (a warm cache)")
 	pos, err := parseArgs(fs, args)
 	if err != nil {
 		return err
@@ -87,6 +89,14 @@ func runBenchStorage(args []string, stdout io.Writer) error {
 		offsets[i] = r.Int64N(nblocks) * int64(*size)
 	}
 	lat := make([]time.Duration, *reads)
+	if *warmup {
+		buf := make([]byte, *size)
+		for _, off := range offsets {
+			if _, err := s.ReadAt(buf, off); err != nil {
+				return err
+			}
+		}
+	}
 	devBefore, _, err := partial.ProcessIO()
 	if err != nil {
 		return err
@@ -124,7 +134,7 @@ func runBenchStorage(args []string, stdout io.Writer) error {
 	devAfter, rss, _ := partial.ProcessIO()
 	slices.Sort(lat)
 	res := storageResult{
-		File: path, Backend: backendName(s), FileSize: s.Size(), Cold: *cold, Reads: *reads, ReadSize: *size,
+		File: path, Backend: backendName(s), FileSize: s.Size(), Cold: *cold, Warmup: *warmup, Reads: *reads, ReadSize: *size,
 		Inflight: *inflight, Seconds: elapsed.Seconds(), ReadsPerS: float64(*reads) / elapsed.Seconds(),
 		P50us: float64(lat[len(lat)/2]) / 1e3, P99us: float64(lat[len(lat)*99/100]) / 1e3,
 		BytesRequested: int64(*reads) * int64(*size), DeviceReadBytes: devAfter - devBefore,
