@@ -303,8 +303,109 @@ def main():
     write_json("unsupported_ivf", {"unsupported": "IwFl"})
     write_json("unsupported_pq", {"unsupported": "IxPq"})
 
+    # --- fixtures only for search semantics ---
+    # Tie-heavy integer grid (L2 and IP): exact ties everywhere.
+    for name, metric in [("hnsw_ties_l2", faiss.METRIC_L2), ("hnsw_ties_ip", faiss.METRIC_INNER_PRODUCT)]:
+        ix = faiss.IndexHNSWFlat(4, 8, metric)
+        ix.add(rng.integers(0, 4, (400, 4)).astype("float32"))
+        save(name, ix, tree(ix, "IHNf", (hnsw_children(ix), flat_fourcc(metric))))
+    # upper_beam = 2: FAISS 1.7.3's beam search variant (removed in 1.9).
+    ix = faiss.IndexHNSWFlat(8, 8)
+    ix.add(vecs(300, 8))
+    ix.hnsw.upper_beam = 2
+    save("hnsw_beam2", ix, tree(ix, "IHNf", (hnsw_children(ix), "IxF2")))
+
+    search_fixtures()
+
     total = sum(os.path.getsize(os.path.join(OUT, f)) for f in os.listdir(OUT))
     print("wrote %d files, %d bytes, FAISS %s" % (len(os.listdir(OUT)), total, faiss.__version__), file=sys.stderr)
+
+
+def fl(x):
+    """float32 values as JSON numbers (float64 repr round-trips exactly)."""
+    return [float(v) for v in x]
+
+
+def stats_reset():
+    faiss.cvar.hnsw_stats.reset()
+
+
+def stats_get():
+    st = faiss.cvar.hnsw_stats
+    return {"n1": int(st.n1), "n2": int(st.n2), "n3": int(st.n3)}
+
+
+def search_fixtures():
+    """FAISS 1.7.3's own search results for the HNSW fixtures: NAME.search.json.
+
+    Each run is one configuration: k, ef_search (None: the stored efSearch and
+    no SearchParameters; a number: SearchParametersHNSW(efSearch=...)), and an
+    optional allow-list given as external ids (FAISS gets an IDSelectorBatch
+    of the internal ids, searching the inner index of an id map and
+    translating ids through id_map exactly as IndexIDMap does, since 1.7.3's
+    IndexIDMap rejects search parameters).
+    """
+    names = ["hnsw_flat_l2", "hnsw_flat_ip", "hnsw_flat_ef40", "hnsw_flat_large", "idmap_hnsw", "idmap2_hnsw",
+             "hnsw_empty", "hnsw_one", "hnsw_ties_l2", "hnsw_ties_ip", "hnsw_beam2",
+             "bin_hnsw", "bin_idmap_hnsw"] + ["hnsw_sq_" + q for q in QTYPES]
+    for name in names:
+        path = os.path.join(OUT, name + ".faiss")
+        binary = name.startswith("bin_")
+        outer = faiss.read_index_binary(path) if binary else faiss.read_index(path)
+        idmap = None
+        inner = outer
+        if name.startswith(("idmap", "bin_idmap")):
+            idmap = arr(outer.id_map)
+            inner = faiss.downcast_IndexBinary(outer.index) if binary else faiss.downcast_index(outer.index)
+        n = inner.ntotal
+        nq = 12 if name == "hnsw_flat_large" else 25
+        if binary:
+            base = np.vstack([arr(faiss.downcast_IndexBinary(inner.storage).xb).reshape(-1, inner.code_size)])
+            q = rng.integers(0, 256, (nq, inner.code_size)).astype("uint8")
+            q[: nq // 5] = base[rng.integers(0, n, nq // 5)]  # exact copies: distance 0 and ties
+        else:
+            d = inner.d
+            base = inner.reconstruct_n(0, n) if n else np.zeros((0, d), "float32")
+            if name.startswith("hnsw_ties"):
+                q = rng.integers(0, 4, (nq, d)).astype("float32")
+            else:
+                q = vecs(nq, d)
+                if n:
+                    q[: nq // 5] = base[rng.integers(0, n, nq // 5)]
+        stored_ef = inner.hnsw.efSearch
+        configs = [(1, None, None), (10, None, None), (40, None, None)]
+        if not binary and name != "hnsw_beam2":
+            configs += [(10, 8, None), (10, 16, None), (10, 64, None), (5, 3, None)]
+            if n >= 50:
+                allowed = np.sort(rng.permutation(n)[: n // 5])
+                few = np.sort(rng.permutation(n)[:4])
+                configs += [(10, None, allowed), (10, 64, allowed), (10, None, few), (3, 8, allowed)]
+        runs = []
+        for k, ef, allowed in configs:
+            stats_reset()
+            if allowed is None and ef is None:
+                D, I = inner.search(q, k)
+            else:
+                kw = {"efSearch": int(ef if ef is not None else stored_ef)}
+                if allowed is not None:
+                    kw["sel"] = faiss.IDSelectorBatch(allowed.astype("int64"))
+                D, I = inner.search(q, k, params=faiss.SearchParametersHNSW(**kw))
+            st = stats_get()
+            if binary:
+                D = D.astype("int64")
+            if idmap is not None:
+                I = np.where(I >= 0, idmap[np.maximum(I, 0)], -1)
+            ext_allowed = None
+            if allowed is not None:
+                ext_allowed = (idmap[allowed] if idmap is not None else allowed).tolist()
+            runs.append({"k": k, "ef_search": ef, "allow_ids": ext_allowed,
+                         "ids": I.tolist(), "distances": [fl(r) if not binary else [int(v) for v in r] for r in D],
+                         "faiss_stats": st})
+        out = {"fixture": name, "faiss_version": faiss.__version__, "binary": binary, "stored_ef_search": int(stored_ef),
+               "queries": q.astype(int).tolist() if binary else [fl(r) for r in q], "runs": runs}
+        with open(os.path.join(OUT, name + ".search.json"), "w") as f:
+            json.dump(out, f, separators=(",", ":"))
+            f.write("\n")
 
 
 if __name__ == "__main__":

@@ -1,0 +1,226 @@
+package hnswsearch
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"sync"
+	"sync/atomic"
+
+	"github.com/faiss-sidecar/faiss-sidecar/faissfmt"
+	"github.com/faiss-sidecar/faiss-sidecar/internal/distance"
+	"github.com/faiss-sidecar/faiss-sidecar/partial"
+)
+
+// Semantics selects which FAISS behaviour the search reproduces.
+type Semantics uint8
+
+const (
+	// Modern is FAISS 1.8 … 1.14.2 as bundled by OpenSearch k-NN
+	// (hnsw-search.md §9 rows 1–9 and 12). The default.
+	Modern Semantics = iota
+	// FAISS173 is Debian's FAISS 1.7.3 exactly (§1–§8), quirks included.
+	FAISS173
+)
+
+func (s Semantics) String() string { return [...]string{"faiss-modern", "faiss-1.7.3"}[s] }
+
+// ParseSemantics accepts "faiss-modern" and "faiss-1.7.3".
+func ParseSemantics(s string) (Semantics, error) {
+	switch s {
+	case "", "faiss-modern":
+		return Modern, nil
+	case "faiss-1.7.3":
+		return FAISS173, nil
+	}
+	return 0, fmt.Errorf("unknown semantics %q (known: faiss-modern, faiss-1.7.3)", s)
+}
+
+// Kernel selects the distance kernel.
+type Kernel uint8
+
+const (
+	// Fast reassociates sums (SIMD); the default.
+	Fast Kernel = iota
+	// Exact is sequential float32, bit-identical to Debian's FAISS build.
+	Exact
+)
+
+func (k Kernel) String() string { return [...]string{"fast", "exact"}[k] }
+
+// ParseKernel accepts "fast" and "exact".
+func ParseKernel(s string) (Kernel, error) {
+	switch s {
+	case "", "fast":
+		return Fast, nil
+	case "exact":
+		return Exact, nil
+	}
+	return 0, fmt.Errorf("unknown kernel %q (known: fast, exact)", s)
+}
+
+// Options configures an Index.
+type Options struct {
+	Semantics Semantics
+	Kernel    Kernel
+	// ExactFilterMax: with Modern semantics, a filter allowing at most
+	// max(k, ExactFilterMax) ids is answered by an exact scan of those ids
+	// (as OpenSearch does). 0 means k.
+	ExactFilterMax int
+}
+
+// MaxK is the largest k a query may ask for; MaxEfSearch the largest ef.
+const (
+	MaxK        = 10000
+	MaxEfSearch = 1 << 20
+)
+
+// Errors callers can test with errors.Is.
+var (
+	ErrBadQuery = errors.New("hnswsearch: bad query")
+	ErrCorrupt  = errors.New("hnswsearch: corrupt index")
+)
+
+const fltMax = math.MaxFloat32
+
+// Index searches one opened FAISS HNSW file whose graph and vectors are read
+// through a partial.Storage. It is immutable and safe for concurrent use;
+// per-query state comes from a pool.
+type Index struct {
+	file     *faissfmt.File
+	st       partial.Storage
+	viewer   partial.Viewer // nil: bytes are copied with ReadAt
+	opts     Options
+	h        *faissfmt.HNSW
+	n        int32
+	d        int // float dimension, or bits for binary
+	codeSize int
+	binary   bool
+	metric   faissfmt.Metric
+	kind     distKind
+	sq       distance.SQ
+	nb       faissfmt.Section
+	codes    faissfmt.Section
+	idMap    *faissfmt.Section
+	// Zero-copy views of the sections (viewer backends only).
+	nbView, codesView, idView []byte
+	scratch                   sync.Pool
+	reverse                   atomic.Pointer[reverseMap]
+	reverseMu                 sync.Mutex
+	closed                    atomic.Bool
+}
+
+type distKind uint8
+
+const (
+	flatL2 distKind = iota
+	flatIP
+	sqL2
+	sqIP
+	sqIntL2 // QT_8bit_direct, d % 16 == 0: integer domain
+	sqIntIP
+	hamming
+)
+
+// New prepares a search over f, whose bytes s serves. s must stay open until
+// the Index is closed. Only HNSW indexes (IHNf, IHNs, IBHf, possibly inside
+// an id map) with metric L2 or IP are searchable.
+func New(f *faissfmt.File, s partial.Storage, o Options) (*Index, error) {
+	g := f.Graph
+	if g == nil {
+		return nil, fmt.Errorf("hnswsearch: %s index has no HNSW graph; only IHNf, IHNs and IBHf are searchable", f.Root.FourCC)
+	}
+	x := &Index{file: f, st: s, opts: o, h: g.HNSW, n: int32(g.NTotal), d: g.D, binary: g.Binary, metric: g.Metric}
+	if g.NTotal > math.MaxInt32 {
+		return nil, fmt.Errorf("hnswsearch: %d vectors exceed FAISS's 32-bit node ids", g.NTotal)
+	}
+	st := f.Storage
+	x.codes, _ = st.Section("codes")
+	x.codeSize = int(st.CodeSize)
+	x.nb = g.HNSW.Neighbors
+	if f.IDMap != nil {
+		s, _ := f.IDMap.Section("id_map")
+		x.idMap = &s
+	}
+	switch {
+	case g.Binary:
+		x.kind = hamming
+	case g.Metric != faissfmt.MetricL2 && g.Metric != faissfmt.MetricInnerProduct:
+		return nil, fmt.Errorf("hnswsearch: metric %s is not supported by HNSW search (L2 and IP are)", g.Metric)
+	case st.SQ != nil:
+		x.sq = distance.SQ{QType: int(st.SQ.QType), D: g.D, Trained: st.SQ.Trained}
+		switch {
+		case x.sq.IntegerDirect() && g.Metric == faissfmt.MetricL2:
+			x.kind = sqIntL2
+		case x.sq.IntegerDirect():
+			x.kind = sqIntIP
+		case g.Metric == faissfmt.MetricL2:
+			x.kind = sqL2
+		default:
+			x.kind = sqIP
+		}
+	case g.Metric == faissfmt.MetricL2:
+		x.kind = flatL2
+	default:
+		x.kind = flatIP
+	}
+	if st.SQ != nil && len(st.SQ.Trained) != int(st.SQ.QType.TrainedLen(int64(g.D))) {
+		return nil, fmt.Errorf("hnswsearch: scalar quantizer is not trained")
+	}
+	if v, ok := s.(partial.Viewer); ok {
+		if err := v.Acquire(); err != nil {
+			return nil, err
+		}
+		var err error
+		if x.nbView, err = v.View(x.nb.Offset, x.nb.Len); err == nil {
+			if x.codesView, err = v.View(x.codes.Offset, x.codes.Len); err == nil && x.idMap != nil {
+				x.idView, err = v.View(x.idMap.Offset, x.idMap.Len)
+			}
+		}
+		if err != nil {
+			v.Release()
+			return nil, err
+		}
+		x.viewer = v
+	}
+	x.scratch.New = func() any { return x.newScratch() }
+	return x, nil
+}
+
+// Close releases the Index's hold on the storage (zero-copy views); it does
+// not close the storage. Searches must have returned.
+func (x *Index) Close() error {
+	if x.closed.Swap(true) {
+		return nil
+	}
+	if x.viewer != nil {
+		x.viewer.Release()
+	}
+	return nil
+}
+
+// Dim is the query length: float components, or bytes for binary indexes.
+func (x *Index) Dim() int {
+	if x.binary {
+		return x.codeSize
+	}
+	return x.d
+}
+
+// Binary reports whether queries are binary codes (Hamming distance).
+func (x *Index) Binary() bool { return x.binary }
+
+// Metric is the index's metric.
+func (x *Index) Metric() faissfmt.Metric { return x.metric }
+
+// NTotal is the number of vectors.
+func (x *Index) NTotal() int64 { return int64(x.n) }
+
+// StoredEfSearch is the efSearch saved in the file.
+func (x *Index) StoredEfSearch() int { return int(x.h.EfSearch) }
+
+// File is the parsed file.
+func (x *Index) File() *faissfmt.File { return x.file }
+
+// Options returns the options the Index was made with.
+func (x *Index) Options() Options { return x.opts }

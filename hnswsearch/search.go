@@ -1,0 +1,398 @@
+package hnswsearch
+
+import (
+	"cmp"
+	"encoding/binary"
+	"fmt"
+	"math"
+	"slices"
+
+	"github.com/faiss-sidecar/faiss-sidecar/internal/distance"
+)
+
+// Params are one query's parameters.
+type Params struct {
+	K int
+	// EfSearch > 0 is FAISS's SearchParametersHNSW.efSearch; 0 searches
+	// with the efSearch stored in the file and no search parameters.
+	EfSearch int
+	// Filter, when not nil, allows only these external ids (FAISS's
+	// IDSelector semantics: other nodes are traversed but never returned).
+	Filter []int64
+}
+
+// Result is one hit: the external id and FAISS's distance (squared L2, inner
+// product for IP, Hamming distance for binary indexes). Missing hits have
+// id −1 and FAISS's fill distance.
+type Result struct {
+	ID       int64
+	Distance float32
+}
+
+// Stats describes one query's work.
+type Stats struct {
+	NDis        int   // distances computed
+	NDisLevel0  int   // distances on level 0 (FAISS's hnsw_stats.n3)
+	Expanded    int   // level-0 nodes whose neighbor lists were read
+	ExactScan   bool  // answered by an exact scan of the allowed ids
+	PoolEmptied bool  // the level-0 loop ended with an empty pool (FAISS's n2)
+	Reads       int64 // storage reads issued (0 on zero-copy backends)
+	BytesRead   int64 // bytes requested from storage (or touched in views)
+}
+
+type pair struct {
+	d  float32
+	id int32
+}
+
+// scratch is one query's reusable state.
+type scratch struct {
+	q       []float32
+	qb      []byte // binary query, or the 8bit_direct integer query
+	dec     []float32
+	vbuf    []byte
+	nbuf    []byte
+	visited []uint8
+	gen     uint8
+	pool    pool
+	res     resultHeap
+	beam    resultHeap
+	allowed []uint64
+	sel     []uint64 // allowed while a filter is active, else nil
+	pairs   []pair
+	st      Stats
+}
+
+func (x *Index) newScratch() *scratch {
+	m := int(x.h.CumNeighbors[len(x.h.CumNeighbors)-1]) // largest list capacity bound
+	s := &scratch{
+		q:       make([]float32, x.d),
+		qb:      make([]byte, max(x.codeSize, x.d)),
+		dec:     make([]float32, x.d),
+		vbuf:    make([]byte, x.codeSize),
+		nbuf:    make([]byte, 4*max(m, 1)),
+		visited: make([]uint8, x.n),
+	}
+	return s
+}
+
+// visit marks v visited and reports whether it already was.
+func (s *scratch) visit(v int32) bool {
+	if s.visited[v] == s.gen {
+		return true
+	}
+	s.visited[v] = s.gen
+	return false
+}
+
+// advance starts a fresh visited set (FAISS's VisitedTable::advance).
+func (s *scratch) advance() {
+	s.gen++
+	if s.gen == 0 {
+		clear(s.visited)
+		s.gen = 1
+	}
+}
+
+// Search returns the k nearest neighbors of q (len Dim()) appended to dst,
+// in FAISS's order. Binary indexes take SearchBinary.
+func (x *Index) Search(q []float32, p Params, dst []Result) ([]Result, Stats, error) {
+	if x.binary {
+		return dst, Stats{}, fmt.Errorf("%w: index is binary: use a binary (byte) query", ErrBadQuery)
+	}
+	if len(q) != x.d {
+		return dst, Stats{}, fmt.Errorf("%w: query has %d components, index dimension is %d", ErrBadQuery, len(q), x.d)
+	}
+	for j, v := range q {
+		if math.IsNaN(float64(v)) || math.IsInf(float64(v), 0) {
+			return dst, Stats{}, fmt.Errorf("%w: query component %d is %v", ErrBadQuery, j, v)
+		}
+	}
+	s := x.scratch.Get().(*scratch)
+	defer x.scratch.Put(s)
+	copy(s.q, q)
+	if x.kind == sqIntL2 || x.kind == sqIntIP {
+		distance.QueryBytes(s.qb[:x.d], q)
+	}
+	return x.run(s, p, dst)
+}
+
+// SearchBinary is Search for binary indexes: q is a code of Dim() bytes.
+func (x *Index) SearchBinary(q []byte, p Params, dst []Result) ([]Result, Stats, error) {
+	if !x.binary {
+		return dst, Stats{}, fmt.Errorf("%w: index holds float vectors: use a float query", ErrBadQuery)
+	}
+	if len(q) != x.codeSize {
+		return dst, Stats{}, fmt.Errorf("%w: binary query has %d bytes, index codes have %d (%d bits)", ErrBadQuery, len(q), x.codeSize, x.d)
+	}
+	s := x.scratch.Get().(*scratch)
+	defer x.scratch.Put(s)
+	copy(s.qb, q)
+	return x.run(s, p, dst)
+}
+
+func (x *Index) checkParams(p Params) error {
+	switch {
+	case p.K < 1 || p.K > MaxK:
+		return fmt.Errorf("%w: k=%d is out of range [1, %d]", ErrBadQuery, p.K, MaxK)
+	case p.EfSearch < 0 || p.EfSearch > MaxEfSearch:
+		return fmt.Errorf("%w: ef_search=%d is out of range [1, %d] (0: the stored value)", ErrBadQuery, p.EfSearch, MaxEfSearch)
+	case x.closed.Load():
+		return fmt.Errorf("hnswsearch: index is closed")
+	}
+	return nil
+}
+
+func (x *Index) run(s *scratch, p Params, dst []Result) ([]Result, Stats, error) {
+	if err := x.checkParams(p); err != nil {
+		return dst, Stats{}, err
+	}
+	s.st = Stats{}
+	modern := x.opts.Semantics == Modern
+	s.res.reset(p.K, modern)
+	s.sel = nil
+	var err error
+	switch {
+	case x.n == 0 || x.h.EntryPoint < 0:
+	case p.Filter != nil:
+		var allowed int
+		if allowed, err = x.setFilter(s, p.Filter); err != nil {
+			break
+		}
+		if modern && allowed <= max(p.K, x.opts.ExactFilterMax) {
+			err = x.exactScan(s)
+			break
+		}
+		err = x.searchGraph(s, p)
+	default:
+		err = x.searchGraph(s, p)
+	}
+	if err != nil {
+		return dst, s.st, err
+	}
+	return x.output(s, p.K, dst)
+}
+
+// searchGraph is HNSW_SEARCH (hnsw-search.md §5; modern changes §9).
+func (x *Index) searchGraph(s *scratch, p Params) error {
+	h := x.h
+	modern := x.opts.Semantics == Modern
+	efObj := int(h.EfSearch)
+	efStop := efObj
+	if p.EfSearch > 0 {
+		efStop = p.EfSearch
+	}
+	if !modern && h.UpperBeam != 1 {
+		return x.beamSearch(s, p.K)
+	}
+	nearest := h.EntryPoint
+	dn, err := x.dist(s, nearest)
+	if err != nil {
+		return err
+	}
+	for l := int(h.MaxLevel); l >= 1; l-- {
+		if nearest, dn, err = x.greedy(s, nearest, dn, l); err != nil {
+			return err
+		}
+	}
+	capacity := max(efObj, p.K) // 1.7.3: the object's efSearch, even with parameters
+	if modern {
+		capacity = max(efStop, p.K)
+	}
+	s.pool.reset(capacity, modern)
+	s.pool.push(nearest, dn)
+	s.advance()
+	_, err = x.searchLevel(s, 0, &s.res, efStop)
+	return err
+}
+
+// greedy is the upper-level descent: repeat full passes over the current
+// node's list, moving on strict improvement, until a pass changes nothing.
+func (x *Index) greedy(s *scratch, nearest int32, dn float32, level int) (int32, float32, error) {
+	for {
+		prev := nearest
+		list, err := x.neighbors(s, prev, level)
+		if err != nil {
+			return 0, 0, err
+		}
+		for j := 0; j+4 <= len(list); j += 4 {
+			v := int32(binary.LittleEndian.Uint32(list[j:]))
+			if v < 0 {
+				break
+			}
+			if err := x.checkNeighbor(prev, level, v); err != nil {
+				return 0, 0, err
+			}
+			d, err := x.dist(s, v)
+			if err != nil {
+				return 0, 0, err
+			}
+			if d < dn {
+				nearest, dn = v, d
+			}
+		}
+		if nearest == prev {
+			return nearest, dn, nil
+		}
+	}
+}
+
+// searchLevel is LEVEL (search_from_candidates): the pool s.pool seeds it;
+// results go to r. It returns r's size.
+func (x *Index) searchLevel(s *scratch, level int, r *resultHeap, efStop int) (int, error) {
+	c := &s.pool
+	for i := 0; i < c.size(); i++ {
+		v, d := c.ids[i], c.dis[i]
+		if s.allows(v) {
+			r.offer(d, v)
+		}
+		s.visit(v)
+	}
+	ndis := 0
+	for c.size() > 0 {
+		v0, d0 := c.popMin()
+		if v0 < 0 {
+			break
+		}
+		if c.countBelow(d0) >= efStop {
+			break
+		}
+		list, err := x.neighbors(s, v0, level)
+		if err != nil {
+			return 0, err
+		}
+		for j := 0; j+4 <= len(list); j += 4 {
+			v1 := int32(binary.LittleEndian.Uint32(list[j:]))
+			if v1 < 0 {
+				break
+			}
+			if err := x.checkNeighbor(v0, level, v1); err != nil {
+				return 0, err
+			}
+			if s.visit(v1) {
+				continue
+			}
+			ndis++
+			d, err := x.dist(s, v1)
+			if err != nil {
+				return 0, err
+			}
+			if s.allows(v1) {
+				r.offer(d, v1)
+			}
+			c.push(v1, d)
+		}
+		if level == 0 {
+			s.st.Expanded++
+		}
+	}
+	if level == 0 {
+		s.st.NDisLevel0 += ndis
+		s.st.PoolEmptied = c.size() == 0
+	}
+	return r.n, nil
+}
+
+// beamSearch is FAISS 1.7.3's upper_beam > 1 variant (hnsw-search.md §5.5):
+// a pool of upper_beam entries on every level, no parameters or filter.
+func (x *Index) beamSearch(s *scratch, k int) error {
+	h := x.h
+	b := int(h.UpperBeam)
+	s.beam.reset(b, false)
+	d0, err := x.dist(s, h.EntryPoint)
+	if err != nil {
+		return err
+	}
+	s.beam.dis[0], s.beam.ids[0], s.beam.n = d0, h.EntryPoint, 1
+	sel := s.sel
+	s.sel = nil
+	defer func() { s.sel = sel }()
+	for l := int(h.MaxLevel); l >= 0; l-- {
+		s.pool.reset(b, false)
+		for i := 0; i < s.beam.n; i++ {
+			s.pool.push(s.beam.ids[i], s.beam.dis[i])
+		}
+		s.advance()
+		if l == 0 {
+			_, err = x.searchLevel(s, 0, &s.res, int(h.EfSearch))
+		} else {
+			s.beam.n = 0
+			_, err = x.searchLevel(s, l, &s.beam, int(h.EfSearch))
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// exactScan offers every allowed id (ascending), as OpenSearch does for
+// small filters under modern semantics.
+func (x *Index) exactScan(s *scratch) error {
+	s.st.ExactScan = true
+	for w, word := range s.sel {
+		for word != 0 {
+			bit := word & -word
+			v := int32(w*64 + trailingZeros(bit))
+			word ^= bit
+			d, err := x.dist(s, v)
+			if err != nil {
+				return err
+			}
+			s.res.offer(d, v)
+		}
+	}
+	return nil
+}
+
+// output sorts R by (distance, internal id), fills to k, applies the
+// metric's sign and the id map (hnsw-search.md §1 steps 5–7, §8).
+func (x *Index) output(s *scratch, k int, dst []Result) ([]Result, Stats, error) {
+	r := &s.res
+	s.pairs = s.pairs[:0]
+	for i := 0; i < r.n; i++ {
+		s.pairs = append(s.pairs, pair{r.dis[i], r.ids[i]})
+	}
+	slices.SortFunc(s.pairs, func(a, b pair) int {
+		if c := cmp.Compare(a.d, b.d); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.id, b.id)
+	})
+	fill := float32(fltMax)
+	switch {
+	case x.binary:
+		fill = -2147483648 // FLT_MAX converted to int32 on x86
+	case x.kind == flatIP || x.kind == sqIP || x.kind == sqIntIP:
+		fill = -fltMax
+	}
+	for _, pr := range s.pairs {
+		d := pr.d
+		switch {
+		case x.binary:
+			d = float32(int32(math.Round(float64(d))))
+		case fill < 0:
+			d = -d
+		}
+		id, err := x.externalID(s, pr.id)
+		if err != nil {
+			return dst, s.st, err
+		}
+		dst = append(dst, Result{ID: id, Distance: d})
+	}
+	for i := len(s.pairs); i < k; i++ {
+		dst = append(dst, Result{ID: -1, Distance: fill})
+	}
+	return dst, s.st, nil
+}
+
+func (s *scratch) allows(v int32) bool {
+	return s.sel == nil || s.sel[v>>6]&(1<<uint(v&63)) != 0
+}
+
+func (x *Index) checkNeighbor(node int32, level int, v int32) error {
+	if v >= x.n || (level > 0 && x.h.NumLevels(v) <= level) {
+		return fmt.Errorf("%w: neighbor id %d of node %d on level %d is out of range or not on that level (run inspect --verify)", ErrCorrupt, v, node, level)
+	}
+	return nil
+}

@@ -1,0 +1,81 @@
+package distance
+
+// L2Fast and IPFast are the fast kernels: they reassociate the sum (SIMD on
+// amd64 with AVX2+FMA, four accumulators elsewhere), so results may differ
+// from the exact kernels in the last bits. Chosen once per index.
+var (
+	L2Fast  func(q []float32, x []byte) float32 = l2Go4
+	IPFast  func(q []float32, x []byte) float32 = ipGo4
+	L2FastF func(q, x []float32) float32        = l2Go4F
+	IPFastF func(q, x []float32) float32        = ipGo4F
+	// FastImpl names the implementation in use ("avx2" or "go").
+	FastImpl = "go"
+)
+
+func l2Go4(q []float32, x []byte) float32 {
+	x = x[:4*len(q)]
+	var a0, a1, a2, a3 float32
+	j := 0
+	for ; j+4 <= len(q); j += 4 {
+		t0, t1, t2, t3 := q[j]-f32(x, j), q[j+1]-f32(x, j+1), q[j+2]-f32(x, j+2), q[j+3]-f32(x, j+3)
+		a0 += t0 * t0
+		a1 += t1 * t1
+		a2 += t2 * t2
+		a3 += t3 * t3
+	}
+	for ; j < len(q); j++ {
+		t := q[j] - f32(x, j)
+		a0 += t * t
+	}
+	return (a0 + a1) + (a2 + a3)
+}
+
+func ipGo4(q []float32, x []byte) float32 {
+	x = x[:4*len(q)]
+	var a0, a1, a2, a3 float32
+	j := 0
+	for ; j+4 <= len(q); j += 4 {
+		a0 += q[j] * f32(x, j)
+		a1 += q[j+1] * f32(x, j+1)
+		a2 += q[j+2] * f32(x, j+2)
+		a3 += q[j+3] * f32(x, j+3)
+	}
+	for ; j < len(q); j++ {
+		a0 += q[j] * f32(x, j)
+	}
+	return (a0 + a1) + (a2 + a3)
+}
+
+func l2Go4F(q, x []float32) float32 {
+	x = x[:len(q)]
+	var a0, a1, a2, a3 float32
+	j := 0
+	for ; j+4 <= len(q); j += 4 {
+		t0, t1, t2, t3 := q[j]-x[j], q[j+1]-x[j+1], q[j+2]-x[j+2], q[j+3]-x[j+3]
+		a0 += t0 * t0
+		a1 += t1 * t1
+		a2 += t2 * t2
+		a3 += t3 * t3
+	}
+	for ; j < len(q); j++ {
+		t := q[j] - x[j]
+		a0 += t * t
+	}
+	return (a0 + a1) + (a2 + a3)
+}
+
+func ipGo4F(q, x []float32) float32 {
+	x = x[:len(q)]
+	var a0, a1, a2, a3 float32
+	j := 0
+	for ; j+4 <= len(q); j += 4 {
+		a0 += q[j] * x[j]
+		a1 += q[j+1] * x[j+1]
+		a2 += q[j+2] * x[j+2]
+		a3 += q[j+3] * x[j+3]
+	}
+	for ; j < len(q); j++ {
+		a0 += q[j] * x[j]
+	}
+	return (a0 + a1) + (a2 + a3)
+}
