@@ -9,7 +9,7 @@ import (
 // one rounding per operation: float(c)+0.5 (exact), divide (round), multiply
 // by vdiff (round), add vmin (round); never fused.
 type SQ struct {
-	QType   int       // faissfmt.QType value (0–8)
+	QType   int // faissfmt.QType value (0–8)
 	D       int
 	Trained []float32 // vmin then vdiff (per component, or 2 shared values)
 }
