@@ -1,6 +1,7 @@
 package hnswsearch
 
 import (
+	"fmt"
 	"encoding/json"
 	"math"
 	"os"
@@ -28,6 +29,10 @@ type faissRuns struct {
 		Stats    struct {
 			N1, N2, N3 int
 		} `json:"faiss_stats"`
+		Exact *struct {
+			IDs  [][]int64   `json:"ids"`
+			Dist [][]float64 `json:"distances"`
+		} `json:"exact"`
 	} `json:"runs"`
 }
 
@@ -205,4 +210,173 @@ func TestBadQueries(t *testing.T) {
 	if _, _, err := x.SearchBinary(make([]byte, 4), Params{K: 1}, nil); err == nil {
 		t.Error("binary query on a float index succeeded")
 	}
+}
+
+func sameResults(t *testing.T, what string, got []Result, ids []int64, dist []float64) {
+	t.Helper()
+	for j := range got {
+		if got[j].ID != ids[j] || math.Float32bits(got[j].Distance) != math.Float32bits(float32(dist[j])) {
+			t.Fatalf("%s rank %d: got (%d, %v), FAISS (%d, %v)\n got %v\nwant %v %v", what, j, got[j].ID, got[j].Distance, ids[j], dist[j], got, ids, dist)
+		}
+	}
+}
+
+// sameUpToTies compares with FAISS's brute force (IndexFlat/SQ search),
+// whose heaps order equal inner-product scores larger id first: distances
+// must match bit for bit at every rank, and ids as sets within each group of
+// equal distances; the last group may keep different members of a tie that
+// straddles k.
+func sameUpToTies(t *testing.T, what string, got []Result, ids []int64, dist []float64) {
+	t.Helper()
+	for j := 0; j < len(got); {
+		e := j
+		for e < len(got) && float32(dist[e]) == float32(dist[j]) {
+			e++
+		}
+		want := map[int64]bool{}
+		for i := j; i < e; i++ {
+			if math.Float32bits(got[i].Distance) != math.Float32bits(float32(dist[i])) {
+				t.Fatalf("%s rank %d: distance %v, FAISS %v\n got %v\nwant %v %v", what, i, got[i].Distance, dist[i], got, ids, dist)
+			}
+			want[ids[i]] = true
+		}
+		for i := j; i < e && e < len(got); i++ {
+			if !want[got[i].ID] {
+				t.Fatalf("%s rank %d: id %d not among FAISS's ids at distance %v\n got %v\nwant %v %v", what, i, got[i].ID, dist[i], got, ids, dist)
+			}
+		}
+		j = e
+	}
+}
+
+// TestModernSemantics checks faiss-modern against FAISS where FAISS's
+// answers say what modern FAISS returns:
+//   - filters small enough for the exact scan return FAISS's brute force
+//     over the allowed ids (IndexFlat/IndexScalarQuantizer with an
+//     IDSelector), and so does every filter with ExactFilterMax raised;
+//   - graph searches equal FAISS 1.7.3's wherever the two behaviours
+//     coincide: the same pool capacity and no eviction of a popped top in
+//     the 1.7.3 run. The other queries are counted: they must exist (the
+//     quirk matters) but are not compared.
+func TestModernSemantics(t *testing.T) {
+	compared, diverged := 0, 0
+	for _, fr := range loadRuns(t) {
+		s, err := partial.Open(filepath.Join(fixtureDir, fr.Fixture+".faiss"), partial.Options{Backend: "mmap"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		old := openIndex(t, s, Options{Semantics: FAISS173, Kernel: Exact})
+		mod := openIndex(t, s, Options{Semantics: Modern, Kernel: Exact})
+		allExact := openIndex(t, s, Options{Semantics: Modern, Kernel: Exact, ExactFilterMax: 1 << 30})
+		for ri, run := range fr.Runs {
+			p := Params{K: run.K, Filter: run.AllowIDs}
+			if run.EfSearch != nil {
+				p.EfSearch = *run.EfSearch
+			}
+			for qi := range fr.Queries {
+				q, qb := fr.query(qi)
+				what := fmt.Sprintf("%s run %d query %d", fr.Fixture, ri, qi)
+				if run.Exact != nil {
+					res, st, err := searchOne(allExact, q, qb, p)
+					if err != nil || !st.ExactScan {
+						t.Fatalf("%s: exact scan: %v %+v", what, err, st)
+					}
+					sameUpToTies(t, what+" (exact scan)", res, run.Exact.IDs[qi], run.Exact.Dist[qi])
+				}
+				res, st, err := searchOne(mod, q, qb, p)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if st.ExactScan {
+					sameUpToTies(t, what+" (small filter)", res, run.Exact.IDs[qi], run.Exact.Dist[qi])
+					continue
+				}
+				_, ost, err := searchOne(old, q, qb, p)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if ost.poppedEvictions > 0 || ost.PoolCapacity != st.PoolCapacity {
+					diverged++
+					continue
+				}
+				compared++
+				sameResults(t, what, res, run.IDs[qi], run.Dist[qi])
+			}
+		}
+		s.Close()
+	}
+	t.Logf("modern == FAISS 1.7.3 on %d queries; %d queries hit the 1.7.3 pool quirks and were not compared", compared, diverged)
+	if compared == 0 || diverged == 0 {
+		t.Fatalf("compared %d, diverged %d: the test no longer exercises both cases", compared, diverged)
+	}
+}
+
+// TestFastKernel: with the fast kernel, results equal FAISS's except where
+// FAISS's own distances tie within 1e-6 relative (the fast kernel's last
+// bits may order such ties differently), and distances agree within 1e-5.
+func TestFastKernel(t *testing.T) {
+	rows, tiedRows := 0, 0
+	for _, fr := range loadRuns(t) {
+		s, err := partial.Open(filepath.Join(fixtureDir, fr.Fixture+".faiss"), partial.Options{Backend: "memory"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		x := openIndex(t, s, Options{Semantics: FAISS173, Kernel: Fast})
+		for ri, run := range fr.Runs {
+			p := Params{K: run.K, Filter: run.AllowIDs}
+			if run.EfSearch != nil {
+				p.EfSearch = *run.EfSearch
+			}
+			for qi := range fr.Queries {
+				q, qb := fr.query(qi)
+				res, _, err := searchOne(x, q, qb, p)
+				if err != nil {
+					t.Fatal(err)
+				}
+				rows++
+				ids, dist := run.IDs[qi], run.Dist[qi]
+				same := true
+				for j := range res {
+					if res[j].ID != ids[j] {
+						same = false
+					}
+					if w := dist[j]; math.Abs(float64(res[j].Distance)-w) > 1e-5*math.Max(1, math.Abs(w)) {
+						t.Fatalf("%s run %d query %d rank %d: distance %v, FAISS %v", fr.Fixture, ri, qi, j, res[j].Distance, w)
+					}
+				}
+				if same {
+					continue
+				}
+				if !hasNearTie(dist, 1e-6) && !hasNearTie(distancesOf(res), 1e-6) {
+					t.Fatalf("%s run %d query %d: ids differ without a near tie\n got %v\nwant %v %v", fr.Fixture, ri, qi, res, ids, dist)
+				}
+				tiedRows++
+			}
+		}
+		s.Close()
+	}
+	t.Logf("fast kernel: %d of %d result rows differ from FAISS, all where FAISS's distances tie within 1e-6", tiedRows, rows)
+}
+
+func distancesOf(res []Result) []float64 {
+	out := make([]float64, len(res))
+	for i, r := range res {
+		out[i] = float64(r.Distance)
+	}
+	return out
+}
+
+// hasNearTie reports whether two distinct finite distances of the list lie
+// within rel of each other (exact ties included).
+func hasNearTie(d []float64, rel float64) bool {
+	for i := 1; i < len(d); i++ {
+		a, b := d[i-1], d[i]
+		if math.Abs(a) >= math.MaxFloat32 || math.Abs(b) >= math.MaxFloat32 {
+			continue
+		}
+		if math.Abs(a-b) <= rel*math.Max(math.Abs(a), math.Abs(b)) {
+			return true
+		}
+	}
+	return false
 }

@@ -104,13 +104,16 @@ type pool struct {
 	// fixed: FAISS ≥ 1.7.4 decrements nvalid on eviction only when the
 	// evicted top had not been popped; 1.7.3 always decrements.
 	fixed bool
+	// poppedEvictions counts evictions of an already-popped top: the only
+	// event where the two behaviours differ.
+	poppedEvictions int
 }
 
 func (c *pool) reset(n int, fixed bool) {
 	if cap(c.dis) < n {
 		c.dis, c.ids = make([]float32, n), make([]int32, n)
 	}
-	c.dis, c.ids, c.n, c.k, c.nvalid, c.fixed = c.dis[:n], c.ids[:n], n, 0, 0, fixed
+	c.dis, c.ids, c.n, c.k, c.nvalid, c.fixed, c.poppedEvictions = c.dis[:n], c.ids[:n], n, 0, 0, fixed, 0
 }
 
 func (c *pool) size() int { return c.nvalid }
@@ -119,6 +122,9 @@ func (c *pool) push(id int32, d float32) {
 	if c.k == c.n {
 		if d >= c.dis[0] {
 			return
+		}
+		if c.ids[0] == -1 {
+			c.poppedEvictions++
 		}
 		if !c.fixed || c.ids[0] != -1 {
 			c.nvalid--

@@ -38,6 +38,10 @@ type Stats struct {
 	PoolEmptied bool  // the level-0 loop ended with an empty pool (FAISS's n2)
 	Reads       int64 // storage reads issued (0 on zero-copy backends)
 	BytesRead   int64 // bytes requested from storage (or touched in views)
+	// PoolCapacity is the candidate pool's size; poppedEvictions counts
+	// where FAISS 1.7.3 and ≥ 1.7.4 pools diverge (tests only).
+	PoolCapacity    int
+	poppedEvictions int
 }
 
 type pair struct {
@@ -289,7 +293,9 @@ func (x *Index) searchLevel(s *scratch, level int, r *resultHeap, efStop int) (i
 	if level == 0 {
 		s.st.NDisLevel0 += ndis
 		s.st.PoolEmptied = c.size() == 0
+		s.st.PoolCapacity = c.n
 	}
+	s.st.poppedEvictions += c.poppedEvictions
 	return r.n, nil
 }
 

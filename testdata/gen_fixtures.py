@@ -398,7 +398,20 @@ def search_fixtures():
             ext_allowed = None
             if allowed is not None:
                 ext_allowed = (idmap[allowed] if idmap is not None else allowed).tolist()
-            runs.append({"k": k, "ef_search": ef, "allow_ids": ext_allowed,
+            exact = None
+            if allowed is not None:
+                # FAISS's own brute force over the allowed ids (the storage index
+                # with an IDSelector, one query at a time: sequential kernels).
+                storage = faiss.downcast_index(inner.storage)
+                ED, EI = [], []
+                for qi in range(len(q)):
+                    dd, ii = storage.search(q[qi:qi + 1], k, params=faiss.SearchParameters(sel=faiss.IDSelectorBatch(allowed.astype("int64"))))
+                    if idmap is not None:
+                        ii = np.where(ii >= 0, idmap[np.maximum(ii, 0)], -1)
+                    ED.append(fl(dd[0]))
+                    EI.append(ii[0].tolist())
+                exact = {"ids": EI, "distances": ED}
+            runs.append({"k": k, "ef_search": ef, "allow_ids": ext_allowed, "exact": exact,
                          "ids": I.tolist(), "distances": [fl(r) if not binary else [int(v) for v in r] for r in D],
                          "faiss_stats": st})
         out = {"fixture": name, "faiss_version": faiss.__version__, "binary": binary, "stored_ef_search": int(stored_ef),

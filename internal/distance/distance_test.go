@@ -1,0 +1,115 @@
+package distance
+
+import (
+	"encoding/binary"
+	"math"
+	"math/rand/v2"
+	"testing"
+)
+
+func toBytes(x []float32, shift int) []byte {
+	b := make([]byte, shift+4*len(x)) // shift: unaligned, as in FAISS sections
+	for j, v := range x {
+		binary.LittleEndian.PutUint32(b[shift+4*j:], math.Float32bits(v))
+	}
+	return b[shift:]
+}
+
+func ref(q, x []float32, l2 bool) float64 {
+	var s float64
+	for j := range q {
+		if l2 {
+			t := float64(q[j]) - float64(x[j])
+			s += t * t
+		} else {
+			s += float64(q[j]) * float64(x[j])
+		}
+	}
+	return s
+}
+
+// TestKernelsAgree: exact, the Go fast kernel and (on amd64) the AVX2 kernel
+// agree with a float64 reference on odd dimensions and unaligned data.
+func TestKernelsAgree(t *testing.T) {
+	r := rand.New(rand.NewPCG(1, 2))
+	for _, d := range []int{1, 2, 3, 7, 8, 9, 15, 16, 17, 31, 32, 33, 63, 64, 65, 100, 127, 128, 129, 255, 768, 784, 1023} {
+		q, x := make([]float32, d), make([]float32, d)
+		for j := range q {
+			q[j], x[j] = float32(r.NormFloat64()), float32(r.NormFloat64())
+		}
+		for shift := range 4 {
+			xb := toBytes(x, shift)
+			for _, k := range []struct {
+				name string
+				l2   bool
+				f    func([]float32, []byte) float32
+				g    func([]float32, []float32) float32
+			}{
+				{"L2Exact", true, L2Exact, L2ExactF}, {"IPExact", false, IPExact, IPExactF},
+				{"L2Fast/" + FastImpl, true, L2Fast, L2FastF}, {"IPFast/" + FastImpl, false, IPFast, IPFastF},
+				{"L2Go4", true, l2Go4, l2Go4F}, {"IPGo4", false, ipGo4, ipGo4F},
+			} {
+				want := ref(q, x, k.l2)
+				got, gotF := k.f(q, xb), k.g(q, x)
+				tol := 1e-5 * (math.Abs(want) + float64(d))
+				if math.Abs(float64(got)-want) > tol || math.Abs(float64(gotF)-want) > tol {
+					t.Errorf("%s d=%d shift=%d: %v / %v, float64 reference %v", k.name, d, shift, got, gotF, want)
+				}
+			}
+		}
+	}
+}
+
+// TestExactIsSequential pins the exact kernel to strictly sequential
+// float32 with each product rounded (the FAISS GENERIC build).
+func TestExactIsSequential(t *testing.T) {
+	q := []float32{1e8, 1, -1e8, 0.5}
+	x := []float32{0, 0, 0, 0}
+	var acc float32
+	for j := range q {
+		tt := q[j] - x[j]
+		acc = acc + float32(tt*tt)
+	}
+	if got := L2Exact(q, toBytes(x, 1)); got != acc {
+		t.Fatalf("L2Exact %v, sequential %v", got, acc)
+	}
+}
+
+func TestHalfToFloat(t *testing.T) {
+	for _, c := range []struct {
+		h uint16
+		f float32
+	}{{0x3c00, 1}, {0xc000, -2}, {0x0001, 5.960464477539063e-08}, {0x03ff, 6.097555160522461e-05},
+		{0x7bff, 65504}, {0x8000, float32(math.Copysign(0, -1))}, {0x7c00, float32(math.Inf(1))}} {
+		if got := HalfToFloat(c.h); math.Float32bits(got) != math.Float32bits(c.f) {
+			t.Errorf("HalfToFloat(%#04x) = %v, want %v", c.h, got, c.f)
+		}
+	}
+	if !math.IsNaN(float64(HalfToFloat(0x7e00))) {
+		t.Error("NaN half did not convert to NaN")
+	}
+}
+
+func BenchmarkL2(b *testing.B) {
+	for _, d := range []int{128, 784} {
+		q, x := make([]float32, d), make([]float32, d)
+		for j := range q {
+			q[j], x[j] = float32(j), float32(d-j)
+		}
+		xb := toBytes(x, 1)
+		for _, k := range []struct {
+			name string
+			f    func([]float32, []byte) float32
+		}{{"exact", L2Exact}, {"go4", l2Go4}, {"fast-" + FastImpl, L2Fast}} {
+			b.Run(k.name+"/d="+itoa(d), func(b *testing.B) {
+				var s float32
+				for b.Loop() {
+					s += k.f(q, xb)
+				}
+				_ = s
+			})
+		}
+	}
+}
+
+func itoa(d int) string { return string(rune('0'+d/100%10)) + string(rune('0'+d/10%10)) + string(rune('0'+d%10)) }

@@ -1,0 +1,51 @@
+//go:build !purego
+
+package distance
+
+import (
+	"unsafe"
+
+	"golang.org/x/sys/cpu"
+)
+
+// On amd64 with AVX2 and FMA the fast kernels are the avo-generated
+// assembly in kernels_amd64.s (regenerate with internal/distance/asm);
+// chosen once at start-up. Build with -tags purego for the Go kernels.
+func init() {
+	if cpu.X86.HasAVX2 && cpu.X86.HasFMA {
+		L2Fast, IPFast, L2FastF, IPFastF = l2Bytes, ipBytes, l2Floats, ipFloats
+		FastImpl = "avx2"
+	}
+}
+
+func l2Bytes(q []float32, x []byte) float32 {
+	if len(q) == 0 {
+		return 0
+	}
+	x = x[:4*len(q)]
+	return l2AVX2((*byte)(unsafe.Pointer(&q[0])), &x[0], len(q))
+}
+
+func ipBytes(q []float32, x []byte) float32 {
+	if len(q) == 0 {
+		return 0
+	}
+	x = x[:4*len(q)]
+	return ipAVX2((*byte)(unsafe.Pointer(&q[0])), &x[0], len(q))
+}
+
+func l2Floats(q, x []float32) float32 {
+	if len(q) == 0 {
+		return 0
+	}
+	x = x[:len(q)]
+	return l2AVX2((*byte)(unsafe.Pointer(&q[0])), (*byte)(unsafe.Pointer(&x[0])), len(q))
+}
+
+func ipFloats(q, x []float32) float32 {
+	if len(q) == 0 {
+		return 0
+	}
+	x = x[:len(q)]
+	return ipAVX2((*byte)(unsafe.Pointer(&q[0])), (*byte)(unsafe.Pointer(&x[0])), len(q))
+}
