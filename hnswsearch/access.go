@@ -90,11 +90,10 @@ func (x *Index) externalID(s *scratch, v int32) (int64, error) {
 	if x.idView != nil {
 		return int64(binary.LittleEndian.Uint64(x.idView[8*int64(v):])), nil
 	}
-	var b [8]byte
 	s.st.Reads++
 	s.st.BytesRead += 8
-	if _, err := x.st.ReadAt(b[:], x.idMap.Offset+8*int64(v)); err != nil {
+	if _, err := x.st.ReadAt(s.idbuf[:], x.idMap.Offset+8*int64(v)); err != nil {
 		return 0, fmt.Errorf("hnswsearch: reading id_map[%d]: %w", v, err)
 	}
-	return int64(binary.LittleEndian.Uint64(b[:])), nil
+	return int64(binary.LittleEndian.Uint64(s.idbuf[:])), nil
 }

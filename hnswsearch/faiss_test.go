@@ -1,8 +1,8 @@
 package hnswsearch
 
 import (
-	"fmt"
 	"encoding/json"
+	"fmt"
 	"math"
 	"os"
 	"path/filepath"

@@ -64,6 +64,7 @@ type scratch struct {
 	allowed []uint64
 	sel     []uint64 // allowed while a filter is active, else nil
 	pairs   []pair
+	idbuf   []byte
 	st      Stats
 }
 
@@ -76,6 +77,7 @@ func (x *Index) newScratch() *scratch {
 		vbuf:    make([]byte, x.codeSize),
 		nbuf:    make([]byte, 4*max(m, 1)),
 		visited: make([]uint8, x.n),
+		idbuf:   make([]byte, 8),
 	}
 	return s
 }

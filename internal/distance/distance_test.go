@@ -112,4 +112,6 @@ func BenchmarkL2(b *testing.B) {
 	}
 }
 
-func itoa(d int) string { return string(rune('0'+d/100%10)) + string(rune('0'+d/10%10)) + string(rune('0'+d%10)) }
+func itoa(d int) string {
+	return string(rune('0'+d/100%10)) + string(rune('0'+d/10%10)) + string(rune('0'+d%10))
+}

@@ -1,0 +1,75 @@
+package hnswsearch
+
+import (
+	"path/filepath"
+	"testing"
+
+	"github.com/faiss-sidecar/faiss-sidecar/partial"
+)
+
+// TestConcurrentAndBatch: many goroutines (and SearchBatch) on one Index give
+// the same answers as one at a time, on zero-copy and copying backends.
+func TestConcurrentAndBatch(t *testing.T) {
+	var fr faissRuns
+	for _, r := range loadRuns(t) {
+		if r.Fixture == "hnsw_flat_large" {
+			fr = r
+		}
+	}
+	for _, backend := range []string{"mmap", "pread"} {
+		s, err := partial.Open(filepath.Join(fixtureDir, "hnsw_flat_large.faiss"), partial.Options{Backend: backend, CacheBytes: 256 << 10})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer s.Close()
+		x := openIndex(t, s, Options{Semantics: FAISS173, Kernel: Exact})
+		run := fr.Runs[1]
+		p := Params{K: run.K}
+		var qs []Query
+		for i := range 200 {
+			q, _ := fr.query(i % len(fr.Queries))
+			qs = append(qs, Query{Vector: q})
+		}
+		out := x.SearchBatch(qs, p, 8, nil)
+		for i, r := range out {
+			if r.Err != nil {
+				t.Fatal(r.Err)
+			}
+			sameResults(t, backend, r.Hits, run.IDs[i%len(fr.Queries)], run.Dist[i%len(fr.Queries)])
+		}
+	}
+}
+
+// TestNoAllocationsPerQuery: in steady state a query allocates nothing.
+func TestNoAllocationsPerQuery(t *testing.T) {
+	fr := loadRuns(t)[0]
+	for _, r := range loadRuns(t) {
+		if r.Fixture == "idmap_hnsw" {
+			fr = r
+		}
+	}
+	for _, backend := range []string{"memory", "mmap", "pread"} {
+		s, err := partial.Open(filepath.Join(fixtureDir, fr.Fixture+".faiss"), partial.Options{Backend: backend})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer s.Close()
+		for _, o := range []Options{{}, {Semantics: FAISS173, Kernel: Exact}} {
+			x := openIndex(t, s, o)
+			q, _ := fr.query(0)
+			dst := make([]Result, 0, 64)
+			filtered := Params{K: 10, EfSearch: 32, Filter: fr.Runs[7].AllowIDs}
+			for _, p := range []Params{{K: 10}, {K: 40, EfSearch: 64}, filtered} {
+				x.Search(q, p, dst[:0]) // warm the pool and the id map's reverse index
+				allocs := testing.AllocsPerRun(50, func() {
+					if _, _, err := x.Search(q, p, dst[:0]); err != nil {
+						t.Fatal(err)
+					}
+				})
+				if allocs != 0 {
+					t.Errorf("%s %v %+v: %.1f allocations per query", backend, o, p, allocs)
+				}
+			}
+		}
+	}
+}
