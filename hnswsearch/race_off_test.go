@@ -1,0 +1,5 @@
+//go:build !race
+
+package hnswsearch
+
+const raceEnabled = false
