@@ -8,8 +8,12 @@ import (
 	"math/rand/v2"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
+	"github.com/faiss-sidecar/faiss-sidecar/hnswsearch"
+	"github.com/faiss-sidecar/faiss-sidecar/internal/distance"
+	"github.com/faiss-sidecar/faiss-sidecar/internal/vecio"
 	"github.com/faiss-sidecar/faiss-sidecar/partial"
 )
 
@@ -17,7 +21,192 @@ func runBench(args []string, stdout, stderr io.Writer) error {
 	if len(args) > 0 && args[0] == "storage" {
 		return runBenchStorage(args[1:], stdout)
 	}
-	return usagef("usage: faiss-sidecar bench storage FILE --backend NAME [--cold] [--reads N] [--inflight K] [--json]")
+	return runBenchSearch(args, stdout)
+}
+
+// searchBenchResult is what `bench INDEX --json` prints.
+type searchBenchResult struct {
+	Index         string   `json:"index"`
+	Mode          string   `json:"mode"`
+	Backend       string   `json:"backend"`
+	Semantics     string   `json:"semantics"`
+	Kernel        string   `json:"kernel"`
+	KernelImpl    string   `json:"kernel_impl"`
+	Threads       int      `json:"threads"`
+	Queries       int      `json:"queries"`
+	K             int      `json:"k"`
+	EfSearch      int      `json:"ef_search"`
+	Searches      int      `json:"searches"`
+	Seconds       float64  `json:"seconds"`
+	QPS           float64  `json:"qps"`
+	P50us         float64  `json:"p50_us"`
+	P99us         float64  `json:"p99_us"`
+	Recall        *float64 `json:"recall,omitempty"`
+	NDisMean      float64  `json:"ndis_mean"`
+	BytesPerQuery float64  `json:"bytes_read_per_query"`
+	ReadsPerQuery float64  `json:"reads_per_query"`
+	OpenMs        float64  `json:"open_ms"`
+	ResidentBytes int64    `json:"resident_bytes"`
+	StorageStats  any      `json:"storage_stats,omitempty"`
+}
+
+func runBenchSearch(args []string, stdout io.Writer) error {
+	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
+	var ix indexFlags
+	ix.register(fs)
+	queries := fs.String("queries", "", "query vectors: .fvecs, .bvecs or .npy")
+	k := fs.Int("k", 10, "neighbors per query")
+	ef := fs.Int("ef-search", 0, "efSearch (0: the value stored in the index)")
+	threads := fs.Int("threads", 1, "goroutines searching concurrently")
+	gt := fs.String("gt", "", "ground-truth neighbor ids (.ivecs, or an integer .npy) for recall@k")
+	duration := fs.Duration("duration", 3*time.Second, "minimum measured time (at least one pass over the queries)")
+	asJSON := fs.Bool("json", false, "print one JSON object")
+	pos, err := parseArgs(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) != 1 || *queries == "" {
+		return usagef("usage: faiss-sidecar bench INDEX --queries Q --k K --ef-search EF [--threads N] [--mode M] [--backend B] [--gt GT.ivecs] --json\n   or: faiss-sidecar bench storage FILE --backend NAME [--cold] --json")
+	}
+	if *threads < 1 {
+		return usagef("--threads must be ≥ 1")
+	}
+	l, err := ix.open(pos[0])
+	if err != nil {
+		return err
+	}
+	defer l.Close()
+	qs, err := loadQueries(*queries, l.idx)
+	if err != nil {
+		return err
+	}
+	if len(qs) == 0 {
+		return fmt.Errorf("%s: no queries", *queries)
+	}
+	p := hnswsearch.Params{K: *k, EfSearch: *ef}
+	// Warm-up pass (also the results recall is computed from).
+	first := l.idx.SearchBatch(qs, p, *threads, nil)
+	for i, r := range first {
+		if r.Err != nil {
+			return fmt.Errorf("query %d: %w", i, r.Err)
+		}
+	}
+	res := searchBenchResult{Index: pos[0], Mode: ix.mode, Backend: l.backend, Semantics: ix.semantics, Kernel: ix.kernel,
+		KernelImpl: distance.FastImpl, Threads: *threads, Queries: len(qs), K: *k, EfSearch: *ef, OpenMs: float64(l.openDur.Microseconds()) / 1e3}
+	if ix.kernel == "exact" {
+		res.KernelImpl = "sequential"
+	}
+	if *gt != "" {
+		m, err := vecio.ReadFile(*gt)
+		if err != nil {
+			return err
+		}
+		if m.I64 == nil || m.N < len(qs) || m.Dim < *k {
+			return fmt.Errorf("%s: need ≥ %d rows of ≥ %d integer ids", *gt, len(qs), *k)
+		}
+		hits := 0
+		for i, r := range first {
+			want := map[int64]bool{}
+			for _, id := range m.RowI64(i)[:*k] {
+				want[id] = true
+			}
+			for _, h := range r.Hits {
+				if want[h.ID] {
+					hits++
+				}
+			}
+		}
+		rec := float64(hits) / float64(len(qs)**k)
+		res.Recall = &rec
+	}
+	// Measured passes: workers take queries round-robin until the duration.
+	var (
+		next     atomic.Int64
+		wg       sync.WaitGroup
+		mu       sync.Mutex
+		lat      []time.Duration
+		ndis     int64
+		bytesRd  int64
+		readsN   int64
+		searches int64
+		runErr   error
+	)
+	total := int64(len(qs))
+	start := time.Now()
+	deadline := start.Add(*duration)
+	for range *threads {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var my []time.Duration
+			var nd, br, rd int64
+			dst := make([]hnswsearch.Result, 0, *k)
+			for {
+				i := next.Add(1) - 1
+				if i >= total && time.Now().After(deadline) {
+					break
+				}
+				q := qs[i%total]
+				t0 := time.Now()
+				var st hnswsearch.Stats
+				var err error
+				if q.Code != nil {
+					dst, st, err = l.idx.SearchBinary(q.Code, p, dst[:0])
+				} else {
+					dst, st, err = l.idx.Search(q.Vector, p, dst[:0])
+				}
+				my = append(my, time.Since(t0))
+				if err != nil {
+					mu.Lock()
+					runErr = err
+					mu.Unlock()
+					break
+				}
+				nd += int64(st.NDis)
+				br += st.BytesRead
+				rd += st.Reads
+			}
+			mu.Lock()
+			lat = append(lat, my...)
+			ndis += nd
+			bytesRd += br
+			readsN += rd
+			searches += int64(len(my))
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	elapsed := time.Since(start)
+	if runErr != nil {
+		return runErr
+	}
+	slices.Sort(lat)
+	res.Searches = int(searches)
+	res.Seconds = elapsed.Seconds()
+	res.QPS = float64(searches) / elapsed.Seconds()
+	res.P50us = float64(lat[len(lat)/2]) / 1e3
+	res.P99us = float64(lat[len(lat)*99/100]) / 1e3
+	res.NDisMean = float64(ndis) / float64(searches)
+	res.BytesPerQuery = float64(bytesRd) / float64(searches)
+	res.ReadsPerQuery = float64(readsN) / float64(searches)
+	res.ResidentBytes = l.file.ResidentBytes()
+	if sr, ok := l.st.(partial.StatsReporter); ok {
+		st := sr.Stats()
+		res.ResidentBytes += st.ResidentBytes
+		res.StorageStats = st
+	}
+	if *asJSON {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(res)
+	}
+	fmt.Fprintf(stdout, "%s (%s/%s, %s, %s kernel): %d threads, k=%d ef=%d: %.0f QPS, p50 %.1f µs, p99 %.1f µs, %.0f distances/query, %.0f bytes read/query",
+		pos[0], ix.mode, l.backend, ix.semantics, res.KernelImpl, *threads, *k, *ef, res.QPS, res.P50us, res.P99us, res.NDisMean, res.BytesPerQuery)
+	if res.Recall != nil {
+		fmt.Fprintf(stdout, ", recall@%d %.4f", *k, *res.Recall)
+	}
+	fmt.Fprintln(stdout)
+	return nil
 }
 
 // storageResult is what `bench storage --json` prints.

@@ -3,6 +3,9 @@
 //
 //	faiss-sidecar inspect FILE [--json] [--verify] [--backend NAME]
 //	faiss-sidecar compress IN OUT [--frame-size N]
+//	faiss-sidecar search INDEX --queries Q --k K [--ef-search EF] [--mode M] [--backend B] --out OUT.jsonl
+//	faiss-sidecar bench INDEX --queries Q --k K [--ef-search EF] [--threads N] [--gt GT.ivecs] --json
+//	faiss-sidecar bench storage FILE --backend NAME [--cold] [--inflight K] --json
 //
 // Every failure prints exactly one line on stderr and exits with status 1
 // (2 for a usage error).
@@ -27,7 +30,8 @@ type command struct {
 var commands = map[string]command{
 	"inspect":  {"print an index file's structure, sections and memory needs", runInspect},
 	"compress": {"write a file in the zstd seekable format (read by --backend zstd)", runCompress},
-	"bench":    {"benchmarks: bench storage FILE (random reads through a backend)", runBench},
+	"search":   {"search an HNSW index with query vectors, writing JSON lines", runSearch},
+	"bench":    {"benchmarks: bench INDEX (search QPS, latency, recall), bench storage FILE", runBench},
 }
 
 // usageError marks errors that should exit with status 2.

@@ -1,0 +1,137 @@
+package main
+
+import (
+	"flag"
+	"fmt"
+	"time"
+
+	"github.com/faiss-sidecar/faiss-sidecar/faissfmt"
+	"github.com/faiss-sidecar/faiss-sidecar/hnswsearch"
+	"github.com/faiss-sidecar/faiss-sidecar/internal/vecio"
+	"github.com/faiss-sidecar/faiss-sidecar/partial"
+)
+
+// indexFlags are the flags every command that opens an index for search takes.
+type indexFlags struct {
+	mode, backend, semantics, kernel string
+	cacheBytes                       int64
+}
+
+func (f *indexFlags) register(fs *flag.FlagSet) {
+	fs.StringVar(&f.mode, "mode", "memory_efficient", "loading mode: full (whole file in memory) or memory_efficient (read on demand)")
+	fs.StringVar(&f.backend, "backend", "", backendHelp+"; memory_efficient defaults to mmap")
+	fs.StringVar(&f.semantics, "semantics", "faiss-modern", "search semantics: faiss-modern or faiss-1.7.3")
+	fs.StringVar(&f.kernel, "kernel", "fast", "distance kernel: fast or exact")
+	fs.Int64Var(&f.cacheBytes, "cache-bytes", 0, "block cache budget for pread/direct/zstd (0: 64 MiB)")
+}
+
+// loadedIndex is an opened storage + parsed file + search index.
+type loadedIndex struct {
+	st      partial.Storage
+	file    *faissfmt.File
+	idx     *hnswsearch.Index
+	backend string
+	openDur time.Duration
+}
+
+func (l *loadedIndex) Close() {
+	l.idx.Close()
+	l.st.Close()
+}
+
+func (f *indexFlags) open(path string) (*loadedIndex, error) {
+	backend := f.backend
+	switch f.mode {
+	case "full":
+		if backend != "" && backend != "memory" {
+			return nil, usagef("--mode full reads the whole file into memory; --backend %s applies to --mode memory_efficient", backend)
+		}
+		backend = "memory"
+	case "memory_efficient":
+		if backend == "" {
+			backend = "mmap"
+			if ok, _ := partial.IsSeekableZstd(path); ok {
+				backend = "zstd"
+			}
+		}
+		if backend == "memory" {
+			return nil, usagef("--backend memory is --mode full")
+		}
+	default:
+		return nil, usagef("unknown --mode %q (full or memory_efficient)", f.mode)
+	}
+	sem, err := hnswsearch.ParseSemantics(f.semantics)
+	if err != nil {
+		return nil, usagef("%v", err)
+	}
+	ker, err := hnswsearch.ParseKernel(f.kernel)
+	if err != nil {
+		return nil, usagef("%v", err)
+	}
+	start := time.Now()
+	st, err := openSource(path, backend, f.cacheBytes)
+	if err != nil {
+		return nil, err
+	}
+	file, err := faissfmt.Open(st, st.Size())
+	if err != nil {
+		st.Close()
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	idx, err := hnswsearch.New(file, st, hnswsearch.Options{Semantics: sem, Kernel: ker})
+	if err != nil {
+		st.Close()
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return &loadedIndex{st: st, file: file, idx: idx, backend: backendName(st), openDur: time.Since(start)}, nil
+}
+
+// loadQueries reads a query file and checks it against the index.
+func loadQueries(path string, x *hnswsearch.Index) ([]hnswsearch.Query, error) {
+	m, err := vecio.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	if m.Dim != x.Dim() {
+		unit := "components"
+		if x.Binary() {
+			unit = "bytes"
+		}
+		return nil, fmt.Errorf("%s: queries have %d values, the index expects %d %s", path, m.Dim, x.Dim(), unit)
+	}
+	qs := make([]hnswsearch.Query, m.N)
+	for i := range qs {
+		switch {
+		case x.Binary() && m.U8 != nil:
+			qs[i].Code = m.RowU8(i)
+		case x.Binary():
+			return nil, fmt.Errorf("%s: a binary index needs byte queries (.bvecs or uint8 .npy)", path)
+		case m.F32 != nil:
+			qs[i].Vector = m.RowF32(i)
+		case m.U8 != nil: // e.g. SIFT .bvecs: byte components of float vectors
+			v := make([]float32, m.Dim)
+			for j, b := range m.RowU8(i) {
+				v[j] = float32(b)
+			}
+			qs[i].Vector = v
+		default:
+			return nil, fmt.Errorf("%s: integer arrays are not queries", path)
+		}
+	}
+	return qs, nil
+}
+
+// loadIDs reads allowed ids: one per line (.txt), .ivecs (all values) or an integer .npy.
+func loadIDs(path string) ([]int64, error) {
+	m, err := vecio.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	if m.I64 == nil && m.N > 0 {
+		return nil, fmt.Errorf("%s: ids must be integers (.txt, .ivecs or an integer .npy)", path)
+	}
+	if m.I64 == nil {
+		return []int64{}, nil
+	}
+	return m.I64, nil
+}
