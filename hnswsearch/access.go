@@ -21,10 +21,18 @@ func (x *Index) neighbors(s *scratch, v int32, l int) ([]byte, error) {
 	}
 	buf := s.nbuf[:n]
 	s.st.Reads++
-	if _, err := x.st.ReadAt(buf, x.nb.Offset+b*4); err != nil {
+	if _, err := x.readAt(s, buf, x.nb.Offset+b*4); err != nil {
 		return nil, fmt.Errorf("hnswsearch: reading the neighbors of node %d on level %d: %w", v, l, err)
 	}
 	return buf, nil
+}
+
+// readAt reads through the backend, attributing its I/O to the query.
+func (x *Index) readAt(s *scratch, p []byte, off int64) (int, error) {
+	if x.tally != nil {
+		return x.tally.ReadAtTally(p, off, &s.st.IO)
+	}
+	return x.st.ReadAt(p, off)
 }
 
 // code returns vector v's stored bytes.
@@ -35,7 +43,7 @@ func (x *Index) code(s *scratch, v int32) ([]byte, error) {
 		return x.codesView[off : off+int64(x.codeSize)], nil
 	}
 	s.st.Reads++
-	if _, err := x.st.ReadAt(s.vbuf, x.codes.Offset+off); err != nil {
+	if _, err := x.readAt(s, s.vbuf, x.codes.Offset+off); err != nil {
 		return nil, fmt.Errorf("hnswsearch: reading vector %d: %w", v, err)
 	}
 	return s.vbuf, nil
@@ -92,7 +100,7 @@ func (x *Index) externalID(s *scratch, v int32) (int64, error) {
 	}
 	s.st.Reads++
 	s.st.BytesRead += 8
-	if _, err := x.st.ReadAt(s.idbuf[:], x.idMap.Offset+8*int64(v)); err != nil {
+	if _, err := x.readAt(s, s.idbuf, x.idMap.Offset+8*int64(v)); err != nil {
 		return 0, fmt.Errorf("hnswsearch: reading id_map[%d]: %w", v, err)
 	}
 	return int64(binary.LittleEndian.Uint64(s.idbuf[:])), nil

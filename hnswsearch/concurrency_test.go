@@ -76,3 +76,36 @@ func TestNoAllocationsPerQuery(t *testing.T) {
 		}
 	}
 }
+
+// TestPerQueryIO: queries report their own cache hits, misses and device
+// reads; a repeated query over a warm cache misses nothing.
+func TestPerQueryIO(t *testing.T) {
+	fr := loadRuns(t)[0]
+	path := filepath.Join(fixtureDir, fr.Fixture+".faiss")
+	q, qb := fr.query(0)
+	s, err := partial.Open(path, partial.Options{Backend: "pread", CacheBytes: 8 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	x := openIndex(t, s, Options{})
+	_, first, err := searchOne(x, q, qb, Params{K: 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, again, _ := searchOne(x, q, qb, Params{K: 10})
+	if first.IO.CacheMisses == 0 || first.IO.DeviceReads != first.IO.CacheMisses || again.IO.CacheMisses != 0 ||
+		again.IO.CacheHits < again.Reads {
+		t.Fatalf("first %+v, again %+v", first, again)
+	}
+	d, err := partial.Open(path, partial.Options{Backend: "direct"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	xd := openIndex(t, d, Options{})
+	_, st, err := searchOne(xd, q, qb, Params{K: 10})
+	if err != nil || st.IO.DeviceReads < st.Reads || st.IO.DeviceBytes < st.BytesRead {
+		t.Fatalf("direct: %+v %v", st, err)
+	}
+}

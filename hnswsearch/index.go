@@ -89,7 +89,8 @@ const fltMax = math.MaxFloat32
 type Index struct {
 	file     *faissfmt.File
 	st       partial.Storage
-	viewer   partial.Viewer // nil: bytes are copied with ReadAt
+	viewer   partial.Viewer      // nil: bytes are copied with ReadAt
+	tally    partial.TallyReader // nil: the backend cannot attribute I/O
 	opts     Options
 	h        *faissfmt.HNSW
 	n        int32
@@ -183,6 +184,7 @@ func New(f *faissfmt.File, s partial.Storage, o Options) (*Index, error) {
 		}
 		x.viewer = v
 	}
+	x.tally, _ = s.(partial.TallyReader)
 	x.scratch.New = func() any { return x.newScratch() }
 	return x, nil
 }

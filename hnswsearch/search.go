@@ -8,6 +8,7 @@ import (
 	"slices"
 
 	"github.com/faiss-sidecar/faiss-sidecar/internal/distance"
+	"github.com/faiss-sidecar/faiss-sidecar/partial"
 )
 
 // Params are one query's parameters.
@@ -38,6 +39,9 @@ type Stats struct {
 	PoolEmptied bool  // the level-0 loop ended with an empty pool (FAISS's n2)
 	Reads       int64 // storage reads issued (0 on zero-copy backends)
 	BytesRead   int64 // bytes requested from storage (or touched in views)
+	// IO is the backend's own account of this query: cache hits and misses
+	// and device reads (pread, direct, zstd backends).
+	IO partial.Tally
 	// PoolCapacity is the candidate pool's size; poppedEvictions counts
 	// where FAISS 1.7.3 and ≥ 1.7.4 pools diverge (tests only).
 	PoolCapacity    int

@@ -188,7 +188,11 @@ func NewCached(name string, inner Storage, cache *Cache, budget int64, blockSize
 
 func (c *Cached) Size() int64 { return c.size }
 
-func (c *Cached) ReadAt(p []byte, off int64) (int, error) {
+func (c *Cached) ReadAt(p []byte, off int64) (int, error) { return c.ReadAtTally(p, off, nil) }
+
+// ReadAtTally is ReadAt that adds the cache hits and misses and the device
+// reads of misses to t (when not nil).
+func (c *Cached) ReadAtTally(p []byte, off int64, t *Tally) (int, error) {
 	if !c.life.acquire() {
 		return 0, closedErr(c.name)
 	}
@@ -201,7 +205,7 @@ func (c *Cached) ReadAt(p []byte, off int64) (int, error) {
 	for done < len(p) {
 		pos := off + int64(done)
 		blk := pos / c.blockSize
-		b, err := c.block(blk)
+		b, err := c.block(blk, t)
 		if err != nil {
 			return done, err
 		}
@@ -210,7 +214,7 @@ func (c *Cached) ReadAt(p []byte, off int64) (int, error) {
 	return done, nil
 }
 
-func (c *Cached) block(blk int64) ([]byte, error) {
+func (c *Cached) block(blk int64, t *Tally) ([]byte, error) {
 	b, hit, err := c.cache.get(keyOf(c.file, blk), func() ([]byte, error) {
 		start := blk * c.blockSize
 		buf := make([]byte, min(c.blockSize, c.size-start))
@@ -223,6 +227,15 @@ func (c *Cached) block(blk int64) ([]byte, error) {
 		c.hits.Add(1)
 	} else {
 		c.misses.Add(1)
+	}
+	if t != nil {
+		if hit {
+			t.CacheHits++
+		} else {
+			t.CacheMisses++
+			t.DeviceReads++
+			t.DeviceBytes += int64(len(b))
+		}
 	}
 	return b, err
 }

@@ -90,7 +90,10 @@ func alignedBuf(n int, align int64) []byte {
 
 func (d *Direct) Size() int64 { return d.size }
 
-func (d *Direct) ReadAt(p []byte, off int64) (int, error) {
+func (d *Direct) ReadAt(p []byte, off int64) (int, error) { return d.ReadAtTally(p, off, nil) }
+
+// ReadAtTally is ReadAt that counts the aligned reads it issues in t.
+func (d *Direct) ReadAtTally(p []byte, off int64, t *Tally) (int, error) {
 	if !d.life.acquire() {
 		return 0, closedErr(d.name)
 	}
@@ -102,7 +105,7 @@ func (d *Direct) ReadAt(p []byte, off int64) (int, error) {
 	// Aligned caller buffer and range: read straight into it.
 	if int64(len(p))%d.align == 0 && off%d.align == 0 && len(p) > 0 &&
 		int64(uintptr(unsafe.Pointer(&p[0])))%d.memAlign == 0 {
-		return d.pread(p, off, len(p))
+		return d.pread(p, off, len(p), t)
 	}
 	bp := d.pool.Get().(*[]byte)
 	defer d.pool.Put(bp)
@@ -113,7 +116,7 @@ func (d *Direct) ReadAt(p []byte, off int64) (int, error) {
 		end := min(start+bounceSize, (off+int64(len(p))+d.align-1)/d.align*d.align)
 		buf := (*bp)[:end-start]
 		want := int(min(end, d.size) - start) // bytes that exist
-		if _, err := d.pread(buf, start, want); err != nil {
+		if _, err := d.pread(buf, start, want, t); err != nil {
 			return done, err
 		}
 		done += copy(p[done:], buf[pos-start:want])
@@ -123,7 +126,7 @@ func (d *Direct) ReadAt(p []byte, off int64) (int, error) {
 
 // pread reads into buf at the aligned offset off; at least want bytes must
 // arrive (the file's end may make an aligned read short).
-func (d *Direct) pread(buf []byte, off int64, want int) (int, error) {
+func (d *Direct) pread(buf []byte, off int64, want int, t *Tally) (int, error) {
 	got := 0
 	for got < want {
 		var n int
@@ -138,6 +141,10 @@ func (d *Direct) pread(buf []byte, off int64, want int) (int, error) {
 			n, err = unix.Pread(d.fd, buf[got:], off+int64(got))
 		}
 		d.osRead(max(n, 0))
+		if t != nil {
+			t.DeviceReads++
+			t.DeviceBytes += int64(max(n, 0))
+		}
 		if err == unix.EINTR {
 			continue
 		}

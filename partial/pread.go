@@ -60,6 +60,16 @@ func (p *File) ReadAt(b []byte, off int64) (int, error) {
 	return n, fmt.Errorf("partial: %s: read of %d bytes at offset %d: %w", p.name, len(b), off, err)
 }
 
+// ReadAtTally is ReadAt that counts the read in t (when not nil).
+func (p *File) ReadAtTally(b []byte, off int64, t *Tally) (int, error) {
+	n, err := p.ReadAt(b, off)
+	if t != nil {
+		t.DeviceReads++
+		t.DeviceBytes += int64(n)
+	}
+	return n, err
+}
+
 // ReadBatch reads the requests in parallel, up to 16 at a time.
 func (p *File) ReadBatch(reqs []ReadReq) error { return readBatchParallel(p, reqs, 16) }
 

@@ -86,3 +86,18 @@ func rangeCheck(name string, off, n, size int64) error {
 }
 
 func closedErr(name string) error { return fmt.Errorf("partial: %s: %w", name, ErrClosed) }
+
+// Tally accumulates one caller's I/O (e.g. one query's); not safe for
+// concurrent use.
+type Tally struct {
+	CacheHits   int64 `json:"cache_hits"`
+	CacheMisses int64 `json:"cache_misses"`
+	DeviceReads int64 `json:"device_reads"` // read system calls issued for this caller
+	DeviceBytes int64 `json:"device_bytes"` // bytes those calls read (blocks, alignment included)
+}
+
+// TallyReader is implemented by backends that can attribute their I/O to a
+// caller: ReadAtTally is ReadAt that also adds to t.
+type TallyReader interface {
+	ReadAtTally(p []byte, off int64, t *Tally) (int, error)
+}

@@ -155,7 +155,11 @@ func (z *Zstd) Size() int64 { return z.size }
 // Frames is the number of data frames.
 func (z *Zstd) Frames() int { return len(z.frames) }
 
-func (z *Zstd) ReadAt(p []byte, off int64) (int, error) {
+func (z *Zstd) ReadAt(p []byte, off int64) (int, error) { return z.ReadAtTally(p, off, nil) }
+
+// ReadAtTally is ReadAt that adds frame-cache hits and misses (and the
+// compressed bytes read for misses) to t (when not nil).
+func (z *Zstd) ReadAtTally(p []byte, off int64, t *Tally) (int, error) {
 	if !z.life.acquire() {
 		return 0, closedErr(z.name)
 	}
@@ -168,7 +172,7 @@ func (z *Zstd) ReadAt(p []byte, off int64) (int, error) {
 	done := 0
 	for done < len(p) {
 		f := &z.frames[i]
-		b, err := z.frame(i)
+		b, err := z.frame(i, t)
 		if err != nil {
 			return done, err
 		}
@@ -179,7 +183,7 @@ func (z *Zstd) ReadAt(p []byte, off int64) (int, error) {
 	return done, nil
 }
 
-func (z *Zstd) frame(i int) ([]byte, error) {
+func (z *Zstd) frame(i int, t *Tally) ([]byte, error) {
 	f := z.frames[i]
 	b, hit, err := z.cache.get(keyOf(z.file, int64(i)), func() ([]byte, error) {
 		src := make([]byte, f.cSize)
@@ -203,6 +207,15 @@ func (z *Zstd) frame(i int) ([]byte, error) {
 		z.hits.Add(1)
 	} else {
 		z.misses.Add(1)
+	}
+	if t != nil {
+		if hit {
+			t.CacheHits++
+		} else {
+			t.CacheMisses++
+			t.DeviceReads++
+			t.DeviceBytes += f.cSize
+		}
 	}
 	return b, err
 }

@@ -45,6 +45,9 @@ type searchBenchResult struct {
 	NDisMean      float64  `json:"ndis_mean"`
 	BytesPerQuery float64  `json:"bytes_read_per_query"`
 	ReadsPerQuery float64  `json:"reads_per_query"`
+	HitsPerQuery  float64  `json:"cache_hits_per_query"`
+	MissPerQuery  float64  `json:"cache_misses_per_query"`
+	DevBytesPerQ  float64  `json:"device_bytes_per_query"`
 	OpenMs        float64  `json:"open_ms"`
 	ResidentBytes int64    `json:"resident_bytes"`
 	StorageStats  any      `json:"storage_stats,omitempty"`
@@ -128,6 +131,7 @@ func runBenchSearch(args []string, stdout io.Writer) error {
 		ndis     int64
 		bytesRd  int64
 		readsN   int64
+		io       partial.Tally
 		searches int64
 		runErr   error
 	)
@@ -140,6 +144,7 @@ func runBenchSearch(args []string, stdout io.Writer) error {
 			defer wg.Done()
 			var my []time.Duration
 			var nd, br, rd int64
+			var myIO partial.Tally
 			dst := make([]hnswsearch.Result, 0, *k)
 			for {
 				i := next.Add(1) - 1
@@ -165,12 +170,18 @@ func runBenchSearch(args []string, stdout io.Writer) error {
 				nd += int64(st.NDis)
 				br += st.BytesRead
 				rd += st.Reads
+				myIO.CacheHits += st.IO.CacheHits
+				myIO.CacheMisses += st.IO.CacheMisses
+				myIO.DeviceBytes += st.IO.DeviceBytes
 			}
 			mu.Lock()
 			lat = append(lat, my...)
 			ndis += nd
 			bytesRd += br
 			readsN += rd
+			io.CacheHits += myIO.CacheHits
+			io.CacheMisses += myIO.CacheMisses
+			io.DeviceBytes += myIO.DeviceBytes
 			searches += int64(len(my))
 			mu.Unlock()
 		}()
@@ -189,6 +200,9 @@ func runBenchSearch(args []string, stdout io.Writer) error {
 	res.NDisMean = float64(ndis) / float64(searches)
 	res.BytesPerQuery = float64(bytesRd) / float64(searches)
 	res.ReadsPerQuery = float64(readsN) / float64(searches)
+	res.HitsPerQuery = float64(io.CacheHits) / float64(searches)
+	res.MissPerQuery = float64(io.CacheMisses) / float64(searches)
+	res.DevBytesPerQ = float64(io.DeviceBytes) / float64(searches)
 	res.ResidentBytes = l.file.ResidentBytes()
 	if sr, ok := l.st.(partial.StatsReporter); ok {
 		st := sr.Stats()

@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# Side-by-side search benchmark: Debian FAISS 1.7.3 (one thread) and
+# faiss-sidecar bench on the same index files, queries and parameters, in one
+# run; prints QPS, recall and the ratio for ef 16, 64, 256 at k=10.
+#   /usr/bin/python3 bench/gen_search_data.py   # once: builds bench-data/{fmnist,clustered}.*
+#   bash bench/search_vs_faiss.sh [SECONDS]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+secs=${1:-3}
+go build -o bench-data/faiss-sidecar ./cmd/faiss-sidecar
+bin=bench-data/faiss-sidecar
+field() { /usr/bin/python3 -c "import json,sys;print(json.load(sys.stdin)['$1'])"; }
+printf "%-10s %4s  %-28s %10s %8s %8s\n" dataset ef configuration QPS recall "×FAISS"
+for ds in fmnist clustered; do
+  idx=bench-data/$ds.faiss q=bench-data/$ds.queries.fvecs gt=bench-data/$ds.gt.ivecs
+  [ -f "$idx" ] || { echo "missing $idx: run bench/gen_search_data.py" >&2; exit 1; }
+  for ef in 16 64 256; do
+    f=$(/usr/bin/python3 bench/faiss_time.py "$idx" "$q" "$gt" 10 "$ef" "$secs")
+    fq=$(echo "$f" | field qps)
+    printf "%-10s %4s  %-28s %10.0f %8.4f %8s\n" "$ds" "$ef" "FAISS 1.7.3 (Debian), 1 thr" "$fq" "$(echo "$f" | field recall)" "1.00"
+    for cfg in "full:1" "memory_efficient:1:mmap" "memory_efficient:1:pread" "full:2"; do
+      IFS=: read -r mode thr backend <<<"$cfg"
+      args=(bench "$idx" --queries "$q" --gt "$gt" --k 10 --ef-search "$ef" --threads "$thr" --mode "$mode" --duration "${secs}s" --json)
+      [ -n "${backend:-}" ] && args+=(--backend "$backend" --cache-bytes $((1 << 30)))
+      o=$("$bin" "${args[@]}")
+      oq=$(echo "$o" | field qps)
+      printf "%-10s %4s  %-28s %10.0f %8.4f %8.2f\n" "$ds" "$ef" "sidecar $mode${backend:+/$backend} $thr thr" "$oq" "$(echo "$o" | field recall)" \
+        "$(/usr/bin/python3 -c "print($oq / $fq)")"
+    done
+  done
+done
