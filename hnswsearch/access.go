@@ -6,6 +6,7 @@ import (
 	"math/bits"
 
 	"github.com/faiss-sidecar/faiss-sidecar/internal/distance"
+	"github.com/faiss-sidecar/faiss-sidecar/partial"
 )
 
 func trailingZeros(x uint64) int { return bits.TrailingZeros64(x) }
@@ -56,37 +57,70 @@ func (x *Index) dist(s *scratch, v int32) (float32, error) {
 	if err != nil {
 		return 0, err
 	}
+	return x.distCode(s, c), nil
+}
+
+// fetchCodes reads the vectors of s.cand in one batch into s.codes.
+func (x *Index) fetchCodes(s *scratch) error {
+	cs := x.codeSize
+	need := len(s.cand) * cs
+	if cap(s.codes) < need {
+		s.codes = make([]byte, need)
+	}
+	s.codes = s.codes[:need]
+	s.reqs = s.reqs[:0]
+	for i, v := range s.cand {
+		s.reqs = append(s.reqs, partial.ReadReq{Off: x.codes.Offset + int64(v)*int64(cs), Buf: s.codes[i*cs : (i+1)*cs]})
+	}
+	err := x.batch.ReadBatch(s.reqs)
+	for i := range s.reqs {
+		q := &s.reqs[i]
+		s.st.IO.CacheHits += q.IO.CacheHits
+		s.st.IO.CacheMisses += q.IO.CacheMisses
+		s.st.IO.DeviceReads += q.IO.DeviceReads
+		s.st.IO.DeviceBytes += q.IO.DeviceBytes
+	}
+	s.st.Reads += int64(len(s.reqs))
+	s.st.BytesRead += int64(need)
+	if err != nil {
+		return fmt.Errorf("hnswsearch: batch of %d vector reads: %w", len(s.reqs), err)
+	}
+	return nil
+}
+
+// distCode computes the distance to a vector's stored bytes.
+func (x *Index) distCode(s *scratch, c []byte) float32 {
 	s.st.NDis++
 	exact := x.opts.Kernel == Exact
 	switch x.kind {
 	case flatL2:
 		if exact {
-			return distance.L2Exact(s.q, c), nil
+			return distance.L2Exact(s.q, c)
 		}
-		return distance.L2Fast(s.q, c), nil
+		return distance.L2Fast(s.q, c)
 	case flatIP:
 		if exact {
-			return -distance.IPExact(s.q, c), nil
+			return -distance.IPExact(s.q, c)
 		}
-		return -distance.IPFast(s.q, c), nil
+		return -distance.IPFast(s.q, c)
 	case sqL2:
 		x.sq.Decode(s.dec, c)
 		if exact {
-			return distance.L2ExactF(s.q, s.dec), nil
+			return distance.L2ExactF(s.q, s.dec)
 		}
-		return distance.L2FastF(s.q, s.dec), nil
+		return distance.L2FastF(s.q, s.dec)
 	case sqIP:
 		x.sq.Decode(s.dec, c)
 		if exact {
-			return -distance.IPExactF(s.q, s.dec), nil
+			return -distance.IPExactF(s.q, s.dec)
 		}
-		return -distance.IPFastF(s.q, s.dec), nil
+		return -distance.IPFastF(s.q, s.dec)
 	case sqIntL2:
-		return distance.L2Bytes(s.qb[:x.d], c), nil
+		return distance.L2Bytes(s.qb[:x.d], c)
 	case sqIntIP:
-		return -distance.IPBytes(s.qb[:x.d], c), nil
+		return -distance.IPBytes(s.qb[:x.d], c)
 	default:
-		return float32(distance.Hamming(s.qb[:x.codeSize], c)), nil
+		return float32(distance.Hamming(s.qb[:x.codeSize], c))
 	}
 }
 

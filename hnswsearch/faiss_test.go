@@ -140,37 +140,45 @@ func TestFAISS173Parity(t *testing.T) {
 	for _, fr := range loadRuns(t) {
 		t.Run(fr.Fixture, func(t *testing.T) {
 			for name, s := range backends(t, filepath.Join(fixtureDir, fr.Fixture+".faiss")) {
-				x := openIndex(t, s, Options{Semantics: FAISS173, Kernel: Exact})
-				for ri, run := range fr.Runs {
-					p := Params{K: run.K, Filter: run.AllowIDs}
-					if run.EfSearch != nil {
-						p.EfSearch = *run.EfSearch
+				for _, batch := range []bool{false, true} {
+					if batch && name != "pread" && name != "direct" {
+						continue
 					}
-					var n1, n2, n3 int
-					for qi := range fr.Queries {
-						q, qb := fr.query(qi)
-						res, st, err := searchOne(x, q, qb, p)
-						if err != nil {
-							t.Fatalf("%s run %d query %d: %v", name, ri, qi, err)
+					if batch {
+						name += "+batch-reads"
+					}
+					x := openIndex(t, s, Options{Semantics: FAISS173, Kernel: Exact, BatchReads: batch})
+					for ri, run := range fr.Runs {
+						p := Params{K: run.K, Filter: run.AllowIDs}
+						if run.EfSearch != nil {
+							p.EfSearch = *run.EfSearch
 						}
-						for j := range res {
-							wantD := float32(run.Dist[qi][j])
-							if res[j].ID != run.IDs[qi][j] || math.Float32bits(res[j].Distance) != math.Float32bits(wantD) {
-								t.Fatalf("%s run %d (k=%d ef=%v filter=%d ids) query %d rank %d: got (%d, %v), FAISS (%d, %v)\n got %v\nwant %v",
-									name, ri, run.K, run.EfSearch, len(run.AllowIDs), qi, j, res[j].ID, res[j].Distance, run.IDs[qi][j], wantD, res, run.IDs[qi])
+						var n1, n2, n3 int
+						for qi := range fr.Queries {
+							q, qb := fr.query(qi)
+							res, st, err := searchOne(x, q, qb, p)
+							if err != nil {
+								t.Fatalf("%s run %d query %d: %v", name, ri, qi, err)
 							}
+							for j := range res {
+								wantD := float32(run.Dist[qi][j])
+								if res[j].ID != run.IDs[qi][j] || math.Float32bits(res[j].Distance) != math.Float32bits(wantD) {
+									t.Fatalf("%s run %d (k=%d ef=%v filter=%d ids) query %d rank %d: got (%d, %v), FAISS (%d, %v)\n got %v\nwant %v",
+										name, ri, run.K, run.EfSearch, len(run.AllowIDs), qi, j, res[j].ID, res[j].Distance, run.IDs[qi][j], wantD, res, run.IDs[qi])
+								}
+							}
+							if x.NTotal() > 0 {
+								n1++
+							}
+							if st.PoolEmptied {
+								n2++
+							}
+							n3 += st.NDisLevel0
 						}
-						if x.NTotal() > 0 {
-							n1++
+						// FAISS 1.7.3's IndexBinaryHNSW does not update hnsw_stats.
+						if !fr.Binary && (n1 != run.Stats.N1 || n2 != run.Stats.N2 || n3 != run.Stats.N3) {
+							t.Errorf("%s run %d: stats n1=%d n2=%d n3=%d, FAISS %+v", name, ri, n1, n2, n3, run.Stats)
 						}
-						if st.PoolEmptied {
-							n2++
-						}
-						n3 += st.NDisLevel0
-					}
-					// FAISS 1.7.3's IndexBinaryHNSW does not update hnsw_stats.
-					if !fr.Binary && (n1 != run.Stats.N1 || n2 != run.Stats.N2 || n3 != run.Stats.N3) {
-						t.Errorf("%s run %d: stats n1=%d n2=%d n3=%d, FAISS %+v", name, ri, n1, n2, n3, run.Stats)
 					}
 				}
 			}

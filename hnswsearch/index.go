@@ -67,6 +67,10 @@ type Options struct {
 	// max(k, ExactFilterMax) ids is answered by an exact scan of those ids
 	// (as OpenSearch does). 0 means k.
 	ExactFilterMax int
+	// BatchReads: on backends without zero-copy views that serve batched
+	// reads, fetch the vectors of an expanded node's unvisited neighbors as
+	// one parallel batch before computing their distances (same results).
+	BatchReads bool
 }
 
 // MaxK is the largest k a query may ask for; MaxEfSearch the largest ef.
@@ -91,6 +95,7 @@ type Index struct {
 	st       partial.Storage
 	viewer   partial.Viewer      // nil: bytes are copied with ReadAt
 	tally    partial.TallyReader // nil: the backend cannot attribute I/O
+	batch    partial.BatchReader // set when Options.BatchReads applies
 	opts     Options
 	h        *faissfmt.HNSW
 	n        int32
@@ -185,6 +190,9 @@ func New(f *faissfmt.File, s partial.Storage, o Options) (*Index, error) {
 		x.viewer = v
 	}
 	x.tally, _ = s.(partial.TallyReader)
+	if b, ok := s.(partial.BatchReader); ok && o.BatchReads && x.viewer == nil {
+		x.batch = b
+	}
 	x.scratch.New = func() any { return x.newScratch() }
 	return x, nil
 }

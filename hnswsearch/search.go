@@ -69,6 +69,9 @@ type scratch struct {
 	sel     []uint64 // allowed while a filter is active, else nil
 	pairs   []pair
 	idbuf   []byte
+	cand    []int32           // unvisited neighbors of a node (batched reads)
+	codes   []byte            // their vectors
+	reqs    []partial.ReadReq // the batch
 	st      Stats
 }
 
@@ -271,26 +274,55 @@ func (x *Index) searchLevel(s *scratch, level int, r *resultHeap, efStop int) (i
 		if err != nil {
 			return 0, err
 		}
-		for j := 0; j+4 <= len(list); j += 4 {
-			v1 := int32(binary.LittleEndian.Uint32(list[j:]))
-			if v1 < 0 {
-				break
+		if x.batch != nil {
+			// Mark the unvisited neighbors, fetch their vectors in one batch,
+			// then offer and push in list order: the same sequence as below.
+			s.cand = s.cand[:0]
+			for j := 0; j+4 <= len(list); j += 4 {
+				v1 := int32(binary.LittleEndian.Uint32(list[j:]))
+				if v1 < 0 {
+					break
+				}
+				if err := x.checkNeighbor(v0, level, v1); err != nil {
+					return 0, err
+				}
+				if !s.visit(v1) {
+					s.cand = append(s.cand, v1)
+				}
 			}
-			if err := x.checkNeighbor(v0, level, v1); err != nil {
+			if err := x.fetchCodes(s); err != nil {
 				return 0, err
 			}
-			if s.visit(v1) {
-				continue
+			for i, v1 := range s.cand {
+				ndis++
+				d := x.distCode(s, s.codes[i*x.codeSize:(i+1)*x.codeSize])
+				if s.allows(v1) {
+					r.offer(d, v1)
+				}
+				c.push(v1, d)
 			}
-			ndis++
-			d, err := x.dist(s, v1)
-			if err != nil {
-				return 0, err
+		} else {
+			for j := 0; j+4 <= len(list); j += 4 {
+				v1 := int32(binary.LittleEndian.Uint32(list[j:]))
+				if v1 < 0 {
+					break
+				}
+				if err := x.checkNeighbor(v0, level, v1); err != nil {
+					return 0, err
+				}
+				if s.visit(v1) {
+					continue
+				}
+				ndis++
+				d, err := x.dist(s, v1)
+				if err != nil {
+					return 0, err
+				}
+				if s.allows(v1) {
+					r.offer(d, v1)
+				}
+				c.push(v1, d)
 			}
-			if s.allows(v1) {
-				r.offer(d, v1)
-			}
-			c.push(v1, d)
 		}
 		if level == 0 {
 			s.st.Expanded++

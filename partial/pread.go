@@ -80,10 +80,18 @@ func (p *File) Close() error { return p.life.close(p.name) }
 
 func (p *File) Stats() Stats { return p.snapshot() }
 
-// readBatchParallel serves reqs with up to par concurrent ReadAt calls.
+// readBatchParallel serves reqs with up to par concurrent reads, each
+// request tallying its own I/O when r can.
 func readBatchParallel(r io.ReaderAt, reqs []ReadReq, par int) error {
+	read := func(q *ReadReq) {
+		if t, ok := r.(TallyReader); ok {
+			_, q.Err = t.ReadAtTally(q.Buf, q.Off, &q.IO)
+		} else {
+			_, q.Err = r.ReadAt(q.Buf, q.Off)
+		}
+	}
 	if len(reqs) == 1 {
-		_, reqs[0].Err = r.ReadAt(reqs[0].Buf, reqs[0].Off)
+		read(&reqs[0])
 		return reqs[0].Err
 	}
 	var wg sync.WaitGroup
@@ -93,7 +101,7 @@ func readBatchParallel(r io.ReaderAt, reqs []ReadReq, par int) error {
 		wg.Add(1)
 		go func(q *ReadReq) {
 			defer func() { <-sem; wg.Done() }()
-			_, q.Err = r.ReadAt(q.Buf, q.Off)
+			read(q)
 		}(&reqs[i])
 	}
 	wg.Wait()

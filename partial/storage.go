@@ -40,6 +40,7 @@ type ReadReq struct {
 	Off int64
 	Buf []byte // filled completely, or Err is set
 	Err error
+	IO  Tally // this request's I/O, where the backend is a TallyReader
 }
 
 // BatchReader is implemented by backends that serve many ranges in

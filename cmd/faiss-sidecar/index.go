@@ -15,6 +15,7 @@ import (
 type indexFlags struct {
 	mode, backend, semantics, kernel string
 	cacheBytes                       int64
+	batchReads                       bool
 }
 
 func (f *indexFlags) register(fs *flag.FlagSet) {
@@ -23,6 +24,7 @@ func (f *indexFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.semantics, "semantics", "faiss-modern", "search semantics: faiss-modern or faiss-1.7.3")
 	fs.StringVar(&f.kernel, "kernel", "fast", "distance kernel: fast or exact")
 	fs.Int64Var(&f.cacheBytes, "cache-bytes", 0, "block cache budget for pread/direct/zstd (0: 64 MiB)")
+	fs.BoolVar(&f.batchReads, "batch-reads", false, "pread/direct: read an expanded node's unvisited neighbors' vectors as one parallel batch")
 }
 
 // loadedIndex is an opened storage + parsed file + search index.
@@ -78,7 +80,7 @@ func (f *indexFlags) open(path string) (*loadedIndex, error) {
 		st.Close()
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
-	idx, err := hnswsearch.New(file, st, hnswsearch.Options{Semantics: sem, Kernel: ker})
+	idx, err := hnswsearch.New(file, st, hnswsearch.Options{Semantics: sem, Kernel: ker, BatchReads: f.batchReads})
 	if err != nil {
 		st.Close()
 		return nil, fmt.Errorf("%s: %w", path, err)
