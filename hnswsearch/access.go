@@ -20,6 +20,11 @@ func (x *Index) neighbors(s *scratch, v int32, l int) ([]byte, error) {
 	if x.nbView != nil {
 		return x.nbView[b*4 : e*4], nil
 	}
+	if x.blocks != nil {
+		if buf, ok := x.blocks.ViewBlock(x.nb.Offset+b*4, n, &s.st.IO); ok {
+			return buf, nil
+		}
+	}
 	buf := s.nbuf[:n]
 	s.st.Reads++
 	if _, err := x.readAt(s, buf, x.nb.Offset+b*4); err != nil {
@@ -42,6 +47,11 @@ func (x *Index) code(s *scratch, v int32) ([]byte, error) {
 	s.st.BytesRead += int64(x.codeSize)
 	if x.codesView != nil {
 		return x.codesView[off : off+int64(x.codeSize)], nil
+	}
+	if x.blocks != nil {
+		if buf, ok := x.blocks.ViewBlock(x.codes.Offset+off, int64(x.codeSize), &s.st.IO); ok {
+			return buf, nil
+		}
 	}
 	s.st.Reads++
 	if _, err := x.readAt(s, s.vbuf, x.codes.Offset+off); err != nil {

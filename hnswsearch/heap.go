@@ -1,5 +1,7 @@
 package hnswsearch
 
+import "math"
+
 // Heaps of (distance, id) pairs in parallel arrays, reproducing FAISS's
 // heap primitives at array level (hnsw-search.md §3, §4): 1-based positions,
 // max-heap under the lexicographic "above" order
@@ -139,7 +141,39 @@ func (c *pool) push(id int32, d float32) {
 
 // popMin returns the smallest valid entry, the highest slot among equal
 // minima, and marks it popped; id −1 when none is valid.
+//
+// FAISS scans down from the top: the first valid slot is the running best,
+// replaced only by a strictly smaller distance. With finite distances that
+// is the single pass below (the predictable d < best test first); when the
+// first valid slot from the top holds +Inf or NaN the literal scan runs.
 func (c *pool) popMin() (int32, float32) {
+	best, bd := -1, float32(math.Inf(1))
+	dis, ids := c.dis[:c.k], c.ids[:c.k]
+	for i := len(dis) - 1; i >= 0; i-- {
+		if d := dis[i]; d < bd && ids[i] != -1 {
+			best, bd = i, d
+		}
+	}
+	if best < 0 || !firstValidFinite(dis, ids) {
+		return c.popMinLiteral()
+	}
+	id := ids[best]
+	ids[best] = -1
+	c.nvalid--
+	return id, bd
+}
+
+func firstValidFinite(dis []float32, ids []int32) bool {
+	for i := len(ids) - 1; i >= 0; i-- {
+		if ids[i] != -1 {
+			return dis[i] <= math.MaxFloat32 // false for +Inf and NaN
+		}
+	}
+	return true
+}
+
+// popMinLiteral is FAISS 1.7.3's MinimaxHeap::pop_min, step by step.
+func (c *pool) popMinLiteral() (int32, float32) {
 	i := c.k - 1
 	for i >= 0 && c.ids[i] == -1 {
 		i--

@@ -96,6 +96,7 @@ type Index struct {
 	viewer   partial.Viewer      // nil: bytes are copied with ReadAt
 	tally    partial.TallyReader // nil: the backend cannot attribute I/O
 	batch    partial.BatchReader // set when Options.BatchReads applies
+	blocks   partial.BlockViewer // cached blocks served without copying
 	opts     Options
 	h        *faissfmt.HNSW
 	n        int32
@@ -190,6 +191,9 @@ func New(f *faissfmt.File, s partial.Storage, o Options) (*Index, error) {
 		x.viewer = v
 	}
 	x.tally, _ = s.(partial.TallyReader)
+	if x.viewer == nil {
+		x.blocks, _ = s.(partial.BlockViewer)
+	}
 	if b, ok := s.(partial.BatchReader); ok && o.BatchReads && x.viewer == nil {
 		x.batch = b
 	}

@@ -274,55 +274,53 @@ func (x *Index) searchLevel(s *scratch, level int, r *resultHeap, efStop int) (i
 		if err != nil {
 			return 0, err
 		}
-		if x.batch != nil {
-			// Mark the unvisited neighbors, fetch their vectors in one batch,
-			// then offer and push in list order: the same sequence as below.
-			s.cand = s.cand[:0]
-			for j := 0; j+4 <= len(list); j += 4 {
-				v1 := int32(binary.LittleEndian.Uint32(list[j:]))
-				if v1 < 0 {
-					break
-				}
-				if err := x.checkNeighbor(v0, level, v1); err != nil {
-					return 0, err
-				}
-				if !s.visit(v1) {
-					s.cand = append(s.cand, v1)
-				}
+		// Mark the unvisited neighbors first, then get their vectors (one
+		// batch of reads, or cache prefetches on zero-copy views so the
+		// misses overlap), then offer and push in list order: the same
+		// sequence as one neighbor at a time (FAISS ≥ 1.8 batches too).
+		s.cand = s.cand[:0]
+		for j := 0; j+4 <= len(list); j += 4 {
+			v1 := int32(binary.LittleEndian.Uint32(list[j:]))
+			if v1 < 0 {
+				break
 			}
+			if err := x.checkNeighbor(v0, level, v1); err != nil {
+				return 0, err
+			}
+			if !s.visit(v1) {
+				s.cand = append(s.cand, v1)
+			}
+		}
+		switch {
+		case x.batch != nil:
 			if err := x.fetchCodes(s); err != nil {
 				return 0, err
 			}
-			for i, v1 := range s.cand {
-				ndis++
-				d := x.distCode(s, s.codes[i*x.codeSize:(i+1)*x.codeSize])
-				if s.allows(v1) {
-					r.offer(d, v1)
-				}
-				c.push(v1, d)
+		case x.codesView != nil:
+			cs := int64(x.codeSize)
+			for _, v1 := range s.cand {
+				distance.Prefetch(x.codesView[int64(v1)*cs : int64(v1+1)*cs])
 			}
-		} else {
-			for j := 0; j+4 <= len(list); j += 4 {
-				v1 := int32(binary.LittleEndian.Uint32(list[j:]))
-				if v1 < 0 {
-					break
+		case x.blocks != nil:
+			cs := int64(x.codeSize)
+			for _, v1 := range s.cand {
+				if b, ok := x.blocks.ViewBlock(x.codes.Offset+int64(v1)*cs, cs, nil); ok {
+					distance.Prefetch(b)
 				}
-				if err := x.checkNeighbor(v0, level, v1); err != nil {
-					return 0, err
-				}
-				if s.visit(v1) {
-					continue
-				}
-				ndis++
-				d, err := x.dist(s, v1)
-				if err != nil {
-					return 0, err
-				}
-				if s.allows(v1) {
-					r.offer(d, v1)
-				}
-				c.push(v1, d)
 			}
+		}
+		for i, v1 := range s.cand {
+			ndis++
+			var d float32
+			if x.batch != nil {
+				d = x.distCode(s, s.codes[i*x.codeSize:(i+1)*x.codeSize])
+			} else if d, err = x.dist(s, v1); err != nil {
+				return 0, err
+			}
+			if s.allows(v1) {
+				r.offer(d, v1)
+			}
+			c.push(v1, d)
 		}
 		if level == 0 {
 			s.st.Expanded++

@@ -20,6 +20,8 @@ type Cache struct {
 	nextFile  atomic.Uint64
 	evictions atomic.Int64
 	bytes     atomic.Int64
+	tablesMu  sync.RWMutex
+	tables    map[uint64]*table // file id → its lock-free hit table
 }
 
 // blockKey packs a file id (24 bits) and a block index (40 bits) into one
@@ -32,9 +34,11 @@ func keyOf(file uint64, blk int64) blockKey { return blockKey(file<<blkBits | ui
 
 func (k blockKey) file() uint64 { return uint64(k) >> blkBits }
 
+func (k blockKey) blk() int64 { return int64(uint64(k) & (1<<blkBits - 1)) }
+
 type cacheShard struct {
 	mu      sync.Mutex
-	lru     *simplelru.LRU[blockKey, []byte]
+	lru     *simplelru.LRU[blockKey, *block]
 	budget  int64
 	bytes   int64
 	loading map[blockKey]*loadCall
@@ -47,16 +51,69 @@ type loadCall struct {
 	err  error
 }
 
+// block is one cached block. Hits through a file's table set ref instead of
+// moving the block in the LRU list (which needs the shard lock); eviction
+// gives a block with ref set a second chance (CLOCK on top of the LRU).
+type block struct {
+	buf []byte
+	ref atomic.Bool
+}
+
+// table maps a file's block numbers to cached blocks for lock-free hits: a
+// two-level array of atomic pointers whose chunks of 1024 entries are
+// allocated as blocks arrive (8 KiB per 4 MiB of file touched at 4 KiB
+// blocks). The LRU owns the blocks; the table only mirrors it.
+type table struct {
+	chunks []atomic.Pointer[tableChunk]
+}
+
+type tableChunk [chunkLen]atomic.Pointer[block]
+
+const chunkBits = 10
+const chunkLen = 1 << chunkBits
+
+func newTable(nblocks int64) *table {
+	return &table{chunks: make([]atomic.Pointer[tableChunk], (nblocks+chunkLen-1)>>chunkBits)}
+}
+
+// lookup returns the cached block blk, or nil.
+func (t *table) lookup(blk int64) *block {
+	ch := t.chunks[blk>>chunkBits].Load()
+	if ch == nil {
+		return nil
+	}
+	return ch[blk&(chunkLen-1)].Load()
+}
+
+func (t *table) set(blk int64, b *block) {
+	slot := &t.chunks[blk>>chunkBits]
+	ch := slot.Load()
+	if ch == nil {
+		slot.CompareAndSwap(nil, new(tableChunk))
+		ch = slot.Load()
+	}
+	ch[blk&(chunkLen-1)].Store(b)
+}
+
+func (t *table) clear(blk int64, b *block) {
+	if ch := t.chunks[blk>>chunkBits].Load(); ch != nil {
+		ch[blk&(chunkLen-1)].CompareAndSwap(b, nil)
+	}
+}
+
 // NewCache makes a cache holding at most budget bytes of blocks.
 func NewCache(budget int64) *Cache {
 	const n = 16 // shard() takes the top 4 bits of a hash
-	c := &Cache{shards: make([]cacheShard, n)}
+	c := &Cache{shards: make([]cacheShard, n), tables: map[uint64]*table{}}
 	for i := range c.shards {
 		sh := &c.shards[i]
-		sh.lru, _ = simplelru.NewLRU[blockKey, []byte](1<<30, func(_ blockKey, v []byte) {
-			sh.bytes -= int64(len(v))
-			c.bytes.Add(-int64(len(v)))
+		sh.lru, _ = simplelru.NewLRU[blockKey, *block](1<<30, func(k blockKey, v *block) {
+			sh.bytes -= int64(len(v.buf))
+			c.bytes.Add(-int64(len(v.buf)))
 			c.evictions.Add(1)
+			if t := c.table(k.file()); t != nil {
+				t.clear(k.blk(), v)
+			}
 		})
 		sh.loading = make(map[blockKey]*loadCall)
 	}
@@ -89,13 +146,36 @@ func (c *Cache) Bytes() int64 { return c.bytes.Load() }
 // Evictions is the number of blocks evicted so far.
 func (c *Cache) Evictions() int64 { return c.evictions.Load() }
 
+// shrink evicts down to the budget. A block hit since it last reached the
+// LRU's old end (ref set) moves to the front once instead of leaving.
 func (sh *cacheShard) shrink() {
-	for sh.bytes > sh.budget && sh.lru.Len() > 0 {
+	for chances := sh.lru.Len(); sh.bytes > sh.budget && sh.lru.Len() > 0; {
+		k, b, _ := sh.lru.GetOldest()
+		if chances > 0 && b.ref.Load() {
+			chances--
+			b.ref.Store(false)
+			sh.lru.Get(k) // to the front
+			continue
+		}
 		sh.lru.RemoveOldest()
 	}
 }
 
-func (c *Cache) newFile() uint64 { return c.nextFile.Add(1) & (1<<(64-blkBits) - 1) }
+// newFile registers a file of nblocks blocks and returns its id.
+func (c *Cache) newFile(nblocks int64) (uint64, *table) {
+	id := c.nextFile.Add(1) & (1<<(64-blkBits) - 1)
+	t := newTable(nblocks)
+	c.tablesMu.Lock()
+	c.tables[id] = t
+	c.tablesMu.Unlock()
+	return id, t
+}
+
+func (c *Cache) table(file uint64) *table {
+	c.tablesMu.RLock()
+	defer c.tablesMu.RUnlock()
+	return c.tables[file]
+}
 
 func (c *Cache) shard(k blockKey) *cacheShard {
 	h := uint64(k) * 0x9E3779B97F4A7C15
@@ -109,7 +189,7 @@ func (c *Cache) get(k blockKey, load func() ([]byte, error)) (b []byte, hit bool
 	sh.mu.Lock()
 	if b, ok := sh.lru.Get(k); ok {
 		sh.mu.Unlock()
-		return b, true, nil
+		return b.buf, true, nil
 	}
 	if call, ok := sh.loading[k]; ok {
 		sh.mu.Unlock()
@@ -125,9 +205,13 @@ func (c *Cache) get(k blockKey, load func() ([]byte, error)) (b []byte, hit bool
 	sh.mu.Lock()
 	delete(sh.loading, k)
 	if call.err == nil && int64(len(call.buf)) <= sh.budget {
-		sh.lru.Add(k, call.buf)
+		b := &block{buf: call.buf}
+		sh.lru.Add(k, b)
 		sh.bytes += int64(len(call.buf))
 		c.bytes.Add(int64(len(call.buf)))
+		if t := c.table(k.file()); t != nil {
+			t.set(k.blk(), b)
+		}
 		sh.shrink()
 	}
 	sh.mu.Unlock()
@@ -147,6 +231,9 @@ func (c *Cache) forget(file uint64) {
 		}
 		sh.mu.Unlock()
 	}
+	c.tablesMu.Lock()
+	delete(c.tables, file)
+	c.tablesMu.Unlock()
 }
 
 // Cached puts a block cache in front of a Storage: reads are served in
@@ -157,11 +244,18 @@ type Cached struct {
 	cache     *Cache
 	ownCache  bool
 	file      uint64
+	table     *table
 	blockSize int64
 	size      int64
 	name      string
-	life      life
-	counters
+	closed    atomic.Bool
+	stripes   [8]counterStripe // by block number: concurrent readers rarely share a line
+}
+
+// counterStripe is one cache line of the wrapper's accounting.
+type counterStripe struct {
+	requests, bytes, hits, misses atomic.Int64
+	_                             [32]byte
 }
 
 // NewCached wraps inner with cache (a private one of budget bytes when cache
@@ -178,11 +272,7 @@ func NewCached(name string, inner Storage, cache *Cache, budget int64, blockSize
 	if cache == nil {
 		c.cache, c.ownCache = NewCache(budget), true
 	}
-	c.file = c.cache.newFile()
-	c.life.free = func() error {
-		c.cache.forget(c.file)
-		return c.inner.Close()
-	}
+	c.file, c.table = c.cache.newFile((c.size + c.blockSize - 1) / c.blockSize)
 	return c, nil
 }
 
@@ -192,12 +282,16 @@ func (c *Cached) ReadAt(p []byte, off int64) (int, error) { return c.ReadAtTally
 
 // ReadAtTally is ReadAt that adds the cache hits and misses and the device
 // reads of misses to t (when not nil).
+//
+// Reads need no reference count: closing makes new reads fail, and a read in
+// flight either finishes or gets the inner backend's ErrClosed.
 func (c *Cached) ReadAtTally(p []byte, off int64, t *Tally) (int, error) {
-	if !c.life.acquire() {
+	if c.closed.Load() {
 		return 0, closedErr(c.name)
 	}
-	defer c.life.release()
-	c.request(len(p))
+	st := &c.stripes[(off/c.blockSize)&7]
+	st.requests.Add(1)
+	st.bytes.Add(int64(len(p)))
 	if err := rangeCheck(c.name, off, int64(len(p)), c.size); err != nil {
 		return 0, err
 	}
@@ -215,6 +309,17 @@ func (c *Cached) ReadAtTally(p []byte, off int64, t *Tally) (int, error) {
 }
 
 func (c *Cached) block(blk int64, t *Tally) ([]byte, error) {
+	st := &c.stripes[blk&7]
+	if b := c.table.lookup(blk); b != nil { // lock-free hit
+		if !b.ref.Load() {
+			b.ref.Store(true)
+		}
+		st.hits.Add(1)
+		if t != nil {
+			t.CacheHits++
+		}
+		return b.buf, nil
+	}
 	b, hit, err := c.cache.get(keyOf(c.file, blk), func() ([]byte, error) {
 		start := blk * c.blockSize
 		buf := make([]byte, min(c.blockSize, c.size-start))
@@ -224,9 +329,9 @@ func (c *Cached) block(blk int64, t *Tally) ([]byte, error) {
 		return buf, nil
 	})
 	if hit {
-		c.hits.Add(1)
+		st.hits.Add(1)
 	} else {
-		c.misses.Add(1)
+		st.misses.Add(1)
 	}
 	if t != nil {
 		if hit {
@@ -246,12 +351,52 @@ func (c *Cached) ReadBatch(reqs []ReadReq) error {
 	return readBatchParallel(c, reqs, 16)
 }
 
-func (c *Cached) Close() error { return c.life.close(c.name) }
+// ViewBlock returns the cached bytes [off, off+n) without copying when they
+// lie in one block that is cached; see BlockViewer.
+func (c *Cached) ViewBlock(off, n int64, t *Tally) ([]byte, bool) {
+	blk := off / c.blockSize
+	if n <= 0 || off < 0 || off+n > c.size || (off+n-1)/c.blockSize != blk || c.closed.Load() {
+		return nil, false
+	}
+	b := c.table.lookup(blk)
+	if b == nil {
+		return nil, false
+	}
+	if !b.ref.Load() {
+		b.ref.Store(true)
+	}
+	st := &c.stripes[blk&7]
+	st.requests.Add(1)
+	st.bytes.Add(n)
+	st.hits.Add(1)
+	if t != nil {
+		t.CacheHits++
+	}
+	start := off - blk*c.blockSize
+	return b.buf[start : start+n : start+n], true
+}
+
+// Close drops the file's blocks from the cache and closes the inner
+// backend; a second Close returns ErrClosed.
+func (c *Cached) Close() error {
+	if c.closed.Swap(true) {
+		return closedErr(c.name)
+	}
+	c.cache.forget(c.file)
+	return c.inner.Close()
+}
 
 // Stats merges the wrapper's requests and cache counters with the inner
 // backend's device reads; ResidentBytes is the cache's (shared) content.
 func (c *Cached) Stats() Stats {
-	s := c.snapshot()
+	var s Stats
+	for i := range c.stripes {
+		st := &c.stripes[i]
+		s.Requests += st.requests.Load()
+		s.BytesRequested += st.bytes.Load()
+		s.CacheHits += st.hits.Load()
+		s.CacheMisses += st.misses.Load()
+	}
 	if r, ok := c.inner.(StatsReporter); ok {
 		in := r.Stats()
 		s.ReadCalls, s.BytesRead = in.ReadCalls, in.BytesRead

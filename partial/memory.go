@@ -22,7 +22,8 @@ func NewMemory(name string, b []byte) *Memory {
 	return m
 }
 
-// OpenMemory reads the file at path into memory with large sequential reads.
+// OpenMemory reads the file at path into memory with large sequential reads
+// (outside the Go heap, on huge pages where the kernel allows).
 func OpenMemory(path string) (*Memory, error) {
 	f, err := os.Open(path)
 	if err != nil {
@@ -33,13 +34,15 @@ func OpenMemory(path string) (*Memory, error) {
 	if err != nil {
 		return nil, err
 	}
-	b := make([]byte, st.Size())
+	b, free := allocLarge(int(st.Size()))
 	m := NewMemory(path, b)
+	m.life.free = func() error { m.data = nil; return free() }
 	for off := 0; off < len(b); {
 		n, err := f.ReadAt(b[off:min(len(b), off+8<<20)], int64(off))
 		m.osRead(n)
 		off += n
 		if err != nil && !(err == io.EOF && off == len(b)) {
+			free()
 			return nil, fmt.Errorf("partial: memory: reading %s at offset %d: %w", path, off, err)
 		}
 	}

@@ -102,3 +102,13 @@ type Tally struct {
 type TallyReader interface {
 	ReadAtTally(p []byte, off int64, t *Tally) (int, error)
 }
+
+// BlockViewer is implemented by block-caching backends. ViewBlock returns the
+// n bytes at off without copying when they lie inside one cached block (a
+// lock-free hit, counted in t when not nil); ok is false otherwise, and the
+// caller reads with ReadAt (which caches the block). The bytes are immutable
+// and stay valid for as long as the caller holds them, even after the block
+// is evicted or the backend closed (the garbage collector keeps them).
+type BlockViewer interface {
+	ViewBlock(off, n int64, t *Tally) (b []byte, ok bool)
+}

@@ -123,6 +123,7 @@ type Zstd struct {
 	size   int64
 	cache  *Cache
 	file   uint64
+	table  *table
 	life   life
 	counters
 }
@@ -145,7 +146,8 @@ func OpenZstd(path string, cache *Cache, budget int64) (*Zstd, error) {
 	if cache == nil {
 		cache = NewCache(budget)
 	}
-	z := &Zstd{raw: raw, name: path, frames: frames, size: size, cache: cache, file: cache.newFile()}
+	z := &Zstd{raw: raw, name: path, frames: frames, size: size, cache: cache}
+	z.file, z.table = cache.newFile(int64(len(frames)))
 	z.life.free = func() error { z.cache.forget(z.file); return raw.Close() }
 	return z, nil
 }
@@ -184,6 +186,16 @@ func (z *Zstd) ReadAtTally(p []byte, off int64, t *Tally) (int, error) {
 }
 
 func (z *Zstd) frame(i int, t *Tally) ([]byte, error) {
+	if b := z.table.lookup(int64(i)); b != nil { // lock-free hit
+		if !b.ref.Load() {
+			b.ref.Store(true)
+		}
+		z.hits.Add(1)
+		if t != nil {
+			t.CacheHits++
+		}
+		return b.buf, nil
+	}
 	f := z.frames[i]
 	b, hit, err := z.cache.get(keyOf(z.file, int64(i)), func() ([]byte, error) {
 		src := make([]byte, f.cSize)

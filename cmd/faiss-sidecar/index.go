@@ -15,6 +15,7 @@ import (
 type indexFlags struct {
 	mode, backend, semantics, kernel string
 	cacheBytes                       int64
+	cacheBlock                       int
 	batchReads                       bool
 }
 
@@ -24,6 +25,7 @@ func (f *indexFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.semantics, "semantics", "faiss-modern", "search semantics: faiss-modern or faiss-1.7.3")
 	fs.StringVar(&f.kernel, "kernel", "fast", "distance kernel: fast or exact")
 	fs.Int64Var(&f.cacheBytes, "cache-bytes", 0, "block cache budget for pread/direct/zstd (0: 64 MiB)")
+	fs.IntVar(&f.cacheBlock, "cache-block", 0, "block cache block size in bytes, a power of two (0: 4096); pread/direct")
 	fs.BoolVar(&f.batchReads, "batch-reads", false, "pread/direct: read an expanded node's unvisited neighbors' vectors as one parallel batch")
 }
 
@@ -71,7 +73,7 @@ func (f *indexFlags) open(path string) (*loadedIndex, error) {
 		return nil, usagef("%v", err)
 	}
 	start := time.Now()
-	st, err := openSource(path, backend, f.cacheBytes)
+	st, err := openSourceBlocks(path, backend, f.cacheBytes, f.cacheBlock)
 	if err != nil {
 		return nil, err
 	}

@@ -12,6 +12,11 @@ var backendHelp = "storage backend: " + strings.Join(partial.Backends, ", ") + "
 
 // openSource opens path through the named storage backend ("" = auto).
 func openSource(path, backend string, cacheBytes int64) (partial.Storage, error) {
+	return openSourceBlocks(path, backend, cacheBytes, 0)
+}
+
+// openSourceBlocks is openSource with a cache block size (0: default).
+func openSourceBlocks(path, backend string, cacheBytes int64, blockSize int) (partial.Storage, error) {
 	known := backend == "" || backend == "auto"
 	for _, b := range partial.Backends {
 		known = known || b == backend
@@ -19,7 +24,7 @@ func openSource(path, backend string, cacheBytes int64) (partial.Storage, error)
 	if !known {
 		return nil, usagef("unknown backend %q (known: %s)", backend, strings.Join(partial.Backends, ", "))
 	}
-	return partial.Open(path, partial.Options{Backend: backend, CacheBytes: cacheBytes})
+	return partial.Open(path, partial.Options{Backend: backend, CacheBytes: cacheBytes, BlockSize: blockSize})
 }
 
 // backendName names the backend a Storage came from.

@@ -135,3 +135,20 @@ ipAVX2_done:
 	VZEROUPPER
 	MOVSS X0, ret+24(FP)
 	RET
+
+// func prefetchT0(p *byte, n int)
+// Requires: MMX+
+TEXT ·prefetchT0(SB), NOSPLIT, $0-16
+	MOVQ p+0(FP), AX
+	MOVQ n+8(FP), CX
+
+prefetch_loop:
+	CMPQ       CX, $0x00
+	JLE        prefetch_done
+	PREFETCHT0 (AX)
+	ADDQ       $0x40, AX
+	SUBQ       $0x40, CX
+	JMP        prefetch_loop
+
+prefetch_done:
+	RET
