@@ -134,6 +134,20 @@ func (x *Index) distCode(s *scratch, c []byte) float32 {
 	}
 }
 
+// ExternalID maps a label (internal id) to the external id through the id
+// map, if any; safe for concurrent use.
+func (x *Index) ExternalID(label int32) (int64, error) {
+	if label < 0 || label >= x.n {
+		return -1, fmt.Errorf("%w: label %d is out of range [0, %d)", ErrBadQuery, label, x.n)
+	}
+	if x.idMap == nil {
+		return int64(label), nil
+	}
+	s := x.scratch.Get().(*scratch)
+	defer x.scratch.Put(s)
+	return x.externalID(s, label)
+}
+
 // externalID maps an internal id through the id map, if any.
 func (x *Index) externalID(s *scratch, v int32) (int64, error) {
 	if x.idMap == nil {

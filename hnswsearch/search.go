@@ -28,6 +28,9 @@ type Params struct {
 type Result struct {
 	ID       int64
 	Distance float32
+	// Label is FAISS's internal id (the storage row), −1 for missing hits:
+	// what a full-precision vector store for rerank is addressed by.
+	Label int32
 }
 
 // Stats describes one query's work.
@@ -420,10 +423,10 @@ func (x *Index) output(s *scratch, k int, dst []Result) ([]Result, Stats, error)
 		if err != nil {
 			return dst, s.st, err
 		}
-		dst = append(dst, Result{ID: id, Distance: d})
+		dst = append(dst, Result{ID: id, Distance: d, Label: pr.id})
 	}
 	for i := len(s.pairs); i < k; i++ {
-		dst = append(dst, Result{ID: -1, Distance: fill})
+		dst = append(dst, Result{ID: -1, Distance: fill, Label: -1})
 	}
 	return dst, s.st, nil
 }

@@ -1,7 +1,9 @@
 package partial_test
 
 import (
+	"bytes"
 	"errors"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -100,5 +102,40 @@ func TestUnknownBackend(t *testing.T) {
 	_, err := partial.Open("x", partial.Options{Backend: "tape"})
 	if err == nil || !strings.Contains(err.Error(), `unknown backend "tape"`) {
 		t.Fatalf("err = %v", err)
+	}
+}
+
+// TestDirectAlignedBatch: aligned batches go through the ring in one call
+// and read exactly the file's bytes, the last block short at the tail.
+func TestDirectAlignedBatch(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "f.bin")
+	want := make([]byte, 1<<20+100)
+	for i := range want {
+		want[i] = byte(i * 7)
+	}
+	if err := os.WriteFile(path, want, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	d, err := partial.OpenDirect(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	var reqs []partial.ReadReq
+	for i := 0; i < 300; i++ { // more than the ring holds at once
+		off := int64((i * 37) % 256 * 4096)
+		reqs = append(reqs, partial.ReadReq{Off: off, Buf: d.AlignedBuffer(4096)})
+	}
+	if err := d.ReadBatch(reqs); err != nil {
+		t.Fatal(err)
+	}
+	for _, q := range reqs {
+		if !bytes.Equal(q.Buf, want[q.Off:q.Off+4096]) || q.IO.DeviceReads != 1 {
+			t.Fatalf("batch read at %d: wrong bytes or tally %+v", q.Off, q.IO)
+		}
+	}
+	tail := []partial.ReadReq{{Off: 1 << 20, Buf: d.AlignedBuffer(4096)}}
+	if err := d.ReadBatch(tail); err == nil || !errors.Is(err, io.ErrUnexpectedEOF) {
+		t.Fatalf("aligned read past the end: %v", err)
 	}
 }

@@ -73,6 +73,7 @@ type uringReq struct {
 	buf  []byte
 	res  int32
 	done chan struct{}
+	wg   *sync.WaitGroup // batch requests signal this instead of done
 }
 
 var uringReqPool = sync.Pool{New: func() any { return &uringReq{done: make(chan struct{}, 1)} }}
@@ -179,9 +180,14 @@ func (u *uring) read(fd int, buf []byte, off int64) int32 {
 }
 
 // submit queues one SQE and makes sure the kernel sees it without waiting
-// for completions. Submissions coalesce: while one caller is inside
-// io_uring_enter, others only queue, and it submits their SQEs too.
+// for completions.
 func (u *uring) submit(e sqe, r *uringReq, slot uint64) unix.Errno {
+	u.queue(e, r, slot)
+	return u.flush()
+}
+
+// queue writes one SQE into the ring without telling the kernel.
+func (u *uring) queue(e sqe, r *uringReq, slot uint64) {
 	u.mu.Lock()
 	if slot != stopData {
 		u.slots[slot] = r
@@ -192,7 +198,15 @@ func (u *uring) submit(e sqe, r *uringReq, slot uint64) unix.Errno {
 	u.sqArray[idx] = idx
 	atomic.StoreUint32(u.sqTail, tail+1)
 	u.queued++
-	if u.submitting {
+	u.mu.Unlock()
+}
+
+// flush hands every queued SQE to the kernel. Submissions coalesce: while
+// one caller is inside io_uring_enter, others return at once and it
+// submits their SQEs too.
+func (u *uring) flush() unix.Errno {
+	u.mu.Lock()
+	if u.submitting || u.queued == 0 {
 		u.mu.Unlock()
 		return 0
 	}
@@ -222,6 +236,63 @@ func (u *uring) submit(e sqe, r *uringReq, slot uint64) unix.Errno {
 	u.submitting = false
 	u.mu.Unlock()
 	return errno
+}
+
+// readBatch reads every request through the ring, queueing up to 32 SQEs
+// per system call, and waits for all of them. res[i] is the kernel's result.
+func (u *uring) readBatch(fd int, bufs [][]byte, offs []int64, res []int32) {
+	var wg sync.WaitGroup
+	rs := make([]uringReq, len(bufs))
+	wg.Add(len(bufs))
+	for i := range bufs {
+		var slot uint64
+		select {
+		case slot = <-u.free:
+		default:
+			u.flush() // the ring is full: let what is queued complete
+			slot = <-u.free
+		}
+		r := &rs[i]
+		r.buf, r.wg = bufs[i], &wg
+		u.queue(sqe{opcode: ioringOpRead, fd: int32(fd), off: uint64(offs[i]),
+			addr: uint64(uintptr(unsafe.Pointer(unsafe.SliceData(bufs[i])))), len: uint32(len(bufs[i])), userData: slot}, r, slot)
+		if (i+1)%32 == 0 {
+			if errno := u.flush(); errno != 0 {
+				u.failQueued(-int32(errno))
+			}
+		}
+	}
+	if errno := u.flush(); errno != 0 {
+		u.failQueued(-int32(errno))
+	}
+	wg.Wait()
+	for i := range rs {
+		res[i] = rs[i].res
+	}
+}
+
+// failQueued completes every request still owned by the ring with res,
+// after io_uring_enter itself failed (the ring is unusable).
+func (u *uring) failQueued(res int32) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	for i, r := range u.slots {
+		if r != nil {
+			u.slots[i] = nil
+			r.res = res
+			u.complete(r)
+			u.free <- uint64(i)
+		}
+	}
+	u.queued = 0
+}
+
+func (u *uring) complete(r *uringReq) {
+	if r.wg != nil {
+		r.wg.Done()
+	} else {
+		r.done <- struct{}{}
+	}
 }
 
 // close stops the reaper. Every read must have returned.
@@ -254,8 +325,11 @@ func (u *uring) reap() {
 			r := u.slots[c.userData]
 			u.slots[c.userData] = nil
 			u.mu.Unlock()
+			if r == nil { // failed by failQueued already
+				continue
+			}
 			r.res = c.res
-			r.done <- struct{}{}
+			u.complete(r)
 			u.free <- c.userData
 		}
 		atomic.StoreUint32(u.cqHead, head)

@@ -1,0 +1,69 @@
+package rerank
+
+import (
+	"encoding/binary"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/faiss-sidecar/faiss-sidecar/faissfmt"
+)
+
+// Layout says where vector i's float32 values lie in a file:
+// Base + i·Stride, Dim·4 bytes.
+type Layout struct {
+	Path   string
+	Kind   string // "vec" (aligned), "fvecs" or "faiss" (in place, unaligned)
+	Dim    int
+	Count  int64
+	Base   int64
+	Stride int64
+}
+
+// Aligned reports whether every vector starts on a VecAlign boundary.
+func (l Layout) Aligned() bool { return l.Base%VecAlign == 0 && l.Stride%VecAlign == 0 }
+
+// OpenLayout recognises a .vec file (by its magic), a FAISS file holding flat
+// float vectors (IxF2/IxFI/IxFl, alone or under IHNf/IxMp), or an .fvecs file.
+func OpenLayout(path string) (Layout, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return Layout{}, err
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return Layout{}, err
+	}
+	size := st.Size()
+	var magic [8]byte
+	n, _ := f.ReadAt(magic[:], 0)
+	switch {
+	case n == 8 && string(magic[:]) == vecMagic:
+		h, err := readVecHeader(f, size, path)
+		if err != nil {
+			return Layout{}, err
+		}
+		return Layout{Path: path, Kind: "vec", Dim: int(h.Dim), Count: h.Count, Base: h.Offset, Stride: h.Stride}, nil
+	case strings.EqualFold(filepath.Ext(path), ".fvecs"):
+		if size < 4 {
+			return Layout{}, fmt.Errorf("%w: %s: empty .fvecs file", ErrVectors, path)
+		}
+		d := int64(int32(binary.LittleEndian.Uint32(magic[:4])))
+		if d <= 0 || d > 1<<20 || size%(4+4*d) != 0 {
+			return Layout{}, fmt.Errorf("%w: %s: .fvecs rows of dimension %d do not tile its %d bytes (truncated?)", ErrVectors, path, d, size)
+		}
+		return Layout{Path: path, Kind: "fvecs", Dim: int(d), Count: size / (4 + 4*d), Base: 4, Stride: 4 + 4*d}, nil
+	}
+	ff, err := faissfmt.Open(f, size)
+	if err != nil {
+		return Layout{}, fmt.Errorf("%s: neither a .vec, an .fvecs nor a FAISS file with flat vectors: %w", path, err)
+	}
+	s := ff.Storage
+	codes, ok := s.Section("codes")
+	if s.Binary || s.SQ != nil || !ok {
+		return Layout{}, fmt.Errorf("%w: %s: its %s storage holds no full-precision float vectors", ErrVectors, path, s.FourCC)
+	}
+	return Layout{Path: path, Kind: "faiss", Dim: s.D, Count: s.NTotal, Base: codes.Offset, Stride: int64(s.D) * 4}, nil
+}

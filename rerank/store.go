@@ -1,0 +1,227 @@
+package rerank
+
+import (
+	"cmp"
+	"encoding/binary"
+	"fmt"
+	"math"
+	"slices"
+	"strings"
+
+	"github.com/faiss-sidecar/faiss-sidecar/partial"
+)
+
+// Strategies names the read strategies.
+var Strategies = []string{"direct", "mmap-willneed", "pread"}
+
+// Store reads full-precision vectors by label with one strategy:
+//
+//   - direct: O_DIRECT; the whole shortlist sorted by offset, overlapping and
+//     adjacent aligned blocks coalesced, submitted at once through io_uring
+//     (its own kernel-side queue, independent of search concurrency);
+//   - mmap-willneed: a MADV_RANDOM mapping; MADV_WILLNEED over every page of
+//     the shortlist first, so the kernel reads them in parallel, then copies;
+//   - pread: one buffered read per vector, in shortlist order (the baseline).
+//
+// A Store is safe for concurrent use.
+type Store struct {
+	Layout
+	strategy string
+	direct   *partial.Direct
+	mm       *partial.Mmap
+	file     *partial.File
+}
+
+// FetchStats describes one Fetch.
+type FetchStats struct {
+	Vectors   int   // vectors fetched
+	Reads     int   // read requests issued (after coalescing)
+	BytesRead int64 // bytes those requests read (alignment included)
+}
+
+// Open opens the vector file at path with strategy.
+func Open(path, strategy string) (*Store, error) {
+	l, err := OpenLayout(path)
+	if err != nil {
+		return nil, err
+	}
+	s := &Store{Layout: l, strategy: strategy}
+	switch strategy {
+	case "direct":
+		s.direct, err = partial.OpenDirect(path)
+	case "mmap-willneed":
+		s.mm, err = partial.OpenMmap(path)
+	case "pread":
+		s.file, err = partial.OpenFile(path)
+	default:
+		return nil, fmt.Errorf("rerank: unknown strategy %q (known: %s)", strategy, strings.Join(Strategies, ", "))
+	}
+	if err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// Strategy is the read strategy in use.
+func (s *Store) Strategy() string { return s.strategy }
+
+// Close releases the file.
+func (s *Store) Close() error {
+	switch {
+	case s.direct != nil:
+		return s.direct.Close()
+	case s.mm != nil:
+		return s.mm.Close()
+	}
+	return s.file.Close()
+}
+
+// Check reports whether the store fits an index of dimension d and ntotal
+// vectors, naming the file and the mismatch.
+func (s *Store) Check(d int, ntotal int64) error {
+	if s.Dim != d {
+		return fmt.Errorf("%w: %s holds %d-dimensional vectors, the index has dimension %d", ErrVectors, s.Path, s.Dim, d)
+	}
+	if s.Count != ntotal {
+		return fmt.Errorf("%w: %s holds %d vectors, the index has %d", ErrVectors, s.Path, s.Count, ntotal)
+	}
+	return nil
+}
+
+// Fetch reads the vectors of labels into dst (len(labels)·Dim values, in
+// label order as given).
+func (s *Store) Fetch(labels []int32, dst []float32, st *FetchStats) error {
+	d := s.Dim
+	if len(dst) < len(labels)*d {
+		return fmt.Errorf("rerank: Fetch needs %d floats of room, got %d", len(labels)*d, len(dst))
+	}
+	for _, l := range labels {
+		if l < 0 || int64(l) >= s.Count {
+			return fmt.Errorf("%w: %s: label %d is out of range [0, %d)", ErrVectors, s.Path, l, s.Count)
+		}
+	}
+	if st != nil {
+		st.Vectors += len(labels)
+	}
+	switch s.strategy {
+	case "direct":
+		return s.fetchDirect(labels, dst, st)
+	case "mmap-willneed":
+		return s.fetchMmap(labels, dst, st)
+	}
+	return s.fetchPread(labels, dst, st)
+}
+
+func decode(dst []float32, b []byte) {
+	for j := range dst {
+		dst[j] = math.Float32frombits(binary.LittleEndian.Uint32(b[4*j:]))
+	}
+}
+
+func (s *Store) fetchPread(labels []int32, dst []float32, st *FetchStats) error {
+	buf := make([]byte, 4*s.Dim)
+	for i, l := range labels {
+		off := s.Base + int64(l)*s.Stride
+		if _, err := s.file.ReadAt(buf, off); err != nil {
+			return fmt.Errorf("rerank: %s: vector %d: %w", s.Path, l, err)
+		}
+		decode(dst[i*s.Dim:(i+1)*s.Dim], buf)
+		if st != nil {
+			st.Reads++
+			st.BytesRead += int64(len(buf))
+		}
+	}
+	return nil
+}
+
+func (s *Store) fetchMmap(labels []int32, dst []float32, st *FetchStats) error {
+	n := int64(4 * s.Dim)
+	for _, l := range labels {
+		if err := s.mm.WillNeed(s.Base+int64(l)*s.Stride, n); err != nil {
+			return fmt.Errorf("rerank: %s: madvise: %w", s.Path, err)
+		}
+	}
+	if err := s.mm.Acquire(); err != nil {
+		return err
+	}
+	defer s.mm.Release()
+	for i, l := range labels {
+		b, err := s.mm.View(s.Base+int64(l)*s.Stride, n)
+		if err != nil {
+			return fmt.Errorf("rerank: %s: vector %d: %w", s.Path, l, err)
+		}
+		decode(dst[i*s.Dim:(i+1)*s.Dim], b)
+	}
+	if st != nil {
+		st.Reads += len(labels)
+		st.BytesRead += int64(len(labels)) * n
+	}
+	return nil
+}
+
+// span is one coalesced aligned read and the vectors it serves.
+type span struct {
+	lo, hi int64 // aligned [lo, hi)
+	first  int   // index into the sorted order
+	n      int
+}
+
+func (s *Store) fetchDirect(labels []int32, dst []float32, st *FetchStats) error {
+	align := s.direct.Alignment()
+	vlen := int64(4 * s.Dim)
+	size := s.direct.Size()
+	order := make([]int, len(labels))
+	for i := range order {
+		order[i] = i
+	}
+	slices.SortFunc(order, func(a, b int) int { return cmp.Compare(labels[a], labels[b]) })
+	var spans []span
+	for k, i := range order {
+		off := s.Base + int64(labels[i])*s.Stride
+		lo := off / align * align
+		hi := min((off+vlen+align-1)/align*align, (size+align-1)/align*align)
+		if n := len(spans); n > 0 && lo <= spans[n-1].hi {
+			spans[n-1].hi = max(spans[n-1].hi, hi)
+			spans[n-1].n++
+			continue
+		}
+		spans = append(spans, span{lo: lo, hi: hi, first: k, n: 1})
+	}
+	var total int64
+	for _, sp := range spans {
+		total += sp.hi - sp.lo
+	}
+	arena := s.direct.AlignedBuffer(int(total))
+	reqs := make([]partial.ReadReq, len(spans))
+	var at int64
+	for j, sp := range spans {
+		reqs[j] = partial.ReadReq{Off: sp.lo, Buf: arena[at : at+sp.hi-sp.lo]}
+		at += sp.hi - sp.lo
+	}
+	if err := s.direct.ReadBatch(reqs); err != nil {
+		// The last block may be short at the end of the file: read those alone.
+		for j := range reqs {
+			if reqs[j].Err != nil {
+				if _, err := s.direct.ReadAt(reqs[j].Buf[:min(int64(len(reqs[j].Buf)), size-reqs[j].Off)], reqs[j].Off); err != nil {
+					return fmt.Errorf("rerank: %s: %w", s.Path, err)
+				}
+			}
+		}
+	}
+	for j, sp := range spans {
+		for k := sp.first; k < sp.first+sp.n; k++ {
+			i := order[k]
+			off := s.Base + int64(labels[i])*s.Stride
+			b := reqs[j].Buf[off-sp.lo : off-sp.lo+vlen]
+			decode(dst[i*s.Dim:(i+1)*s.Dim], b)
+		}
+	}
+	if st != nil {
+		st.Reads += len(spans)
+		st.BytesRead += total
+	}
+	return nil
+}
+
+// Evict drops the vector file from the page cache (cold benchmarks).
+func (s *Store) Evict() error { return partial.EvictPageCache(s.Path) }

@@ -1,0 +1,119 @@
+package rerank
+
+import (
+	"bufio"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"io"
+	"math"
+)
+
+// The .vec file: full-precision vectors laid out for direct I/O.
+//
+//	bytes 0–4095   header (all little-endian):
+//	  0  magic   "FSVECTOR" (8 bytes)
+//	  8  version u32 = 1
+//	 12  elem    u32 = 1 (float32)
+//	 16  dim     u64
+//	 24  count   u64
+//	 32  stride  u64  bytes from one record to the next: d·4 rounded up to 4096
+//	 40  offset  u64  first record = 4096
+//	 48  crc32   u32  IEEE CRC of bytes 0–47
+//	 52  zero padding to 4096
+//	record i at offset + i·stride: d float32 values, zero-padded to stride
+//
+// Every record starts on a 4096-byte boundary, so a vector of ≤ 4 KiB is one
+// aligned block: one O_DIRECT read, no bytes wasted on neighbors.
+const (
+	vecMagic   = "FSVECTOR"
+	vecVersion = 1
+	elemF32    = 1
+	// VecAlign is the record alignment and the header size of .vec files.
+	VecAlign = 4096
+)
+
+// ErrVectors marks problems with a vector file (wrapped with its name).
+var ErrVectors = errors.New("rerank: bad vector file")
+
+// VecHeader is a .vec file's header.
+type VecHeader struct {
+	Dim, Count, Stride, Offset int64
+}
+
+func strideFor(dim int) int64 { return (int64(dim)*4 + VecAlign - 1) / VecAlign * VecAlign }
+
+// WriteVec writes count vectors of dim float32 to w in the .vec format;
+// next fills dst with vector i. progress (may be nil) gets vectors written.
+func WriteVec(w io.Writer, dim int, count int64, next func(i int64, dst []float32) error, progress func(done int64)) error {
+	if dim <= 0 || dim > 1<<20 || count < 0 {
+		return fmt.Errorf("rerank: cannot write %d vectors of dimension %d", count, dim)
+	}
+	bw := bufio.NewWriterSize(w, 1<<20)
+	h := make([]byte, VecAlign)
+	copy(h, vecMagic)
+	binary.LittleEndian.PutUint32(h[8:], vecVersion)
+	binary.LittleEndian.PutUint32(h[12:], elemF32)
+	binary.LittleEndian.PutUint64(h[16:], uint64(dim))
+	binary.LittleEndian.PutUint64(h[24:], uint64(count))
+	binary.LittleEndian.PutUint64(h[32:], uint64(strideFor(dim)))
+	binary.LittleEndian.PutUint64(h[40:], VecAlign)
+	binary.LittleEndian.PutUint32(h[48:], crc32.ChecksumIEEE(h[:48]))
+	if _, err := bw.Write(h); err != nil {
+		return err
+	}
+	v := make([]float32, dim)
+	rec := make([]byte, strideFor(dim))
+	for i := int64(0); i < count; i++ {
+		if err := next(i, v); err != nil {
+			return err
+		}
+		for j, x := range v {
+			binary.LittleEndian.PutUint32(rec[4*j:], math.Float32bits(x))
+		}
+		if _, err := bw.Write(rec); err != nil {
+			return err
+		}
+		if progress != nil && (i%4096 == 0 || i == count-1) {
+			progress(i + 1)
+		}
+	}
+	return bw.Flush()
+}
+
+// readVecHeader reads and checks a .vec header against the file size.
+func readVecHeader(r io.ReaderAt, size int64, name string) (VecHeader, error) {
+	var h [52]byte
+	if size < VecAlign {
+		return VecHeader{}, fmt.Errorf("%w: %s: %d bytes, shorter than the %d-byte header", ErrVectors, name, size, VecAlign)
+	}
+	if _, err := r.ReadAt(h[:], 0); err != nil {
+		return VecHeader{}, fmt.Errorf("rerank: %s: reading the header: %w", name, err)
+	}
+	if string(h[:8]) != vecMagic {
+		return VecHeader{}, fmt.Errorf("%w: %s: not a .vec file (magic %q)", ErrVectors, name, h[:8])
+	}
+	if sum := crc32.ChecksumIEEE(h[:48]); sum != binary.LittleEndian.Uint32(h[48:]) {
+		return VecHeader{}, fmt.Errorf("%w: %s: header checksum %#08x does not match its bytes (%#08x): corrupt header", ErrVectors, name, binary.LittleEndian.Uint32(h[48:]), sum)
+	}
+	if v := binary.LittleEndian.Uint32(h[8:]); v != vecVersion {
+		return VecHeader{}, fmt.Errorf("%w: %s: version %d, this build reads version %d", ErrVectors, name, v, vecVersion)
+	}
+	if e := binary.LittleEndian.Uint32(h[12:]); e != elemF32 {
+		return VecHeader{}, fmt.Errorf("%w: %s: element type %d, only float32 (1) is supported", ErrVectors, name, e)
+	}
+	vh := VecHeader{
+		Dim: int64(binary.LittleEndian.Uint64(h[16:])), Count: int64(binary.LittleEndian.Uint64(h[24:])),
+		Stride: int64(binary.LittleEndian.Uint64(h[32:])), Offset: int64(binary.LittleEndian.Uint64(h[40:])),
+	}
+	switch {
+	case vh.Dim <= 0 || vh.Dim > 1<<20:
+		return vh, fmt.Errorf("%w: %s: dimension %d out of range", ErrVectors, name, vh.Dim)
+	case vh.Stride < vh.Dim*4 || vh.Stride%VecAlign != 0 || vh.Offset%VecAlign != 0 || vh.Offset < VecAlign:
+		return vh, fmt.Errorf("%w: %s: stride %d / offset %d do not fit dimension %d with %d-byte alignment", ErrVectors, name, vh.Stride, vh.Offset, vh.Dim, VecAlign)
+	case vh.Count < 0 || vh.Count > (size-vh.Offset)/vh.Stride:
+		return vh, fmt.Errorf("%w: %s: truncated: %d records of %d bytes need %d bytes after the header, the file has %d", ErrVectors, name, vh.Count, vh.Stride, vh.Count*vh.Stride, size-vh.Offset)
+	}
+	return vh, nil
+}
