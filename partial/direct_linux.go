@@ -167,7 +167,8 @@ func (d *Direct) pread(buf []byte, off int64, want int, t *Tally) (int, error) {
 
 // ReadBatch reads the requests with up to Parallel reads in flight. When
 // every request is aligned (offset, length and buffer) and io_uring is in
-// use, the whole batch goes to the ring from this goroutine.
+// use, the whole batch goes to the ring from this goroutine, Parallel at a
+// time; otherwise Parallel goroutines issue reads.
 func (d *Direct) ReadBatch(reqs []ReadReq) error {
 	if d.ring == nil || !d.aligned(reqs) {
 		return readBatchParallel(d, reqs, max(d.Parallel, 1))
@@ -183,7 +184,7 @@ func (d *Direct) ReadBatch(reqs []ReadReq) error {
 		bufs[i], offs[i] = reqs[i].Buf, reqs[i].Off
 		d.request(len(reqs[i].Buf))
 	}
-	d.ring.readBatch(d.fd, bufs, offs, res)
+	d.ring.readBatch(d.fd, bufs, offs, res, d.Parallel)
 	var first error
 	for i := range reqs {
 		q := &reqs[i]

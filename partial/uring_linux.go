@@ -74,6 +74,7 @@ type uringReq struct {
 	res  int32
 	done chan struct{}
 	wg   *sync.WaitGroup // batch requests signal this instead of done
+	sem  chan struct{}   // batch requests release their in-flight token here
 }
 
 var uringReqPool = sync.Pool{New: func() any { return &uringReq{done: make(chan struct{}, 1)} }}
@@ -239,12 +240,26 @@ func (u *uring) flush() unix.Errno {
 }
 
 // readBatch reads every request through the ring, queueing up to 32 SQEs
-// per system call, and waits for all of them. res[i] is the kernel's result.
-func (u *uring) readBatch(fd int, bufs [][]byte, offs []int64, res []int32) {
+// per system call, with at most inflight reads outstanding (≤ 0: the ring's
+// size), and waits for all of them. res[i] is the kernel's result.
+func (u *uring) readBatch(fd int, bufs [][]byte, offs []int64, res []int32, inflight int) {
 	var wg sync.WaitGroup
 	rs := make([]uringReq, len(bufs))
+	var sem chan struct{}
+	if inflight > 0 && inflight < int(u.entries) {
+		sem = make(chan struct{}, inflight)
+	}
 	wg.Add(len(bufs))
 	for i := range bufs {
+		if sem != nil {
+			select {
+			case sem <- struct{}{}:
+			default:
+				u.flush() // at the cap: make sure what is queued is running
+				sem <- struct{}{}
+			}
+			rs[i].sem = sem
+		}
 		var slot uint64
 		select {
 		case slot = <-u.free:
@@ -288,6 +303,9 @@ func (u *uring) failQueued(res int32) {
 }
 
 func (u *uring) complete(r *uringReq) {
+	if r.sem != nil {
+		<-r.sem
+	}
 	if r.wg != nil {
 		r.wg.Done()
 	} else {

@@ -62,6 +62,14 @@ func Open(path, strategy string) (*Store, error) {
 	return s, nil
 }
 
+// SetParallel sets how many reads the direct strategy keeps in flight
+// (default 64, where this machine's device reaches its ceiling).
+func (s *Store) SetParallel(n int) {
+	if s.direct != nil && n > 0 {
+		s.direct.Parallel = n
+	}
+}
+
 // Strategy is the read strategy in use.
 func (s *Store) Strategy() string { return s.strategy }
 

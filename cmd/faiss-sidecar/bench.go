@@ -21,6 +21,9 @@ func runBench(args []string, stdout, stderr io.Writer) error {
 	if len(args) > 0 && args[0] == "storage" {
 		return runBenchStorage(args[1:], stdout)
 	}
+	if len(args) > 0 && args[0] == "rerank" {
+		return runBenchRerank(args[1:], stdout)
+	}
 	return runBenchSearch(args, stdout)
 }
 

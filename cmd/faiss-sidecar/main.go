@@ -28,10 +28,11 @@ type command struct {
 }
 
 var commands = map[string]command{
-	"inspect":  {"print an index file's structure, sections and memory needs", runInspect},
-	"compress": {"write a file in the zstd seekable format (read by --backend zstd)", runCompress},
-	"search":   {"search an HNSW index with query vectors, writing JSON lines", runSearch},
-	"bench":    {"benchmarks: bench INDEX (search QPS, latency, recall), bench storage FILE", runBench},
+	"inspect":        {"print an index file's structure, sections and memory needs", runInspect},
+	"compress":       {"write a file in the zstd seekable format (read by --backend zstd)", runCompress},
+	"search":         {"search an HNSW index with query vectors, writing JSON lines", runSearch},
+	"export-vectors": {"write full-precision vectors as a .vec file (aligned for direct I/O)", runExportVectors},
+	"bench":          {"benchmarks: bench INDEX (search QPS, latency, recall), bench storage FILE", runBench},
 }
 
 // usageError marks errors that should exit with status 2.

@@ -10,6 +10,7 @@ import (
 	"strconv"
 
 	"github.com/faiss-sidecar/faiss-sidecar/hnswsearch"
+	"github.com/faiss-sidecar/faiss-sidecar/rerank"
 )
 
 func runSearch(args []string, stdout, stderr io.Writer) error {
@@ -22,7 +23,9 @@ func runSearch(args []string, stdout, stderr io.Writer) error {
 	allow := fs.String("allow-ids", "", "only return these external ids: one per line (.txt) or .ivecs")
 	out := fs.String("out", "-", "output JSON lines, one per query (- for stdout)")
 	threads := fs.Int("threads", 0, "worker goroutines (0: GOMAXPROCS)")
-	usage := "usage: faiss-sidecar search INDEX --queries Q --k K [--ef-search EF] [--mode full|memory_efficient] [--backend NAME] [--semantics S] [--kernel K] [--allow-ids FILE] --out OUT.jsonl"
+	var rr rerankFlags
+	rr.register(fs)
+	usage := "usage: faiss-sidecar search INDEX --queries Q --k K [--ef-search EF] [--mode full|memory_efficient] [--backend NAME] [--semantics S] [--kernel K] [--allow-ids FILE] [--rerank-vectors FILE [--oversample F] [--rerank-strategy S]] --out OUT.jsonl"
 	pos, err := parseArgs(fs, args)
 	if err != nil {
 		return err
@@ -45,16 +48,36 @@ func runSearch(args []string, stdout, stderr io.Writer) error {
 			return err
 		}
 	}
-	// Validate parameters once, on an empty batch's first query, before writing anything.
+	rer, err := rr.open(l)
+	if err != nil {
+		return err
+	}
+	if rer != nil {
+		defer rer.Close()
+	}
+	// Validate parameters once, on the first query, before writing anything.
 	if len(qs) > 0 {
 		if _, _, err := searchQuery(l.idx, qs[0], p); err != nil {
 			return err
 		}
 	}
-	res := l.idx.SearchBatch(qs, p, *threads, nil)
+	sp := p
+	var fq [][]float32
+	if rer != nil {
+		sp.K = rerank.ShortlistSize(p.K, rr.factor(l.idx))
+		if fq, err = rr.floatQueries(l.idx, qs, rer.Dim); err != nil {
+			return err
+		}
+	}
+	res := l.idx.SearchBatch(qs, sp, *threads, nil)
 	for i, r := range res {
 		if r.Err != nil {
 			return fmt.Errorf("query %d: %w", i, r.Err)
+		}
+		if rer != nil {
+			if res[i].Hits, err = rr.apply(rer, l.idx, fq[i], r.Hits, p.K); err != nil {
+				return fmt.Errorf("query %d: %w", i, err)
+			}
 		}
 	}
 	return writeOutput(*out, stdout, func(w *bufio.Writer) {
