@@ -15,6 +15,7 @@ import (
 	"github.com/faiss-sidecar/faiss-sidecar/internal/distance"
 	"github.com/faiss-sidecar/faiss-sidecar/internal/vecio"
 	"github.com/faiss-sidecar/faiss-sidecar/partial"
+	"github.com/faiss-sidecar/faiss-sidecar/rerank"
 )
 
 func runBench(args []string, stdout, stderr io.Writer) error {
@@ -45,6 +46,8 @@ type searchBenchResult struct {
 	P50us         float64  `json:"p50_us"`
 	P99us         float64  `json:"p99_us"`
 	Recall        *float64 `json:"recall,omitempty"`
+	Rerank        string   `json:"rerank,omitempty"`
+	Shortlist     int      `json:"shortlist,omitempty"`
 	NDisMean      float64  `json:"ndis_mean"`
 	BytesPerQuery float64  `json:"bytes_read_per_query"`
 	ReadsPerQuery float64  `json:"reads_per_query"`
@@ -67,6 +70,8 @@ func runBenchSearch(args []string, stdout io.Writer) error {
 	gt := fs.String("gt", "", "ground-truth neighbor ids (.ivecs, or an integer .npy) for recall@k")
 	duration := fs.Duration("duration", 3*time.Second, "minimum measured time (at least one pass over the queries)")
 	asJSON := fs.Bool("json", false, "print one JSON object")
+	var rr rerankFlags
+	rr.register(fs)
 	pos, err := parseArgs(fs, args)
 	if err != nil {
 		return err
@@ -90,10 +95,38 @@ func runBenchSearch(args []string, stdout io.Writer) error {
 		return fmt.Errorf("%s: no queries", *queries)
 	}
 	p := hnswsearch.Params{K: *k, EfSearch: *ef}
+	rer, err := rr.open(l)
+	if err != nil {
+		return err
+	}
+	var fq [][]float32
+	if rer != nil {
+		defer rer.Close()
+		p.K = rerank.ShortlistSize(*k, rr.factor(l.idx))
+		if fq, err = rr.floatQueries(l.idx, qs, rer.Dim); err != nil {
+			return err
+		}
+	}
+	// one query, rescored when asked: what both passes time.
+	search := func(i int64, dst []hnswsearch.Result) ([]hnswsearch.Result, hnswsearch.Stats, error) {
+		q := qs[i]
+		var st hnswsearch.Stats
+		var err error
+		if q.Code != nil {
+			dst, st, err = l.idx.SearchBinary(q.Code, p, dst[:0])
+		} else {
+			dst, st, err = l.idx.Search(q.Vector, p, dst[:0])
+		}
+		if err == nil && rer != nil {
+			dst, err = rr.apply(rer, l.idx, fq[i], dst, *k)
+		}
+		return dst, st, err
+	}
 	// Warm-up pass (also the results recall is computed from).
-	first := l.idx.SearchBatch(qs, p, *threads, nil)
-	for i, r := range first {
-		if r.Err != nil {
+	first := make([]hnswsearch.BatchResult, len(qs))
+	for i := range qs {
+		r := &first[i]
+		if r.Hits, r.Stats, r.Err = search(int64(i), nil); r.Err != nil {
 			return fmt.Errorf("query %d: %w", i, r.Err)
 		}
 	}
@@ -101,6 +134,9 @@ func runBenchSearch(args []string, stdout io.Writer) error {
 		KernelImpl: distance.FastImpl, Threads: *threads, Queries: len(qs), K: *k, EfSearch: *ef, OpenMs: float64(l.openDur.Microseconds()) / 1e3}
 	if ix.kernel == "exact" {
 		res.KernelImpl = "sequential"
+	}
+	if rer != nil {
+		res.Rerank, res.Shortlist = rer.Strategy(), p.K
 	}
 	if *gt != "" {
 		m, err := vecio.ReadFile(*gt)
@@ -116,7 +152,7 @@ func runBenchSearch(args []string, stdout io.Writer) error {
 			for _, id := range m.RowI64(i)[:*k] {
 				want[id] = true
 			}
-			for _, h := range r.Hits {
+			for _, h := range r.Hits[:min(*k, len(r.Hits))] {
 				if want[h.ID] {
 					hits++
 				}
@@ -154,15 +190,10 @@ func runBenchSearch(args []string, stdout io.Writer) error {
 				if i >= total && time.Now().After(deadline) {
 					break
 				}
-				q := qs[i%total]
 				t0 := time.Now()
 				var st hnswsearch.Stats
 				var err error
-				if q.Code != nil {
-					dst, st, err = l.idx.SearchBinary(q.Code, p, dst[:0])
-				} else {
-					dst, st, err = l.idx.Search(q.Vector, p, dst[:0])
-				}
+				dst, st, err = search(i%total, dst)
 				my = append(my, time.Since(t0))
 				if err != nil {
 					mu.Lock()
