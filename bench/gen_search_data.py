@@ -3,6 +3,10 @@
 
     /usr/bin/python3 bench/gen_search_data.py
 
+Also writes fmnist_sq8.faiss (IndexHNSWSQ QT_8bit) and fmnist_bin.faiss
+(IndexBinaryHNSW over pixels > 64, queries in fmnist_bin.queries.bvecs) for
+the rerank recall table (bench/rerank_recall.sh).
+
 Writes, for each data set NAME (fmnist: Debian's dataset-fashion-mnist, 60k
 train images × 784 as float32, queries from the 10k test images; clustered:
 100k × 128 Gaussian clusters):
@@ -31,6 +35,7 @@ def idx_images(path):
 
 
 def write_vecs(path, a, dtype):
+    """.fvecs / .ivecs / .bvecs: each row is an int32 dimension then the values."""
     a = np.ascontiguousarray(a, dtype=dtype)
     n, d = a.shape
     with open(path, "wb") as f:
@@ -57,10 +62,38 @@ def build(name, xb, xq, M=16, efc=100):
     print("%s: %d × %d, built in %.0fs, %d bytes" % (name, xb.shape[0], xb.shape[1], time.time() - t0, os.path.getsize(path)), file=sys.stderr)
 
 
+def build_compact(xb, xq):
+    """SQ8 and binary HNSW indexes of the same data, for rerank recall."""
+    path = os.path.join(OUT, "fmnist_sq8.faiss")
+    if not os.path.exists(path):
+        t0 = time.time()
+        ix = faiss.IndexHNSWSQ(xb.shape[1], faiss.ScalarQuantizer.QT_8bit, 16)
+        ix.hnsw.efConstruction = 100
+        ix.train(xb)
+        ix.add(xb)
+        faiss.write_index(ix, path)
+        print("fmnist_sq8: built in %.0fs" % (time.time() - t0), file=sys.stderr)
+    path = os.path.join(OUT, "fmnist_bin.faiss")
+    if not os.path.exists(path):
+        t0 = time.time()
+        # 784 pixels -> 784 bits (pixel > 64), 98 bytes per image.
+        bb = np.packbits(xb > 64, axis=1)
+        bq = np.packbits(xq > 64, axis=1)
+        ix = faiss.IndexBinaryHNSW(xb.shape[1], 16)
+        ix.hnsw.efConstruction = 100
+        ix.add(bb)
+        faiss.write_index_binary(ix, path)
+        write_vecs(os.path.join(OUT, "fmnist_bin.queries.bvecs"), bq, "u1")
+        print("fmnist_bin: built in %.0fs" % (time.time() - t0), file=sys.stderr)
+
+
 def main():
     os.makedirs(OUT, exist_ok=True)
     base = "/usr/share/datasets/fashion-mnist/"
-    build("fmnist", idx_images(base + "train-images-idx3-ubyte.gz"), idx_images(base + "t10k-images-idx3-ubyte.gz")[:1000])
+    xb = idx_images(base + "train-images-idx3-ubyte.gz")
+    xq = idx_images(base + "t10k-images-idx3-ubyte.gz")[:1000]
+    build("fmnist", xb, xq)
+    build_compact(xb, xq)
     rng = np.random.default_rng(7)
     centers = rng.standard_normal((1000, 128)).astype("float32") * 3
     xb = centers[rng.integers(0, 1000, 100_000)] + rng.standard_normal((100_000, 128)).astype("float32")

@@ -85,6 +85,22 @@ func (t *table) lookup(blk int64) *block {
 	return ch[blk&(chunkLen-1)].Load()
 }
 
+// hit returns block blk's bytes if cached, marking it referenced and
+// counting the hit in tally (when not nil): the lock-free hit path.
+func (t *table) hit(blk int64, tally *Tally) ([]byte, bool) {
+	b := t.lookup(blk)
+	if b == nil {
+		return nil, false
+	}
+	if !b.ref.Load() {
+		b.ref.Store(true)
+	}
+	if tally != nil {
+		tally.CacheHits++
+	}
+	return b.buf, true
+}
+
 func (t *table) set(blk int64, b *block) {
 	slot := &t.chunks[blk>>chunkBits]
 	ch := slot.Load()
@@ -310,15 +326,9 @@ func (c *Cached) ReadAtTally(p []byte, off int64, t *Tally) (int, error) {
 
 func (c *Cached) block(blk int64, t *Tally) ([]byte, error) {
 	st := &c.stripes[blk&7]
-	if b := c.table.lookup(blk); b != nil { // lock-free hit
-		if !b.ref.Load() {
-			b.ref.Store(true)
-		}
+	if buf, ok := c.table.hit(blk, t); ok {
 		st.hits.Add(1)
-		if t != nil {
-			t.CacheHits++
-		}
-		return b.buf, nil
+		return buf, nil
 	}
 	b, hit, err := c.cache.get(keyOf(c.file, blk), func() ([]byte, error) {
 		start := blk * c.blockSize
@@ -358,22 +368,16 @@ func (c *Cached) ViewBlock(off, n int64, t *Tally) ([]byte, bool) {
 	if n <= 0 || off < 0 || off+n > c.size || (off+n-1)/c.blockSize != blk || c.closed.Load() {
 		return nil, false
 	}
-	b := c.table.lookup(blk)
-	if b == nil {
+	buf, ok := c.table.hit(blk, t)
+	if !ok {
 		return nil, false
-	}
-	if !b.ref.Load() {
-		b.ref.Store(true)
 	}
 	st := &c.stripes[blk&7]
 	st.requests.Add(1)
 	st.bytes.Add(n)
 	st.hits.Add(1)
-	if t != nil {
-		t.CacheHits++
-	}
 	start := off - blk*c.blockSize
-	return b.buf[start : start+n : start+n], true
+	return buf[start : start+n : start+n], true
 }
 
 // Close drops the file's blocks from the cache and closes the inner

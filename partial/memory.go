@@ -8,16 +8,11 @@ import (
 
 // Memory holds a whole file in RAM (loading mode "full"). It implements
 // Storage, Viewer and StatsReporter.
-type Memory struct {
-	name string
-	data []byte
-	life life
-	counters
-}
+type Memory struct{ region }
 
 // NewMemory serves b; b must not be modified afterwards.
 func NewMemory(name string, b []byte) *Memory {
-	m := &Memory{name: name, data: b}
+	m := &Memory{region{name: name, data: b}}
 	m.life.free = func() error { m.data = nil; return nil }
 	return m
 }
@@ -48,39 +43,6 @@ func OpenMemory(path string) (*Memory, error) {
 	}
 	return m, nil
 }
-
-func (m *Memory) Size() int64 { return int64(len(m.data)) }
-
-func (m *Memory) ReadAt(p []byte, off int64) (int, error) {
-	if !m.life.acquire() {
-		return 0, closedErr(m.name)
-	}
-	defer m.life.release()
-	m.request(len(p))
-	if err := rangeCheck(m.name, off, int64(len(p)), int64(len(m.data))); err != nil {
-		return 0, err
-	}
-	return copy(p, m.data[off:]), nil
-}
-
-func (m *Memory) Acquire() error {
-	if !m.life.acquire() {
-		return closedErr(m.name)
-	}
-	return nil
-}
-
-func (m *Memory) Release() { m.life.release() }
-
-func (m *Memory) View(off, n int64) ([]byte, error) {
-	m.request(int(n))
-	if err := rangeCheck(m.name, off, n, int64(len(m.data))); err != nil {
-		return nil, err
-	}
-	return m.data[off : off+n : off+n], nil
-}
-
-func (m *Memory) Close() error { return m.life.close(m.name) }
 
 func (m *Memory) Stats() Stats {
 	s := m.snapshot()

@@ -13,12 +13,7 @@ import (
 // read-ahead pulls megabytes per 4 KiB page touched on a cold file
 // (io-notes.md). It implements Storage, Viewer and StatsReporter; Close
 // unmaps only when no reader or Acquire is outstanding.
-type Mmap struct {
-	name string
-	data []byte
-	life life
-	counters
-}
+type Mmap struct{ region }
 
 // OpenMmap maps the file at path.
 func OpenMmap(path string) (*Mmap, error) {
@@ -31,7 +26,7 @@ func OpenMmap(path string) (*Mmap, error) {
 	if err != nil {
 		return nil, err
 	}
-	m := &Mmap{name: path}
+	m := &Mmap{region{name: path}}
 	if size := st.Size(); size > 0 {
 		m.data, err = unix.Mmap(int(f.Fd()), 0, int(size), unix.PROT_READ, unix.MAP_SHARED)
 		if err != nil {
@@ -52,37 +47,6 @@ func OpenMmap(path string) (*Mmap, error) {
 	return m, nil
 }
 
-func (m *Mmap) Size() int64 { return int64(len(m.data)) }
-
-func (m *Mmap) ReadAt(p []byte, off int64) (int, error) {
-	if !m.life.acquire() {
-		return 0, closedErr(m.name)
-	}
-	defer m.life.release()
-	m.request(len(p))
-	if err := rangeCheck(m.name, off, int64(len(p)), int64(len(m.data))); err != nil {
-		return 0, err
-	}
-	return copy(p, m.data[off:]), nil
-}
-
-func (m *Mmap) Acquire() error {
-	if !m.life.acquire() {
-		return closedErr(m.name)
-	}
-	return nil
-}
-
-func (m *Mmap) Release() { m.life.release() }
-
-func (m *Mmap) View(off, n int64) ([]byte, error) {
-	m.request(int(n))
-	if err := rangeCheck(m.name, off, n, int64(len(m.data))); err != nil {
-		return nil, err
-	}
-	return m.data[off : off+n : off+n], nil
-}
-
 // WillNeed asks the kernel to read the pages of [off, off+n) ahead
 // (MADV_WILLNEED), for warm-up and batched reads.
 func (m *Mmap) WillNeed(off, n int64) error {
@@ -97,8 +61,6 @@ func (m *Mmap) WillNeed(off, n int64) error {
 	start := off &^ (page - 1)
 	return unix.Madvise(m.data[start:off+n], unix.MADV_WILLNEED)
 }
-
-func (m *Mmap) Close() error { return m.life.close(m.name) }
 
 // Stats reports requests; page faults are the kernel's, so BytesRead and
 // ResidentBytes stay 0 (the mapping lives in the page cache, not the heap).

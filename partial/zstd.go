@@ -186,15 +186,9 @@ func (z *Zstd) ReadAtTally(p []byte, off int64, t *Tally) (int, error) {
 }
 
 func (z *Zstd) frame(i int, t *Tally) ([]byte, error) {
-	if b := z.table.lookup(int64(i)); b != nil { // lock-free hit
-		if !b.ref.Load() {
-			b.ref.Store(true)
-		}
+	if buf, ok := z.table.hit(int64(i), t); ok {
 		z.hits.Add(1)
-		if t != nil {
-			t.CacheHits++
-		}
-		return b.buf, nil
+		return buf, nil
 	}
 	f := z.frames[i]
 	b, hit, err := z.cache.get(keyOf(z.file, int64(i)), func() ([]byte, error) {

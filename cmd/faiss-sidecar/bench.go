@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
@@ -63,9 +62,7 @@ func runBenchSearch(args []string, stdout io.Writer) error {
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
 	var ix indexFlags
 	ix.register(fs)
-	queries := fs.String("queries", "", "query vectors: .fvecs, .bvecs or .npy")
-	k := fs.Int("k", 10, "neighbors per query")
-	ef := fs.Int("ef-search", 0, "efSearch (0: the value stored in the index)")
+	queries, k, ef := queryFlags(fs)
 	threads := fs.Int("threads", 1, "goroutines searching concurrently")
 	gt := fs.String("gt", "", "ground-truth neighbor ids (.ivecs, or an integer .npy) for recall@k")
 	duration := fs.Duration("duration", 3*time.Second, "minimum measured time (at least one pass over the queries)")
@@ -244,9 +241,7 @@ func runBenchSearch(args []string, stdout io.Writer) error {
 		res.StorageStats = st
 	}
 	if *asJSON {
-		enc := json.NewEncoder(stdout)
-		enc.SetIndent("", "  ")
-		return enc.Encode(res)
+		return printJSON(stdout, res)
 	}
 	fmt.Fprintf(stdout, "%s (%s/%s, %s, %s kernel): %d threads, k=%d ef=%d: %.0f QPS, p50 %.1f µs, p99 %.1f µs, %.0f distances/query, %.0f bytes read/query",
 		pos[0], ix.mode, l.backend, ix.semantics, res.KernelImpl, *threads, *k, *ef, res.QPS, res.P50us, res.P99us, res.NDisMean, res.BytesPerQuery)
@@ -384,9 +379,7 @@ func runBenchStorage(args []string, stdout io.Writer) error {
 		res.BackendStatsAfter = st
 	}
 	if *asJSON {
-		enc := json.NewEncoder(stdout)
-		enc.SetIndent("", "  ")
-		return enc.Encode(res)
+		return printJSON(stdout, res)
 	}
 	fmt.Fprintf(stdout, "%s (%s, %s, cold=%v): %d reads of %d B, %d in flight: %.0f reads/s, p50 %.1f µs, p99 %.1f µs, device bytes per requested byte %.3f, resident %s\n",
 		path, res.Backend, human(res.FileSize), *cold, *reads, *size, *inflight, res.ReadsPerS, res.P50us, res.P99us, res.DevicePerReqByte, human(res.ResidentBytes))

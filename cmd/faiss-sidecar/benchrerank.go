@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
@@ -102,9 +101,7 @@ func runBenchRerank(args []string, stdout io.Writer) error {
 		VectorsPerS: float64(st.Vectors) / total.Seconds(), BytesPerVector: float64(dev) / float64(st.Vectors),
 		ReadsPerVector: float64(st.Reads) / float64(st.Vectors), RequestedPerVec: float64(st.BytesRead) / float64(st.Vectors)}
 	if *asJSON {
-		enc := json.NewEncoder(stdout)
-		enc.SetIndent("", "  ")
-		return enc.Encode(res)
+		return printJSON(stdout, res)
 	}
 	fmt.Fprintf(stdout, "%s (%s, %s, cold=%v): shortlist %d × %d trials: p50 %.2f ms, p99 %.2f ms, %.0f vectors/s, %.0f device bytes/vector\n",
 		*vectors, s.Kind, *strategy, *cold, *n, *trials, res.P50ms, res.P99ms, res.VectorsPerS, res.BytesPerVector)

@@ -1,8 +1,10 @@
 package main
 
 import (
+	"encoding/json"
 	"flag"
 	"fmt"
+	"io"
 	"time"
 
 	"github.com/faiss-sidecar/faiss-sidecar/faissfmt"
@@ -17,6 +19,7 @@ type indexFlags struct {
 	cacheBytes                       int64
 	cacheBlock                       int
 	batchReads                       bool
+	exactFilterMax                   int
 }
 
 func (f *indexFlags) register(fs *flag.FlagSet) {
@@ -26,6 +29,7 @@ func (f *indexFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.kernel, "kernel", "fast", "distance kernel: fast or exact")
 	fs.Int64Var(&f.cacheBytes, "cache-bytes", 0, "block cache budget for pread/direct/zstd (0: 64 MiB)")
 	fs.IntVar(&f.cacheBlock, "cache-block", 0, "block cache block size in bytes, a power of two (0: 4096); pread/direct")
+	fs.IntVar(&f.exactFilterMax, "exact-filter-max", 0, "faiss-modern: answer filters allowing at most max(k, this) ids by an exact scan (0: k, as OpenSearch)")
 	fs.BoolVar(&f.batchReads, "batch-reads", false, "pread/direct: read an expanded node's unvisited neighbors' vectors as one parallel batch")
 }
 
@@ -82,7 +86,7 @@ func (f *indexFlags) open(path string) (*loadedIndex, error) {
 		st.Close()
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
-	idx, err := hnswsearch.New(file, st, hnswsearch.Options{Semantics: sem, Kernel: ker, BatchReads: f.batchReads})
+	idx, err := hnswsearch.New(file, st, hnswsearch.Options{Semantics: sem, Kernel: ker, BatchReads: f.batchReads, ExactFilterMax: f.exactFilterMax})
 	if err != nil {
 		st.Close()
 		return nil, fmt.Errorf("%s: %w", path, err)
@@ -138,4 +142,18 @@ func loadIDs(path string) ([]int64, error) {
 		return []int64{}, nil
 	}
 	return m.I64, nil
+}
+
+// queryFlags registers --queries, --k and --ef-search.
+func queryFlags(fs *flag.FlagSet) (queries *string, k, ef *int) {
+	return fs.String("queries", "", "query vectors: .fvecs, .bvecs or .npy"),
+		fs.Int("k", 10, "neighbors per query"),
+		fs.Int("ef-search", 0, "efSearch (0: the value stored in the index)")
+}
+
+// printJSON writes v as indented JSON.
+func printJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
 }

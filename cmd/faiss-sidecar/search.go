@@ -17,9 +17,7 @@ func runSearch(args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("search", flag.ContinueOnError)
 	var ix indexFlags
 	ix.register(fs)
-	queries := fs.String("queries", "", "query vectors: .fvecs, .bvecs or .npy")
-	k := fs.Int("k", 10, "neighbors per query")
-	ef := fs.Int("ef-search", 0, "efSearch (0: the value stored in the index)")
+	queries, k, ef := queryFlags(fs)
 	allow := fs.String("allow-ids", "", "only return these external ids: one per line (.txt) or .ivecs")
 	out := fs.String("out", "-", "output JSON lines, one per query (- for stdout)")
 	threads := fs.Int("threads", 0, "worker goroutines (0: GOMAXPROCS)")
