@@ -1,0 +1,167 @@
+package httpapi
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"strings"
+	"sync"
+	"sync/atomic"
+
+	"github.com/faiss-sidecar/faiss-sidecar/faissfmt"
+	"github.com/faiss-sidecar/faiss-sidecar/hnswsearch"
+	"github.com/faiss-sidecar/faiss-sidecar/partial"
+	"github.com/faiss-sidecar/faiss-sidecar/rerank"
+)
+
+// LoadSpec says how to open an index (the body of PUT /indexes/{name}).
+type LoadSpec struct {
+	Path       string      `json:"path"`
+	Mode       string      `json:"mode"`    // full | memory_efficient
+	Backend    string      `json:"backend"` // memory_efficient: mmap (default), pread, direct, zstd
+	SpaceType  string      `json:"space_type"`
+	CacheBytes int64       `json:"cache_bytes"`
+	Semantics  string      `json:"semantics"`
+	Kernel     string      `json:"kernel"`
+	Rerank     *RerankSpec `json:"rerank,omitempty"`
+}
+
+// RerankSpec configures full-precision rescoring.
+type RerankSpec struct {
+	VectorsPath      string  `json:"vectors_path"`
+	Strategy         string  `json:"strategy"`
+	OversampleFactor float64 `json:"oversample_factor"`
+}
+
+// handle is one opened index in one mode. Queries hold a reference; the
+// registry holds one while the handle serves. The last release closes it.
+type handle struct {
+	spec      LoadSpec
+	path      string // resolved inside a data root
+	st        partial.Storage
+	file      *faissfmt.File
+	idx       *hnswsearch.Index
+	rer       *rerank.Store
+	rerPath   string
+	space     string
+	refs      atomic.Int64
+	closeOnce sync.Once
+	// resident is what the handle counts against the memory budget: the
+	// full copy or the cache budget, plus the small arrays.
+	resident atomic.Int64
+}
+
+// tryAcquire takes a reference unless the handle is already closing.
+func (h *handle) tryAcquire() bool {
+	for {
+		n := h.refs.Load()
+		if n <= 0 {
+			return false
+		}
+		if h.refs.CompareAndSwap(n, n+1) {
+			return true
+		}
+	}
+}
+
+func (h *handle) release() {
+	if h.refs.Add(-1) == 0 {
+		h.close()
+	}
+}
+
+func (h *handle) close() {
+	h.closeOnce.Do(func() {
+		h.idx.Close()
+		if h.rer != nil {
+			h.rer.Close()
+		}
+		h.st.Close()
+	})
+}
+
+// cache returns the handle's block cache, if its backend has one.
+func (h *handle) cache() *partial.Cache {
+	if c, ok := h.st.(*partial.Cached); ok {
+		return c.Cache()
+	}
+	return nil
+}
+
+// Space types and the metric each needs.
+var spaceMetric = map[string]string{"l2": "L2", "innerproduct": "IP", "cosinesimil": "IP", "hamming": "Hamming"}
+
+func defaultSpace(x *hnswsearch.Index) string {
+	switch {
+	case x.Binary():
+		return "hamming"
+	case x.Metric() == faissfmt.MetricInnerProduct:
+		return "innerproduct"
+	}
+	return "l2"
+}
+
+func checkSpace(space string, x *hnswsearch.Index) error {
+	want, ok := spaceMetric[space]
+	if !ok {
+		return badRequest("unknown space_type %q (known: l2, innerproduct, cosinesimil, hamming)", space)
+	}
+	have := x.Metric().String()
+	if x.Binary() {
+		have = "Hamming"
+	}
+	if want != have {
+		return badRequest("space_type %q needs a %s index, this index is %s", space, want, have)
+	}
+	return nil
+}
+
+// score is OpenSearch's translation of a distance to a score.
+func score(space string, d float32) float64 {
+	v := float64(d)
+	switch space {
+	case "innerproduct":
+		if v <= 0 {
+			return 1 / (1 - v)
+		}
+		return v + 1
+	case "cosinesimil":
+		return math.Max((1+v)/2, 0)
+	}
+	return 1 / (1 + v) // l2, hamming
+}
+
+// apiError is an error with an HTTP status and a type for the envelope.
+type apiError struct {
+	Status int
+	Type   string
+	Reason string
+}
+
+func (e *apiError) Error() string { return e.Reason }
+
+func badRequest(format string, a ...any) error {
+	return &apiError{400, "bad_request", fmt.Sprintf(format, a...)}
+}
+
+func notFound(name string) error {
+	return &apiError{404, "index_not_found", fmt.Sprintf("no index named %q", name)}
+}
+
+// errStatus maps an error to an HTTP status and type, in one place.
+func errStatus(err error) (int, string) {
+	var ae *apiError
+	switch {
+	case errors.As(err, &ae):
+		return ae.Status, ae.Type
+	case errors.Is(err, hnswsearch.ErrBadQuery):
+		return 400, "bad_query"
+	case errors.Is(err, faissfmt.ErrFormat), errors.Is(err, rerank.ErrVectors):
+		return 422, "bad_index_file"
+	case errors.Is(err, hnswsearch.ErrCorrupt):
+		return 500, "corrupt_index"
+	case strings.Contains(err.Error(), "no such file"):
+		return 404, "file_not_found"
+	}
+	return 500, "internal_error"
+}

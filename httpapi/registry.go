@@ -1,0 +1,541 @@
+package httpapi
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/faiss-sidecar/faiss-sidecar/faissfmt"
+	"github.com/faiss-sidecar/faiss-sidecar/hnswsearch"
+	"github.com/faiss-sidecar/faiss-sidecar/partial"
+	"github.com/faiss-sidecar/faiss-sidecar/rerank"
+)
+
+// cacheFloor is the smallest a cache shrinks to when the budget is tight.
+const cacheFloor = 1 << 20
+
+// entry is one named index: the handle serving it and its statistics.
+type entry struct {
+	name    string
+	cur     atomic.Pointer[handle]
+	mu      sync.Mutex // one load, switch or delete at a time
+	queries atomic.Int64
+	errors  atomic.Int64
+	lat     latencies
+	state   atomic.Value // string: "serving", "switching", …
+	lastErr atomic.Value // string: why the last switch failed
+}
+
+// Registry holds the served indexes and the node-wide memory budget.
+type Registry struct {
+	roots  []string // data roots, symlinks resolved
+	budget int64    // bytes; 0 = unlimited
+
+	mu      sync.RWMutex
+	entries map[string]*entry
+	memMu   sync.Mutex // serialises budget checks with the opens they admit
+}
+
+// NewRegistry serves indexes from files under roots within budget bytes.
+func NewRegistry(roots []string, budget int64) (*Registry, error) {
+	r := &Registry{budget: budget, entries: map[string]*entry{}}
+	for _, root := range roots {
+		abs, err := filepath.Abs(root)
+		if err == nil {
+			abs, err = filepath.EvalSymlinks(abs)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("data root %s: %w", root, err)
+		}
+		r.roots = append(r.roots, abs)
+	}
+	if len(r.roots) == 0 {
+		return nil, fmt.Errorf("at least one data root is needed")
+	}
+	return r, nil
+}
+
+// resolve maps a request path (relative to the first data root, or
+// absolute) to a file that lies, after symlinks, inside a data root.
+func (r *Registry) resolve(p string) (string, error) {
+	if p == "" {
+		return "", badRequest("path is required")
+	}
+	if !filepath.IsAbs(p) {
+		p = filepath.Join(r.roots[0], p)
+	}
+	real, err := filepath.EvalSymlinks(p)
+	if err != nil {
+		if os.IsNotExist(err) {
+			return "", &apiError{404, "file_not_found", fmt.Sprintf("no file at %s", p)}
+		}
+		return "", &apiError{403, "forbidden_path", fmt.Sprintf("cannot resolve %s", p)}
+	}
+	for _, root := range r.roots {
+		if rel, err := filepath.Rel(root, real); err == nil && rel != ".." && !strings.HasPrefix(rel, ".."+string(filepath.Separator)) {
+			return real, nil
+		}
+	}
+	return "", &apiError{403, "forbidden_path", fmt.Sprintf("%s is outside the data roots", p)}
+}
+
+func (r *Registry) get(name string) *entry {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	return r.entries[name]
+}
+
+// acquire returns the handle serving name with a reference held.
+func (r *Registry) acquire(name string) (*entry, *handle, error) {
+	e := r.get(name)
+	if e == nil {
+		return nil, nil, notFound(name)
+	}
+	for {
+		h := e.cur.Load()
+		if h == nil {
+			return nil, nil, notFound(name)
+		}
+		if h.tryAcquire() {
+			return e, h, nil
+		}
+	}
+}
+
+// usage sums what the served handles count against the budget.
+func (r *Registry) usage() (total int64, hs []*handle) {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	for _, e := range r.entries {
+		if h := e.cur.Load(); h != nil {
+			total += h.resident.Load()
+			hs = append(hs, h)
+		}
+	}
+	return total, hs
+}
+
+// admit makes room for need bytes: caches of other indexes shrink (largest
+// first, down to cacheFloor) before a 429 with the numbers. extra counts
+// handles being replaced (a switch briefly holds both).
+func (r *Registry) admit(need int64) error {
+	if r.budget <= 0 {
+		return nil
+	}
+	used, hs := r.usage()
+	if used+need <= r.budget {
+		return nil
+	}
+	slices.SortFunc(hs, func(a, b *handle) int { return cmpInt(cacheBudget(b), cacheBudget(a)) })
+	for _, h := range hs {
+		c := h.cache()
+		if c == nil || used+need <= r.budget {
+			continue
+		}
+		cur := c.Budget()
+		target := max(cacheFloor, cur-(used+need-r.budget))
+		if target < cur {
+			c.SetBudget(target)
+			h.resident.Add(-(cur - target))
+			used -= cur - target
+		}
+	}
+	if used+need > r.budget {
+		return &apiError{429, "memory_budget_exceeded", fmt.Sprintf(
+			"memory budget exceeded: need %d bytes, %d of %d in use by loaded indexes (caches already shrunk to %d bytes where possible)",
+			need, used, r.budget, cacheFloor)}
+	}
+	return nil
+}
+
+func cacheBudget(h *handle) int64 {
+	if c := h.cache(); c != nil {
+		return c.Budget()
+	}
+	return 0
+}
+
+func cmpInt(a, b int64) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+// open builds a handle for spec (normalised) within the budget.
+func (r *Registry) open(spec LoadSpec) (*handle, error) {
+	if spec.Mode == "" {
+		spec.Mode = "memory_efficient"
+	}
+	backend := spec.Backend
+	switch spec.Mode {
+	case "full":
+		if backend != "" && backend != "memory" {
+			return nil, badRequest("mode full keeps the file in memory; backend %q applies to memory_efficient", backend)
+		}
+		backend = "memory"
+	case "memory_efficient":
+		if backend == "" {
+			backend = "mmap"
+		}
+		if backend == "memory" || !slices.Contains(partial.Backends, backend) {
+			return nil, badRequest("unknown backend %q for memory_efficient (known: mmap, pread, direct, zstd)", backend)
+		}
+	default:
+		return nil, badRequest("unknown mode %q (known: full, memory_efficient)", spec.Mode)
+	}
+	spec.Backend = backend
+	sem, err := hnswsearch.ParseSemantics(spec.Semantics)
+	if err != nil {
+		return nil, badRequest("%v", err)
+	}
+	ker, err := hnswsearch.ParseKernel(spec.Kernel)
+	if err != nil {
+		return nil, badRequest("%v", err)
+	}
+	if spec.CacheBytes < 0 {
+		return nil, badRequest("cache_bytes must not be negative")
+	}
+	path, err := r.resolve(spec.Path)
+	if err != nil {
+		return nil, err
+	}
+	// Parse once through plain pread to learn the resident size before
+	// committing memory (the parse itself reads only headers and small arrays).
+	probe, err := partial.OpenFile(path)
+	if err != nil {
+		return nil, err
+	}
+	pf, err := faissfmt.Open(probe, probe.Size())
+	probe.Close()
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", spec.Path, err)
+	}
+	cacheBytes := spec.CacheBytes
+	if cacheBytes == 0 && (backend == "pread" || backend == "zstd") {
+		cacheBytes = partial.DefaultCacheBytes
+	}
+	need := pf.ResidentBytes() + cacheBytes
+	if backend == "memory" {
+		need += pf.Size
+	}
+	r.memMu.Lock()
+	defer r.memMu.Unlock()
+	if err := r.admit(need); err != nil {
+		return nil, err
+	}
+	st, err := partial.Open(path, partial.Options{Backend: backend, CacheBytes: cacheBytes})
+	if err != nil {
+		return nil, err
+	}
+	h := &handle{spec: spec, path: path, st: st}
+	h.resident.Store(need)
+	if h.file, err = faissfmt.Open(st, st.Size()); err == nil {
+		h.idx, err = hnswsearch.New(h.file, st, hnswsearch.Options{Semantics: sem, Kernel: ker})
+	}
+	if err != nil {
+		st.Close()
+		return nil, fmt.Errorf("%s: %w", spec.Path, err)
+	}
+	h.space = spec.SpaceType
+	if h.space == "" {
+		h.space = defaultSpace(h.idx)
+	}
+	if err := checkSpace(h.space, h.idx); err != nil {
+		h.idx.Close()
+		st.Close()
+		return nil, err
+	}
+	if rs := spec.Rerank; rs != nil {
+		if err := h.openRerank(r, rs); err != nil {
+			h.idx.Close()
+			st.Close()
+			return nil, err
+		}
+	}
+	h.refs.Store(1) // the registry's reference
+	return h, nil
+}
+
+func (h *handle) openRerank(r *Registry, rs *RerankSpec) error {
+	if rs.Strategy == "" {
+		rs.Strategy = "direct"
+	}
+	if !slices.Contains(rerank.Strategies, rs.Strategy) {
+		return badRequest("unknown rerank strategy %q (known: %s)", rs.Strategy, strings.Join(rerank.Strategies, ", "))
+	}
+	if rs.OversampleFactor < 0 {
+		return badRequest("rerank.oversample_factor must be positive")
+	}
+	p, err := r.resolve(rs.VectorsPath)
+	if err != nil {
+		return err
+	}
+	s, err := rerank.Open(p, rs.Strategy)
+	if err != nil {
+		return err
+	}
+	if h.idx.Binary() {
+		err = nil
+		if s.Count != h.idx.NTotal() {
+			err = fmt.Errorf("%w: %s holds %d vectors, the index has %d", rerank.ErrVectors, rs.VectorsPath, s.Count, h.idx.NTotal())
+		}
+	} else {
+		err = s.Check(h.idx.Dim(), h.idx.NTotal())
+	}
+	if err != nil {
+		s.Close()
+		return err
+	}
+	h.rer, h.rerPath = s, p
+	return nil
+}
+
+// Load serves spec under name; a name already served is a 409.
+func (r *Registry) Load(name string, spec LoadSpec) error {
+	if name == "" || strings.ContainsAny(name, "/ ") || strings.HasPrefix(name, "_") {
+		return badRequest("invalid index name %q", name)
+	}
+	r.mu.Lock()
+	if _, ok := r.entries[name]; ok {
+		r.mu.Unlock()
+		return &apiError{409, "index_exists", fmt.Sprintf("index %q is loaded; switch it with PUT /indexes/%s/_mode or DELETE it first", name, name)}
+	}
+	e := &entry{name: name}
+	e.state.Store("loading")
+	e.mu.Lock()
+	r.entries[name] = e
+	r.mu.Unlock()
+	defer e.mu.Unlock()
+	h, err := r.open(spec)
+	if err != nil {
+		r.mu.Lock()
+		delete(r.entries, name)
+		r.mu.Unlock()
+		return err
+	}
+	e.cur.Store(h)
+	e.state.Store("serving")
+	return nil
+}
+
+// Delete stops serving name and waits (up to wait) for its in-flight
+// queries before the handle closes.
+func (r *Registry) Delete(name string, wait time.Duration) error {
+	r.mu.Lock()
+	e, ok := r.entries[name]
+	if ok {
+		delete(r.entries, name)
+	}
+	r.mu.Unlock()
+	if !ok {
+		return notFound(name)
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if h := e.cur.Swap(nil); h != nil {
+		h.release()
+		deadline := time.Now().Add(wait)
+		for h.refs.Load() > 0 && time.Now().Before(deadline) {
+			time.Sleep(time.Millisecond)
+		}
+	}
+	return nil
+}
+
+// SwitchSpec is the body of PUT /indexes/{name}/_mode: fields left empty
+// keep their current value.
+type SwitchSpec struct {
+	Mode       string `json:"mode"`
+	Backend    string `json:"backend"`
+	CacheBytes int64  `json:"cache_bytes"`
+	Semantics  string `json:"semantics"`
+	Kernel     string `json:"kernel"`
+	Warm       bool   `json:"warm"`
+	// VerifyQueries random queries must give identical results on the old
+	// and the new handle before the swap (default 8; 0 after an explicit
+	// semantics or kernel change, which changes results by design).
+	VerifyQueries *int `json:"verify_queries"`
+}
+
+// Switch moves name to another mode/backend while it keeps serving: the new
+// handle opens (and warms) beside the old one, a few queries are compared,
+// the pointer swaps, and the old handle closes after its last query.
+func (r *Registry) Switch(name string, sw SwitchSpec) error {
+	e := r.get(name)
+	if e == nil {
+		return notFound(name)
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	old := e.cur.Load()
+	if old == nil {
+		return notFound(name)
+	}
+	spec := old.spec
+	if sw.Mode != "" {
+		spec.Mode = sw.Mode
+		if sw.Backend == "" && sw.Mode == "memory_efficient" && spec.Backend == "memory" {
+			spec.Backend = ""
+		}
+		if sw.Mode == "full" {
+			spec.Backend = ""
+		}
+	}
+	if sw.Backend != "" {
+		spec.Backend = sw.Backend
+	}
+	if sw.CacheBytes != 0 {
+		spec.CacheBytes = sw.CacheBytes
+	}
+	verify := 8
+	if sw.Semantics != "" || sw.Kernel != "" {
+		verify = 0
+	}
+	if sw.Semantics != "" {
+		spec.Semantics = sw.Semantics
+	}
+	if sw.Kernel != "" {
+		spec.Kernel = sw.Kernel
+	}
+	if sw.VerifyQueries != nil {
+		verify = *sw.VerifyQueries
+	}
+	e.state.Store("switching")
+	fail := func(err error) error {
+		e.state.Store("serving")
+		e.lastErr.Store(err.Error())
+		return err
+	}
+	h, err := r.open(spec)
+	if err != nil {
+		return fail(err)
+	}
+	if sw.Warm {
+		if err := h.warm(); err != nil {
+			h.release()
+			return fail(err)
+		}
+	}
+	if err := sameAnswers(old, h, verify); err != nil {
+		h.release()
+		return fail(err)
+	}
+	e.cur.Store(h)
+	old.release()
+	e.state.Store("serving")
+	e.lastErr.Store("")
+	return nil
+}
+
+// sameAnswers runs n random queries on both handles and requires identical
+// ids and distances.
+func sameAnswers(a, b *handle, n int) error {
+	if n <= 0 || a.idx.NTotal() == 0 {
+		return nil
+	}
+	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 1))
+	for i := range n {
+		p := hnswsearch.Params{K: 10}
+		var ra, rb []hnswsearch.Result
+		var ea, eb error
+		if a.idx.Binary() {
+			q := make([]byte, a.idx.Dim())
+			for j := range q {
+				q[j] = byte(rng.Uint32())
+			}
+			ra, _, ea = a.idx.SearchBinary(q, p, nil)
+			rb, _, eb = b.idx.SearchBinary(q, p, nil)
+		} else {
+			q := make([]float32, a.idx.Dim())
+			for j := range q {
+				q[j] = float32(rng.NormFloat64())
+			}
+			ra, _, ea = a.idx.Search(q, p, nil)
+			rb, _, eb = b.idx.Search(q, p, nil)
+		}
+		if ea != nil || eb != nil {
+			return fmt.Errorf("switch check query %d failed: old: %v, new: %v", i, ea, eb)
+		}
+		if !slices.Equal(ra, rb) {
+			return &apiError{500, "switch_verification_failed", fmt.Sprintf("switch aborted: query %d gives different results in the new mode; the old mode keeps serving", i)}
+		}
+	}
+	return nil
+}
+
+// warm pulls the graph into the cache or page cache with large sequential
+// reads (neighbor lists first, then the vectors while the cache has room).
+func (h *handle) warm() error {
+	g := h.file.Graph
+	secs := []faissfmt.Section{g.HNSW.Neighbors}
+	if c, ok := h.file.Storage.Section("codes"); ok {
+		secs = append(secs, c)
+	}
+	if m, ok := h.st.(*partial.Mmap); ok {
+		for _, s := range secs {
+			if err := m.WillNeed(s.Offset, s.Len); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	if _, ok := h.st.(*partial.Memory); ok {
+		return nil
+	}
+	buf := make([]byte, 1<<20)
+	var room int64 = 1 << 62
+	if c := h.cache(); c != nil {
+		room = c.Budget()
+	}
+	for _, s := range secs {
+		for off := int64(0); off < s.Len && room > 0; off += int64(len(buf)) {
+			n := min(int64(len(buf)), s.Len-off)
+			if _, err := h.st.ReadAt(buf[:n], s.Offset+off); err != nil {
+				return err
+			}
+			room -= n
+		}
+	}
+	return nil
+}
+
+// latencies keeps the last 4096 query latencies for percentiles.
+type latencies struct {
+	mu   sync.Mutex
+	ring [4096]time.Duration
+	n    int
+}
+
+func (l *latencies) add(d time.Duration) {
+	l.mu.Lock()
+	l.ring[l.n%len(l.ring)] = d
+	l.n++
+	l.mu.Unlock()
+}
+
+func (l *latencies) percentiles(ps ...float64) []float64 {
+	l.mu.Lock()
+	n := min(l.n, len(l.ring))
+	s := append([]time.Duration(nil), l.ring[:n]...)
+	l.mu.Unlock()
+	out := make([]float64, len(ps))
+	if n == 0 {
+		return out
+	}
+	sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
+	for i, p := range ps {
+		out[i] = float64(s[min(n-1, int(p*float64(n)))].Microseconds()) / 1000
+	}
+	return out
+}

@@ -1,0 +1,597 @@
+// Package httpapi serves FAISS indexes over a REST API (gin): per-index
+// loading modes switched live, a node-wide memory budget, search with
+// OpenSearch-style scores and per-query profiles, and Prometheus metrics.
+package httpapi
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math"
+	"net/http"
+	"net/http/pprof"
+	"strings"
+	"time"
+
+	"github.com/gin-gonic/gin"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/faiss-sidecar/faiss-sidecar/hnswsearch"
+	"github.com/faiss-sidecar/faiss-sidecar/partial"
+	"github.com/faiss-sidecar/faiss-sidecar/rerank"
+)
+
+// Config configures a Server.
+type Config struct {
+	DataRoots      []string
+	MemoryBudget   int64         // bytes for all indexes; 0 = unlimited
+	Token          string        // bearer token required when not empty
+	MaxBodyBytes   int64         // default 16 MiB
+	RequestTimeout time.Duration // default 30 s
+	Pprof          bool          // serve /debug/pprof
+	Logger         *slog.Logger
+}
+
+// Server is the HTTP API.
+type Server struct {
+	cfg     Config
+	Reg     *Registry
+	log     *slog.Logger
+	engine  *gin.Engine
+	metrics *metrics
+}
+
+type metrics struct {
+	reg       *prometheus.Registry
+	requests  *prometheus.CounterVec
+	latency   *prometheus.HistogramVec
+	resident  *prometheus.GaugeVec
+	cacheHits *prometheus.CounterVec
+	switches  *prometheus.CounterVec
+}
+
+// New builds a Server.
+func New(cfg Config) (*Server, error) {
+	if cfg.MaxBodyBytes <= 0 {
+		cfg.MaxBodyBytes = 16 << 20
+	}
+	if cfg.RequestTimeout <= 0 {
+		cfg.RequestTimeout = 30 * time.Second
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.NewJSONHandler(io.Discard, nil))
+	}
+	reg, err := NewRegistry(cfg.DataRoots, cfg.MemoryBudget)
+	if err != nil {
+		return nil, err
+	}
+	s := &Server{cfg: cfg, Reg: reg, log: cfg.Logger, metrics: newMetrics()}
+	gin.SetMode(gin.ReleaseMode)
+	e := gin.New()
+	e.Use(s.recoverPanics, s.accessLog, s.limits)
+	e.GET("/_health", s.health)
+	e.GET("/metrics", gin.WrapH(promhttp.HandlerFor(s.metrics.reg, promhttp.HandlerOpts{})))
+	if cfg.Pprof {
+		e.Any("/debug/pprof/*path", gin.WrapF(pprof.Index))
+	}
+	api := e.Group("/", s.auth)
+	api.GET("/indexes", s.listIndexes)
+	api.GET("/indexes/:name", s.getIndex)
+	api.PUT("/indexes/:name", s.loadIndex)
+	api.DELETE("/indexes/:name", s.deleteIndex)
+	api.POST("/indexes/:name/_search", s.search)
+	api.POST("/indexes/:name/_msearch", s.msearch)
+	api.PUT("/indexes/:name/_mode", s.switchMode)
+	api.POST("/indexes/:name/_warmup", s.warmup)
+	e.NoRoute(func(c *gin.Context) {
+		s.fail(c, &apiError{404, "no_route", fmt.Sprintf("no endpoint %s %s", c.Request.Method, c.Request.URL.Path)})
+	})
+	e.NoMethod(func(c *gin.Context) {
+		s.fail(c, &apiError{405, "method_not_allowed", fmt.Sprintf("%s is not allowed on %s", c.Request.Method, c.Request.URL.Path)})
+	})
+	e.HandleMethodNotAllowed = true
+	s.engine = e
+	return s, nil
+}
+
+func newMetrics() *metrics {
+	m := &metrics{
+		reg: prometheus.NewRegistry(),
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "faiss_sidecar_requests_total",
+			Help: "HTTP requests by route and status."}, []string{"route", "status"}),
+		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "faiss_sidecar_search_seconds",
+			Help: "Search latency by index.", Buckets: prometheus.ExponentialBuckets(50e-6, 2, 16)}, []string{"index"}),
+		resident: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "faiss_sidecar_resident_bytes",
+			Help: "Bytes each index counts against the memory budget."}, []string{"index"}),
+		cacheHits: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "faiss_sidecar_cache_lookups_total",
+			Help: "Block-cache lookups by searches, by index and result."}, []string{"index", "result"}),
+		switches: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "faiss_sidecar_mode_switches_total",
+			Help: "Mode switches by index and outcome."}, []string{"index", "outcome"}),
+	}
+	m.reg.MustRegister(m.requests, m.latency, m.resident, m.cacheHits, m.switches,
+		prometheus.NewGoCollector(), prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{}))
+	return m
+}
+
+// Handler is the http.Handler with the per-request timeout applied.
+func (s *Server) Handler() http.Handler {
+	body, _ := json.Marshal(errorBody(503, "timeout", fmt.Sprintf("request took longer than %s", s.cfg.RequestTimeout)))
+	return http.TimeoutHandler(s.engine, s.cfg.RequestTimeout, string(body))
+}
+
+// Close unloads every index.
+func (s *Server) Close() {
+	s.Reg.mu.RLock()
+	names := make([]string, 0, len(s.Reg.entries))
+	for n := range s.Reg.entries {
+		names = append(names, n)
+	}
+	s.Reg.mu.RUnlock()
+	for _, n := range names {
+		s.Reg.Delete(n, 5*time.Second)
+	}
+}
+
+func errorBody(status int, typ, reason string) gin.H {
+	return gin.H{"error": gin.H{"type": typ, "reason": reason}, "status": status}
+}
+
+// fail writes the one error envelope every failure uses.
+func (s *Server) fail(c *gin.Context, err error) {
+	status, typ := errStatus(err)
+	c.AbortWithStatusJSON(status, errorBody(status, typ, err.Error()))
+}
+
+func (s *Server) recoverPanics(c *gin.Context) {
+	defer func() {
+		if p := recover(); p != nil {
+			s.log.Error("panic serving request", "path", c.Request.URL.Path, "panic", fmt.Sprint(p))
+			s.fail(c, &apiError{500, "internal_error", "internal error"})
+		}
+	}()
+	c.Next()
+}
+
+func (s *Server) accessLog(c *gin.Context) {
+	start := time.Now()
+	c.Next()
+	route := c.FullPath()
+	if route == "" {
+		route = "unmatched"
+	}
+	s.metrics.requests.WithLabelValues(route, fmt.Sprint(c.Writer.Status())).Inc()
+	s.log.Debug("request", "method", c.Request.Method, "path", c.Request.URL.Path, "status", c.Writer.Status(), "took", time.Since(start))
+}
+
+func (s *Server) limits(c *gin.Context) {
+	c.Request.Body = http.MaxBytesReader(c.Writer, c.Request.Body, s.cfg.MaxBodyBytes)
+	c.Next()
+}
+
+func (s *Server) auth(c *gin.Context) {
+	if s.cfg.Token == "" {
+		return
+	}
+	if c.GetHeader("Authorization") != "Bearer "+s.cfg.Token {
+		s.fail(c, &apiError{401, "unauthorized", "a valid bearer token is required"})
+	}
+}
+
+// decode reads a JSON body strictly: unknown fields and trailing data are 400s.
+func decode(c *gin.Context, v any) error {
+	d := json.NewDecoder(c.Request.Body)
+	d.DisallowUnknownFields()
+	if err := d.Decode(v); err != nil {
+		var mbe *http.MaxBytesError
+		switch {
+		case errors.As(err, &mbe):
+			return &apiError{413, "body_too_large", fmt.Sprintf("request body exceeds %d bytes", mbe.Limit)}
+		case errors.Is(err, io.EOF):
+			return badRequest("request body is empty; JSON expected")
+		case strings.HasPrefix(err.Error(), "json: unknown field"):
+			return badRequest("unknown field %s", strings.TrimPrefix(err.Error(), "json: unknown field "))
+		}
+		return badRequest("malformed JSON: %v", err)
+	}
+	if d.More() {
+		return badRequest("malformed JSON: data after the object")
+	}
+	return nil
+}
+
+func (s *Server) health(c *gin.Context) {
+	used, hs := s.Reg.usage()
+	c.JSON(200, gin.H{"status": "ok", "indexes": len(hs), "memory_used_bytes": used, "memory_budget_bytes": s.Reg.budget})
+}
+
+// indexInfo describes one served index (GET /indexes/{name}).
+func (s *Server) indexInfo(e *entry, h *handle) gin.H {
+	x := h.idx
+	info := gin.H{
+		"name": e.name, "path": h.spec.Path, "mode": h.spec.Mode, "backend": h.spec.Backend,
+		"space_type": h.space, "semantics": x.Options().Semantics.String(), "kernel": x.Options().Kernel.String(),
+		"d": x.Dim(), "ntotal": x.NTotal(), "metric": x.Metric().String(), "binary": x.Binary(),
+		"ef_search_stored": x.StoredEfSearch(), "resident_bytes": h.resident.Load(),
+		"queries_served": e.queries.Load(), "query_errors": e.errors.Load(), "switch_state": e.state.Load(),
+	}
+	if x.Binary() {
+		info["metric"] = "Hamming"
+	}
+	if le, _ := e.lastErr.Load().(string); le != "" {
+		info["last_switch_error"] = le
+	}
+	p := e.lat.percentiles(0.5, 0.99)
+	info["latency_ms"] = gin.H{"p50": p[0], "p99": p[1]}
+	if sr, ok := h.st.(partial.StatsReporter); ok {
+		info["storage"] = sr.Stats()
+	}
+	if h.rer != nil {
+		info["rerank"] = gin.H{"vectors_path": h.spec.Rerank.VectorsPath, "strategy": h.rer.Strategy()}
+	}
+	return info
+}
+
+func (s *Server) listIndexes(c *gin.Context) {
+	s.Reg.mu.RLock()
+	es := make([]*entry, 0, len(s.Reg.entries))
+	for _, e := range s.Reg.entries {
+		es = append(es, e)
+	}
+	s.Reg.mu.RUnlock()
+	out := []gin.H{}
+	for _, e := range es {
+		if _, h, err := s.Reg.acquire(e.name); err == nil {
+			out = append(out, s.indexInfo(e, h))
+			h.release()
+		}
+	}
+	c.JSON(200, gin.H{"indexes": out})
+}
+
+func (s *Server) getIndex(c *gin.Context) {
+	e, h, err := s.Reg.acquire(c.Param("name"))
+	if err != nil {
+		s.fail(c, err)
+		return
+	}
+	defer h.release()
+	c.JSON(200, s.indexInfo(e, h))
+}
+
+func (s *Server) loadIndex(c *gin.Context) {
+	var spec LoadSpec
+	if err := decode(c, &spec); err != nil {
+		s.fail(c, err)
+		return
+	}
+	name := c.Param("name")
+	if err := s.Reg.Load(name, spec); err != nil {
+		s.fail(c, err)
+		return
+	}
+	s.log.Info("index loaded", "index", name, "path", spec.Path, "mode", spec.Mode, "backend", spec.Backend)
+	s.getIndex(c)
+}
+
+func (s *Server) deleteIndex(c *gin.Context) {
+	name := c.Param("name")
+	if err := s.Reg.Delete(name, s.cfg.RequestTimeout/2); err != nil {
+		s.fail(c, err)
+		return
+	}
+	s.metrics.resident.DeleteLabelValues(name)
+	c.JSON(200, gin.H{"acknowledged": true, "index": name})
+}
+
+func (s *Server) switchMode(c *gin.Context) {
+	var sw SwitchSpec
+	if err := decode(c, &sw); err != nil {
+		s.fail(c, err)
+		return
+	}
+	name := c.Param("name")
+	start := time.Now()
+	if err := s.Reg.Switch(name, sw); err != nil {
+		s.metrics.switches.WithLabelValues(name, "failed").Inc()
+		s.log.Warn("mode switch failed", "index", name, "error", err)
+		s.fail(c, err)
+		return
+	}
+	s.metrics.switches.WithLabelValues(name, "ok").Inc()
+	s.log.Info("mode switched", "index", name, "mode", sw.Mode, "backend", sw.Backend, "took", time.Since(start))
+	s.getIndex(c)
+}
+
+func (s *Server) warmup(c *gin.Context) {
+	_, h, err := s.Reg.acquire(c.Param("name"))
+	if err != nil {
+		s.fail(c, err)
+		return
+	}
+	defer h.release()
+	start := time.Now()
+	if err := h.warm(); err != nil {
+		s.fail(c, err)
+		return
+	}
+	c.JSON(200, gin.H{"acknowledged": true, "took_ms": time.Since(start).Milliseconds()})
+}
+
+// SearchRequest is the body of POST /indexes/{name}/_search.
+type SearchRequest struct {
+	Vector           []float64 `json:"vector"`
+	K                int       `json:"k"`
+	MethodParameters *struct {
+		EfSearch int `json:"ef_search"`
+	} `json:"method_parameters"`
+	Filter *struct {
+		IDs []int64 `json:"ids"`
+	} `json:"filter"`
+	Rescore *struct {
+		OversampleFactor float64 `json:"oversample_factor"`
+	} `json:"rescore"`
+	Profile bool `json:"profile"`
+}
+
+// Hit is one search result.
+type Hit struct {
+	ID       int64   `json:"id"`
+	Distance float64 `json:"distance"`
+	Score    float64 `json:"score"`
+}
+
+func (s *Server) search(c *gin.Context) {
+	var req SearchRequest
+	if err := decode(c, &req); err != nil {
+		s.fail(c, err)
+		return
+	}
+	e, h, err := s.Reg.acquire(c.Param("name"))
+	if err != nil {
+		s.fail(c, err)
+		return
+	}
+	defer h.release()
+	start := time.Now()
+	hits, prof, err := s.searchOne(h, &req)
+	took := time.Since(start)
+	if err != nil {
+		e.errors.Add(1)
+		s.fail(c, err)
+		return
+	}
+	e.queries.Add(1)
+	e.lat.add(took)
+	s.metrics.latency.WithLabelValues(e.name).Observe(took.Seconds())
+	s.metrics.cacheHits.WithLabelValues(e.name, "hit").Add(float64(prof.IO.CacheHits))
+	s.metrics.cacheHits.WithLabelValues(e.name, "miss").Add(float64(prof.IO.CacheMisses))
+	out := gin.H{"took": float64(took.Microseconds()) / 1000, "hits": hits}
+	if req.Profile {
+		out["profile"] = prof
+	}
+	c.JSON(200, out)
+}
+
+// Profile is a query's search statistics and I/O.
+type Profile struct {
+	hnswsearch.Stats
+	Rerank *rerank.FetchStats `json:"rerank,omitempty"`
+	Micros float64            `json:"search_us"`
+}
+
+// searchOne validates and runs one query on h.
+func (s *Server) searchOne(h *handle, req *SearchRequest) ([]Hit, Profile, error) {
+	var prof Profile
+	x := h.idx
+	if req.K == 0 {
+		req.K = 10
+	}
+	p := hnswsearch.Params{K: req.K}
+	if mp := req.MethodParameters; mp != nil {
+		if mp.EfSearch <= 0 {
+			return nil, prof, badRequest("method_parameters.ef_search must be positive, got %d", mp.EfSearch)
+		}
+		p.EfSearch = mp.EfSearch
+	}
+	if req.Filter != nil {
+		p.Filter = req.Filter.IDs
+		if p.Filter == nil {
+			p.Filter = []int64{}
+		}
+	}
+	if req.Vector == nil {
+		return nil, prof, badRequest("vector is required")
+	}
+	want := x.Dim()
+	if x.Binary() {
+		want = x.Dim() // bytes, each 0–255
+	}
+	if len(req.Vector) != want {
+		return nil, prof, badRequest("vector has %d values, index %s expects %d", len(req.Vector), h.spec.Path, want)
+	}
+	var q []float32
+	var qb []byte
+	if x.Binary() {
+		qb = make([]byte, want)
+		for j, v := range req.Vector {
+			if v != math.Trunc(v) || v < 0 || v > 255 {
+				return nil, prof, badRequest("binary vector value %d is %v; bytes 0–255 expected", j, v)
+			}
+			qb[j] = byte(v)
+		}
+	} else {
+		q = make([]float32, want)
+		var norm float64
+		for j, v := range req.Vector {
+			if math.IsNaN(v) || math.IsInf(v, 0) || math.Abs(v) > math.MaxFloat32 {
+				return nil, prof, badRequest("vector value %d (%v) is not a finite float32", j, v)
+			}
+			q[j] = float32(v)
+			norm += v * v
+		}
+		if h.space == "cosinesimil" { // OpenSearch normalises queries for cosine
+			if norm == 0 {
+				return nil, prof, badRequest("a zero vector has no cosine similarity")
+			}
+			inv := 1 / math.Sqrt(norm)
+			for j := range q {
+				q[j] = float32(float64(q[j]) * inv)
+			}
+		}
+	}
+	k := req.K
+	rescore := h.rer != nil && (req.Rescore == nil || req.Rescore.OversampleFactor >= 0)
+	if req.Rescore != nil && h.rer == nil {
+		return nil, prof, badRequest("rescore needs an index loaded with rerank.vectors_path")
+	}
+	if rescore {
+		if k < 1 || k > hnswsearch.MaxK {
+			return nil, prof, badRequest("k=%d is out of range [1, %d]", k, hnswsearch.MaxK)
+		}
+		f := h.spec.Rerank.OversampleFactor
+		if req.Rescore != nil && req.Rescore.OversampleFactor > 0 {
+			f = req.Rescore.OversampleFactor
+		}
+		if f <= 0 {
+			f = rerank.DefaultOversample(h.rer.Dim)
+		}
+		p.K = rerank.ShortlistSize(k, f)
+	}
+	t0 := time.Now()
+	var res []hnswsearch.Result
+	var st hnswsearch.Stats
+	var err error
+	if x.Binary() {
+		res, st, err = x.SearchBinary(qb, p, nil)
+	} else {
+		res, st, err = x.Search(q, p, nil)
+	}
+	if err != nil {
+		return nil, prof, err
+	}
+	prof.Stats = st
+	if rescore && !x.Binary() {
+		labels := make([]int32, 0, len(res))
+		for _, r := range res {
+			if r.Label >= 0 {
+				labels = append(labels, r.Label)
+			}
+		}
+		var fs rerank.FetchStats
+		rh, err := h.rer.Rescore(q, labels, k, h.space != "l2", &fs)
+		if err != nil {
+			return nil, prof, err
+		}
+		prof.Rerank = &fs
+		res = res[:0]
+		for _, r := range rh {
+			id, err := x.ExternalID(r.Label)
+			if err != nil {
+				return nil, prof, err
+			}
+			res = append(res, hnswsearch.Result{ID: id, Distance: r.Distance, Label: r.Label})
+		}
+	}
+	prof.Micros = float64(time.Since(t0).Nanoseconds()) / 1e3
+	hits := make([]Hit, 0, len(res))
+	for _, r := range res {
+		if r.ID < 0 {
+			continue // OpenSearch returns only real hits
+		}
+		hits = append(hits, Hit{ID: r.ID, Distance: float64(r.Distance), Score: score(h.space, r.Distance)})
+	}
+	return hits, prof, nil
+}
+
+// MSearchRequest is the body of POST /indexes/{name}/_msearch.
+type MSearchRequest struct {
+	Vectors          [][]float64 `json:"vectors"`
+	K                int         `json:"k"`
+	MethodParameters *struct {
+		EfSearch int `json:"ef_search"`
+	} `json:"method_parameters"`
+	Filter *struct {
+		IDs []int64 `json:"ids"`
+	} `json:"filter"`
+	Profile bool `json:"profile"`
+}
+
+func (s *Server) msearch(c *gin.Context) {
+	var req MSearchRequest
+	if err := decode(c, &req); err != nil {
+		s.fail(c, err)
+		return
+	}
+	if len(req.Vectors) == 0 {
+		s.fail(c, badRequest("vectors must hold at least one vector"))
+		return
+	}
+	e, h, err := s.Reg.acquire(c.Param("name"))
+	if err != nil {
+		s.fail(c, err)
+		return
+	}
+	defer h.release()
+	start := time.Now()
+	type one struct {
+		Hits    []Hit    `json:"hits"`
+		Profile *Profile `json:"profile,omitempty"`
+		Error   gin.H    `json:"error,omitempty"`
+	}
+	out := make([]one, len(req.Vectors))
+	done := make(chan struct{})
+	work := make(chan int)
+	workers := min(len(req.Vectors), 4)
+	for range workers {
+		go func() {
+			for i := range work {
+				r := SearchRequest{Vector: req.Vectors[i], K: req.K, MethodParameters: req.MethodParameters, Filter: req.Filter}
+				hits, prof, err := s.searchOne(h, &r)
+				if err != nil {
+					st, typ := errStatus(err)
+					out[i].Error = gin.H{"type": typ, "reason": err.Error(), "status": st}
+					continue
+				}
+				out[i].Hits = hits
+				if req.Profile {
+					out[i].Profile = &prof
+				}
+			}
+			done <- struct{}{}
+		}()
+	}
+	for i := range req.Vectors {
+		work <- i
+	}
+	close(work)
+	for range workers {
+		<-done
+	}
+	took := time.Since(start)
+	e.queries.Add(int64(len(req.Vectors)))
+	e.lat.add(took / time.Duration(len(req.Vectors)))
+	c.JSON(200, gin.H{"took": float64(took.Microseconds()) / 1000, "responses": out})
+}
+
+// ListenAndServe serves on addr until ctx ends, then shuts down gracefully,
+// letting in-flight requests finish (up to grace).
+func (s *Server) ListenAndServe(ctx context.Context, addr string, grace time.Duration) error {
+	srv := &http.Server{Addr: addr, Handler: s.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	errc := make(chan error, 1)
+	go func() { errc <- srv.ListenAndServe() }()
+	s.log.Info("listening", "addr", addr)
+	select {
+	case err := <-errc:
+		return err
+	case <-ctx.Done():
+	}
+	sctx, cancel := context.WithTimeout(context.Background(), grace)
+	defer cancel()
+	err := srv.Shutdown(sctx)
+	s.Close()
+	return err
+}

@@ -1,0 +1,247 @@
+package httpapi
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"math"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+const fixtures = "../testdata/fixtures"
+
+func newTestServer(t *testing.T, cfg Config) (*Server, *httptest.Server) {
+	t.Helper()
+	if cfg.DataRoots == nil {
+		abs, _ := filepath.Abs(fixtures)
+		cfg.DataRoots = []string{abs}
+	}
+	s, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts := httptest.NewServer(s.Handler())
+	t.Cleanup(func() { ts.Close(); s.Close() })
+	return s, ts
+}
+
+type resp struct {
+	Status int
+	Body   map[string]any
+	Raw    string
+}
+
+func call(t *testing.T, ts *httptest.Server, method, path, body string, hdr ...string) resp {
+	t.Helper()
+	req, _ := http.NewRequest(method, ts.URL+path, strings.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	for i := 0; i+1 < len(hdr); i += 2 {
+		req.Header.Set(hdr[i], hdr[i+1])
+	}
+	r, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Body.Close()
+	raw, _ := io.ReadAll(r.Body)
+	out := resp{Status: r.StatusCode, Raw: string(raw)}
+	json.Unmarshal(raw, &out.Body)
+	return out
+}
+
+type fixtureRuns struct {
+	Queries [][]float64 `json:"queries"`
+	Runs    []struct {
+		K        int         `json:"k"`
+		EfSearch *int        `json:"ef_search"`
+		AllowIDs []int64     `json:"allow_ids"`
+		IDs      [][]int64   `json:"ids"`
+		Dist     [][]float64 `json:"distances"`
+	} `json:"runs"`
+}
+
+func loadRuns(t testing.TB, name string) fixtureRuns {
+	b, err := os.ReadFile(filepath.Join(fixtures, name+".search.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var f fixtureRuns
+	if err := json.Unmarshal(b, &f); err != nil {
+		t.Fatal(err)
+	}
+	return f
+}
+
+func vectorJSON(v []float64) string { b, _ := json.Marshal(v); return string(b) }
+
+// TestSearchMatchesFAISS: the REST search returns FAISS 1.7.3's results
+// (faiss-1.7.3 semantics, exact kernel) with OpenSearch's l2 score.
+func TestSearchMatchesFAISS(t *testing.T) {
+	_, ts := newTestServer(t, Config{})
+	if r := call(t, ts, "PUT", "/indexes/v", `{"path":"idmap_hnsw.faiss","mode":"full","semantics":"faiss-1.7.3","kernel":"exact"}`); r.Status != 200 {
+		t.Fatalf("load: %d %s", r.Status, r.Raw)
+	}
+	f := loadRuns(t, "idmap_hnsw")
+	for _, ri := range []int{1, 5, 7} { // k=10; ef 16 params; a filter
+		run := f.Runs[ri]
+		for qi, q := range f.Queries {
+			body := fmt.Sprintf(`{"vector":%s,"k":%d`, vectorJSON(q), run.K)
+			if run.EfSearch != nil {
+				body += fmt.Sprintf(`,"method_parameters":{"ef_search":%d}`, *run.EfSearch)
+			}
+			if run.AllowIDs != nil {
+				b, _ := json.Marshal(run.AllowIDs)
+				body += `,"filter":{"ids":` + string(b) + `}`
+			}
+			r := call(t, ts, "POST", "/indexes/v/_search", body+`,"profile":true}`)
+			if r.Status != 200 {
+				t.Fatalf("search: %d %s", r.Status, r.Raw)
+			}
+			hits := r.Body["hits"].([]any)
+			n := 0
+			for j, id := range run.IDs[qi] {
+				if id < 0 {
+					continue
+				}
+				h := hits[j].(map[string]any)
+				d := h["distance"].(float64)
+				if int64(h["id"].(float64)) != id || float32(d) != float32(run.Dist[qi][j]) || h["score"].(float64) != 1/(1+d) {
+					t.Fatalf("run %d query %d rank %d: %v, FAISS (%d, %v)", ri, qi, j, h, id, run.Dist[qi][j])
+				}
+				n++
+			}
+			if len(hits) != n || r.Body["profile"].(map[string]any)["NDis"].(float64) <= 0 {
+				t.Fatalf("%d hits for %d FAISS results, profile %v", len(hits), n, r.Body["profile"])
+			}
+		}
+	}
+	// _msearch returns the same, in order.
+	var vs []string
+	for _, q := range f.Queries[:5] {
+		vs = append(vs, vectorJSON(q))
+	}
+	r := call(t, ts, "POST", "/indexes/v/_msearch", `{"vectors":[`+strings.Join(vs, ",")+`],"k":10}`)
+	if r.Status != 200 {
+		t.Fatalf("msearch %d %s", r.Status, r.Raw)
+	}
+	for i, one := range r.Body["responses"].([]any) {
+		first := one.(map[string]any)["hits"].([]any)[0].(map[string]any)
+		if int64(first["id"].(float64)) != f.Runs[1].IDs[i][0] {
+			t.Fatalf("msearch %d: %v", i, first)
+		}
+	}
+}
+
+func TestScores(t *testing.T) {
+	for _, c := range []struct {
+		space string
+		d     float32
+		want  float64
+	}{{"l2", 3, 0.25}, {"hamming", 4, 0.2}, {"innerproduct", -1, 0.5}, {"innerproduct", 2, 3}, {"cosinesimil", 0.5, 0.75}, {"cosinesimil", -2, 0}} {
+		if got := score(c.space, c.d); math.Abs(got-c.want) > 1e-9 {
+			t.Errorf("score(%s, %v) = %v, want %v", c.space, c.d, got, c.want)
+		}
+	}
+}
+
+// TestBadRequests: every bad request gets the error envelope with a clear
+// reason, and nothing unloads the served index.
+func TestBadRequests(t *testing.T) {
+	root := t.TempDir()
+	src, _ := os.ReadFile(filepath.Join(fixtures, "hnsw_flat_l2.faiss"))
+	os.WriteFile(filepath.Join(root, "idx.faiss"), src, 0o644)
+	outside := t.TempDir()
+	os.WriteFile(filepath.Join(outside, "secret.faiss"), src, 0o644)
+	os.Symlink(filepath.Join(outside, "secret.faiss"), filepath.Join(root, "link.faiss"))
+	os.WriteFile(filepath.Join(root, "trunc.faiss"), src[:5000], 0o644)
+	_, ts := newTestServer(t, Config{DataRoots: []string{root}, Token: "s3cret", MaxBodyBytes: 1 << 16})
+	auth := []string{"Authorization", "Bearer s3cret"}
+	if r := call(t, ts, "PUT", "/indexes/i", `{"path":"idx.faiss"}`, auth...); r.Status != 200 {
+		t.Fatalf("load: %s", r.Raw)
+	}
+	q := vectorJSON(make([]float64, 32))
+	for _, c := range []struct {
+		method, path, body string
+		status             int
+		reason             string
+	}{
+		{"POST", "/indexes/i/_search", `{"vector":` + q + `}`, 401, "bearer token"},
+		{"POST", "/indexes/i/_search", `{"vector":[1,2]`, 400, "malformed JSON"},
+		{"POST", "/indexes/i/_search", `{"vector":` + q + `,"kk":3}`, 400, `unknown field "kk"`},
+		{"POST", "/indexes/i/_search", `{"vector":[1,2,3]}`, 400, "vector has 3 values, index idx.faiss expects 32"},
+		{"POST", "/indexes/i/_search", `{"vector":` + strings.Replace(q, "0", "1e39", 1) + `}`, 400, "is not a finite float32"},
+		{"POST", "/indexes/i/_search", `{"vector":` + q + `,"k":20000}`, 400, "k=20000 is out of range"},
+		{"POST", "/indexes/i/_search", `{"vector":` + q + `,"method_parameters":{"ef_search":-4}}`, 400, "ef_search must be positive"},
+		{"POST", "/indexes/nope/_search", `{"vector":` + q + `}`, 404, `no index named "nope"`},
+		{"PUT", "/indexes/j", `{"path":"link.faiss"}`, 403, "outside the data roots"},
+		{"PUT", "/indexes/j", `{"path":"../etc/passwd"}`, 404, "no file"},
+		{"PUT", "/indexes/j", `{"path":"idx.faiss","mode":"warm"}`, 400, `unknown mode "warm"`},
+		{"PUT", "/indexes/j", `{"path":"idx.faiss","backend":"tape"}`, 400, `unknown backend "tape"`},
+		{"PUT", "/indexes/j", `{"path":"idx.faiss","space_type":"cosine"}`, 400, `unknown space_type "cosine"`},
+		{"PUT", "/indexes/j", `{"path":"idx.faiss","space_type":"innerproduct"}`, 400, `needs a IP index, this index is L2`},
+		{"PUT", "/indexes/j", `{"path":"trunc.faiss"}`, 422, "file truncated"},
+		{"PUT", "/indexes/i", `{"path":"idx.faiss"}`, 409, "is loaded"},
+		{"PUT", "/indexes/i/_mode", `{"mode":"full","backend":"mmap"}`, 400, "mode full keeps the file in memory"},
+		{"POST", "/indexes/i/_search", `{"vector":[` + strings.Repeat("1,", 40000) + `1]}`, 413, "exceeds 65536 bytes"},
+		{"GET", "/nothing", ``, 404, "no endpoint GET /nothing"},
+	} {
+		hdr := auth
+		if c.status == 401 {
+			hdr = nil
+		}
+		r := call(t, ts, c.method, c.path, c.body, hdr...)
+		e, _ := r.Body["error"].(map[string]any)
+		if r.Status != c.status || e == nil || !strings.Contains(e["reason"].(string), c.reason) || e["type"] == "" {
+			t.Errorf("%s %s %.60s: %d %s; want %d with %q", c.method, c.path, c.body, r.Status, r.Raw, c.status, c.reason)
+		}
+	}
+	if r := call(t, ts, "POST", "/indexes/i/_search", `{"vector":`+q+`}`, auth...); r.Status != 200 {
+		t.Fatalf("the index must keep serving: %d %s", r.Status, r.Raw)
+	}
+}
+
+// TestMemoryBudget: a load that cannot fit is a 429 with the numbers;
+// caches shrink to make room first.
+func TestMemoryBudget(t *testing.T) {
+	s, ts := newTestServer(t, Config{MemoryBudget: 3 << 20})
+	if r := call(t, ts, "PUT", "/indexes/a", `{"path":"hnsw_flat_large.faiss","backend":"pread","cache_bytes":2097152}`); r.Status != 200 {
+		t.Fatalf("%s", r.Raw)
+	}
+	// 1.2 MB file in full mode: fits only after a's cache shrinks toward 1 MiB.
+	if r := call(t, ts, "PUT", "/indexes/b", `{"path":"hnsw_flat_large.faiss","mode":"full"}`); r.Status != 200 {
+		t.Fatalf("load with shrink: %d %s", r.Status, r.Raw)
+	}
+	_, h, _ := s.Reg.acquire("a")
+	if got := h.cache().Budget(); got >= 2<<20 {
+		t.Errorf("a's cache budget %d did not shrink", got)
+	}
+	h.release()
+	r := call(t, ts, "PUT", "/indexes/c", `{"path":"hnsw_flat_large.faiss","mode":"full"}`)
+	if r.Status != 429 || !strings.Contains(r.Raw, "memory budget exceeded: need") {
+		t.Fatalf("%d %s", r.Status, r.Raw)
+	}
+	if r := call(t, ts, "GET", "/_health", ``); r.Status != 200 || r.Body["memory_used_bytes"].(float64) > 3<<20 {
+		t.Fatalf("health %s", r.Raw)
+	}
+}
+
+func TestMetricsAndDelete(t *testing.T) {
+	_, ts := newTestServer(t, Config{})
+	call(t, ts, "PUT", "/indexes/m", `{"path":"hnsw_flat_l2.faiss","backend":"pread"}`)
+	call(t, ts, "POST", "/indexes/m/_search", `{"vector":`+vectorJSON(make([]float64, 32))+`}`)
+	r := call(t, ts, "GET", "/metrics", ``)
+	if r.Status != 200 || !strings.Contains(r.Raw, `faiss_sidecar_search_seconds_count{index="m"} 1`) || !strings.Contains(r.Raw, "faiss_sidecar_cache_lookups_total") {
+		t.Fatalf("metrics:\n%.2000s", r.Raw)
+	}
+	if r := call(t, ts, "DELETE", "/indexes/m", ``); r.Status != 200 {
+		t.Fatal(r.Raw)
+	}
+	if r := call(t, ts, "GET", "/indexes/m", ``); r.Status != 404 {
+		t.Fatal(r.Raw)
+	}
+}
