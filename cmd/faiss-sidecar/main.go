@@ -1,6 +1,7 @@
 // Command faiss-sidecar serves and inspects FAISS index files without
 // loading them whole.
 //
+//	faiss-sidecar serve [--config FILE] [--listen ADDR] [--data-root DIR]…
 //	faiss-sidecar inspect FILE [--json] [--verify] [--backend NAME]
 //	faiss-sidecar compress IN OUT [--frame-size N]
 //	faiss-sidecar search INDEX --queries Q --k K [--ef-search EF] [--mode M] [--backend B] --out OUT.jsonl
@@ -28,6 +29,8 @@ type command struct {
 }
 
 var commands = map[string]command{
+	"serve":          {"serve indexes over HTTP (no arguments: the embedded demo index)", runServe},
+	"health":         {"check a running server's /_health", runHealth},
 	"inspect":        {"print an index file's structure, sections and memory needs", runInspect},
 	"compress":       {"write a file in the zstd seekable format (read by --backend zstd)", runCompress},
 	"search":         {"search an HNSW index with query vectors, writing JSON lines", runSearch},

@@ -1,0 +1,206 @@
+package main
+
+import (
+	"context"
+	_ "embed"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/faiss-sidecar/faiss-sidecar/httpapi"
+)
+
+//go:embed demo/demo.faiss
+var demoIndex []byte
+
+// serveContext ends when the server should shut down (tests replace it).
+var serveContext = func() (context.Context, context.CancelFunc) {
+	return signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+}
+
+// serveConfig is the config file (JSON); flags and FAISS_SIDECAR_* variables override it.
+type serveConfig struct {
+	Listen         string                      `json:"listen"`
+	DataRoots      []string                    `json:"data_roots"`
+	MemoryBudget   int64                       `json:"memory_budget"`
+	Token          string                      `json:"token"`
+	MaxBodyBytes   int64                       `json:"max_body_bytes"`
+	RequestTimeout string                      `json:"request_timeout"`
+	Pprof          bool                        `json:"pprof"`
+	LogLevel       string                      `json:"log_level"`
+	Indexes        map[string]httpapi.LoadSpec `json:"indexes"`
+}
+
+type stringList []string
+
+func (l *stringList) String() string     { return strings.Join(*l, ",") }
+func (l *stringList) Set(s string) error { *l = append(*l, s); return nil }
+
+func runServe(args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	configPath := fs.String("config", "", "JSON config file (listen, data_roots, memory_budget, token, indexes, …)")
+	listen := fs.String("listen", "", "address to listen on (default 127.0.0.1:8080; env FAISS_SIDECAR_LISTEN)")
+	var roots stringList
+	fs.Var(&roots, "data-root", "directory index paths must resolve into (repeatable; env FAISS_SIDECAR_DATA_ROOT, colon-separated)")
+	budget := fs.Int64("memory-budget", -1, "bytes all indexes may hold: full copies, caches, small arrays (0: unlimited; env FAISS_SIDECAR_MEMORY_BUDGET)")
+	token := fs.String("token", "", "bearer token required by /indexes endpoints (env FAISS_SIDECAR_TOKEN)")
+	maxBody := fs.Int64("max-body-bytes", 0, "request body limit (default 16 MiB)")
+	timeout := fs.Duration("request-timeout", 0, "per-request timeout (default 30s)")
+	pprofOn := fs.Bool("pprof", false, "serve /debug/pprof")
+	logLevel := fs.String("log-level", "", "debug, info, warn or error (default info)")
+	demo := fs.Bool("demo", false, "also serve the embedded demo index as \"demo\" (the default when nothing else is configured)")
+	pos, err := parseArgs(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) != 0 {
+		return usagef("usage: faiss-sidecar serve [--config FILE] [--listen ADDR] [--data-root DIR]… [--memory-budget BYTES] [--token T]")
+	}
+	var cfg serveConfig
+	if *configPath != "" {
+		b, err := os.ReadFile(*configPath)
+		if err != nil {
+			return err
+		}
+		d := json.NewDecoder(strings.NewReader(string(b)))
+		d.DisallowUnknownFields()
+		if err := d.Decode(&cfg); err != nil {
+			return fmt.Errorf("%s: %w", *configPath, err)
+		}
+	}
+	// Environment over the file, flags over both.
+	if v := os.Getenv("FAISS_SIDECAR_LISTEN"); v != "" {
+		cfg.Listen = v
+	}
+	if v := os.Getenv("FAISS_SIDECAR_DATA_ROOT"); v != "" {
+		cfg.DataRoots = strings.Split(v, ":")
+	}
+	if v := os.Getenv("FAISS_SIDECAR_MEMORY_BUDGET"); v != "" {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil {
+			return fmt.Errorf("FAISS_SIDECAR_MEMORY_BUDGET=%q: %w", v, err)
+		}
+		cfg.MemoryBudget = n
+	}
+	if v := os.Getenv("FAISS_SIDECAR_TOKEN"); v != "" {
+		cfg.Token = v
+	}
+	if *listen != "" {
+		cfg.Listen = *listen
+	}
+	if len(roots) > 0 {
+		cfg.DataRoots = roots
+	}
+	if *budget >= 0 {
+		cfg.MemoryBudget = *budget
+	}
+	if *token != "" {
+		cfg.Token = *token
+	}
+	if *maxBody > 0 {
+		cfg.MaxBodyBytes = *maxBody
+	}
+	if *timeout > 0 {
+		cfg.RequestTimeout = timeout.String()
+	}
+	cfg.Pprof = cfg.Pprof || *pprofOn
+	if *logLevel != "" {
+		cfg.LogLevel = *logLevel
+	}
+	if cfg.Listen == "" {
+		cfg.Listen = "127.0.0.1:8080"
+	}
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(orDefault(cfg.LogLevel, "info"))); err != nil {
+		return usagef("log level %q: %v", cfg.LogLevel, err)
+	}
+	log := slog.New(slog.NewJSONHandler(stderr, &slog.HandlerOptions{Level: level}))
+	var reqTimeout time.Duration
+	if cfg.RequestTimeout != "" {
+		if reqTimeout, err = time.ParseDuration(cfg.RequestTimeout); err != nil {
+			return usagef("request_timeout %q: %v", cfg.RequestTimeout, err)
+		}
+	}
+	// Nothing configured: serve the embedded demo index from a temporary root.
+	useDemo := *demo || (len(cfg.DataRoots) == 0 && len(cfg.Indexes) == 0)
+	if useDemo {
+		dir, err := os.MkdirTemp("", "faiss-sidecar-demo-")
+		if err != nil {
+			return err
+		}
+		defer os.RemoveAll(dir)
+		if err := os.WriteFile(filepath.Join(dir, "demo.faiss"), demoIndex, 0o444); err != nil {
+			return err
+		}
+		cfg.DataRoots = append(cfg.DataRoots, dir)
+		if cfg.Indexes == nil {
+			cfg.Indexes = map[string]httpapi.LoadSpec{}
+		}
+		cfg.Indexes["demo"] = httpapi.LoadSpec{Path: filepath.Join(dir, "demo.faiss"), Mode: "full"}
+	}
+	srv, err := httpapi.New(httpapi.Config{DataRoots: cfg.DataRoots, MemoryBudget: cfg.MemoryBudget, Token: cfg.Token,
+		MaxBodyBytes: cfg.MaxBodyBytes, RequestTimeout: reqTimeout, Pprof: cfg.Pprof, Logger: log})
+	if err != nil {
+		return err
+	}
+	names := make([]string, 0, len(cfg.Indexes))
+	for n := range cfg.Indexes {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		if err := srv.Reg.Load(n, cfg.Indexes[n]); err != nil {
+			return fmt.Errorf("index %s: %w", n, err)
+		}
+		log.Info("index loaded", "index", n, "path", cfg.Indexes[n].Path)
+	}
+	if useDemo {
+		fmt.Fprintf(stderr, "serving the demo index: curl -s http://%s/indexes/demo; curl -s -XPOST http://%s/indexes/demo/_search -d '{\"vector\":[%s],\"k\":3}'\n",
+			cfg.Listen, cfg.Listen, strings.TrimSuffix(strings.Repeat("0.5,", 20), ","))
+	}
+	ctx, stop := serveContext()
+	defer stop()
+	if err := srv.ListenAndServe(ctx, cfg.Listen, 20*time.Second); err != nil && err != http.ErrServerClosed {
+		return err
+	}
+	return nil
+}
+
+func orDefault(s, d string) string {
+	if s == "" {
+		return d
+	}
+	return s
+}
+
+// runHealth checks a running server (for container health checks).
+func runHealth(args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("health", flag.ContinueOnError)
+	url := fs.String("url", "http://127.0.0.1:8080/_health", "health endpoint")
+	if _, err := parseArgs(fs, args); err != nil {
+		return err
+	}
+	c := &http.Client{Timeout: 3 * time.Second}
+	r, err := c.Get(*url)
+	if err != nil {
+		return err
+	}
+	defer r.Body.Close()
+	b, _ := io.ReadAll(r.Body)
+	if r.StatusCode != 200 {
+		return fmt.Errorf("%s: HTTP %d: %s", *url, r.StatusCode, strings.TrimSpace(string(b)))
+	}
+	fmt.Fprintln(stdout, strings.TrimSpace(string(b)))
+	return nil
+}

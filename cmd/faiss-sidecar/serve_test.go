@@ -1,0 +1,69 @@
+package main
+
+import (
+	"context"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+func freeAddr(t *testing.T) string {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
+
+// TestServeDemo: `serve` with no configuration serves the embedded demo
+// index, answers searches, and shuts down gracefully.
+func TestServeDemo(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	serveContext = func() (context.Context, context.CancelFunc) { return ctx, cancel }
+	addr := freeAddr(t)
+	done := make(chan int)
+	go func() { code, _, _ := runCLI("serve", "--listen", addr); done <- code }()
+	var body string
+	for i := 0; i < 100; i++ {
+		r, err := http.Post("http://"+addr+"/indexes/demo/_search", "application/json",
+			strings.NewReader(`{"vector":[0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0],"k":3}`))
+		if err == nil {
+			b, _ := io.ReadAll(r.Body)
+			r.Body.Close()
+			body = string(b)
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if !strings.Contains(body, `"hits":[{"id":`) {
+		t.Fatalf("demo search: %q", body)
+	}
+	cancel()
+	select {
+	case code := <-done:
+		if code != 0 {
+			t.Fatalf("serve exited %d", code)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("serve did not shut down")
+	}
+}
+
+func TestServeBadConfig(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "c.json")
+	os.WriteFile(p, []byte(`{"listen":"127.0.0.1:1","lissen":2}`), 0o644)
+	code, _, errOut := runCLI("serve", "--config", p)
+	if code != 1 || !strings.Contains(errOut, `unknown field "lissen"`) || strings.Count(errOut, "\n") != 1 {
+		t.Fatalf("exit %d: %q", code, errOut)
+	}
+	os.WriteFile(p, []byte(`{"data_roots":["`+t.TempDir()+`"],"indexes":{"x":{"path":"missing.faiss"}}}`), 0o644)
+	if code, _, errOut := runCLI("serve", "--config", p); code != 1 || !strings.Contains(errOut, "index x: no file at") {
+		t.Fatalf("exit %d: %q", code, errOut)
+	}
+}
