@@ -64,14 +64,23 @@ type Options struct {
 	Semantics Semantics
 	Kernel    Kernel
 	// ExactFilterMax: with Modern semantics, a filter allowing at most
-	// max(k, ExactFilterMax) ids is answered by an exact scan of those ids
-	// (as OpenSearch does). 0 means k.
+	// max(k, ExactFilterMax) ids is answered by an exact scan of those ids,
+	// as OpenSearch does for at most k. 0 means DefaultExactFilterMax; a
+	// negative value means k only (OpenSearch's default).
 	ExactFilterMax int
 	// BatchReads: on backends without zero-copy views that serve batched
 	// reads, fetch the vectors of an expanded node's unvisited neighbors as
 	// one parallel batch before computing their distances (same results).
 	BatchReads bool
 }
+
+// DefaultExactFilterMax is where an exact scan of the allowed ids stops
+// being faster than the filtered graph search, measured on 100k × 128
+// clustered vectors at ef 64, k 10 (BenchmarkFilterThreshold): 1000 ids
+// 33 µs exact vs 97 µs graph (recall 0.22 against exact), 3000 ids 172 µs vs
+// 99 µs (recall 0.45). Both costs scale with the distance cost, so the
+// crossover in ids barely moves with the dimension.
+const DefaultExactFilterMax = 2000
 
 // MaxK is the largest k a query may ask for; MaxEfSearch the largest ef.
 const (

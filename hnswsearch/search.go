@@ -175,7 +175,7 @@ func (x *Index) run(s *scratch, p Params, dst []Result) ([]Result, Stats, error)
 		if allowed, err = x.setFilter(s, p.Filter); err != nil {
 			break
 		}
-		if modern && allowed <= max(p.K, x.opts.ExactFilterMax) {
+		if modern && allowed <= max(p.K, x.exactFilterMax()) {
 			err = x.exactScan(s)
 			break
 		}
@@ -440,4 +440,15 @@ func (x *Index) checkNeighbor(node int32, level int, v int32) error {
 		return fmt.Errorf("%w: neighbor id %d of node %d on level %d is out of range or not on that level (run inspect --verify)", ErrCorrupt, v, node, level)
 	}
 	return nil
+}
+
+func (x *Index) exactFilterMax() int {
+	switch m := x.opts.ExactFilterMax; {
+	case m == 0:
+		return DefaultExactFilterMax
+	case m < 0:
+		return 0
+	default:
+		return m
+	}
 }

@@ -29,7 +29,7 @@ func (f *indexFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.kernel, "kernel", "fast", "distance kernel: fast or exact")
 	fs.Int64Var(&f.cacheBytes, "cache-bytes", 0, "block cache budget for pread/direct/zstd (0: 64 MiB)")
 	fs.IntVar(&f.cacheBlock, "cache-block", 0, "block cache block size in bytes, a power of two (0: 4096); pread/direct")
-	fs.IntVar(&f.exactFilterMax, "exact-filter-max", 0, "faiss-modern: answer filters allowing at most max(k, this) ids by an exact scan (0: k, as OpenSearch)")
+	fs.IntVar(&f.exactFilterMax, "exact-filter-max", 0, "faiss-modern: answer filters allowing at most max(k, this) ids by an exact scan (0: 2000, measured crossover; -1: k only, as OpenSearch)")
 	fs.BoolVar(&f.batchReads, "batch-reads", false, "pread/direct: read an expanded node's unvisited neighbors' vectors as one parallel batch")
 }
 
