@@ -45,18 +45,17 @@ func (s *Store) Rescore(q []float32, labels []int32, k int, ip bool, st *FetchSt
 	if len(q) != s.Dim {
 		return nil, fmt.Errorf("rerank: query has %d components, %s holds %d-dimensional vectors", len(q), s.Path, s.Dim)
 	}
-	vecs := make([]float32, len(labels)*s.Dim)
-	if err := s.Fetch(labels, vecs, st); err != nil {
-		return nil, err
-	}
+	// Distances straight from the read bytes: no decoding pass.
 	hits := make([]Hit, len(labels))
-	for i, l := range labels {
-		v := vecs[i*s.Dim : (i+1)*s.Dim]
+	err := s.view(labels, st, func(i int, b []byte) {
 		if ip {
-			hits[i] = Hit{l, distance.IPFastF(q, v)}
+			hits[i] = Hit{labels[i], distance.IPFast(q, b)}
 		} else {
-			hits[i] = Hit{l, distance.L2FastF(q, v)}
+			hits[i] = Hit{labels[i], distance.L2Fast(q, b)}
 		}
+	})
+	if err != nil {
+		return nil, err
 	}
 	slices.SortFunc(hits, func(a, b Hit) int {
 		c := cmp.Compare(a.Distance, b.Distance)

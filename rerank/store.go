@@ -7,6 +7,7 @@ import (
 	"math"
 	"slices"
 	"strings"
+	"sync"
 
 	"github.com/faiss-sidecar/faiss-sidecar/partial"
 )
@@ -30,6 +31,15 @@ type Store struct {
 	direct   *partial.Direct
 	mm       *partial.Mmap
 	file     *partial.File
+	arenas   sync.Pool // *[]byte aligned read buffers, reused across shortlists
+}
+
+// arena returns an aligned buffer of at least n bytes (not zeroed).
+func (s *Store) arena(n int) []byte {
+	if p, ok := s.arenas.Get().(*[]byte); ok && cap(*p) >= n {
+		return (*p)[:n]
+	}
+	return s.direct.AlignedBuffer(max(n, 1<<20))[:n]
 }
 
 // FetchStats describes one Fetch.
@@ -59,11 +69,15 @@ func Open(path, strategy string) (*Store, error) {
 	if err != nil {
 		return nil, err
 	}
+	if s.direct != nil {
+		s.direct.Parallel = 128
+	}
 	return s, nil
 }
 
 // SetParallel sets how many reads the direct strategy keeps in flight
-// (default 64, where this machine's device reaches its ceiling).
+// (default 128: bench rerank at N=1000 cold, 32 → 24 ms, 64 → 18 ms,
+// 128 → 15.8 ms, 256 → 16.3 ms).
 func (s *Store) SetParallel(n int) {
 	if s.direct != nil && n > 0 {
 		s.direct.Parallel = n
@@ -103,6 +117,12 @@ func (s *Store) Fetch(labels []int32, dst []float32, st *FetchStats) error {
 	if len(dst) < len(labels)*d {
 		return fmt.Errorf("rerank: Fetch needs %d floats of room, got %d", len(labels)*d, len(dst))
 	}
+	return s.view(labels, st, func(i int, b []byte) { decode(dst[i*d:(i+1)*d], b) })
+}
+
+// view reads the vectors of labels and calls use(i, bytes of labels[i]) for
+// each; the bytes are valid only during the call.
+func (s *Store) view(labels []int32, st *FetchStats, use func(i int, b []byte)) error {
 	for _, l := range labels {
 		if l < 0 || int64(l) >= s.Count {
 			return fmt.Errorf("%w: %s: label %d is out of range [0, %d)", ErrVectors, s.Path, l, s.Count)
@@ -113,11 +133,11 @@ func (s *Store) Fetch(labels []int32, dst []float32, st *FetchStats) error {
 	}
 	switch s.strategy {
 	case "direct":
-		return s.fetchDirect(labels, dst, st)
+		return s.viewDirect(labels, st, use)
 	case "mmap-willneed":
-		return s.fetchMmap(labels, dst, st)
+		return s.viewMmap(labels, st, use)
 	}
-	return s.fetchPread(labels, dst, st)
+	return s.viewPread(labels, st, use)
 }
 
 func decode(dst []float32, b []byte) {
@@ -126,14 +146,14 @@ func decode(dst []float32, b []byte) {
 	}
 }
 
-func (s *Store) fetchPread(labels []int32, dst []float32, st *FetchStats) error {
+func (s *Store) viewPread(labels []int32, st *FetchStats, use func(int, []byte)) error {
 	buf := make([]byte, 4*s.Dim)
 	for i, l := range labels {
 		off := s.Base + int64(l)*s.Stride
 		if _, err := s.file.ReadAt(buf, off); err != nil {
 			return fmt.Errorf("rerank: %s: vector %d: %w", s.Path, l, err)
 		}
-		decode(dst[i*s.Dim:(i+1)*s.Dim], buf)
+		use(i, buf)
 		if st != nil {
 			st.Reads++
 			st.BytesRead += int64(len(buf))
@@ -142,7 +162,7 @@ func (s *Store) fetchPread(labels []int32, dst []float32, st *FetchStats) error 
 	return nil
 }
 
-func (s *Store) fetchMmap(labels []int32, dst []float32, st *FetchStats) error {
+func (s *Store) viewMmap(labels []int32, st *FetchStats, use func(int, []byte)) error {
 	n := int64(4 * s.Dim)
 	for _, l := range labels {
 		if err := s.mm.WillNeed(s.Base+int64(l)*s.Stride, n); err != nil {
@@ -158,7 +178,7 @@ func (s *Store) fetchMmap(labels []int32, dst []float32, st *FetchStats) error {
 		if err != nil {
 			return fmt.Errorf("rerank: %s: vector %d: %w", s.Path, l, err)
 		}
-		decode(dst[i*s.Dim:(i+1)*s.Dim], b)
+		use(i, b)
 	}
 	if st != nil {
 		st.Reads += len(labels)
@@ -174,7 +194,7 @@ type span struct {
 	n      int
 }
 
-func (s *Store) fetchDirect(labels []int32, dst []float32, st *FetchStats) error {
+func (s *Store) viewDirect(labels []int32, st *FetchStats, use func(int, []byte)) error {
 	align := s.direct.Alignment()
 	vlen := int64(4 * s.Dim)
 	size := s.direct.Size()
@@ -199,7 +219,8 @@ func (s *Store) fetchDirect(labels []int32, dst []float32, st *FetchStats) error
 	for _, sp := range spans {
 		total += sp.hi - sp.lo
 	}
-	arena := s.direct.AlignedBuffer(int(total))
+	arena := s.arena(int(total))
+	defer s.arenas.Put(&arena)
 	reqs := make([]partial.ReadReq, len(spans))
 	var at int64
 	for j, sp := range spans {
@@ -220,8 +241,7 @@ func (s *Store) fetchDirect(labels []int32, dst []float32, st *FetchStats) error
 		for k := sp.first; k < sp.first+sp.n; k++ {
 			i := order[k]
 			off := s.Base + int64(labels[i])*s.Stride
-			b := reqs[j].Buf[off-sp.lo : off-sp.lo+vlen]
-			decode(dst[i*s.Dim:(i+1)*s.Dim], b)
+			use(i, reqs[j].Buf[off-sp.lo:off-sp.lo+vlen])
 		}
 	}
 	if st != nil {

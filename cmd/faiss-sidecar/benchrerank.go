@@ -34,7 +34,7 @@ func runBenchRerank(args []string, stdout io.Writer) error {
 	n := fs.Int("shortlist", 1000, "vectors per trial")
 	trials := fs.Int("trials", 20, "trials")
 	strategy := fs.String("strategy", "direct", "read strategy: direct, mmap-willneed or pread")
-	workers := fs.Int("workers", 64, "direct: reads kept in flight through io_uring (independent of search concurrency)")
+	workers := fs.Int("workers", 128, "direct: reads kept in flight through io_uring (independent of search concurrency)")
 	cold := fs.Bool("cold", false, "evict the file from the page cache (posix_fadvise DONTNEED) before every trial")
 	asJSON := fs.Bool("json", false, "print one JSON object")
 	seed := fs.Uint64("seed", 3, "random seed")
