@@ -199,3 +199,54 @@ func TestBenchCLI(t *testing.T) {
 		t.Errorf("recall %v qps %v ndis %v", r["recall"], r["qps"], r["ndis_mean"])
 	}
 }
+
+// TestSearchRerank: rescoring a 100-long shortlist with the index's own flat
+// vectors (exported to .vec) returns FAISS's top 10, up to near ties, with
+// every read strategy; mismatched vectors are a clear error.
+func TestSearchRerank(t *testing.T) {
+	f := loadSearchFixture(t, "idmap_hnsw")
+	run := f.Runs[1]
+	idx := filepath.Join(fixtures, "idmap_hnsw.faiss")
+	vec := filepath.Join(t.TempDir(), "v.vec")
+	if code, _, errOut := runCLI("export-vectors", idx, vec); code != 0 {
+		t.Fatalf("export-vectors: %s", errOut)
+	}
+	for _, strat := range []string{"direct", "mmap-willneed", "pread"} {
+		out := filepath.Join(t.TempDir(), "out.jsonl")
+		code, _, errOut := runCLI("search", idx, "--queries", writeQueries(t, f), "--k", "10", "--rerank-vectors", vec,
+			"--rerank-strategy", strat, "--oversample", "10", "--out", out)
+		if code != 0 {
+			t.Fatalf("%s: %s", strat, errOut)
+		}
+		b, _ := os.ReadFile(out)
+		lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+		if len(lines) != len(f.Queries) {
+			t.Fatalf("%s: %d lines for %d queries", strat, len(lines), len(f.Queries))
+		}
+		for i, ln := range lines {
+			var got struct {
+				IDs  []int64   `json:"ids"`
+				Dist []float64 `json:"distances"`
+			}
+			if err := json.Unmarshal([]byte(ln), &got); err != nil {
+				t.Fatal(err)
+			}
+			for j := range got.IDs {
+				w := run.Dist[i][j]
+				if math.Abs(got.Dist[j]-w) > 1e-4*math.Max(1, w) {
+					t.Fatalf("%s query %d rank %d: distance %v, FAISS %v", strat, i, j, got.Dist[j], w)
+				}
+				tie := (j > 0 && math.Abs(run.Dist[i][j-1]-w) <= 1e-5*w) || (j+1 < len(got.IDs) && math.Abs(run.Dist[i][j+1]-w) <= 1e-5*w)
+				if got.IDs[j] != run.IDs[i][j] && !tie {
+					t.Fatalf("%s query %d rank %d: id %d, FAISS %d", strat, i, j, got.IDs[j], run.IDs[i][j])
+				}
+			}
+		}
+	}
+	other := filepath.Join(t.TempDir(), "o.vec")
+	runCLI("export-vectors", filepath.Join(fixtures, "hnsw_flat_l2.faiss"), other)
+	code, _, errOut := runCLI("search", idx, "--queries", writeQueries(t, f), "--rerank-vectors", other)
+	if code != 1 || !strings.Contains(errOut, "o.vec holds 32-dimensional vectors, the index has dimension 20") {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+}
