@@ -7,7 +7,9 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
+	"slices"
 	"testing"
+	"time"
 )
 
 // BenchmarkHTTPOverhead compares one search in process with the same search
@@ -30,18 +32,24 @@ func BenchmarkHTTPOverhead(b *testing.B) {
 	b.Run("in-process", func(b *testing.B) {
 		_, h, _ := s.Reg.acquire("b")
 		defer h.release()
+		var lat []time.Duration
 		for b.Loop() {
+			t0 := time.Now()
 			req := SearchRequest{Vector: f.Queries[0], K: 10}
 			if _, _, err := s.searchOne(h, &req); err != nil {
 				b.Fatal(err)
 			}
+			lat = append(lat, time.Since(t0))
 		}
+		reportP50(b, lat)
 	})
 	ts := httptest.NewServer(s.Handler())
 	defer ts.Close()
 	client := &http.Client{}
 	b.Run("http-loopback", func(b *testing.B) {
+		var lat []time.Duration
 		for b.Loop() {
+			t0 := time.Now()
 			r, err := client.Post(ts.URL+"/indexes/b/_search", "application/json", bytes.NewReader(body))
 			if err != nil {
 				b.Fatal(err)
@@ -51,6 +59,49 @@ func BenchmarkHTTPOverhead(b *testing.B) {
 			if r.StatusCode != 200 {
 				b.Fatal(r.StatusCode)
 			}
+			lat = append(lat, time.Since(t0))
+		}
+		reportP50(b, lat)
+	})
+}
+
+func reportP50(b *testing.B, lat []time.Duration) {
+	slices.Sort(lat)
+	b.ReportMetric(float64(lat[len(lat)/2].Nanoseconds())/1e3, "p50-µs")
+}
+
+// BenchmarkHandlerParallel drives the whole handler (routing, JSON both
+// ways, search) in process from GOMAXPROCS goroutines, so -cpu 1,2 shows how
+// server throughput scales with cores without a load generator competing
+// for them:
+//
+//	go test -run='^$' -bench=HandlerParallel -cpu 1,2 ./httpapi
+func BenchmarkHandlerParallel(b *testing.B) {
+	abs, _ := filepath.Abs(fixtures)
+	s, err := New(Config{DataRoots: []string{abs}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	if err := s.Reg.Load("b", LoadSpec{Path: "hnsw_flat_large.faiss", Mode: "full"}); err != nil {
+		b.Fatal(err)
+	}
+	f := loadRuns(b, "hnsw_flat_large")
+	bodies := make([][]byte, len(f.Queries))
+	for i, q := range f.Queries {
+		bodies[i] = []byte(fmt.Sprintf(`{"vector":%s,"k":10}`, vectorJSON(q)))
+	}
+	h := s.Handler()
+	b.RunParallel(func(pb *testing.PB) {
+		i := 0
+		for pb.Next() {
+			req := httptest.NewRequest("POST", "/indexes/b/_search", bytes.NewReader(bodies[i%len(bodies)]))
+			w := httptest.NewRecorder()
+			h.ServeHTTP(w, req)
+			if w.Code != 200 {
+				b.Fatal(w.Code)
+			}
+			i++
 		}
 	})
 }

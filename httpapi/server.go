@@ -117,11 +117,11 @@ func newMetrics() *metrics {
 	return m
 }
 
-// Handler is the http.Handler with the per-request timeout applied.
-func (s *Server) Handler() http.Handler {
-	body, _ := json.Marshal(errorBody(503, "timeout", fmt.Sprintf("request took longer than %s", s.cfg.RequestTimeout)))
-	return http.TimeoutHandler(s.engine, s.cfg.RequestTimeout, string(body))
-}
+// Handler is the API's http.Handler. The per-request timeout is applied by
+// ListenAndServe's server (read and write deadlines per request):
+// http.TimeoutHandler ran every request in a second goroutine and buffered
+// its response, a cost paid on every search.
+func (s *Server) Handler() http.Handler { return s.engine }
 
 // Close unloads every index.
 func (s *Server) Close() {
@@ -323,8 +323,8 @@ func (s *Server) warmup(c *gin.Context) {
 
 // SearchRequest is the body of POST /indexes/{name}/_search.
 type SearchRequest struct {
-	Vector           []float64 `json:"vector"`
-	K                int       `json:"k"`
+	Vector           Vector `json:"vector"`
+	K                int    `json:"k"`
 	MethodParameters *struct {
 		EfSearch int `json:"ef_search"`
 	} `json:"method_parameters"`
@@ -427,7 +427,7 @@ func (s *Server) searchOne(h *handle, req *SearchRequest) ([]Hit, Profile, error
 		q = make([]float32, want)
 		var norm float64
 		for j, v := range req.Vector {
-			if math.IsNaN(v) || math.IsInf(v, 0) || math.Abs(v) > math.MaxFloat32 {
+			if !finite32(v) {
 				return nil, prof, badRequest("vector value %d (%v) is not a finite float32", j, v)
 			}
 			q[j] = float32(v)
@@ -509,8 +509,8 @@ func (s *Server) searchOne(h *handle, req *SearchRequest) ([]Hit, Profile, error
 
 // MSearchRequest is the body of POST /indexes/{name}/_msearch.
 type MSearchRequest struct {
-	Vectors          [][]float64 `json:"vectors"`
-	K                int         `json:"k"`
+	Vectors          []Vector `json:"vectors"`
+	K                int      `json:"k"`
 	MethodParameters *struct {
 		EfSearch int `json:"ef_search"`
 	} `json:"method_parameters"`
@@ -580,7 +580,8 @@ func (s *Server) msearch(c *gin.Context) {
 // ListenAndServe serves on addr until ctx ends, then shuts down gracefully,
 // letting in-flight requests finish (up to grace).
 func (s *Server) ListenAndServe(ctx context.Context, addr string, grace time.Duration) error {
-	srv := &http.Server{Addr: addr, Handler: s.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	srv := &http.Server{Addr: addr, Handler: s.Handler(), ReadHeaderTimeout: 10 * time.Second,
+		ReadTimeout: s.cfg.RequestTimeout, WriteTimeout: s.cfg.RequestTimeout, IdleTimeout: 2 * time.Minute}
 	errc := make(chan error, 1)
 	go func() { errc <- srv.ListenAndServe() }()
 	s.log.Info("listening", "addr", addr)

@@ -137,6 +137,26 @@ func TestSearchMatchesFAISS(t *testing.T) {
 	}
 }
 
+func TestVectorParsing(t *testing.T) {
+	for _, c := range []struct {
+		in   string
+		want []float64
+		ok   bool
+	}{{"[1, -2.5e3 ,0.25]", []float64{1, -2500, 0.25}, true}, {" [ ] ", []float64{}, true}, {"null", nil, true},
+		{"[1,]", nil, false}, {"[01]", nil, false}, {"[+1]", nil, false}, {`["1"]`, nil, false}, {"[1 2]", nil, false}, {"[1e999]", nil, false}} {
+		var v Vector
+		err := v.UnmarshalJSON([]byte(c.in))
+		if (err == nil) != c.ok || (c.ok && len(v) != len(c.want)) {
+			t.Errorf("%q: %v %v", c.in, v, err)
+		}
+		for i := range c.want {
+			if v[i] != c.want[i] {
+				t.Errorf("%q: %v", c.in, v)
+			}
+		}
+	}
+}
+
 func TestScores(t *testing.T) {
 	for _, c := range []struct {
 		space string
