@@ -5,7 +5,10 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
+	"os"
 	"slices"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -29,33 +32,51 @@ func runBench(args []string, stdout, stderr io.Writer) error {
 
 // searchBenchResult is what `bench INDEX --json` prints.
 type searchBenchResult struct {
-	Index         string   `json:"index"`
-	Mode          string   `json:"mode"`
-	Backend       string   `json:"backend"`
-	Semantics     string   `json:"semantics"`
-	Kernel        string   `json:"kernel"`
-	KernelImpl    string   `json:"kernel_impl"`
-	Threads       int      `json:"threads"`
-	Queries       int      `json:"queries"`
-	K             int      `json:"k"`
-	EfSearch      int      `json:"ef_search"`
-	Searches      int      `json:"searches"`
-	Seconds       float64  `json:"seconds"`
-	QPS           float64  `json:"qps"`
-	P50us         float64  `json:"p50_us"`
-	P99us         float64  `json:"p99_us"`
-	Recall        *float64 `json:"recall,omitempty"`
-	Rerank        string   `json:"rerank,omitempty"`
-	Shortlist     int      `json:"shortlist,omitempty"`
-	NDisMean      float64  `json:"ndis_mean"`
-	BytesPerQuery float64  `json:"bytes_read_per_query"`
-	ReadsPerQuery float64  `json:"reads_per_query"`
-	HitsPerQuery  float64  `json:"cache_hits_per_query"`
-	MissPerQuery  float64  `json:"cache_misses_per_query"`
-	DevBytesPerQ  float64  `json:"device_bytes_per_query"`
-	OpenMs        float64  `json:"open_ms"`
-	ResidentBytes int64    `json:"resident_bytes"`
-	StorageStats  any      `json:"storage_stats,omitempty"`
+	Index          string   `json:"index"`
+	Mode           string   `json:"mode"`
+	Backend        string   `json:"backend"`
+	Semantics      string   `json:"semantics"`
+	Kernel         string   `json:"kernel"`
+	KernelImpl     string   `json:"kernel_impl"`
+	Threads        int      `json:"threads"`
+	Queries        int      `json:"queries"`
+	K              int      `json:"k"`
+	EfSearch       int      `json:"ef_search"`
+	Searches       int      `json:"searches"`
+	Seconds        float64  `json:"seconds"`
+	QPS            float64  `json:"qps"`
+	P50us          float64  `json:"p50_us"`
+	P99us          float64  `json:"p99_us"`
+	Recall         *float64 `json:"recall,omitempty"`
+	Rerank         string   `json:"rerank,omitempty"`
+	Shortlist      int      `json:"shortlist,omitempty"`
+	NDisMean       float64  `json:"ndis_mean"`
+	BytesPerQuery  float64  `json:"bytes_read_per_query"`
+	ReadsPerQuery  float64  `json:"reads_per_query"`
+	HitsPerQuery   float64  `json:"cache_hits_per_query"`
+	MissPerQuery   float64  `json:"cache_misses_per_query"`
+	DevBytesPerQ   float64  `json:"device_bytes_per_query"`
+	OpenMs         float64  `json:"open_ms"`
+	FirstQueryUs   float64  `json:"first_query_us"`
+	DevicePerQuery float64  `json:"device_read_bytes_per_query"`
+	PeakRSS        int64    `json:"peak_rss_bytes"`
+	ResidentBytes  int64    `json:"resident_bytes"`
+	StorageStats   any      `json:"storage_stats,omitempty"`
+}
+
+// peakRSS is the process's peak resident set (VmHWM), 0 where unknown.
+func peakRSS() int64 {
+	b, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return 0
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if f := strings.Fields(l); len(f) >= 2 && f[0] == "VmHWM:" {
+			v, _ := strconv.ParseInt(f[1], 10, 64)
+			return v * 1024
+		}
+	}
+	return 0
 }
 
 func runBenchSearch(args []string, stdout io.Writer) error {
@@ -66,6 +87,7 @@ func runBenchSearch(args []string, stdout io.Writer) error {
 	threads := fs.Int("threads", 1, "goroutines searching concurrently")
 	gt := fs.String("gt", "", "ground-truth neighbor ids (.ivecs, or an integer .npy) for recall@k")
 	duration := fs.Duration("duration", 3*time.Second, "minimum measured time (at least one pass over the queries)")
+	maxQueries := fs.Int("max-queries", 0, "use only the first N queries (0: all)")
 	asJSON := fs.Bool("json", false, "print one JSON object")
 	var rr rerankFlags
 	rr.register(fs)
@@ -90,6 +112,9 @@ func runBenchSearch(args []string, stdout io.Writer) error {
 	}
 	if len(qs) == 0 {
 		return fmt.Errorf("%s: no queries", *queries)
+	}
+	if *maxQueries > 0 && *maxQueries < len(qs) {
+		qs = qs[:*maxQueries]
 	}
 	p := hnswsearch.Params{K: *k, EfSearch: *ef}
 	rer, err := rr.open(l)
@@ -121,10 +146,15 @@ func runBenchSearch(args []string, stdout io.Writer) error {
 	}
 	// Warm-up pass (also the results recall is computed from).
 	first := make([]hnswsearch.BatchResult, len(qs))
+	var firstQuery time.Duration
 	for i := range qs {
 		r := &first[i]
+		t0 := time.Now()
 		if r.Hits, r.Stats, r.Err = search(int64(i), nil); r.Err != nil {
 			return fmt.Errorf("query %d: %w", i, r.Err)
+		}
+		if i == 0 {
+			firstQuery = time.Since(t0)
 		}
 	}
 	res := searchBenchResult{Index: pos[0], Mode: ix.mode, Backend: l.backend, Semantics: ix.semantics, Kernel: ix.kernel,
@@ -172,6 +202,7 @@ func runBenchSearch(args []string, stdout io.Writer) error {
 		runErr   error
 	)
 	total := int64(len(qs))
+	devBefore, _, _ := partial.ProcessIO()
 	start := time.Now()
 	deadline := start.Add(*duration)
 	for range *threads {
@@ -222,7 +253,11 @@ func runBenchSearch(args []string, stdout io.Writer) error {
 	if runErr != nil {
 		return runErr
 	}
+	devAfter, _, _ := partial.ProcessIO()
 	slices.Sort(lat)
+	res.FirstQueryUs = float64(firstQuery.Nanoseconds()) / 1e3
+	res.DevicePerQuery = float64(devAfter-devBefore) / float64(searches)
+	res.PeakRSS = peakRSS()
 	res.Searches = int(searches)
 	res.Seconds = elapsed.Seconds()
 	res.QPS = float64(searches) / elapsed.Seconds()

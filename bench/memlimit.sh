@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# Search under a real memory limit (cgroup v1), cold start each run: the
+# index file is evicted from the page cache, then `faiss-sidecar bench` runs
+# inside a memory cgroup limited to 1/2, 1/3 and 1/10 of the file size.
+# Reports QPS, p50/p99, device bytes per query, recall, time to first query
+# and the cgroup's peak memory, per backend.
+#   bash bench/memlimit.sh [INDEX QUERIES GT]    (default: bench-data/fmnist.*)
+# Needs root and the cgroup-v1 memory controller (/sys/fs/cgroup/memory).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+idx=${1:-bench-data/fmnist.faiss}
+q=${2:-bench-data/fmnist.queries.fvecs}
+gt=${3:-bench-data/fmnist.gt.ivecs}
+secs=${SECS:-10}
+go build -o bench-data/faiss-sidecar ./cmd/faiss-sidecar
+bin=$(realpath bench-data/faiss-sidecar)
+cg=/sys/fs/cgroup/memory/faiss-sidecar-bench-$$
+size=$(stat -c %s "$idx")
+trap 'rmdir "$cg" 2>/dev/null || true' EXIT
+printf "%-6s %-28s %9s %9s %9s %12s %7s %10s %10s\n" limit backend QPS p50_us p99_us dev_B/query recall first_ms peak_MiB
+for frac in 2 3 10; do
+  limit=$((size / frac))
+  cache=$((limit * 4 / 10))
+  for cfg in "mmap" "pread --cache-bytes $cache" "direct --cache-bytes $cache"; do
+    "$bin" bench storage "$idx" --reads 1 --cold >/dev/null
+    mkdir -p "$cg"
+    echo "$limit" > "$cg/memory.limit_in_bytes"
+    # The Go heap may grow to twice what is live before collecting: GOMEMLIMIT
+    # makes the runtime collect before the cgroup's limit is reached.
+    out=$(GOMEMLIMIT=$((limit * 6 / 10)) sh -c "echo \$\$ > $cg/cgroup.procs; exec $bin bench $idx --queries $q --gt $gt --k 10 --ef-search 64 --duration ${secs}s --max-queries ${NQ:-200} --backend $cfg --json" 2>&1) || true
+    peak=$(cat "$cg/memory.max_usage_in_bytes")
+    echo $$ > /sys/fs/cgroup/memory/cgroup.procs 2>/dev/null || true
+    rmdir "$cg"
+    echo "$out" | /usr/bin/python3 -c "
+import json,sys
+raw=sys.stdin.read()
+try:
+    d=json.loads(raw)
+except Exception:
+    print('%-6s %-28s failed: %s' % ('1/$frac', '$cfg'.split()[0], raw.strip()[:80])); sys.exit()
+print('%-6s %-28s %9.0f %9.0f %9.0f %12.0f %7.4f %10.2f %10.1f' % ('1/$frac', '$cfg'.split()[0] + ('' if '$cfg'=='mmap' else ' cache=%dMiB' % ($cache>>20)), d['qps'], d['p50_us'], d['p99_us'], d['device_read_bytes_per_query'], d['recall'], (d['open_ms']*1000 + d['first_query_us'])/1000, $peak/2**20))"
+  done
+done
