@@ -18,16 +18,8 @@ import (
 //
 //	go test -run='^$' -bench=HTTPOverhead ./httpapi
 func BenchmarkHTTPOverhead(b *testing.B) {
-	abs, _ := filepath.Abs(fixtures)
-	s, err := New(Config{DataRoots: []string{abs}})
-	if err != nil {
-		b.Fatal(err)
-	}
+	s, f := benchServer(b)
 	defer s.Close()
-	if err := s.Reg.Load("b", LoadSpec{Path: "hnsw_flat_large.faiss", Mode: "full"}); err != nil {
-		b.Fatal(err)
-	}
-	f := loadRuns(b, "hnsw_flat_large")
 	body := []byte(fmt.Sprintf(`{"vector":%s,"k":10}`, vectorJSON(f.Queries[0])))
 	b.Run("in-process", func(b *testing.B) {
 		_, h, _ := s.Reg.acquire("b")
@@ -77,16 +69,8 @@ func reportP50(b *testing.B, lat []time.Duration) {
 //
 //	go test -run='^$' -bench=HandlerParallel -cpu 1,2 ./httpapi
 func BenchmarkHandlerParallel(b *testing.B) {
-	abs, _ := filepath.Abs(fixtures)
-	s, err := New(Config{DataRoots: []string{abs}})
-	if err != nil {
-		b.Fatal(err)
-	}
+	s, f := benchServer(b)
 	defer s.Close()
-	if err := s.Reg.Load("b", LoadSpec{Path: "hnsw_flat_large.faiss", Mode: "full"}); err != nil {
-		b.Fatal(err)
-	}
-	f := loadRuns(b, "hnsw_flat_large")
 	bodies := make([][]byte, len(f.Queries))
 	for i, q := range f.Queries {
 		bodies[i] = []byte(fmt.Sprintf(`{"vector":%s,"k":10}`, vectorJSON(q)))
@@ -104,4 +88,17 @@ func BenchmarkHandlerParallel(b *testing.B) {
 			i++
 		}
 	})
+}
+
+// benchServer serves the 3000-vector fixture as index "b" in full mode.
+func benchServer(b *testing.B) (*Server, fixtureRuns) {
+	abs, _ := filepath.Abs(fixtures)
+	s, err := New(Config{DataRoots: []string{abs}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := s.Reg.Load("b", LoadSpec{Path: "hnsw_flat_large.faiss", Mode: "full"}); err != nil {
+		b.Fatal(err)
+	}
+	return s, loadRuns(b, "hnsw_flat_large")
 }

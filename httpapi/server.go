@@ -321,17 +321,23 @@ func (s *Server) warmup(c *gin.Context) {
 	c.JSON(200, gin.H{"acknowledged": true, "took_ms": time.Since(start).Milliseconds()})
 }
 
+// MethodParameters are the HNSW search parameters of a request.
+type MethodParameters struct {
+	EfSearch int `json:"ef_search"`
+}
+
+// IDFilter allows only these external ids.
+type IDFilter struct {
+	IDs []int64 `json:"ids"`
+}
+
 // SearchRequest is the body of POST /indexes/{name}/_search.
 type SearchRequest struct {
-	Vector           Vector `json:"vector"`
-	K                int    `json:"k"`
-	MethodParameters *struct {
-		EfSearch int `json:"ef_search"`
-	} `json:"method_parameters"`
-	Filter *struct {
-		IDs []int64 `json:"ids"`
-	} `json:"filter"`
-	Rescore *struct {
+	Vector           Vector            `json:"vector"`
+	K                int               `json:"k"`
+	MethodParameters *MethodParameters `json:"method_parameters"`
+	Filter           *IDFilter         `json:"filter"`
+	Rescore          *struct {
 		OversampleFactor float64 `json:"oversample_factor"`
 	} `json:"rescore"`
 	Profile bool `json:"profile"`
@@ -509,15 +515,11 @@ func (s *Server) searchOne(h *handle, req *SearchRequest) ([]Hit, Profile, error
 
 // MSearchRequest is the body of POST /indexes/{name}/_msearch.
 type MSearchRequest struct {
-	Vectors          []Vector `json:"vectors"`
-	K                int      `json:"k"`
-	MethodParameters *struct {
-		EfSearch int `json:"ef_search"`
-	} `json:"method_parameters"`
-	Filter *struct {
-		IDs []int64 `json:"ids"`
-	} `json:"filter"`
-	Profile bool `json:"profile"`
+	Vectors          []Vector          `json:"vectors"`
+	K                int               `json:"k"`
+	MethodParameters *MethodParameters `json:"method_parameters"`
+	Filter           *IDFilter         `json:"filter"`
+	Profile          bool              `json:"profile"`
 }
 
 func (s *Server) msearch(c *gin.Context) {

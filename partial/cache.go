@@ -343,15 +343,7 @@ func (c *Cached) block(blk int64, t *Tally) ([]byte, error) {
 	} else {
 		st.misses.Add(1)
 	}
-	if t != nil {
-		if hit {
-			t.CacheHits++
-		} else {
-			t.CacheMisses++
-			t.DeviceReads++
-			t.DeviceBytes += int64(len(b))
-		}
-	}
+	t.lookup(hit, int64(len(b)))
 	return b, err
 }
 

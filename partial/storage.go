@@ -97,6 +97,20 @@ type Tally struct {
 	DeviceBytes int64 `json:"device_bytes"` // bytes those calls read (blocks, alignment included)
 }
 
+// lookup counts one cache lookup; a miss costs one device read of n bytes.
+// A nil Tally counts nothing.
+func (t *Tally) lookup(hit bool, n int64) {
+	switch {
+	case t == nil:
+	case hit:
+		t.CacheHits++
+	default:
+		t.CacheMisses++
+		t.DeviceReads++
+		t.DeviceBytes += n
+	}
+}
+
 // TallyReader is implemented by backends that can attribute their I/O to a
 // caller: ReadAtTally is ReadAt that also adds to t.
 type TallyReader interface {

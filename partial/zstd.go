@@ -214,15 +214,7 @@ func (z *Zstd) frame(i int, t *Tally) ([]byte, error) {
 	} else {
 		z.misses.Add(1)
 	}
-	if t != nil {
-		if hit {
-			t.CacheHits++
-		} else {
-			t.CacheMisses++
-			t.DeviceReads++
-			t.DeviceBytes += f.cSize
-		}
-	}
+	t.lookup(hit, f.cSize)
 	return b, err
 }
 

@@ -101,15 +101,11 @@ func runBenchSearch(args []string, stdout io.Writer) error {
 	if *threads < 1 {
 		return usagef("--threads must be ≥ 1")
 	}
-	l, err := ix.open(pos[0])
+	l, qs, err := ix.openWithQueries(pos[0], *queries)
 	if err != nil {
 		return err
 	}
 	defer l.Close()
-	qs, err := loadQueries(*queries, l.idx)
-	if err != nil {
-		return err
-	}
 	if len(qs) == 0 {
 		return fmt.Errorf("%s: no queries", *queries)
 	}

@@ -94,6 +94,20 @@ func (f *indexFlags) open(path string) (*loadedIndex, error) {
 	return &loadedIndex{st: st, file: file, idx: idx, backend: backendName(st), openDur: time.Since(start)}, nil
 }
 
+// openWithQueries opens the index and reads the queries checked against it.
+func (f *indexFlags) openWithQueries(path, queries string) (*loadedIndex, []hnswsearch.Query, error) {
+	l, err := f.open(path)
+	if err != nil {
+		return nil, nil, err
+	}
+	qs, err := loadQueries(queries, l.idx)
+	if err != nil {
+		l.Close()
+		return nil, nil, err
+	}
+	return l, qs, nil
+}
+
 // loadQueries reads a query file and checks it against the index.
 func loadQueries(path string, x *hnswsearch.Index) ([]hnswsearch.Query, error) {
 	m, err := vecio.ReadFile(path)

@@ -31,15 +31,11 @@ func runSearch(args []string, stdout, stderr io.Writer) error {
 	if len(pos) != 1 || *queries == "" {
 		return usagef("%s", usage)
 	}
-	l, err := ix.open(pos[0])
+	l, qs, err := ix.openWithQueries(pos[0], *queries)
 	if err != nil {
 		return err
 	}
 	defer l.Close()
-	qs, err := loadQueries(*queries, l.idx)
-	if err != nil {
-		return err
-	}
 	p := hnswsearch.Params{K: *k, EfSearch: *ef}
 	if *allow != "" {
 		if p.Filter, err = loadIDs(*allow); err != nil {
