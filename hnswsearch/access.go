@@ -3,13 +3,10 @@ package hnswsearch
 import (
 	"encoding/binary"
 	"fmt"
-	"math/bits"
 
 	"github.com/faiss-sidecar/faiss-sidecar/internal/distance"
 	"github.com/faiss-sidecar/faiss-sidecar/partial"
 )
-
-func trailingZeros(x uint64) int { return bits.TrailingZeros64(x) }
 
 // neighbors returns node v's slot list on level l as raw little-endian int32s
 // (zero-copy on viewer backends, copied into s.nbuf otherwise).

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math"
+	"math/bits"
 	"slices"
 
 	"github.com/faiss-sidecar/faiss-sidecar/internal/distance"
@@ -378,7 +379,7 @@ func (x *Index) exactScan(s *scratch) error {
 	for w, word := range s.sel {
 		for word != 0 {
 			bit := word & -word
-			v := int32(w*64 + trailingZeros(bit))
+			v := int32(w*64 + bits.TrailingZeros64(bit))
 			word ^= bit
 			d, err := x.dist(s, v)
 			if err != nil {

@@ -350,15 +350,24 @@ type Hit struct {
 	Score    float64 `json:"score"`
 }
 
-func (s *Server) search(c *gin.Context) {
-	var req SearchRequest
-	if err := decode(c, &req); err != nil {
-		s.fail(c, err)
-		return
+// bind decodes the body into req and takes a reference on the index the
+// path names; on failure it has answered the request and ok is false.
+func (s *Server) bind(c *gin.Context, req any) (e *entry, h *handle, ok bool) {
+	err := decode(c, req)
+	if err == nil {
+		e, h, err = s.Reg.acquire(c.Param("name"))
 	}
-	e, h, err := s.Reg.acquire(c.Param("name"))
 	if err != nil {
 		s.fail(c, err)
+		return nil, nil, false
+	}
+	return e, h, true
+}
+
+func (s *Server) search(c *gin.Context) {
+	var req SearchRequest
+	e, h, ok := s.bind(c, &req)
+	if !ok {
 		return
 	}
 	defer h.release()
@@ -524,20 +533,15 @@ type MSearchRequest struct {
 
 func (s *Server) msearch(c *gin.Context) {
 	var req MSearchRequest
-	if err := decode(c, &req); err != nil {
-		s.fail(c, err)
+	e, h, ok := s.bind(c, &req)
+	if !ok {
 		return
 	}
+	defer h.release()
 	if len(req.Vectors) == 0 {
 		s.fail(c, badRequest("vectors must hold at least one vector"))
 		return
 	}
-	e, h, err := s.Reg.acquire(c.Param("name"))
-	if err != nil {
-		s.fail(c, err)
-		return
-	}
-	defer h.release()
 	start := time.Now()
 	type one struct {
 		Hits    []Hit    `json:"hits"`

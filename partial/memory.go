@@ -3,7 +3,6 @@ package partial
 import (
 	"fmt"
 	"io"
-	"os"
 )
 
 // Memory holds a whole file in RAM (loading mode "full"). It implements
@@ -20,16 +19,12 @@ func NewMemory(name string, b []byte) *Memory {
 // OpenMemory reads the file at path into memory with large sequential reads
 // (outside the Go heap, on huge pages where the kernel allows).
 func OpenMemory(path string) (*Memory, error) {
-	f, err := os.Open(path)
+	f, size, err := openRegular(path)
 	if err != nil {
 		return nil, err
 	}
 	defer f.Close()
-	st, err := f.Stat()
-	if err != nil {
-		return nil, err
-	}
-	b, free := allocLarge(int(st.Size()))
+	b, free := allocLarge(int(size))
 	m := NewMemory(path, b)
 	m.life.free = func() error { m.data = nil; return free() }
 	for off := 0; off < len(b); {

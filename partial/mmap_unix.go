@@ -17,17 +17,13 @@ type Mmap struct{ region }
 
 // OpenMmap maps the file at path.
 func OpenMmap(path string) (*Mmap, error) {
-	f, err := os.Open(path)
+	f, size, err := openRegular(path)
 	if err != nil {
 		return nil, err
 	}
 	defer f.Close()
-	st, err := f.Stat()
-	if err != nil {
-		return nil, err
-	}
 	m := &Mmap{region{name: path}}
-	if size := st.Size(); size > 0 {
+	if size > 0 {
 		m.data, err = unix.Mmap(int(f.Fd()), 0, int(size), unix.PROT_READ, unix.MAP_SHARED)
 		if err != nil {
 			return nil, fmt.Errorf("partial: mmap %s: %w", path, err)

@@ -20,20 +20,11 @@ type File struct {
 
 // OpenFile opens path for positional reads.
 func OpenFile(path string) (*File, error) {
-	f, err := os.Open(path)
+	f, size, err := openRegular(path)
 	if err != nil {
 		return nil, err
 	}
-	st, err := f.Stat()
-	if err != nil {
-		f.Close()
-		return nil, err
-	}
-	if !st.Mode().IsRegular() {
-		f.Close()
-		return nil, fmt.Errorf("partial: %s is not a regular file", path)
-	}
-	p := &File{f: f, name: path, size: st.Size()}
+	p := &File{f: f, name: path, size: size}
 	p.life.free = f.Close
 	return p, nil
 }
@@ -58,6 +49,25 @@ func (p *File) ReadAt(b []byte, off int64) (int, error) {
 		err = io.ErrUnexpectedEOF // the file shrank under us
 	}
 	return n, fmt.Errorf("partial: %s: read of %d bytes at offset %d: %w", p.name, len(b), off, err)
+}
+
+// openRegular opens path for reading and returns its size; directories,
+// devices and other non-regular files are refused.
+func openRegular(path string) (*os.File, int64, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, 0, err
+	}
+	st, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return nil, 0, err
+	}
+	if !st.Mode().IsRegular() {
+		f.Close()
+		return nil, 0, fmt.Errorf("partial: %s is not a regular file", path)
+	}
+	return f, st.Size(), nil
 }
 
 // ReadAtTally is ReadAt that counts the read in t (when not nil).
