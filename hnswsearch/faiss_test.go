@@ -147,7 +147,8 @@ func TestFAISS173Parity(t *testing.T) {
 					if batch {
 						name += "+batch-reads"
 					}
-					x := openIndex(t, s, Options{Semantics: FAISS173, Kernel: Exact, BatchReads: batch})
+					// pread also runs with the neighbor lists pinned in memory.
+					x := openIndex(t, s, Options{Semantics: FAISS173, Kernel: Exact, BatchReads: batch, PinNeighbors: batch && name == "pread+batch-reads"})
 					for ri, run := range fr.Runs {
 						p := Params{K: run.K, Filter: run.AllowIDs}
 						if run.EfSearch != nil {

@@ -72,6 +72,10 @@ type Options struct {
 	// reads, fetch the vectors of an expanded node's unvisited neighbors as
 	// one parallel batch before computing their distances (same results).
 	BatchReads bool
+	// PinNeighbors reads the whole neighbors section into memory at New
+	// (large sequential reads), so graph traversal never waits on storage;
+	// vectors still come through the backend. Ignored on zero-copy backends.
+	PinNeighbors bool
 }
 
 // DefaultExactFilterMax is where an exact scan of the allowed ids stops
@@ -199,6 +203,11 @@ func New(f *faissfmt.File, s partial.Storage, o Options) (*Index, error) {
 		}
 		x.viewer = v
 	}
+	if o.PinNeighbors && x.viewer == nil {
+		if err := x.pinNeighbors(); err != nil {
+			return nil, err
+		}
+	}
 	x.tally, _ = s.(partial.TallyReader)
 	if x.viewer == nil {
 		x.blocks, _ = s.(partial.BlockViewer)
@@ -247,3 +256,24 @@ func (x *Index) File() *faissfmt.File { return x.file }
 
 // Options returns the options the Index was made with.
 func (x *Index) Options() Options { return x.opts }
+
+// pinNeighbors copies the neighbors section into memory with 4 MiB reads.
+func (x *Index) pinNeighbors() error {
+	b := make([]byte, x.nb.Len)
+	for off := int64(0); off < x.nb.Len; off += 4 << 20 {
+		n := min(4<<20, x.nb.Len-off)
+		if _, err := x.st.ReadAt(b[off:off+n], x.nb.Offset+off); err != nil {
+			return fmt.Errorf("hnswsearch: pinning the neighbor lists: %w", err)
+		}
+	}
+	x.nbView = b
+	return nil
+}
+
+// PinnedBytes is the heap the Index holds for pinned sections.
+func (x *Index) PinnedBytes() int64 {
+	if x.viewer == nil {
+		return int64(len(x.nbView))
+	}
+	return 0
+}

@@ -20,6 +20,7 @@ type indexFlags struct {
 	cacheBlock                       int
 	batchReads                       bool
 	exactFilterMax                   int
+	memoryBudget                     int64
 }
 
 func (f *indexFlags) register(fs *flag.FlagSet) {
@@ -30,6 +31,7 @@ func (f *indexFlags) register(fs *flag.FlagSet) {
 	fs.Int64Var(&f.cacheBytes, "cache-bytes", 0, "block cache budget for pread/direct/zstd (0: 64 MiB)")
 	fs.IntVar(&f.cacheBlock, "cache-block", 0, "block cache block size in bytes, a power of two (0: 4096); pread/direct")
 	fs.IntVar(&f.exactFilterMax, "exact-filter-max", 0, "faiss-modern: answer filters allowing at most max(k, this) ids by an exact scan (0: 2000, measured crossover; -1: k only, as OpenSearch)")
+	fs.Int64Var(&f.memoryBudget, "memory-budget", 0, "memory_efficient: bytes the index may hold; pins the neighbor lists when they fit in half, gives the rest to the vector cache, reads misses in batches (default backend direct)")
 	fs.BoolVar(&f.batchReads, "batch-reads", false, "pread/direct: read an expanded node's unvisited neighbors' vectors as one parallel batch")
 }
 
@@ -77,7 +79,20 @@ func (f *indexFlags) open(path string) (*loadedIndex, error) {
 		return nil, usagef("%v", err)
 	}
 	start := time.Now()
-	st, err := openSourceBlocks(path, backend, f.cacheBytes, f.cacheBlock)
+	opts := hnswsearch.Options{Semantics: sem, Kernel: ker, BatchReads: f.batchReads, ExactFilterMax: f.exactFilterMax}
+	cacheBytes := f.cacheBytes
+	if f.memoryBudget > 0 {
+		if f.mode != "memory_efficient" {
+			return nil, usagef("--memory-budget applies to --mode memory_efficient")
+		}
+		if f.backend == "" {
+			backend = "direct"
+		}
+		if cacheBytes, err = budgetPolicy(path, f.memoryBudget, &opts); err != nil {
+			return nil, err
+		}
+	}
+	st, err := openSourceBlocks(path, backend, cacheBytes, f.cacheBlock)
 	if err != nil {
 		return nil, err
 	}
@@ -86,12 +101,34 @@ func (f *indexFlags) open(path string) (*loadedIndex, error) {
 		st.Close()
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
-	idx, err := hnswsearch.New(file, st, hnswsearch.Options{Semantics: sem, Kernel: ker, BatchReads: f.batchReads, ExactFilterMax: f.exactFilterMax})
+	idx, err := hnswsearch.New(file, st, opts)
 	if err != nil {
 		st.Close()
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
 	return &loadedIndex{st: st, file: file, idx: idx, backend: backendName(st), openDur: time.Since(start)}, nil
+}
+
+// budgetPolicy splits a memory budget for memory_efficient serving: the
+// small arrays first, the neighbor lists pinned when they fit in half of
+// what is left, the rest for the vector cache; misses are read in batches.
+func budgetPolicy(path string, budget int64, o *hnswsearch.Options) (cacheBytes int64, err error) {
+	probe, err := partial.OpenFile(path)
+	if err != nil {
+		return 0, err
+	}
+	defer probe.Close()
+	pf, err := faissfmt.Open(probe, probe.Size())
+	if err != nil {
+		return 0, fmt.Errorf("%s: %w", path, err)
+	}
+	left := budget - pf.ResidentBytes() - 8<<20 // runtime, buffers, scratch
+	if g := pf.Graph; g != nil && g.HNSW.Neighbors.Len <= left/2 {
+		o.PinNeighbors = true
+		left -= g.HNSW.Neighbors.Len
+	}
+	o.BatchReads = true
+	return max(left, 1<<20), nil
 }
 
 // openWithQueries opens the index and reads the queries checked against it.
