@@ -220,19 +220,36 @@ func (c *Cache) get(k blockKey, load func() ([]byte, error)) (b []byte, hit bool
 
 	sh.mu.Lock()
 	delete(sh.loading, k)
-	if call.err == nil && int64(len(call.buf)) <= sh.budget {
-		b := &block{buf: call.buf}
-		sh.lru.Add(k, b)
-		sh.bytes += int64(len(call.buf))
-		c.bytes.Add(int64(len(call.buf)))
-		if t := c.table(k.file()); t != nil {
-			t.set(k.blk(), b)
-		}
-		sh.shrink()
+	if call.err == nil {
+		c.insertLocked(sh, k, call.buf)
 	}
 	sh.mu.Unlock()
 	close(call.done)
 	return call.buf, false, call.err
+}
+
+// insertLocked caches buf as block k (sh.mu held) unless it is there
+// already or larger than the shard's budget.
+func (c *Cache) insertLocked(sh *cacheShard, k blockKey, buf []byte) {
+	if _, ok := sh.lru.Peek(k); ok || int64(len(buf)) > sh.budget {
+		return
+	}
+	b := &block{buf: buf}
+	sh.lru.Add(k, b)
+	sh.bytes += int64(len(buf))
+	c.bytes.Add(int64(len(buf)))
+	if t := c.table(k.file()); t != nil {
+		t.set(k.blk(), b)
+	}
+	sh.shrink()
+}
+
+// put caches buf as block k (a batch load; see Cached.ReadBatch).
+func (c *Cache) put(k blockKey, buf []byte) {
+	sh := c.shard(k)
+	sh.mu.Lock()
+	c.insertLocked(sh, k, buf)
+	sh.mu.Unlock()
 }
 
 // forget drops every block of file (when a Storage closes).
@@ -347,10 +364,61 @@ func (c *Cached) block(blk int64, t *Tally) ([]byte, error) {
 	return b, err
 }
 
-// ReadBatch serves the requests through the cache, up to 16 at a time, so
-// their misses reach the device in parallel.
+// ReadBatch serves the requests through the cache. The blocks none of them
+// has cached are read first as one batch from the inner backend (on direct:
+// one io_uring submission, reads in parallel) and cached; then every request
+// is served, each tallying its hits and misses.
 func (c *Cached) ReadBatch(reqs []ReadReq) error {
-	return readBatchParallel(c, reqs, 16)
+	if c.closed.Load() {
+		return closedErr(c.name)
+	}
+	var missing []int64
+	seen := map[int64]bool{}
+	for _, q := range reqs {
+		if q.Off < 0 || int64(len(q.Buf)) > c.size-q.Off || len(q.Buf) == 0 {
+			continue // ReadAtTally reports the error below
+		}
+		for blk := q.Off / c.blockSize; blk <= (q.Off+int64(len(q.Buf))-1)/c.blockSize; blk++ {
+			if !seen[blk] && c.table.lookup(blk) == nil {
+				seen[blk] = true
+				missing = append(missing, blk)
+			}
+		}
+	}
+	loaded := map[int64]bool{}
+	if br, ok := c.inner.(BatchReader); ok && len(missing) > 1 {
+		inner := make([]ReadReq, 0, len(missing))
+		for _, blk := range missing {
+			if start := blk * c.blockSize; start+c.blockSize <= c.size { // the short tail block loads on its own
+				inner = append(inner, ReadReq{Off: start, Buf: make([]byte, c.blockSize)})
+			}
+		}
+		br.ReadBatch(inner) // failed requests are retried one by one below
+		for _, q := range inner {
+			if q.Err == nil {
+				blk := q.Off / c.blockSize
+				c.cache.put(keyOf(c.file, blk), q.Buf)
+				loaded[blk] = true
+			}
+		}
+	}
+	var first error
+	for i := range reqs {
+		q := &reqs[i]
+		_, q.Err = c.ReadAtTally(q.Buf, q.Off, &q.IO)
+		// Blocks this batch loaded count as its misses, not hits.
+		for blk := q.Off / c.blockSize; q.Err == nil && len(q.Buf) > 0 && blk <= (q.Off+int64(len(q.Buf))-1)/c.blockSize; blk++ {
+			if loaded[blk] {
+				delete(loaded, blk)
+				q.IO.CacheHits--
+				q.IO.lookup(false, c.blockSize)
+			}
+		}
+		if q.Err != nil && first == nil {
+			first = q.Err
+		}
+	}
+	return first
 }
 
 // ViewBlock returns the cached bytes [off, off+n) without copying when they
