@@ -9,16 +9,43 @@ import (
 	"github.com/faiss-sidecar/faiss-sidecar/partial"
 )
 
-func BenchmarkProfile(b *testing.B) {
-	ds := os.Getenv("DS")
-	s, _ := partial.Open("../bench-data/"+ds+".faiss", partial.Options{Backend: os.Getenv("BACKEND"), CacheBytes: 1 << 30})
-	f, _ := faissfmt.Open(s, s.Size())
-	x, _ := New(f, s, Options{})
-	m, _ := vecio.ReadFile("../bench-data/" + ds + ".queries.fvecs")
+// BenchmarkSearchBenchData searches a data set of bench-data/ (made by
+// bench/gen_search_data.py) at ef 64, k 10, for profiling the search core:
+//
+//	DS=clustered BACKEND=mmap go test -run='^$' -bench=SearchBenchData -cpuprofile cpu.out ./hnswsearch
+func BenchmarkSearchBenchData(b *testing.B) {
+	ds, backend := os.Getenv("DS"), os.Getenv("BACKEND")
+	if ds == "" {
+		ds = "clustered"
+	}
+	if backend == "" {
+		backend = "mmap"
+	}
+	s, err := partial.Open("../bench-data/"+ds+".faiss", partial.Options{Backend: backend, CacheBytes: 1 << 30})
+	if err != nil {
+		b.Skipf("no bench data (%v): run bench/gen_search_data.py", err)
+	}
+	defer s.Close()
+	f, err := faissfmt.Open(s, s.Size())
+	if err != nil {
+		b.Fatal(err)
+	}
+	x, err := New(f, s, Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer x.Close()
+	m, err := vecio.ReadFile("../bench-data/" + ds + ".queries.fvecs")
+	if err != nil {
+		b.Fatal(err)
+	}
 	dst := make([]Result, 0, 10)
 	i := 0
+	b.ReportAllocs()
 	for b.Loop() {
-		dst, _, _ = x.Search(m.RowF32(i%m.N), Params{K: 10, EfSearch: 64}, dst[:0])
+		if dst, _, err = x.Search(m.RowF32(i%m.N), Params{K: 10, EfSearch: 64}, dst[:0]); err != nil {
+			b.Fatal(err)
+		}
 		i++
 	}
 }
