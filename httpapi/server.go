@@ -13,7 +13,9 @@ import (
 	"math"
 	"net/http"
 	"net/http/pprof"
+	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/gin-gonic/gin"
@@ -384,11 +386,45 @@ func (s *Server) search(c *gin.Context) {
 	s.metrics.latency.WithLabelValues(e.name).Observe(took.Seconds())
 	s.metrics.cacheHits.WithLabelValues(e.name, "hit").Add(float64(prof.IO.CacheHits))
 	s.metrics.cacheHits.WithLabelValues(e.name, "miss").Add(float64(prof.IO.CacheMisses))
-	out := gin.H{"took": float64(took.Microseconds()) / 1000, "hits": hits}
+	buf := respPool.Get().(*[]byte)
+	b := appendSearchResponse((*buf)[:0], took, hits)
 	if req.Profile {
-		out["profile"] = prof
+		pj, err := json.Marshal(prof)
+		if err != nil {
+			s.fail(c, err)
+			return
+		}
+		b = append(append(b[:len(b)-1], `,"profile":`...), pj...)
+		b = append(b, '}')
 	}
-	c.JSON(200, out)
+	c.Data(200, "application/json; charset=utf-8", b)
+	*buf = b
+	respPool.Put(buf)
+}
+
+var respPool = sync.Pool{New: func() any { b := make([]byte, 0, 4096); return &b }}
+
+// appendSearchResponse writes {"took":…,"hits":[{"id","distance","score"}…]}
+// directly (encoding/json's reflection over maps cost more than the search
+// of a small index). Distances are the shortest text that reads back as the
+// same float32.
+func appendSearchResponse(b []byte, took time.Duration, hits []Hit) []byte {
+	b = append(b, `{"took":`...)
+	b = strconv.AppendFloat(b, float64(took.Microseconds())/1000, 'g', -1, 64)
+	b = append(b, `,"hits":[`...)
+	for i, h := range hits {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, `{"id":`...)
+		b = strconv.AppendInt(b, h.ID, 10)
+		b = append(b, `,"distance":`...)
+		b = strconv.AppendFloat(b, h.Distance, 'g', -1, 32)
+		b = append(b, `,"score":`...)
+		b = strconv.AppendFloat(b, h.Score, 'g', -1, 64)
+		b = append(b, '}')
+	}
+	return append(b, "]}"...)
 }
 
 // Profile is a query's search statistics and I/O.

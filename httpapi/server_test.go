@@ -110,7 +110,7 @@ func TestSearchMatchesFAISS(t *testing.T) {
 				}
 				h := hits[j].(map[string]any)
 				d := h["distance"].(float64)
-				if int64(h["id"].(float64)) != id || float32(d) != float32(run.Dist[qi][j]) || h["score"].(float64) != 1/(1+d) {
+				if int64(h["id"].(float64)) != id || float32(d) != float32(run.Dist[qi][j]) || h["score"].(float64) != 1/(1+float64(float32(d))) {
 					t.Fatalf("run %d query %d rank %d: %v, FAISS (%d, %v)", ri, qi, j, h, id, run.Dist[qi][j])
 				}
 				n++
