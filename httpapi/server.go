@@ -457,10 +457,7 @@ func (s *Server) searchOne(h *handle, req *SearchRequest) ([]Hit, Profile, error
 	if req.Vector == nil {
 		return nil, prof, badRequest("vector is required")
 	}
-	want := x.Dim()
-	if x.Binary() {
-		want = x.Dim() // bytes, each 0–255
-	}
+	want := x.Dim() // components, or bytes (0–255) for a binary index
 	if len(req.Vector) != want {
 		return nil, prof, badRequest("vector has %d values, index %s expects %d", len(req.Vector), h.spec.Path, want)
 	}
