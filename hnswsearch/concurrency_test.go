@@ -109,3 +109,43 @@ func TestPerQueryIO(t *testing.T) {
 		t.Fatalf("direct: %+v %v", st, err)
 	}
 }
+
+// TestWarm: after Warm, a query on a cache large enough for the graph and
+// the vectors misses nothing; an unwarmed one does.
+func TestWarm(t *testing.T) {
+	fr := loadRuns(t)[0]
+	for _, r := range loadRuns(t) {
+		if r.Fixture == "hnsw_flat_large" {
+			fr = r
+		}
+	}
+	q, _ := fr.query(0)
+	for _, warm := range []bool{false, true} {
+		s, err := partial.Open(filepath.Join(fixtureDir, fr.Fixture+".faiss"), partial.Options{Backend: "pread", CacheBytes: 16 << 20})
+		if err != nil {
+			t.Fatal(err)
+		}
+		x := openIndex(t, s, Options{})
+		if warm {
+			if err := x.Warm(0); err != nil {
+				t.Fatal(err)
+			}
+		}
+		_, st, err := x.Search(q, Params{K: 10}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if warm != (st.IO.CacheMisses == 0) {
+			t.Errorf("warm=%v: %d cache misses", warm, st.IO.CacheMisses)
+		}
+		s.Close()
+	}
+	m, err := partial.Open(filepath.Join(fixtureDir, fr.Fixture+".faiss"), partial.Options{Backend: "mmap"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	if err := openIndex(t, m, Options{}).Warm(0); err != nil {
+		t.Fatalf("mmap warm: %v", err)
+	}
+}

@@ -277,3 +277,38 @@ func (x *Index) PinnedBytes() int64 {
 	}
 	return 0
 }
+
+// Warm pulls the graph and then the vectors into memory ahead of queries
+// with large sequential reads: MADV_WILLNEED on mmap, reads through the
+// block cache otherwise (at most maxBytes, e.g. the cache's budget; ≤ 0 for
+// no limit). Pinned or fully loaded bytes need nothing.
+func (x *Index) Warm(maxBytes int64) error {
+	secs := []faissfmt.Section{x.nb, x.codes}
+	if x.viewer != nil {
+		if w, ok := x.st.(partial.WillNeeder); ok {
+			for _, s := range secs {
+				if err := w.WillNeed(s.Offset, s.Len); err != nil {
+					return err
+				}
+			}
+		}
+		return nil
+	}
+	if x.PinnedBytes() > 0 {
+		secs = secs[1:]
+	}
+	if maxBytes <= 0 {
+		maxBytes = 1 << 62
+	}
+	buf := make([]byte, 1<<20)
+	for _, s := range secs {
+		for off := int64(0); off < s.Len && maxBytes > 0; off += int64(len(buf)) {
+			n := min(int64(len(buf)), s.Len-off, maxBytes)
+			if _, err := x.st.ReadAt(buf[:n], s.Offset+off); err != nil {
+				return fmt.Errorf("hnswsearch: warming %s: %w", s.Name, err)
+			}
+			maxBytes -= n
+		}
+	}
+	return nil
+}

@@ -474,40 +474,13 @@ func sameAnswers(a, b *handle, n int) error {
 	return nil
 }
 
-// warm pulls the graph into the cache or page cache with large sequential
-// reads (neighbor lists first, then the vectors while the cache has room).
+// warm pulls the graph, then the vectors, into the cache or page cache.
 func (h *handle) warm() error {
-	g := h.file.Graph
-	secs := []faissfmt.Section{g.HNSW.Neighbors}
-	if c, ok := h.file.Storage.Section("codes"); ok {
-		secs = append(secs, c)
-	}
-	if m, ok := h.st.(*partial.Mmap); ok {
-		for _, s := range secs {
-			if err := m.WillNeed(s.Offset, s.Len); err != nil {
-				return err
-			}
-		}
-		return nil
-	}
-	if _, ok := h.st.(*partial.Memory); ok {
-		return nil
-	}
-	buf := make([]byte, 1<<20)
-	var room int64 = 1 << 62
+	var limit int64
 	if c := h.cache(); c != nil {
-		room = c.Budget()
+		limit = c.Budget()
 	}
-	for _, s := range secs {
-		for off := int64(0); off < s.Len && room > 0; off += int64(len(buf)) {
-			n := min(int64(len(buf)), s.Len-off)
-			if _, err := h.st.ReadAt(buf[:n], s.Offset+off); err != nil {
-				return err
-			}
-			room -= n
-		}
-	}
-	return nil
+	return h.idx.Warm(limit)
 }
 
 // latencies keeps the last 4096 query latencies for percentiles.

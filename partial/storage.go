@@ -126,3 +126,9 @@ type TallyReader interface {
 type BlockViewer interface {
 	ViewBlock(off, n int64, t *Tally) (b []byte, ok bool)
 }
+
+// WillNeeder is implemented by backends that can ask the kernel to read a
+// range ahead (mmap: MADV_WILLNEED).
+type WillNeeder interface {
+	WillNeed(off, n int64) error
+}

@@ -21,6 +21,7 @@ type indexFlags struct {
 	batchReads                       bool
 	exactFilterMax                   int
 	memoryBudget                     int64
+	warmup                           bool
 }
 
 func (f *indexFlags) register(fs *flag.FlagSet) {
@@ -32,6 +33,7 @@ func (f *indexFlags) register(fs *flag.FlagSet) {
 	fs.IntVar(&f.cacheBlock, "cache-block", 0, "block cache block size in bytes, a power of two (0: 4096); pread/direct")
 	fs.IntVar(&f.exactFilterMax, "exact-filter-max", 0, "faiss-modern: answer filters allowing at most max(k, this) ids by an exact scan (0: 2000, measured crossover; -1: k only, as OpenSearch)")
 	fs.Int64Var(&f.memoryBudget, "memory-budget", 0, "memory_efficient: bytes the index may hold; pins the neighbor lists when they fit in half, gives the rest to the vector cache, reads misses in batches (default backend direct)")
+	fs.BoolVar(&f.warmup, "warmup", false, "after open, pull the graph (then vectors, up to the cache budget) in with large sequential reads")
 	fs.BoolVar(&f.batchReads, "batch-reads", false, "pread/direct: read an expanded node's unvisited neighbors' vectors as one parallel batch")
 }
 
@@ -105,6 +107,16 @@ func (f *indexFlags) open(path string) (*loadedIndex, error) {
 	if err != nil {
 		st.Close()
 		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	if f.warmup {
+		limit := cacheBytes
+		if c, ok := st.(*partial.Cached); ok {
+			limit = c.Cache().Budget()
+		}
+		if err := idx.Warm(limit); err != nil {
+			st.Close()
+			return nil, err
+		}
 	}
 	return &loadedIndex{st: st, file: file, idx: idx, backend: backendName(st), openDur: time.Since(start)}, nil
 }
