@@ -27,7 +27,7 @@ func TestConcurrentAndBatch(t *testing.T) {
 		p := Params{K: run.K}
 		var qs []Query
 		for i := range 200 {
-			q, _ := fr.query(i % len(fr.Queries))
+			q, _ := fr.Query(i % len(fr.Queries))
 			qs = append(qs, Query{Vector: q})
 		}
 		out := x.SearchBatch(qs, p, 8, nil)
@@ -59,7 +59,7 @@ func TestNoAllocationsPerQuery(t *testing.T) {
 		defer s.Close()
 		for _, o := range []Options{{}, {Semantics: FAISS173, Kernel: Exact}} {
 			x := openIndex(t, s, o)
-			q, _ := fr.query(0)
+			q, _ := fr.Query(0)
 			dst := make([]Result, 0, 64)
 			filtered := Params{K: 10, EfSearch: 32, Filter: fr.Runs[7].AllowIDs}
 			for _, p := range []Params{{K: 10}, {K: 40, EfSearch: 64}, filtered} {
@@ -82,7 +82,7 @@ func TestNoAllocationsPerQuery(t *testing.T) {
 func TestPerQueryIO(t *testing.T) {
 	fr := loadRuns(t)[0]
 	path := filepath.Join(fixtureDir, fr.Fixture+".faiss")
-	q, qb := fr.query(0)
+	q, qb := fr.Query(0)
 	s, err := partial.Open(path, partial.Options{Backend: "pread", CacheBytes: 8 << 20})
 	if err != nil {
 		t.Fatal(err)
@@ -119,7 +119,7 @@ func TestWarm(t *testing.T) {
 			fr = r
 		}
 	}
-	q, _ := fr.query(0)
+	q, _ := fr.Query(0)
 	for _, warm := range []bool{false, true} {
 		s, err := partial.Open(filepath.Join(fixtureDir, fr.Fixture+".faiss"), partial.Options{Backend: "pread", CacheBytes: 16 << 20})
 		if err != nil {

@@ -1,7 +1,6 @@
 package hnswsearch
 
 import (
-	"encoding/json"
 	"fmt"
 	"math"
 	"os"
@@ -10,51 +9,22 @@ import (
 	"testing"
 
 	"github.com/faiss-sidecar/faiss-sidecar/faissfmt"
+	"github.com/faiss-sidecar/faiss-sidecar/internal/testfixtures"
 	"github.com/faiss-sidecar/faiss-sidecar/partial"
 )
 
 const fixtureDir = "../testdata/fixtures"
 
 // faissRuns is what FAISS 1.7.3 returned (testdata/gen_fixtures.py).
-type faissRuns struct {
-	Fixture string      `json:"fixture"`
-	Binary  bool        `json:"binary"`
-	Queries [][]float64 `json:"queries"`
-	Runs    []struct {
-		K        int         `json:"k"`
-		EfSearch *int        `json:"ef_search"`
-		AllowIDs []int64     `json:"allow_ids"`
-		IDs      [][]int64   `json:"ids"`
-		Dist     [][]float64 `json:"distances"`
-		Stats    struct {
-			N1, N2, N3 int
-		} `json:"faiss_stats"`
-		Exact *struct {
-			IDs  [][]int64   `json:"ids"`
-			Dist [][]float64 `json:"distances"`
-		} `json:"exact"`
-	} `json:"runs"`
-}
+type faissRuns = testfixtures.Search
 
 func loadRuns(t testing.TB) []faissRuns {
 	t.Helper()
-	paths, _ := filepath.Glob(filepath.Join(fixtureDir, "*.search.json"))
-	if len(paths) == 0 {
-		t.Fatal("no search fixtures")
+	runs, err := testfixtures.All(fixtureDir)
+	if err != nil {
+		t.Fatal(err)
 	}
-	var out []faissRuns
-	for _, p := range paths {
-		b, err := os.ReadFile(p)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var r faissRuns
-		if err := json.Unmarshal(b, &r); err != nil {
-			t.Fatalf("%s: %v", p, err)
-		}
-		out = append(out, r)
-	}
-	return out
+	return runs
 }
 
 // backends opens the fixture through every backend (and its zstd copy).
@@ -111,21 +81,6 @@ func openIndex(t *testing.T, s partial.Storage, o Options) *Index {
 	return x
 }
 
-func (r *faissRuns) query(i int) ([]float32, []byte) {
-	if r.Binary {
-		b := make([]byte, len(r.Queries[i]))
-		for j, v := range r.Queries[i] {
-			b[j] = byte(v)
-		}
-		return nil, b
-	}
-	q := make([]float32, len(r.Queries[i]))
-	for j, v := range r.Queries[i] {
-		q[j] = float32(v)
-	}
-	return q, nil
-}
-
 func searchOne(x *Index, q []float32, qb []byte, p Params) ([]Result, Stats, error) {
 	if qb != nil {
 		return x.SearchBinary(qb, p, nil)
@@ -156,7 +111,7 @@ func TestFAISS173Parity(t *testing.T) {
 						}
 						var n1, n2, n3 int
 						for qi := range fr.Queries {
-							q, qb := fr.query(qi)
+							q, qb := fr.Query(qi)
 							res, st, err := searchOne(x, q, qb, p)
 							if err != nil {
 								t.Fatalf("%s run %d query %d: %v", name, ri, qi, err)
@@ -283,7 +238,7 @@ func TestModernSemantics(t *testing.T) {
 				p.EfSearch = *run.EfSearch
 			}
 			for qi := range fr.Queries {
-				q, qb := fr.query(qi)
+				q, qb := fr.Query(qi)
 				what := fmt.Sprintf("%s run %d query %d", fr.Fixture, ri, qi)
 				if run.Exact != nil {
 					res, st, err := searchOne(allExact, q, qb, p)
@@ -337,7 +292,7 @@ func TestFastKernel(t *testing.T) {
 				p.EfSearch = *run.EfSearch
 			}
 			for qi := range fr.Queries {
-				q, qb := fr.query(qi)
+				q, qb := fr.Query(qi)
 				res, _, err := searchOne(x, q, qb, p)
 				if err != nil {
 					t.Fatal(err)

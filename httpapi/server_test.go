@@ -11,6 +11,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/faiss-sidecar/faiss-sidecar/internal/testfixtures"
 )
 
 const fixtures = "../testdata/fixtures"
@@ -54,24 +56,11 @@ func call(t *testing.T, ts *httptest.Server, method, path, body string, hdr ...s
 	return out
 }
 
-type fixtureRuns struct {
-	Queries [][]float64 `json:"queries"`
-	Runs    []struct {
-		K        int         `json:"k"`
-		EfSearch *int        `json:"ef_search"`
-		AllowIDs []int64     `json:"allow_ids"`
-		IDs      [][]int64   `json:"ids"`
-		Dist     [][]float64 `json:"distances"`
-	} `json:"runs"`
-}
+type fixtureRuns = testfixtures.Search
 
 func loadRuns(t testing.TB, name string) fixtureRuns {
-	b, err := os.ReadFile(filepath.Join(fixtures, name+".search.json"))
+	f, err := testfixtures.Load(fixtures, name)
 	if err != nil {
-		t.Fatal(err)
-	}
-	var f fixtureRuns
-	if err := json.Unmarshal(b, &f); err != nil {
 		t.Fatal(err)
 	}
 	return f

@@ -11,28 +11,16 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/faiss-sidecar/faiss-sidecar/internal/testfixtures"
 )
 
-type searchFixture struct {
-	Binary  bool        `json:"binary"`
-	Queries [][]float64 `json:"queries"`
-	Runs    []struct {
-		K        int         `json:"k"`
-		EfSearch *int        `json:"ef_search"`
-		AllowIDs []int64     `json:"allow_ids"`
-		IDs      [][]int64   `json:"ids"`
-		Dist     [][]float64 `json:"distances"`
-	} `json:"runs"`
-}
+type searchFixture = testfixtures.Search
 
 func loadSearchFixture(t *testing.T, name string) searchFixture {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join(fixtures, name+".search.json"))
+	f, err := testfixtures.Load(fixtures, name)
 	if err != nil {
-		t.Fatal(err)
-	}
-	var f searchFixture
-	if err := json.Unmarshal(b, &f); err != nil {
 		t.Fatal(err)
 	}
 	return f
