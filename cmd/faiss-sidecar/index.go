@@ -5,6 +5,8 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"os"
+	"runtime/debug"
 	"time"
 
 	"github.com/faiss-sidecar/faiss-sidecar/faissfmt"
@@ -121,9 +123,14 @@ func (f *indexFlags) open(path string) (*loadedIndex, error) {
 	return &loadedIndex{st: st, file: file, idx: idx, backend: backendName(st), openDur: time.Since(start)}, nil
 }
 
-// budgetPolicy splits a memory budget for memory_efficient serving: the
-// small arrays first, the neighbor lists pinned when they fit in half of
-// what is left, the rest for the vector cache; misses are read in batches.
+// budgetPolicy splits a memory budget for memory_efficient serving. Half
+// of it is left to the Go runtime: blocks churn through the cache, and with
+// less headroom the collector runs continuously (fashion-mnist in a cgroup
+// of a third of the file: cache+lists at 0.7 of the limit ran 5,580 GCs in
+// 4 s and 11 QPS; at 0.5, 77 GCs and 36 QPS). From the other half: the
+// small arrays, the neighbor lists pinned when they fit in half of what is
+// left, the rest for the vector cache; misses are read in batches. The
+// runtime's memory limit is set to the budget (unless GOMEMLIMIT is set).
 func budgetPolicy(path string, budget int64, o *hnswsearch.Options) (cacheBytes int64, err error) {
 	probe, err := partial.OpenFile(path)
 	if err != nil {
@@ -134,12 +141,15 @@ func budgetPolicy(path string, budget int64, o *hnswsearch.Options) (cacheBytes 
 	if err != nil {
 		return 0, fmt.Errorf("%s: %w", path, err)
 	}
-	left := budget - pf.ResidentBytes() - 8<<20 // runtime, buffers, scratch
+	left := budget/2 - pf.ResidentBytes()
 	if g := pf.Graph; g != nil && g.HNSW.Neighbors.Len <= left/2 {
 		o.PinNeighbors = true
 		left -= g.HNSW.Neighbors.Len
 	}
 	o.BatchReads = true
+	if os.Getenv("GOMEMLIMIT") == "" {
+		debug.SetMemoryLimit(budget)
+	}
 	return max(left, 1<<20), nil
 }
 
