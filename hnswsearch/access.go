@@ -17,6 +17,12 @@ func (x *Index) neighbors(s *scratch, v int32, l int) ([]byte, error) {
 	if x.nbView != nil {
 		return x.nbView[b*4 : e*4], nil
 	}
+	if x.pinPos != nil {
+		if p := x.pinPos[v]; p >= 0 {
+			start := int64(p) + b - x.h.NodeOffset(int64(v)) // slot within the pinned record
+			return x.pinBuf[start*4 : (start+e-b)*4], nil
+		}
+	}
 	if x.blocks != nil {
 		if buf, ok := x.blocks.ViewBlock(x.nb.Offset+b*4, n, &s.st.IO); ok {
 			return buf, nil

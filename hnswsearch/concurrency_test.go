@@ -2,6 +2,7 @@ package hnswsearch
 
 import (
 	"path/filepath"
+	"slices"
 	"testing"
 
 	"github.com/faiss-sidecar/faiss-sidecar/partial"
@@ -147,5 +148,41 @@ func TestWarm(t *testing.T) {
 	defer m.Close()
 	if err := openIndex(t, m, Options{}).Warm(0); err != nil {
 		t.Fatalf("mmap warm: %v", err)
+	}
+}
+
+// TestPinHubs: a partial pin holds some lists, not all, within its budget,
+// and searches give the same answers as without it.
+func TestPinHubs(t *testing.T) {
+	fr := loadRuns(t)[0]
+	for _, r := range loadRuns(t) {
+		if r.Fixture == "hnsw_flat_large" {
+			fr = r
+		}
+	}
+	s, err := partial.Open(filepath.Join(fixtureDir, fr.Fixture+".faiss"), partial.Options{Backend: "pread"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	plain := openIndex(t, s, Options{})
+	const budget = 64 << 10
+	x := openIndex(t, s, Options{PinBytes: budget})
+	pinned := 0
+	for _, p := range x.pinPos {
+		if p >= 0 {
+			pinned++
+		}
+	}
+	if pinned == 0 || pinned == int(x.n) || x.PinnedBytes() > budget {
+		t.Fatalf("%d of %d nodes pinned in %d bytes (budget %d)", pinned, x.n, x.PinnedBytes(), budget)
+	}
+	for i := range fr.Queries {
+		q, _ := fr.Query(i)
+		a, _, _ := plain.Search(q, Params{K: 10}, nil)
+		b, st, _ := x.Search(q, Params{K: 10}, nil)
+		if !slices.Equal(a, b) || st.NDis == 0 {
+			t.Fatalf("query %d: pinned %v, plain %v", i, b, a)
+		}
 	}
 }

@@ -102,8 +102,16 @@ func TestFAISS173Parity(t *testing.T) {
 					if batch {
 						name += "+batch-reads"
 					}
-					// pread also runs with the neighbor lists pinned in memory.
-					x := openIndex(t, s, Options{Semantics: FAISS173, Kernel: Exact, BatchReads: batch, PinNeighbors: batch && name == "pread+batch-reads"})
+					// pread also runs with all neighbor lists pinned in memory,
+					// direct with those of the most-linked nodes within 16 KiB.
+					o := Options{Semantics: FAISS173, Kernel: Exact, BatchReads: batch}
+					switch name {
+					case "pread+batch-reads":
+						o.PinNeighbors = true
+					case "direct+batch-reads":
+						o.PinBytes = 16 << 10
+					}
+					x := openIndex(t, s, o)
 					for ri, run := range fr.Runs {
 						p := Params{K: run.K, Filter: run.AllowIDs}
 						if run.EfSearch != nil {

@@ -1,9 +1,11 @@
 package hnswsearch
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"sync"
 	"sync/atomic"
 
@@ -76,6 +78,10 @@ type Options struct {
 	// (large sequential reads), so graph traversal never waits on storage;
 	// vectors still come through the backend. Ignored on zero-copy backends.
 	PinNeighbors bool
+	// PinBytes, when PinNeighbors is off, pins the neighbor lists of the
+	// most-linked nodes (nodes above level 0 first) within this many bytes,
+	// chosen and copied with two sequential passes over the section.
+	PinBytes int64
 }
 
 // DefaultExactFilterMax is where an exact scan of the allowed ids stops
@@ -124,10 +130,13 @@ type Index struct {
 	idMap    *faissfmt.Section
 	// Zero-copy views of the sections (viewer backends only).
 	nbView, codesView, idView []byte
-	scratch                   sync.Pool
-	reverse                   atomic.Pointer[reverseMap]
-	reverseMu                 sync.Mutex
-	closed                    atomic.Bool
+	// Partial pinning: pinPos[v] is node v's first slot in pinBuf, or −1.
+	pinPos    []int32
+	pinBuf    []byte
+	scratch   sync.Pool
+	reverse   atomic.Pointer[reverseMap]
+	reverseMu sync.Mutex
+	closed    atomic.Bool
 }
 
 type distKind uint8
@@ -207,6 +216,10 @@ func New(f *faissfmt.File, s partial.Storage, o Options) (*Index, error) {
 		if err := x.pinNeighbors(); err != nil {
 			return nil, err
 		}
+	} else if o.PinBytes > 0 && x.viewer == nil && x.n > 0 {
+		if err := x.pinHubs(o.PinBytes); err != nil {
+			return nil, err
+		}
 	}
 	x.tally, _ = s.(partial.TallyReader)
 	if x.viewer == nil {
@@ -270,12 +283,89 @@ func (x *Index) pinNeighbors() error {
 	return nil
 }
 
-// PinnedBytes is the heap the Index holds for pinned sections.
+// PinnedBytes is the heap the Index holds for pinned neighbor lists.
 func (x *Index) PinnedBytes() int64 {
 	if x.viewer == nil {
-		return int64(len(x.nbView))
+		return int64(len(x.nbView)) + int64(len(x.pinBuf)) + 4*int64(len(x.pinPos))
 	}
 	return 0
+}
+
+// streamNeighbors calls fn(node, record) for every node's neighbor record
+// (all its levels), reading the section sequentially in 1 MiB chunks.
+func (x *Index) streamNeighbors(fn func(v int32, rec []byte)) error {
+	const chunk = 1 << 20
+	buf := make([]byte, 0, chunk)
+	var base int64 // section byte offset of buf[0]
+	v := int32(0)
+	for v < x.n {
+		lo, hi := x.h.NodeOffset(int64(v))*4, x.h.NodeOffset(int64(v)+1)*4
+		if hi > base+int64(len(buf)) { // refill from lo
+			n := min(max(chunk, hi-lo), x.nb.Len-lo)
+			if int64(cap(buf)) < n {
+				buf = make([]byte, n)
+			}
+			buf = buf[:n]
+			if _, err := x.st.ReadAt(buf, x.nb.Offset+lo); err != nil {
+				return fmt.Errorf("hnswsearch: reading the neighbor lists: %w", err)
+			}
+			base = lo
+		}
+		fn(v, buf[lo-base:hi-base])
+		v++
+	}
+	return nil
+}
+
+// pinHubs pins the lists of the nodes most likely to be expanded within
+// budget bytes (plus 4 bytes per node for the position table): nodes above
+// level 0 first, then by in-degree.
+func (x *Index) pinHubs(budget int64) error {
+	n := int(x.n)
+	budget -= 4 * int64(n)
+	if budget <= 0 {
+		return nil
+	}
+	indeg := make([]int32, n)
+	if err := x.streamNeighbors(func(_ int32, rec []byte) {
+		for j := 0; j+4 <= len(rec); j += 4 {
+			if w := int32(binary.LittleEndian.Uint32(rec[j:])); w >= 0 && w < x.n {
+				indeg[w]++
+			}
+		}
+	}); err != nil {
+		return err
+	}
+	order := make([]int32, n)
+	for i := range order {
+		order[i] = int32(i)
+	}
+	slices.SortFunc(order, func(a, b int32) int {
+		la, lb := x.h.NumLevels(a), x.h.NumLevels(b)
+		if la != lb {
+			return lb - la
+		}
+		return int(indeg[b] - indeg[a])
+	})
+	x.pinPos = make([]int32, n)
+	for i := range x.pinPos {
+		x.pinPos[i] = -1
+	}
+	var slots int64
+	for _, v := range order {
+		rec := x.h.NodeOffset(int64(v)+1) - x.h.NodeOffset(int64(v))
+		if (slots+rec)*4 > budget || slots+rec > math.MaxInt32 {
+			break
+		}
+		x.pinPos[v] = int32(slots)
+		slots += rec
+	}
+	x.pinBuf = make([]byte, slots*4)
+	return x.streamNeighbors(func(v int32, rec []byte) {
+		if p := x.pinPos[v]; p >= 0 {
+			copy(x.pinBuf[int64(p)*4:], rec)
+		}
+	})
 }
 
 // Warm pulls the graph and then the vectors into memory ahead of queries
