@@ -54,14 +54,6 @@ func readFull(r io.ReaderAt, b []byte, off int64, field string) error {
 	return fmt.Errorf("faissfmt: reading %s (%d bytes at offset %d): %w", field, len(b), off, err)
 }
 
-func (c *cursor) i32(field string) (int32, error) {
-	b, err := c.read(field, 4)
-	if err != nil {
-		return 0, err
-	}
-	return int32(binary.LittleEndian.Uint32(b)), nil
-}
-
 func (c *cursor) u64(field string) (uint64, error) {
 	b, err := c.read(field, 8)
 	if err != nil {
@@ -76,18 +68,6 @@ func (c *cursor) f32(field string) (float32, error) {
 		return 0, err
 	}
 	return math.Float32frombits(binary.LittleEndian.Uint32(b)), nil
-}
-
-func (c *cursor) boolean(field string) (bool, error) {
-	at := c.off
-	b, err := c.read(field, 1)
-	if err != nil {
-		return false, err
-	}
-	if b[0] > 1 {
-		return false, invalidf(field, at, "%s at byte %d is %d, expected a bool (0 or 1)", field, at, b[0])
-	}
-	return b[0] == 1, nil
 }
 
 func (c *cursor) fourcc(field string) (string, error) {

@@ -110,7 +110,6 @@ const fltMax = math.MaxFloat32
 // through a partial.Storage. It is immutable and safe for concurrent use;
 // per-query state comes from a pool.
 type Index struct {
-	file     *faissfmt.File
 	st       partial.Storage
 	viewer   partial.Viewer      // nil: bytes are copied with ReadAt
 	tally    partial.TallyReader // nil: the backend cannot attribute I/O
@@ -159,7 +158,7 @@ func New(f *faissfmt.File, s partial.Storage, o Options) (*Index, error) {
 	if g == nil {
 		return nil, fmt.Errorf("hnswsearch: %s index has no HNSW graph; only IHNf, IHNs and IBHf are searchable", f.Root.FourCC)
 	}
-	x := &Index{file: f, st: s, opts: o, h: g.HNSW, n: int32(g.NTotal), d: g.D, binary: g.Binary, metric: g.Metric}
+	x := &Index{st: s, opts: o, h: g.HNSW, n: int32(g.NTotal), d: g.D, binary: g.Binary, metric: g.Metric}
 	if g.NTotal > math.MaxInt32 {
 		return nil, fmt.Errorf("hnswsearch: %d vectors exceed FAISS's 32-bit node ids", g.NTotal)
 	}
@@ -263,9 +262,6 @@ func (x *Index) NTotal() int64 { return int64(x.n) }
 
 // StoredEfSearch is the efSearch saved in the file.
 func (x *Index) StoredEfSearch() int { return int(x.h.EfSearch) }
-
-// File is the parsed file.
-func (x *Index) File() *faissfmt.File { return x.file }
 
 // Options returns the options the Index was made with.
 func (x *Index) Options() Options { return x.opts }
@@ -401,4 +397,24 @@ func (x *Index) Warm(maxBytes int64) error {
 		}
 	}
 	return nil
+}
+
+// Probe parses the FAISS file at path as backend presents it (decompressed
+// for zstd, the file itself otherwise) without loading it, to learn its
+// sizes and small arrays before committing memory to it.
+func Probe(path, backend string) (*faissfmt.File, error) {
+	o := partial.Options{Backend: "pread", CacheBytes: 1 << 20}
+	if backend == "zstd" {
+		o.Backend = "zstd"
+	}
+	s, err := partial.Open(path, o)
+	if err != nil {
+		return nil, err
+	}
+	defer s.Close()
+	f, err := faissfmt.Open(s, s.Size())
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return f, nil
 }

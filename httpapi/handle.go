@@ -156,6 +156,8 @@ func errStatus(err error) (int, string) {
 		return ae.Status, ae.Type
 	case errors.Is(err, hnswsearch.ErrBadQuery):
 		return 400, "bad_query"
+	case errors.Is(err, partial.ErrBadOption):
+		return 400, "bad_request"
 	case errors.Is(err, faissfmt.ErrFormat), errors.Is(err, rerank.ErrVectors):
 		return 422, "bad_index_file"
 	case errors.Is(err, hnswsearch.ErrCorrupt):

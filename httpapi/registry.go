@@ -123,8 +123,8 @@ func (r *Registry) usage() (total int64, hs []*handle) {
 }
 
 // admit makes room for need bytes: caches of other indexes shrink (largest
-// first, down to cacheFloor) before a 429 with the numbers. extra counts
-// handles being replaced (a switch briefly holds both).
+// first, down to cacheFloor) before a 429 with the numbers. During a switch
+// the handle being replaced still counts (both are open for a moment).
 func (r *Registry) admit(need int64) error {
 	if r.budget <= 0 {
 		return nil
@@ -177,22 +177,13 @@ func (r *Registry) open(spec LoadSpec) (*handle, error) {
 	if spec.Mode == "" {
 		spec.Mode = "memory_efficient"
 	}
-	backend := spec.Backend
-	switch spec.Mode {
-	case "full":
-		if backend != "" && backend != "memory" {
-			return nil, badRequest("mode full keeps the file in memory; backend %q applies to memory_efficient", backend)
-		}
-		backend = "memory"
-	case "memory_efficient":
-		if backend == "" {
-			backend = "mmap"
-		}
-		if backend == "memory" || !slices.Contains(partial.Backends, backend) {
-			return nil, badRequest("unknown backend %q for memory_efficient (known: mmap, pread, direct, zstd)", backend)
-		}
-	default:
-		return nil, badRequest("unknown mode %q (known: full, memory_efficient)", spec.Mode)
+	path, err := r.resolve(spec.Path)
+	if err != nil {
+		return nil, err
+	}
+	backend, err := partial.ModeBackend(spec.Mode, spec.Backend, path)
+	if err != nil {
+		return nil, err
 	}
 	spec.Backend = backend
 	sem, err := hnswsearch.ParseSemantics(spec.Semantics)
@@ -206,25 +197,13 @@ func (r *Registry) open(spec LoadSpec) (*handle, error) {
 	if spec.CacheBytes < 0 {
 		return nil, badRequest("cache_bytes must not be negative")
 	}
-	path, err := r.resolve(spec.Path)
+	// Parse once to learn the resident size before committing memory (the
+	// parse reads only headers and small arrays).
+	pf, err := hnswsearch.Probe(path, backend)
 	if err != nil {
 		return nil, err
 	}
-	// Parse once through plain pread to learn the resident size before
-	// committing memory (the parse itself reads only headers and small arrays).
-	probe, err := partial.OpenFile(path)
-	if err != nil {
-		return nil, err
-	}
-	pf, err := faissfmt.Open(probe, probe.Size())
-	probe.Close()
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", spec.Path, err)
-	}
-	cacheBytes := spec.CacheBytes
-	if cacheBytes == 0 && (backend == "pread" || backend == "zstd") {
-		cacheBytes = partial.DefaultCacheBytes
-	}
+	cacheBytes := partial.Options{CacheBytes: spec.CacheBytes}.CacheBudget(backend)
 	need := pf.ResidentBytes() + cacheBytes
 	if backend == "memory" {
 		need += pf.Size

@@ -20,6 +20,7 @@ import (
 
 	"github.com/gin-gonic/gin"
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/faiss-sidecar/faiss-sidecar/hnswsearch"
@@ -115,7 +116,7 @@ func newMetrics() *metrics {
 			Help: "Mode switches by index and outcome."}, []string{"index", "outcome"}),
 	}
 	m.reg.MustRegister(m.requests, m.latency, m.resident, m.cacheHits, m.switches,
-		prometheus.NewGoCollector(), prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{}))
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
 

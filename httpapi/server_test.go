@@ -13,6 +13,7 @@ import (
 	"testing"
 
 	"github.com/faiss-sidecar/faiss-sidecar/internal/testfixtures"
+	"github.com/faiss-sidecar/faiss-sidecar/partial"
 )
 
 const fixtures = "../testdata/fixtures"
@@ -195,7 +196,7 @@ func TestBadRequests(t *testing.T) {
 		{"PUT", "/indexes/j", `{"path":"idx.faiss","space_type":"innerproduct"}`, 400, `needs a IP index, this index is L2`},
 		{"PUT", "/indexes/j", `{"path":"trunc.faiss"}`, 422, "file truncated"},
 		{"PUT", "/indexes/i", `{"path":"idx.faiss"}`, 409, "is loaded"},
-		{"PUT", "/indexes/i/_mode", `{"mode":"full","backend":"mmap"}`, 400, "mode full keeps the file in memory"},
+		{"PUT", "/indexes/i/_mode", `{"mode":"full","backend":"mmap"}`, 400, "mode full reads the whole file into memory"},
 		{"POST", "/indexes/i/_search", `{"vector":[` + strings.Repeat("1,", 40000) + `1]}`, 413, "exceeds 65536 bytes"},
 		{"GET", "/nothing", ``, 404, "no endpoint GET /nothing"},
 	} {
@@ -252,5 +253,41 @@ func TestMetricsAndDelete(t *testing.T) {
 	}
 	if r := call(t, ts, "GET", "/indexes/m", ``); r.Status != 404 {
 		t.Fatal(r.Raw)
+	}
+}
+
+// TestCompressedIndexAutoDetected: memory_efficient with no backend serves a
+// zstd-seekable file through zstd (the same rule as the CLI) and answers as
+// the plain file does.
+func TestCompressedIndexAutoDetected(t *testing.T) {
+	if !partial.ZstdSupported {
+		t.Skip("built without cgo: no zstd")
+	}
+	root := t.TempDir()
+	in, err := os.Open(filepath.Join(fixtures, "hnsw_flat_l2.faiss"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer in.Close()
+	out, err := os.Create(filepath.Join(root, "idx.faiss.zst"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := partial.CompressSeekable(out, in, 4096, 3, nil); err != nil {
+		t.Fatal(err)
+	}
+	out.Close()
+	abs, _ := filepath.Abs(fixtures)
+	_, ts := newTestServer(t, Config{DataRoots: []string{root, abs}})
+	if r := call(t, ts, "PUT", "/indexes/z", `{"path":"idx.faiss.zst"}`); r.Status != 200 || r.Body["backend"] != "zstd" {
+		t.Fatalf("load: %d %s", r.Status, r.Raw)
+	}
+	if r := call(t, ts, "PUT", "/indexes/p", `{"path":"`+filepath.Join(abs, "hnsw_flat_l2.faiss")+`"}`); r.Status != 200 {
+		t.Fatalf("load: %d %s", r.Status, r.Raw)
+	}
+	q := `{"vector":` + vectorJSON(loadRuns(t, "hnsw_flat_l2").Queries[0]) + `,"k":10}`
+	a, b := call(t, ts, "POST", "/indexes/z/_search", q), call(t, ts, "POST", "/indexes/p/_search", q)
+	if a.Status != 200 || hitsKey(a.Raw) != hitsKey(b.Raw) {
+		t.Fatalf("compressed %s, plain %s", a.Raw, b.Raw)
 	}
 }

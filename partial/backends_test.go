@@ -139,3 +139,53 @@ func TestDirectAlignedBatch(t *testing.T) {
 		t.Fatalf("aligned read past the end: %v", err)
 	}
 }
+
+// TestCachedBatchAttribution: a batch reads its missing blocks once and
+// counts each as a miss of the first request that reads it; requests
+// sharing a block count a hit. A nil-tally ViewBlock (a peek) counts nothing.
+func TestCachedBatchAttribution(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "f.bin")
+	want := make([]byte, 64<<10)
+	for i := range want {
+		want[i] = byte(i * 13)
+	}
+	if err := os.WriteFile(path, want, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	s, err := partial.Open(path, partial.Options{Backend: "direct", CacheBytes: 1 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	c := s.(*partial.Cached)
+	reqs := []partial.ReadReq{
+		{Off: 100, Buf: make([]byte, 50)},          // block 0
+		{Off: 200, Buf: make([]byte, 50)},          // block 0 again
+		{Off: 5*4096 + 10, Buf: make([]byte, 100)}, // block 5
+		{Off: 9*4096 - 10, Buf: make([]byte, 20)},  // blocks 8 and 9
+	}
+	if err := c.ReadBatch(reqs); err != nil {
+		t.Fatal(err)
+	}
+	var tot partial.Tally
+	for _, q := range reqs {
+		if !bytes.Equal(q.Buf, want[q.Off:q.Off+int64(len(q.Buf))]) {
+			t.Fatalf("request at %d: wrong bytes", q.Off)
+		}
+		tot.CacheHits += q.IO.CacheHits
+		tot.CacheMisses += q.IO.CacheMisses
+	}
+	if tot.CacheMisses != 4 || tot.CacheHits != 1 || reqs[1].IO.CacheHits != 1 {
+		t.Fatalf("tallies %+v, want 4 misses (blocks 0, 5, 8, 9) and 1 hit (block 0 again)", tot)
+	}
+	before := c.Stats()
+	if _, ok := c.ViewBlock(100, 10, nil); !ok {
+		t.Fatal("block 0 not cached")
+	}
+	if after := c.Stats(); after != before {
+		t.Fatalf("a peek changed the stats: %+v -> %+v", before, after)
+	}
+	if st := c.Stats(); st.CacheMisses != 4 || st.CacheHits != 1 {
+		t.Fatalf("backend stats %+v, want 4 misses and 1 hit", st)
+	}
+}

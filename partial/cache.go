@@ -2,6 +2,7 @@ package partial
 
 import (
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 
@@ -85,18 +86,15 @@ func (t *table) lookup(blk int64) *block {
 	return ch[blk&(chunkLen-1)].Load()
 }
 
-// hit returns block blk's bytes if cached, marking it referenced and
-// counting the hit in tally (when not nil): the lock-free hit path.
-func (t *table) hit(blk int64, tally *Tally) ([]byte, bool) {
+// hit returns block blk's bytes if cached, marking it referenced: the
+// lock-free hit path (callers count it).
+func (t *table) hit(blk int64) ([]byte, bool) {
 	b := t.lookup(blk)
 	if b == nil {
 		return nil, false
 	}
 	if !b.ref.Load() {
 		b.ref.Store(true)
-	}
-	if tally != nil {
-		tally.CacheHits++
 	}
 	return b.buf, true
 }
@@ -319,6 +317,12 @@ func (c *Cached) ReadAt(p []byte, off int64) (int, error) { return c.ReadAtTally
 // Reads need no reference count: closing makes new reads fail, and a read in
 // flight either finishes or gets the inner backend's ErrClosed.
 func (c *Cached) ReadAtTally(p []byte, off int64, t *Tally) (int, error) {
+	return c.read(p, off, t, nil)
+}
+
+// read serves p from the cache; fresh lists blocks a batch loaded for this
+// read, which count as its misses.
+func (c *Cached) read(p []byte, off int64, t *Tally, fresh *[]int64) (int, error) {
 	if c.closed.Load() {
 		return 0, closedErr(c.name)
 	}
@@ -332,7 +336,7 @@ func (c *Cached) ReadAtTally(p []byte, off int64, t *Tally) (int, error) {
 	for done < len(p) {
 		pos := off + int64(done)
 		blk := pos / c.blockSize
-		b, err := c.block(blk, t)
+		b, err := c.block(blk, t, fresh)
 		if err != nil {
 			return done, err
 		}
@@ -341,12 +345,20 @@ func (c *Cached) ReadAtTally(p []byte, off int64, t *Tally) (int, error) {
 	return done, nil
 }
 
-func (c *Cached) block(blk int64, t *Tally) ([]byte, error) {
+func (c *Cached) block(blk int64, t *Tally, fresh *[]int64) ([]byte, error) {
 	st := &c.stripes[blk&7]
-	if buf, ok := c.table.hit(blk, t); ok {
-		st.hits.Add(1)
+	if buf, ok := c.table.hit(blk); ok {
+		// A block a batch has just loaded for this caller is its miss.
+		hit := !claim(fresh, blk)
+		if hit {
+			st.hits.Add(1)
+		} else {
+			st.misses.Add(1)
+		}
+		t.lookup(hit, int64(len(buf)))
 		return buf, nil
 	}
+	claim(fresh, blk) // loaded but evicted already: the read below is the miss
 	b, hit, err := c.cache.get(keyOf(c.file, blk), func() ([]byte, error) {
 		start := blk * c.blockSize
 		buf := make([]byte, min(c.blockSize, c.size-start))
@@ -364,57 +376,61 @@ func (c *Cached) block(blk int64, t *Tally) ([]byte, error) {
 	return b, err
 }
 
+// claim removes blk from *fresh and reports whether it was there.
+func claim(fresh *[]int64, blk int64) bool {
+	if fresh == nil {
+		return false
+	}
+	for i, b := range *fresh {
+		if b == blk {
+			(*fresh)[i] = (*fresh)[len(*fresh)-1]
+			*fresh = (*fresh)[:len(*fresh)-1]
+			return true
+		}
+	}
+	return false
+}
+
 // ReadBatch serves the requests through the cache. The blocks none of them
 // has cached are read first as one batch from the inner backend (on direct:
-// one io_uring submission, reads in parallel) and cached; then every request
-// is served, each tallying its hits and misses.
+// one io_uring submission, reads in parallel) and cached; each such block is
+// a miss of the first request that reads it, every other block a hit.
 func (c *Cached) ReadBatch(reqs []ReadReq) error {
 	if c.closed.Load() {
 		return closedErr(c.name)
 	}
-	var missing []int64
-	seen := map[int64]bool{}
-	for _, q := range reqs {
-		if q.Off < 0 || int64(len(q.Buf)) > c.size-q.Off || len(q.Buf) == 0 {
-			continue // ReadAtTally reports the error below
-		}
-		for blk := q.Off / c.blockSize; blk <= (q.Off+int64(len(q.Buf))-1)/c.blockSize; blk++ {
-			if !seen[blk] && c.table.lookup(blk) == nil {
-				seen[blk] = true
-				missing = append(missing, blk)
+	var fresh []int64
+	if br, ok := c.inner.(BatchReader); ok {
+		var missing []int64
+		for _, q := range reqs {
+			if q.Off < 0 || len(q.Buf) == 0 || int64(len(q.Buf)) > c.size-q.Off {
+				continue // read reports the error below
+			}
+			for blk := q.Off / c.blockSize; blk <= (q.Off+int64(len(q.Buf))-1)/c.blockSize; blk++ {
+				// The file's short tail block loads on its own.
+				if c.table.lookup(blk) == nil && (blk+1)*c.blockSize <= c.size && !slices.Contains(missing, blk) {
+					missing = append(missing, blk)
+				}
 			}
 		}
-	}
-	loaded := map[int64]bool{}
-	if br, ok := c.inner.(BatchReader); ok && len(missing) > 1 {
-		inner := make([]ReadReq, 0, len(missing))
-		for _, blk := range missing {
-			if start := blk * c.blockSize; start+c.blockSize <= c.size { // the short tail block loads on its own
-				inner = append(inner, ReadReq{Off: start, Buf: make([]byte, c.blockSize)})
+		if len(missing) > 1 {
+			inner := make([]ReadReq, len(missing))
+			for i, blk := range missing {
+				inner[i] = ReadReq{Off: blk * c.blockSize, Buf: make([]byte, c.blockSize)}
 			}
-		}
-		br.ReadBatch(inner) // failed requests are retried one by one below
-		for _, q := range inner {
-			if q.Err == nil {
-				blk := q.Off / c.blockSize
-				c.cache.put(keyOf(c.file, blk), q.Buf)
-				loaded[blk] = true
+			br.ReadBatch(inner) // failed requests are read again one by one below
+			for _, q := range inner {
+				if q.Err == nil {
+					c.cache.put(keyOf(c.file, q.Off/c.blockSize), q.Buf)
+					fresh = append(fresh, q.Off/c.blockSize)
+				}
 			}
 		}
 	}
 	var first error
 	for i := range reqs {
 		q := &reqs[i]
-		_, q.Err = c.ReadAtTally(q.Buf, q.Off, &q.IO)
-		// Blocks this batch loaded count as its misses, not hits.
-		for blk := q.Off / c.blockSize; q.Err == nil && len(q.Buf) > 0 && blk <= (q.Off+int64(len(q.Buf))-1)/c.blockSize; blk++ {
-			if loaded[blk] {
-				delete(loaded, blk)
-				q.IO.CacheHits--
-				q.IO.lookup(false, c.blockSize)
-			}
-		}
-		if q.Err != nil && first == nil {
+		if _, q.Err = c.read(q.Buf, q.Off, &q.IO, &fresh); q.Err != nil && first == nil {
 			first = q.Err
 		}
 	}
@@ -422,20 +438,24 @@ func (c *Cached) ReadBatch(reqs []ReadReq) error {
 }
 
 // ViewBlock returns the cached bytes [off, off+n) without copying when they
-// lie in one block that is cached; see BlockViewer.
+// lie in one block that is cached; see BlockViewer. A nil t is a peek
+// (e.g. to prefetch) and counts nothing.
 func (c *Cached) ViewBlock(off, n int64, t *Tally) ([]byte, bool) {
 	blk := off / c.blockSize
 	if n <= 0 || off < 0 || off+n > c.size || (off+n-1)/c.blockSize != blk || c.closed.Load() {
 		return nil, false
 	}
-	buf, ok := c.table.hit(blk, t)
+	buf, ok := c.table.hit(blk)
 	if !ok {
 		return nil, false
 	}
-	st := &c.stripes[blk&7]
-	st.requests.Add(1)
-	st.bytes.Add(n)
-	st.hits.Add(1)
+	if t != nil {
+		st := &c.stripes[blk&7]
+		st.requests.Add(1)
+		st.bytes.Add(n)
+		st.hits.Add(1)
+		t.CacheHits++
+	}
 	start := off - blk*c.blockSize
 	return buf[start : start+n : start+n], true
 }

@@ -1,6 +1,7 @@
 package partial
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 )
@@ -27,6 +28,65 @@ type Options struct {
 // DefaultCacheBytes is the private cache budget when none is given.
 const DefaultCacheBytes = 64 << 20
 
+// ErrBadOption marks a mode or backend choice that cannot be served
+// (callers turn it into a usage error or an HTTP 400).
+var ErrBadOption = errors.New("partial: bad option")
+
+// ModeBackend resolves a loading mode and an optional backend name to the
+// backend that serves them. Mode "full" reads the whole file into memory
+// (backend "memory"); "memory_efficient" (also "") reads on demand, by
+// default through zstd when the file carries a zstd seek table and mmap
+// otherwise.
+func ModeBackend(mode, backend, path string) (string, error) {
+	switch mode {
+	case "full":
+		if backend != "" && backend != "memory" {
+			return "", fmt.Errorf("%w: mode full reads the whole file into memory; backend %q applies to mode memory_efficient", ErrBadOption, backend)
+		}
+		return "memory", nil
+	case "", "memory_efficient":
+		switch {
+		case backend == "":
+			if ok, _ := IsSeekableZstd(path); ok {
+				return "zstd", nil
+			}
+			return "mmap", nil
+		case backend == "memory":
+			return "", fmt.Errorf("%w: backend memory is mode full", ErrBadOption)
+		case !knownBackend(backend):
+			return "", unknownBackend(backend)
+		}
+		return backend, nil
+	}
+	return "", fmt.Errorf("%w: unknown mode %q (known: full, memory_efficient)", ErrBadOption, mode)
+}
+
+func knownBackend(b string) bool {
+	for _, k := range Backends {
+		if k == b {
+			return true
+		}
+	}
+	return false
+}
+
+func unknownBackend(b string) error {
+	return fmt.Errorf("%w: unknown backend %q (known: %s)", ErrBadOption, b, strings.Join(Backends, ", "))
+}
+
+// CacheBudget is the block-cache budget Open gives backend: CacheBytes, or
+// DefaultCacheBytes for pread and zstd when it is 0; 0 for backends without
+// a cache (memory, mmap, and direct unless CacheBytes is set).
+func (o Options) CacheBudget(backend string) int64 {
+	switch {
+	case backend == "memory" || backend == "mmap":
+		return 0
+	case o.CacheBytes == 0 && backend != "direct":
+		return DefaultCacheBytes
+	}
+	return o.CacheBytes
+}
+
 // Open opens path with the backend o names.
 func Open(path string, o Options) (Storage, error) {
 	backend := o.Backend
@@ -38,12 +98,9 @@ func Open(path string, o Options) (Storage, error) {
 			backend = "zstd"
 		}
 	}
-	budget := o.CacheBytes
-	if budget == 0 && backend != "direct" {
-		budget = DefaultCacheBytes
-	}
+	budget := o.CacheBudget(backend)
 	if budget < 0 {
-		return nil, fmt.Errorf("partial: cache budget %d is negative", budget)
+		return nil, fmt.Errorf("%w: cache budget %d is negative", ErrBadOption, budget)
 	}
 	switch backend {
 	case "memory":
@@ -68,5 +125,5 @@ func Open(path string, o Options) (Storage, error) {
 	case "zstd":
 		return OpenZstd(path, o.Cache, budget)
 	}
-	return nil, fmt.Errorf("partial: unknown backend %q (known: %s)", o.Backend, strings.Join(Backends, ", "))
+	return nil, unknownBackend(o.Backend)
 }

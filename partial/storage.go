@@ -123,6 +123,7 @@ type TallyReader interface {
 // caller reads with ReadAt (which caches the block). The bytes are immutable
 // and stay valid for as long as the caller holds them, even after the block
 // is evicted or the backend closed (the garbage collector keeps them).
+// A nil t is a peek (prefetching): nothing is counted.
 type BlockViewer interface {
 	ViewBlock(off, n int64, t *Tally) (b []byte, ok bool)
 }

@@ -186,8 +186,9 @@ func (z *Zstd) ReadAtTally(p []byte, off int64, t *Tally) (int, error) {
 }
 
 func (z *Zstd) frame(i int, t *Tally) ([]byte, error) {
-	if buf, ok := z.table.hit(int64(i), t); ok {
+	if buf, ok := z.table.hit(int64(i)); ok {
 		z.hits.Add(1)
+		t.lookup(true, 0)
 		return buf, nil
 	}
 	f := z.frames[i]

@@ -54,25 +54,9 @@ func (l *loadedIndex) Close() {
 }
 
 func (f *indexFlags) open(path string) (*loadedIndex, error) {
-	backend := f.backend
-	switch f.mode {
-	case "full":
-		if backend != "" && backend != "memory" {
-			return nil, usagef("--mode full reads the whole file into memory; --backend %s applies to --mode memory_efficient", backend)
-		}
-		backend = "memory"
-	case "memory_efficient":
-		if backend == "" {
-			backend = "mmap"
-			if ok, _ := partial.IsSeekableZstd(path); ok {
-				backend = "zstd"
-			}
-		}
-		if backend == "memory" {
-			return nil, usagef("--backend memory is --mode full")
-		}
-	default:
-		return nil, usagef("unknown --mode %q (full or memory_efficient)", f.mode)
+	backend, err := partial.ModeBackend(f.mode, f.backend, path)
+	if err != nil {
+		return nil, usagef("%v", err)
 	}
 	sem, err := hnswsearch.ParseSemantics(f.semantics)
 	if err != nil {
@@ -89,10 +73,10 @@ func (f *indexFlags) open(path string) (*loadedIndex, error) {
 		if f.mode != "memory_efficient" {
 			return nil, usagef("--memory-budget applies to --mode memory_efficient")
 		}
-		if f.backend == "" {
+		if f.backend == "" && backend != "zstd" {
 			backend = "direct"
 		}
-		if cacheBytes, err = budgetPolicy(path, f.memoryBudget, &opts); err != nil {
+		if cacheBytes, err = budgetPolicy(path, backend, f.memoryBudget, &opts); err != nil {
 			return nil, err
 		}
 	}
@@ -131,15 +115,10 @@ func (f *indexFlags) open(path string) (*loadedIndex, error) {
 // small arrays, the neighbor lists pinned when they fit in half of what is
 // left, the rest for the vector cache; misses are read in batches. The
 // runtime's memory limit is set to the budget (unless GOMEMLIMIT is set).
-func budgetPolicy(path string, budget int64, o *hnswsearch.Options) (cacheBytes int64, err error) {
-	probe, err := partial.OpenFile(path)
+func budgetPolicy(path, backend string, budget int64, o *hnswsearch.Options) (cacheBytes int64, err error) {
+	pf, err := hnswsearch.Probe(path, backend)
 	if err != nil {
 		return 0, err
-	}
-	defer probe.Close()
-	pf, err := faissfmt.Open(probe, probe.Size())
-	if err != nil {
-		return 0, fmt.Errorf("%s: %w", path, err)
 	}
 	left := budget/2 - pf.ResidentBytes()
 	if g := pf.Graph; g != nil && g.HNSW.Neighbors.Len <= left/2 {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 
@@ -17,14 +18,11 @@ func openSource(path, backend string, cacheBytes int64) (partial.Storage, error)
 
 // openSourceBlocks is openSource with a cache block size (0: default).
 func openSourceBlocks(path, backend string, cacheBytes int64, blockSize int) (partial.Storage, error) {
-	known := backend == "" || backend == "auto"
-	for _, b := range partial.Backends {
-		known = known || b == backend
+	s, err := partial.Open(path, partial.Options{Backend: backend, CacheBytes: cacheBytes, BlockSize: blockSize})
+	if errors.Is(err, partial.ErrBadOption) {
+		return nil, usagef("%v", err)
 	}
-	if !known {
-		return nil, usagef("unknown backend %q (known: %s)", backend, strings.Join(partial.Backends, ", "))
-	}
-	return partial.Open(path, partial.Options{Backend: backend, CacheBytes: cacheBytes, BlockSize: blockSize})
+	return s, err
 }
 
 // backendName names the backend a Storage came from.
