@@ -346,16 +346,9 @@ func (c *Cached) read(p []byte, off int64, t *Tally, fresh *[]int64) (int, error
 }
 
 func (c *Cached) block(blk int64, t *Tally, fresh *[]int64) ([]byte, error) {
-	st := &c.stripes[blk&7]
 	if buf, ok := c.table.hit(blk); ok {
 		// A block a batch has just loaded for this caller is its miss.
-		hit := !claim(fresh, blk)
-		if hit {
-			st.hits.Add(1)
-		} else {
-			st.misses.Add(1)
-		}
-		t.lookup(hit, int64(len(buf)))
+		c.count(blk, !claim(fresh, blk), len(buf), t)
 		return buf, nil
 	}
 	claim(fresh, blk) // loaded but evicted already: the read below is the miss
@@ -367,13 +360,19 @@ func (c *Cached) block(blk int64, t *Tally, fresh *[]int64) ([]byte, error) {
 		}
 		return buf, nil
 	})
+	c.count(blk, hit, len(b), t)
+	return b, err
+}
+
+// count records one block lookup in the backend's stripe and in t.
+func (c *Cached) count(blk int64, hit bool, n int, t *Tally) {
+	st := &c.stripes[blk&7]
 	if hit {
 		st.hits.Add(1)
 	} else {
 		st.misses.Add(1)
 	}
-	t.lookup(hit, int64(len(b)))
-	return b, err
+	t.lookup(hit, int64(n))
 }
 
 // claim removes blk from *fresh and reports whether it was there.
