@@ -1,0 +1,22 @@
+// Package offheap hands out large byte buffers outside the Go heap: the
+// garbage collector neither scans them nor counts them toward its heap goal,
+// so a memory budget spent on them is not doubled by collection headroom.
+// A buffer is zeroed, must be released exactly once with Free, and must not
+// be used after.
+package offheap
+
+// Buf is a buffer from Alloc.
+type Buf struct {
+	B    []byte
+	free func() error
+}
+
+// Free releases the buffer. It is safe on the zero Buf.
+func (b *Buf) Free() error {
+	if b.free == nil {
+		return nil
+	}
+	f := b.free
+	b.free, b.B = nil, nil
+	return f()
+}

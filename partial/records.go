@@ -1,0 +1,175 @@
+package partial
+
+import (
+	"fmt"
+	"sync"
+	"sync/atomic"
+
+	"github.com/faiss-sidecar/faiss-sidecar/internal/offheap"
+)
+
+// RecordCache keeps fixed-size records addressed by a dense id (an index's
+// vectors by node id) in a fixed amount of memory outside the Go heap.
+//
+// Unlike the block cache, it stores exactly the record's bytes: a 3,136-byte
+// vector that straddles two 4 KiB blocks costs 3,136 bytes here instead of
+// 8 KiB, and no memory goes to collection headroom. Lookups take no lock:
+// each slot carries a version that is odd while the slot is being
+// rewritten (a sequence lock), so a reader uses a record in place and then
+// checks with Valid that it was not overwritten meanwhile. Insertions take
+// one mutex and replace by CLOCK (second chance): a hit sets the slot's
+// reference bit, new records enter without it, so records read once leave
+// first.
+type RecordCache struct {
+	size, stride int
+	buf          offheap.Buf
+	slotOf       []int32 // id → slot+1, 0 when absent (atomic)
+	meta         []slotMeta
+	mu           sync.Mutex
+	used, hand   int
+	inserts      atomic.Int64
+	evictions    atomic.Int64
+}
+
+type slotMeta struct {
+	ver atomic.Uint32 // odd while the slot is rewritten
+	id  atomic.Int32  // the record held, −1 when none
+	ref atomic.Uint32 // CLOCK reference bit
+}
+
+// RecordCacheStats describes a RecordCache.
+type RecordCacheStats struct {
+	Slots     int   `json:"slots"`      // records it can hold
+	Used      int   `json:"used"`       // records held
+	Bytes     int64 `json:"bytes"`      // memory it holds (records and slot table)
+	Inserts   int64 `json:"inserts"`    // records stored
+	Evictions int64 `json:"evictions"`  // records replaced
+	Record    int   `json:"record_len"` // bytes per record
+}
+
+// NewRecordCache makes a cache for ids in [0, n) of size-byte records within
+// budget bytes (records, slot metadata and the id table all count). It fails
+// when the budget cannot hold a single record.
+func NewRecordCache(n, size int, budget int64) (*RecordCache, error) {
+	if n <= 0 || size <= 0 {
+		return nil, fmt.Errorf("%w: record cache of %d records of %d bytes", ErrBadOption, n, size)
+	}
+	stride := (size + 63) &^ 63 // cache-line aligned records...
+	if stride-size > size/8 {
+		stride = (size + 7) &^ 7 // ...unless that wastes more than 1/8
+	}
+	perSlot := int64(stride) + 12
+	slots := (budget - 4*int64(n)) / perSlot
+	slots = min(slots, int64(n))
+	if slots < 1 {
+		return nil, fmt.Errorf("%w: a record cache budget of %d bytes cannot hold one %d-byte record for %d ids", ErrBadOption, budget, size, n)
+	}
+	c := &RecordCache{size: size, stride: stride, buf: offheap.Alloc(int(slots) * stride),
+		slotOf: make([]int32, n), meta: make([]slotMeta, slots)}
+	for i := range c.meta {
+		c.meta[i].id.Store(-1)
+	}
+	return c, nil
+}
+
+// Get returns record id's bytes in place and a token for Valid, or ok false
+// when the record is not cached. The bytes may be overwritten at any time:
+// use them, then call Valid(token); if it reports false, discard whatever was
+// computed from them.
+func (c *RecordCache) Get(id int32) (rec []byte, token uint64, ok bool) {
+	s := atomic.LoadInt32(&c.slotOf[id]) - 1
+	if s < 0 {
+		return nil, 0, false
+	}
+	m := &c.meta[s]
+	v := m.ver.Load()
+	if v&1 != 0 || m.id.Load() != id {
+		return nil, 0, false
+	}
+	if m.ref.Load() == 0 {
+		m.ref.Store(1)
+	}
+	off := int(s) * c.stride
+	return c.buf.B[off : off+c.size : off+c.size], uint64(s)<<32 | uint64(v), true
+}
+
+// Valid reports whether the bytes Get returned with token were not
+// overwritten since.
+func (c *RecordCache) Valid(token uint64) bool {
+	return c.meta[token>>32].ver.Load() == uint32(token)
+}
+
+// Copy copies record id into dst (len ≥ the record size) and reports whether
+// it was cached and intact.
+func (c *RecordCache) Copy(dst []byte, id int32) bool {
+	rec, tok, ok := c.Get(id)
+	if !ok {
+		return false
+	}
+	copy(dst, rec)
+	return c.Valid(tok)
+}
+
+// Put stores record id (len(rec) = the record size), replacing the least
+// recently referenced record once the cache is full. Storing an id already
+// cached does nothing.
+func (c *RecordCache) Put(id int32, rec []byte) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if atomic.LoadInt32(&c.slotOf[id]) != 0 {
+		return
+	}
+	var s int
+	if c.used < len(c.meta) {
+		s = c.used
+		c.used++
+	} else {
+		for { // ends within two turns: each pass clears the bits it skips
+			m := &c.meta[c.hand]
+			s = c.hand
+			if c.hand++; c.hand == len(c.meta) {
+				c.hand = 0
+			}
+			if m.ref.Load() == 0 {
+				break
+			}
+			m.ref.Store(0)
+		}
+		c.evictions.Add(1)
+	}
+	m := &c.meta[s]
+	m.ver.Add(1) // odd: readers of the old record see it change
+	if old := m.id.Load(); old >= 0 {
+		atomic.StoreInt32(&c.slotOf[old], 0)
+	}
+	m.id.Store(id)
+	copy(c.buf.B[s*c.stride:s*c.stride+c.size], rec)
+	m.ref.Store(0)
+	m.ver.Add(1)
+	atomic.StoreInt32(&c.slotOf[id], int32(s)+1)
+	c.inserts.Add(1)
+}
+
+// Contains reports whether record id is cached.
+func (c *RecordCache) Contains(id int32) bool { return atomic.LoadInt32(&c.slotOf[id]) != 0 }
+
+// Stats describes the cache.
+func (c *RecordCache) Stats() RecordCacheStats {
+	c.mu.Lock()
+	used := c.used
+	c.mu.Unlock()
+	return RecordCacheStats{Slots: len(c.meta), Used: used, Bytes: c.Bytes(),
+		Inserts: c.inserts.Load(), Evictions: c.evictions.Load(), Record: c.size}
+}
+
+// Bytes is the memory the cache holds: records, slot metadata and id table.
+func (c *RecordCache) Bytes() int64 {
+	return int64(len(c.buf.B)) + 12*int64(len(c.meta)) + 4*int64(len(c.slotOf))
+}
+
+// Close frees the records. No Get, Put or use of returned bytes may follow.
+func (c *RecordCache) Close() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.buf.Free()
+}
