@@ -26,6 +26,7 @@ type Direct struct {
 	align    int64 // offset and length alignment
 	memAlign int64
 	pool     sync.Pool // *[]byte bounce buffers of bounceSize bytes
+	batches  sync.Pool // *directBatch scratch of ReadBatch
 	ring     *uring    // nil: plain pread (io_uring unavailable)
 	life     life
 	counters
@@ -165,33 +166,99 @@ func (d *Direct) pread(buf []byte, off int64, want int, t *Tally) (int, error) {
 	return got, nil
 }
 
-// ReadBatch reads the requests with up to Parallel reads in flight. When
-// every request is aligned (offset, length and buffer) and io_uring is in
-// use, the whole batch goes to the ring from this goroutine, Parallel at a
-// time; otherwise Parallel goroutines issue reads.
+// directBatch is one ReadBatch call's reusable state: the ring's requests
+// and, for unaligned requests, an aligned bounce arena.
+type directBatch struct {
+	bufs  [][]byte
+	offs  []int64
+	res   []int32
+	rs    []uringReq
+	sem   chan struct{}
+	wg    sync.WaitGroup
+	arena []byte
+}
+
+// ReadBatch reads the requests with up to Parallel reads in flight, all
+// submitted to the ring from this goroutine. Aligned requests (offset,
+// length and buffer) are read in place; the others read their covering
+// aligned range into a pooled bounce arena and are copied out. Without
+// io_uring, Parallel goroutines issue reads.
 func (d *Direct) ReadBatch(reqs []ReadReq) error {
-	if d.ring == nil || !d.aligned(reqs) {
+	if d.ring == nil {
 		return readBatchParallel(d, reqs, max(d.Parallel, 1))
 	}
 	if !d.life.acquire() {
 		return closedErr(d.name)
 	}
 	defer d.life.release()
-	bufs := make([][]byte, len(reqs))
-	offs := make([]int64, len(reqs))
-	res := make([]int32, len(reqs))
-	for i := range reqs {
-		bufs[i], offs[i] = reqs[i].Buf, reqs[i].Off
-		d.request(len(reqs[i].Buf))
+	b, _ := d.batches.Get().(*directBatch)
+	if b == nil {
+		b = &directBatch{}
 	}
-	d.ring.readBatch(d.fd, bufs, offs, res, d.Parallel)
+	defer d.batches.Put(b)
+	n := len(reqs)
+	if cap(b.res) < n {
+		b.bufs, b.offs, b.res, b.rs = make([][]byte, n), make([]int64, n), make([]int32, n), make([]uringReq, n)
+	}
+	b.bufs, b.offs, b.res, b.rs = b.bufs[:n], b.offs[:n], b.res[:n], b.rs[:n]
+	var sem chan struct{} // nil: as many in flight as the ring holds
+	if par := d.Parallel; par > 0 && par < int(d.ring.entries) {
+		if cap(b.sem) != par {
+			b.sem = make(chan struct{}, par)
+		}
+		sem = b.sem
+	}
+	bounce := !d.aligned(reqs)
+	if bounce {
+		var total int64
+		for i := range reqs {
+			start, end := d.span(reqs[i])
+			total += end - start
+		}
+		if int64(len(b.arena)) < total {
+			b.arena = alignedBuf(int(total), d.memAlign)
+		}
+	}
+	var at int64
+	for i := range reqs {
+		q := &reqs[i]
+		d.request(len(q.Buf))
+		if !bounce {
+			b.bufs[i], b.offs[i] = q.Buf, q.Off
+			continue
+		}
+		start, end := d.span(*q)
+		b.bufs[i], b.offs[i] = b.arena[at:at+end-start:at+end-start], start
+		at += end - start
+	}
+	d.ring.readBatch(d.fd, b.bufs, b.offs, b.res, b.rs, sem, &b.wg)
 	var first error
 	for i := range reqs {
 		q := &reqs[i]
-		n := int(res[i])
+		n := int(b.res[i])
+		if bounce && n >= 0 {
+			// The bytes that exist of q's range, then q's part of them.
+			lead := int(q.Off - b.offs[i])
+			got := max(0, min(n-lead, len(q.Buf)))
+			copy(q.Buf, b.bufs[i][lead:lead+got])
+			d.osRead(n)
+			q.IO.DeviceReads++
+			q.IO.DeviceBytes += int64(n)
+			switch {
+			case got == len(q.Buf):
+			case q.Off+int64(got) < d.size: // short before the end: finish it
+				_, q.Err = d.ReadAtTally(q.Buf[got:], q.Off+int64(got), &q.IO)
+			default:
+				q.Err = fmt.Errorf("partial: %s: read of %d bytes at offset %d runs past the end (file size %d): %w", d.name, len(q.Buf), q.Off, d.size, io.ErrUnexpectedEOF)
+			}
+			if q.Err != nil && first == nil {
+				first = q.Err
+			}
+			continue
+		}
 		switch {
-		case res[i] < 0:
-			q.Err = fmt.Errorf("partial: %s: O_DIRECT read of %d bytes at offset %d: %w", d.name, len(q.Buf), q.Off, unix.Errno(-res[i]))
+		case n < 0:
+			q.Err = fmt.Errorf("partial: %s: O_DIRECT read of %d bytes at offset %d: %w", d.name, len(q.Buf), q.Off, unix.Errno(-n))
 		case n < len(q.Buf) && q.Off+int64(n) < d.size && n%int(d.align) == 0 && n > 0:
 			// A short read before the end: finish it the ordinary way.
 			_, q.Err = d.ReadAt(q.Buf[n:], q.Off+int64(n))
@@ -206,6 +273,13 @@ func (d *Direct) ReadBatch(reqs []ReadReq) error {
 		}
 	}
 	return first
+}
+
+// span is the aligned range covering q (it may run past the file's end).
+func (d *Direct) span(q ReadReq) (start, end int64) {
+	start = q.Off - q.Off%d.align
+	end = (q.Off + int64(len(q.Buf)) + d.align - 1) / d.align * d.align
+	return start, end
 }
 
 func (d *Direct) aligned(reqs []ReadReq) bool {

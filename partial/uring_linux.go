@@ -240,15 +240,11 @@ func (u *uring) flush() unix.Errno {
 }
 
 // readBatch reads every request through the ring, queueing up to 32 SQEs
-// per system call, with at most inflight reads outstanding (≤ 0: the ring's
-// size), and waits for all of them. res[i] is the kernel's result.
-func (u *uring) readBatch(fd int, bufs [][]byte, offs []int64, res []int32, inflight int) {
-	var wg sync.WaitGroup
-	rs := make([]uringReq, len(bufs))
-	var sem chan struct{}
-	if inflight > 0 && inflight < int(u.entries) {
-		sem = make(chan struct{}, inflight)
-	}
+// per system call, with at most cap(sem) reads outstanding (nil sem: the
+// ring's size), and waits for all of them. res[i] is the kernel's result;
+// rs (len(bufs)) and wg are the caller's scratch.
+func (u *uring) readBatch(fd int, bufs [][]byte, offs []int64, res []int32, rs []uringReq, sem chan struct{}, wg *sync.WaitGroup) {
+	clear(rs)
 	wg.Add(len(bufs))
 	for i := range bufs {
 		if sem != nil {
@@ -268,7 +264,7 @@ func (u *uring) readBatch(fd int, bufs [][]byte, offs []int64, res []int32, infl
 			slot = <-u.free
 		}
 		r := &rs[i]
-		r.buf, r.wg = bufs[i], &wg
+		r.buf, r.wg = bufs[i], wg
 		u.queue(sqe{opcode: ioringOpRead, fd: int32(fd), off: uint64(offs[i]),
 			addr: uint64(uintptr(unsafe.Pointer(unsafe.SliceData(bufs[i])))), len: uint32(len(bufs[i])), userData: slot}, r, slot)
 		if (i+1)%32 == 0 {
