@@ -3,6 +3,7 @@ package hnswsearch
 import (
 	"encoding/binary"
 	"fmt"
+	"slices"
 
 	"github.com/faiss-sidecar/faiss-sidecar/internal/distance"
 	"github.com/faiss-sidecar/faiss-sidecar/partial"
@@ -17,10 +18,10 @@ func (x *Index) neighbors(s *scratch, v int32, l int) ([]byte, error) {
 	if x.nbView != nil {
 		return x.nbView[b*4 : e*4], nil
 	}
-	if x.pinPos != nil {
-		if p := x.pinPos[v]; p >= 0 {
-			start := int64(p) + b - x.h.NodeOffset(int64(v)) // slot within the pinned record
-			return x.pinBuf[start*4 : (start+e-b)*4], nil
+	if x.pinned != nil {
+		if list, ok := x.pinned.list(x, v, l); ok {
+			s.st.BytesPinned += int64(len(list))
+			return list, nil
 		}
 	}
 	if x.blocks != nil {
@@ -51,6 +52,19 @@ func (x *Index) code(s *scratch, v int32) ([]byte, error) {
 	if x.codesView != nil {
 		return x.codesView[off : off+int64(x.codeSize)], nil
 	}
+	if x.vc != nil {
+		if x.vc.Copy(s.vbuf, v) {
+			s.st.VectorCacheHits++
+			s.st.BytesVectorCache += int64(x.codeSize)
+			return s.vbuf, nil
+		}
+		s.st.Reads++
+		if _, err := x.readAt(s, s.vbuf, x.codes.Offset+off); err != nil {
+			return nil, fmt.Errorf("hnswsearch: reading vector %d: %w", v, err)
+		}
+		x.vc.Put(v, s.vbuf)
+		return s.vbuf, nil
+	}
 	if x.blocks != nil {
 		if buf, ok := x.blocks.ViewBlock(x.codes.Offset+off, int64(x.codeSize), &s.st.IO); ok {
 			return buf, nil
@@ -73,7 +87,53 @@ func (x *Index) dist(s *scratch, v int32) (float32, error) {
 	return x.distCode(s, c), nil
 }
 
-// fetchCodes reads the vectors of s.cand in one batch into s.codes.
+// readAhead adds to s.ahead the unvisited neighbors of node next (one of
+// the pool's two best candidates, likely expanded soon) that the vector
+// cache lacks, when next's list is in memory: fetchCodes reads them with the
+// current batch into the cache, so that expansion waits on no device read.
+// It only fills the cache: results and distance counts are unchanged.
+// (Reading them asynchronously instead was measured slower: demand reads
+// then duplicate reads in flight.)
+func (x *Index) readAhead(s *scratch, next int32, level int) {
+	if next < 0 {
+		return
+	}
+	list, ok := x.memNeighbors(next, level)
+	if !ok {
+		return
+	}
+	for j := 0; j+4 <= len(list); j += 4 {
+		v := int32(binary.LittleEndian.Uint32(list[j:]))
+		if v < 0 || v >= x.n {
+			break
+		}
+		if s.visited[v] != s.gen && !x.vc.Contains(v) && !slices.Contains(s.ahead, v) {
+			s.ahead = append(s.ahead, v)
+		}
+	}
+}
+
+// memNeighbors returns node v's list on level l when it is held in memory
+// (pinned or viewed), without counting it as read.
+func (x *Index) memNeighbors(v int32, l int) ([]byte, bool) {
+	b, e := x.h.NeighborSlots(v, l)
+	if x.nbView != nil {
+		return x.nbView[b*4 : e*4], true
+	}
+	if x.pinned != nil {
+		return x.pinned.list(x, v, l)
+	}
+	return nil, false
+}
+
+// cachedCode is a vector served in place by the vector cache.
+type cachedCode struct {
+	rec   []byte // nil: the vector is in s.codes
+	token uint64
+}
+
+// fetchCodes gets the vectors of s.cand: those in the vector cache in place
+// (s.hits), the others read in one batch into s.codes (and then cached).
 func (x *Index) fetchCodes(s *scratch) error {
 	cs := x.codeSize
 	need := len(s.cand) * cs
@@ -81,11 +141,42 @@ func (x *Index) fetchCodes(s *scratch) error {
 		s.codes = make([]byte, need)
 	}
 	s.codes = s.codes[:need]
+	s.st.BytesRead += int64(need)
 	s.reqs = s.reqs[:0]
+	s.hits = s.hits[:0]
 	for i, v := range s.cand {
+		if x.vc != nil {
+			if rec, tok, ok := x.vc.Get(v); ok {
+				distance.Prefetch(rec)
+				s.hits = append(s.hits, cachedCode{rec, tok})
+				s.st.VectorCacheHits++
+				s.st.BytesVectorCache += int64(cs)
+				continue
+			}
+			s.hits = append(s.hits, cachedCode{})
+		}
 		s.reqs = append(s.reqs, partial.ReadReq{Off: x.codes.Offset + int64(v)*int64(cs), Buf: s.codes[i*cs : (i+1)*cs]})
 	}
+	if len(s.reqs) == 0 {
+		return nil
+	}
+	nc := len(s.reqs)
+	if len(s.ahead) > 0 {
+		if cap(s.aheadB) < len(s.ahead)*cs {
+			s.aheadB = make([]byte, len(s.ahead)*cs)
+		}
+		for j, v := range s.ahead {
+			s.reqs = append(s.reqs, partial.ReadReq{Off: x.codes.Offset + int64(v)*int64(cs), Buf: s.aheadB[j*cs : (j+1)*cs]})
+		}
+		s.st.ReadAhead += int64(len(s.ahead))
+	}
+	s.st.Batches++
 	err := x.batch.ReadBatch(s.reqs)
+	if x.vc != nil && err == nil {
+		for _, q := range s.reqs {
+			x.vc.Put(int32((q.Off-x.codes.Offset)/int64(cs)), q.Buf)
+		}
+	}
 	for i := range s.reqs {
 		q := &s.reqs[i]
 		s.st.IO.CacheHits += q.IO.CacheHits
@@ -94,11 +185,31 @@ func (x *Index) fetchCodes(s *scratch) error {
 		s.st.IO.DeviceBytes += q.IO.DeviceBytes
 	}
 	s.st.Reads += int64(len(s.reqs))
-	s.st.BytesRead += int64(need)
+	s.reqs = s.reqs[:nc]
 	if err != nil {
 		return fmt.Errorf("hnswsearch: batch of %d vector reads: %w", len(s.reqs), err)
 	}
 	return nil
+}
+
+// candDist is the distance to s.cand[i] after fetchCodes: computed in place
+// on a cached vector, which is read again if it was overwritten meanwhile.
+func (x *Index) candDist(s *scratch, i int) (float32, error) {
+	cs := x.codeSize
+	if x.vc != nil {
+		if h := s.hits[i]; h.rec != nil {
+			d := x.distCode(s, h.rec)
+			if x.vc.Valid(h.token) {
+				return d, nil
+			}
+			s.st.NDis--
+			s.st.Reads++
+			if _, err := x.readAt(s, s.codes[i*cs:(i+1)*cs], x.codes.Offset+int64(s.cand[i])*int64(cs)); err != nil {
+				return 0, fmt.Errorf("hnswsearch: reading vector %d: %w", s.cand[i], err)
+			}
+		}
+	}
+	return x.distCode(s, s.codes[i*cs:(i+1)*cs]), nil
 }
 
 // distCode computes the distance to a vector's stored bytes.

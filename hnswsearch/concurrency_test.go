@@ -1,6 +1,7 @@
 package hnswsearch
 
 import (
+	"bytes"
 	"path/filepath"
 	"slices"
 	"testing"
@@ -52,13 +53,19 @@ func TestNoAllocationsPerQuery(t *testing.T) {
 			fr = r
 		}
 	}
-	for _, backend := range []string{"memory", "mmap", "pread"} {
+	for _, backend := range []string{"memory", "mmap", "pread", "direct"} {
 		s, err := partial.Open(filepath.Join(fixtureDir, fr.Fixture+".faiss"), partial.Options{Backend: backend})
 		if err != nil {
 			t.Fatal(err)
 		}
 		defer s.Close()
-		for _, o := range []Options{{}, {Semantics: FAISS173, Kernel: Exact}} {
+		opts := []Options{{}, {Semantics: FAISS173, Kernel: Exact}}
+		if backend == "direct" {
+			// The bounded-memory policy, small enough that every query
+			// still reads vectors in batches (and reads ahead).
+			opts = []Options{{BatchReads: true, HeldBytes: vectorCacheFor(t, s, 30) + 8<<10}}
+		}
+		for _, o := range opts {
 			x := openIndex(t, s, o)
 			q, _ := fr.Query(0)
 			dst := make([]Result, 0, 64)
@@ -72,6 +79,11 @@ func TestNoAllocationsPerQuery(t *testing.T) {
 				})
 				if allocs != 0 {
 					t.Errorf("%s %v %+v: %.1f allocations per query", backend, o, p, allocs)
+				}
+				if o.HeldBytes > 0 {
+					if _, st, _ := x.Search(q, p, dst[:0]); st.Batches == 0 && !st.ExactScan {
+						t.Errorf("%+v: no batched reads: the policy's I/O path went untested", p)
+					}
 				}
 			}
 		}
@@ -169,8 +181,8 @@ func TestPinHubs(t *testing.T) {
 	const budget = 64 << 10
 	x := openIndex(t, s, Options{PinBytes: budget})
 	pinned := 0
-	for _, p := range x.pinPos {
-		if p >= 0 {
+	for _, n0 := range x.pinned.len0 {
+		if n0 != notPinned {
 			pinned++
 		}
 	}
@@ -184,5 +196,80 @@ func TestPinHubs(t *testing.T) {
 		if !slices.Equal(a, b) || st.NDis == 0 {
 			t.Fatalf("query %d: pinned %v, plain %v", i, b, a)
 		}
+	}
+}
+
+// TestWarmVectorCache: Warm fills the vector cache with the nodes above
+// level 0, so a query's descent through the upper levels reads nothing.
+func TestWarmVectorCache(t *testing.T) {
+	fr := loadRuns(t)[0]
+	for _, r := range loadRuns(t) {
+		if r.Fixture == "hnsw_flat_large" {
+			fr = r
+		}
+	}
+	s, err := partial.Open(filepath.Join(fixtureDir, fr.Fixture+".faiss"), partial.Options{Backend: "direct"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	x := openIndex(t, s, Options{PinNeighbors: true, BatchReads: true, VectorCacheBytes: vectorCacheFor(t, s, 2000)})
+	if err := x.Warm(0); err != nil {
+		t.Fatal(err)
+	}
+	upper := 0
+	for v := int32(0); v < x.n; v++ {
+		if x.h.NumLevels(v) > 1 {
+			upper++
+			if !x.vc.Contains(v) {
+				t.Fatalf("node %d (%d levels) not warmed", v, x.h.NumLevels(v))
+			}
+		}
+	}
+	if vs := x.VectorCache(); upper == 0 || vs.Used != upper {
+		t.Fatalf("%d upper-level nodes, vector cache %+v", upper, vs)
+	}
+	q, _ := fr.Query(0)
+	_, st, err := x.Search(q, Params{K: 10}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if descent := int64(st.NDis - st.NDisLevel0); descent == 0 || st.VectorCacheHits < descent {
+		t.Fatalf("descent computed %d distances, %d from the vector cache", descent, st.VectorCacheHits)
+	}
+}
+
+// TestPinnedListsCompacted: pinned lists, stored without level 0's −1
+// padding, hold every node's lists on every level as the file does, in
+// less memory than the section.
+func TestPinnedListsCompacted(t *testing.T) {
+	for _, fx := range []string{"hnsw_flat_large", "hnsw_flat_l2"} {
+		path := filepath.Join(fixtureDir, fx+".faiss")
+		m, err := partial.Open(path, partial.Options{Backend: "memory"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer m.Close()
+		s, err := partial.Open(path, partial.Options{Backend: "direct"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer s.Close()
+		ref := openIndex(t, m, Options{})
+		x := openIndex(t, s, Options{PinNeighbors: true})
+		if x.PinnedBytes() <= 0 || x.PinnedBytes() >= x.nb.Len+6*int64(x.n) {
+			t.Fatalf("%s: %d bytes pinned for a %d-byte section", fx, x.PinnedBytes(), x.nb.Len)
+		}
+		for v := int32(0); v < x.n; v++ {
+			for l := 0; l < x.h.NumLevels(v); l++ {
+				want, _ := ref.memNeighbors(v, l)
+				got, ok := x.memNeighbors(v, l)
+				want = want[:4*validPrefix(want)]
+				if !ok || !bytes.Equal(got[:4*validPrefix(got)], want) {
+					t.Fatalf("%s: node %d level %d: pinned %x, file %x", fx, v, l, got, want)
+				}
+			}
+		}
+		t.Logf("%s: %d of %d bytes", fx, x.PinnedBytes(), x.nb.Len)
 	}
 }

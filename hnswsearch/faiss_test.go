@@ -38,6 +38,12 @@ func backends(t *testing.T, path string) map[string]partial.Storage {
 		}
 		out[b] = s
 	}
+	// direct without a block cache: the parity test gives it a vector cache.
+	s, err := partial.Open(path, partial.Options{Backend: "direct"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out["direct-uncached"] = s
 	if partial.ZstdSupported {
 		zpath := filepath.Join(t.TempDir(), "idx.zst")
 		in, err := os.Open(path)
@@ -65,6 +71,18 @@ func backends(t *testing.T, path string) map[string]partial.Storage {
 		}
 	})
 	return out
+}
+
+// vectorCacheFor is a vector cache budget holding about n of s's vectors.
+func vectorCacheFor(t *testing.T, s partial.Storage, n int64) int64 {
+	f, err := faissfmt.Open(s, s.Size())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f.Graph == nil {
+		return 0
+	}
+	return 4*f.Graph.NTotal + n*(f.Storage.CodeSize+64+12)
 }
 
 func openIndex(t *testing.T, s partial.Storage, o Options) *Index {
@@ -96,7 +114,7 @@ func TestFAISS173Parity(t *testing.T) {
 		t.Run(fr.Fixture, func(t *testing.T) {
 			for name, s := range backends(t, filepath.Join(fixtureDir, fr.Fixture+".faiss")) {
 				for _, batch := range []bool{false, true} {
-					if batch && name != "pread" && name != "direct" {
+					if batch && name != "pread" && name != "direct" && name != "direct-uncached" {
 						continue
 					}
 					if batch {
@@ -110,6 +128,11 @@ func TestFAISS173Parity(t *testing.T) {
 						o.PinNeighbors = true
 					case "direct+batch-reads":
 						o.PinBytes = 16 << 10
+					case "direct-uncached", "direct-uncached+batch-reads":
+						// Room for ~40 vectors: searches evict, and sometimes
+						// overwrite vectors they hold, so the re-read path runs.
+						o.PinBytes = 16 << 10
+						o.VectorCacheBytes = vectorCacheFor(t, s, 40)
 					}
 					x := openIndex(t, s, o)
 					for ri, run := range fr.Runs {
@@ -118,6 +141,7 @@ func TestFAISS173Parity(t *testing.T) {
 							p.EfSearch = *run.EfSearch
 						}
 						var n1, n2, n3 int
+						var vcHits int64
 						for qi := range fr.Queries {
 							q, qb := fr.Query(qi)
 							res, st, err := searchOne(x, q, qb, p)
@@ -138,6 +162,12 @@ func TestFAISS173Parity(t *testing.T) {
 								n2++
 							}
 							n3 += st.NDisLevel0
+							vcHits += st.VectorCacheHits
+						}
+						if o.VectorCacheBytes > 0 && x.NTotal() > 40 && len(fr.Queries) > 1 {
+							if vs := x.VectorCache(); vcHits == 0 || vs.Evictions == 0 {
+								t.Errorf("%s run %d: vector cache unused: %d hits, %+v", name, ri, vcHits, vs)
+							}
 						}
 						// FAISS 1.7.3's IndexBinaryHNSW does not update hnsw_stats.
 						if !fr.Binary && (n1 != run.Stats.N1 || n2 != run.Stats.N2 || n3 != run.Stats.N3) {

@@ -193,6 +193,25 @@ func (c *pool) popMinLiteral() (int32, float32) {
 	return id, bd
 }
 
+// peekMin2 returns the ids of the two smallest valid entries without
+// popping them (for read-ahead: ties are not broken as popMin does), −1
+// where there are fewer.
+func (c *pool) peekMin2() (int32, int32) {
+	b1, b2 := int32(-1), int32(-1)
+	d1, d2 := float32(math.Inf(1)), float32(math.Inf(1))
+	for i, d := range c.dis[:c.k] {
+		if d < d2 && c.ids[i] != -1 {
+			if d < d1 {
+				b2, d2 = b1, d1
+				b1, d1 = c.ids[i], d
+			} else {
+				b2, d2 = c.ids[i], d
+			}
+		}
+	}
+	return b1, b2
+}
+
 // countBelow counts slots in use with distance < t, popped ones included.
 func (c *pool) countBelow(t float32) int {
 	n := 0

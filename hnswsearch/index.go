@@ -1,7 +1,6 @@
 package hnswsearch
 
 import (
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"math"
@@ -82,6 +81,17 @@ type Options struct {
 	// most-linked nodes (nodes above level 0 first) within this many bytes,
 	// chosen and copied with two sequential passes over the section.
 	PinBytes int64
+	// VectorCacheBytes, on backends without zero-copy views, keeps vectors
+	// read by searches (and by Warm) in a cache of this many bytes outside
+	// the Go heap, holding exactly each vector's bytes (partial.RecordCache).
+	VectorCacheBytes int64
+	// HeldBytes, when set (on backends without zero-copy views), is memory
+	// outside the Go heap for pinned lists and the vector cache together,
+	// split at New: every list, compacted, when they fit in 9/10 of it
+	// (estimated from a sample of nodes), else the hubs' lists in half of
+	// it; the vector cache gets the rest. It overrides PinNeighbors,
+	// PinBytes and VectorCacheBytes; Options() reports the outcome.
+	HeldBytes int64
 }
 
 // DefaultExactFilterMax is where an exact scan of the allowed ids stops
@@ -129,13 +139,12 @@ type Index struct {
 	idMap    *faissfmt.Section
 	// Zero-copy views of the sections (viewer backends only).
 	nbView, codesView, idView []byte
-	// Partial pinning: pinPos[v] is node v's first slot in pinBuf, or −1.
-	pinPos    []int32
-	pinBuf    []byte
-	scratch   sync.Pool
-	reverse   atomic.Pointer[reverseMap]
-	reverseMu sync.Mutex
-	closed    atomic.Bool
+	pinned                    *pinnedLists         // lists pinned in memory, or nil
+	vc                        *partial.RecordCache // vectors cache, or nil
+	scratch                   sync.Pool
+	reverse                   atomic.Pointer[reverseMap]
+	reverseMu                 sync.Mutex
+	closed                    atomic.Bool
 }
 
 type distKind uint8
@@ -211,14 +220,41 @@ func New(f *faissfmt.File, s partial.Storage, o Options) (*Index, error) {
 		}
 		x.viewer = v
 	}
+	if o.HeldBytes > 0 && x.viewer == nil && x.n > 0 {
+		// The bounded-memory split: all lists when they fit in 9/10, else
+		// the hubs' in half; the vector cache gets what is left.
+		est, err := x.estimatePinnedAll()
+		if err != nil {
+			return nil, err
+		}
+		if est <= o.HeldBytes*9/10 {
+			o.PinNeighbors = true
+		} else {
+			o.PinBytes = o.HeldBytes / 2
+		}
+	}
 	if o.PinNeighbors && x.viewer == nil {
-		if err := x.pinNeighbors(); err != nil {
+		if err := x.pinAll(); err != nil {
 			return nil, err
 		}
 	} else if o.PinBytes > 0 && x.viewer == nil && x.n > 0 {
 		if err := x.pinHubs(o.PinBytes); err != nil {
 			return nil, err
 		}
+	}
+	if o.HeldBytes > 0 && x.viewer == nil && x.n > 0 {
+		if left := o.HeldBytes - x.PinnedBytes(); left >= 4*int64(x.n)+64*int64(x.codeSize) {
+			o.VectorCacheBytes = left
+		}
+	}
+	x.opts = o
+	if o.VectorCacheBytes > 0 && x.viewer == nil && x.n > 0 {
+		vc, err := partial.NewRecordCache(int(x.n), x.codeSize, o.VectorCacheBytes)
+		if err != nil {
+			x.pinned.free()
+			return nil, fmt.Errorf("hnswsearch: vector cache: %w", err)
+		}
+		x.vc = vc
 	}
 	x.tally, _ = s.(partial.TallyReader)
 	if x.viewer == nil {
@@ -239,6 +275,13 @@ func (x *Index) Close() error {
 	}
 	if x.viewer != nil {
 		x.viewer.Release()
+	}
+	x.nbView = nil
+	if x.pinned != nil {
+		x.pinned.free()
+	}
+	if x.vc != nil {
+		return x.vc.Close()
 	}
 	return nil
 }
@@ -266,26 +309,25 @@ func (x *Index) StoredEfSearch() int { return int(x.h.EfSearch) }
 // Options returns the options the Index was made with.
 func (x *Index) Options() Options { return x.opts }
 
-// pinNeighbors copies the neighbors section into memory with 4 MiB reads.
-func (x *Index) pinNeighbors() error {
-	b := make([]byte, x.nb.Len)
-	for off := int64(0); off < x.nb.Len; off += 4 << 20 {
-		n := min(4<<20, x.nb.Len-off)
-		if _, err := x.st.ReadAt(b[off:off+n], x.nb.Offset+off); err != nil {
-			return fmt.Errorf("hnswsearch: pinning the neighbor lists: %w", err)
-		}
-	}
-	x.nbView = b
-	return nil
-}
-
-// PinnedBytes is the heap the Index holds for pinned neighbor lists.
+// PinnedBytes is the memory the Index holds for pinned neighbor lists.
 func (x *Index) PinnedBytes() int64 {
-	if x.viewer == nil {
-		return int64(len(x.nbView)) + int64(len(x.pinBuf)) + 4*int64(len(x.pinPos))
+	if x.pinned != nil {
+		return x.pinned.bytes
 	}
 	return 0
 }
+
+// VectorCache describes the vector cache (zero without one).
+func (x *Index) VectorCache() partial.RecordCacheStats {
+	if x.vc == nil {
+		return partial.RecordCacheStats{}
+	}
+	return x.vc.Stats()
+}
+
+// HeldBytes is the memory the Index holds beyond the parsed file's small
+// arrays: pinned neighbor lists and the vector cache.
+func (x *Index) HeldBytes() int64 { return x.PinnedBytes() + x.VectorCache().Bytes }
 
 // streamNeighbors calls fn(node, record) for every node's neighbor record
 // (all its levels), reading the section sequentially in 1 MiB chunks.
@@ -313,57 +355,6 @@ func (x *Index) streamNeighbors(fn func(v int32, rec []byte)) error {
 	return nil
 }
 
-// pinHubs pins the lists of the nodes most likely to be expanded within
-// budget bytes (plus 4 bytes per node for the position table): nodes above
-// level 0 first, then by in-degree.
-func (x *Index) pinHubs(budget int64) error {
-	n := int(x.n)
-	budget -= 4 * int64(n)
-	if budget <= 0 {
-		return nil
-	}
-	indeg := make([]int32, n)
-	if err := x.streamNeighbors(func(_ int32, rec []byte) {
-		for j := 0; j+4 <= len(rec); j += 4 {
-			if w := int32(binary.LittleEndian.Uint32(rec[j:])); w >= 0 && w < x.n {
-				indeg[w]++
-			}
-		}
-	}); err != nil {
-		return err
-	}
-	order := make([]int32, n)
-	for i := range order {
-		order[i] = int32(i)
-	}
-	slices.SortFunc(order, func(a, b int32) int {
-		la, lb := x.h.NumLevels(a), x.h.NumLevels(b)
-		if la != lb {
-			return lb - la
-		}
-		return int(indeg[b] - indeg[a])
-	})
-	x.pinPos = make([]int32, n)
-	for i := range x.pinPos {
-		x.pinPos[i] = -1
-	}
-	var slots int64
-	for _, v := range order {
-		rec := x.h.NodeOffset(int64(v)+1) - x.h.NodeOffset(int64(v))
-		if (slots+rec)*4 > budget || slots+rec > math.MaxInt32 {
-			break
-		}
-		x.pinPos[v] = int32(slots)
-		slots += rec
-	}
-	x.pinBuf = make([]byte, slots*4)
-	return x.streamNeighbors(func(v int32, rec []byte) {
-		if p := x.pinPos[v]; p >= 0 {
-			copy(x.pinBuf[int64(p)*4:], rec)
-		}
-	})
-}
-
 // Warm pulls the graph and then the vectors into memory ahead of queries
 // with large sequential reads: MADV_WILLNEED on mmap, reads through the
 // block cache otherwise (at most maxBytes, e.g. the cache's budget; ≤ 0 for
@@ -383,6 +374,12 @@ func (x *Index) Warm(maxBytes int64) error {
 	if x.PinnedBytes() > 0 {
 		secs = secs[1:]
 	}
+	if x.vc != nil { // vectors go to the vector cache, chosen below
+		secs = secs[:len(secs)-1]
+	}
+	if x.blocks == nil { // no block cache: sequential reads would keep nothing
+		secs = nil
+	}
 	if maxBytes <= 0 {
 		maxBytes = 1 << 62
 	}
@@ -394,6 +391,52 @@ func (x *Index) Warm(maxBytes int64) error {
 				return fmt.Errorf("hnswsearch: warming %s: %w", s.Name, err)
 			}
 			maxBytes -= n
+		}
+	}
+	if x.vc != nil {
+		return x.warmVectorCache()
+	}
+	return nil
+}
+
+// warmVectorCache fills the vector cache with the vectors every query's
+// descent may touch: the nodes above level 0, top level first, up to the
+// cache's size, read in parallel batches where the backend serves them.
+func (x *Index) warmVectorCache() error {
+	slots := x.vc.Stats().Slots
+	var nodes []int32
+	for v := int32(0); v < x.n; v++ {
+		if x.h.NumLevels(v) > 1 {
+			nodes = append(nodes, v)
+		}
+	}
+	slices.SortStableFunc(nodes, func(a, b int32) int { return x.h.NumLevels(b) - x.h.NumLevels(a) })
+	nodes = nodes[:min(len(nodes), slots)]
+	cs := x.codeSize
+	const chunk = 256
+	buf := make([]byte, chunk*cs)
+	reqs := make([]partial.ReadReq, 0, chunk)
+	batch, _ := x.st.(partial.BatchReader)
+	for len(nodes) > 0 {
+		part := nodes[:min(chunk, len(nodes))]
+		nodes = nodes[len(part):]
+		reqs = reqs[:0]
+		for i, v := range part {
+			reqs = append(reqs, partial.ReadReq{Off: x.codes.Offset + int64(v)*int64(cs), Buf: buf[i*cs : (i+1)*cs]})
+		}
+		if batch != nil {
+			if err := batch.ReadBatch(reqs); err != nil {
+				return fmt.Errorf("hnswsearch: warming the vector cache: %w", err)
+			}
+		} else {
+			for _, q := range reqs {
+				if _, err := x.st.ReadAt(q.Buf, q.Off); err != nil {
+					return fmt.Errorf("hnswsearch: warming the vector cache: %w", err)
+				}
+			}
+		}
+		for i, v := range part {
+			x.vc.Put(v, reqs[i].Buf)
 		}
 	}
 	return nil

@@ -46,6 +46,16 @@ type Stats struct {
 	// IO is the backend's own account of this query: cache hits and misses
 	// and device reads (pread, direct, zstd backends).
 	IO partial.Tally
+	// Where the other bytes came from: pinned neighbor lists, and vectors
+	// served by the vector cache (Options.VectorCacheBytes).
+	BytesPinned      int64
+	BytesVectorCache int64
+	VectorCacheHits  int64
+	// ReadAhead counts vectors read ahead for the neighbors of the pool's
+	// two best candidates (into the vector cache, with the current batch).
+	ReadAhead int64
+	// Batches counts batched reads issued (each one round trip to storage).
+	Batches int64
 	// PoolCapacity is the candidate pool's size; poppedEvictions counts
 	// where FAISS 1.7.3 and ≥ 1.7.4 pools diverge (tests only).
 	PoolCapacity    int
@@ -76,6 +86,9 @@ type scratch struct {
 	cand    []int32           // unvisited neighbors of a node (batched reads)
 	codes   []byte            // their vectors
 	reqs    []partial.ReadReq // the batch
+	hits    []cachedCode      // per s.cand: the vector cache's bytes, if cached
+	ahead   []int32           // vectors to read ahead into the vector cache
+	aheadB  []byte            // their bytes
 	st      Stats
 }
 
@@ -297,6 +310,12 @@ func (x *Index) searchLevel(s *scratch, level int, r *resultHeap, efStop int) (i
 		}
 		switch {
 		case x.batch != nil:
+			if x.vc != nil {
+				n1, n2 := c.peekMin2()
+				s.ahead = s.ahead[:0]
+				x.readAhead(s, n1, level)
+				x.readAhead(s, n2, level)
+			}
 			if err := x.fetchCodes(s); err != nil {
 				return 0, err
 			}
@@ -317,8 +336,11 @@ func (x *Index) searchLevel(s *scratch, level int, r *resultHeap, efStop int) (i
 			ndis++
 			var d float32
 			if x.batch != nil {
-				d = x.distCode(s, s.codes[i*x.codeSize:(i+1)*x.codeSize])
-			} else if d, err = x.dist(s, v1); err != nil {
+				d, err = x.candDist(s, i)
+			} else {
+				d, err = x.dist(s, v1)
+			}
+			if err != nil {
 				return 0, err
 			}
 			if s.allows(v1) {

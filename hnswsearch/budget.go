@@ -1,0 +1,59 @@
+package hnswsearch
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/faiss-sidecar/faiss-sidecar/faissfmt"
+)
+
+// ErrBudget marks a memory budget too small to serve an index at all.
+var ErrBudget = errors.New("hnswsearch: memory budget too small")
+
+// Plan is how one memory budget is spent on an index served in
+// memory_efficient mode (the bounded-memory policy):
+//
+//   - HeapBytes stays with the Go heap: the parsed small arrays, per-query
+//     scratch (a visited table of one byte per vector for each worker) and
+//     the collector's headroom, twice what is live.
+//   - The rest (Options.HeldBytes) is held outside the Go heap, so it needs
+//     no headroom: first the neighbor lists, compacted — all of them when
+//     they fit in nine tenths of it, else those of the nodes above level 0
+//     and the most-linked ones in half of it (a list saves a whole round
+//     trip per expansion; a vector saves one read out of a batch) — then the
+//     vector cache, which holds exactly each vector's bytes and is filled by
+//     queries, by read-ahead of the likely next expansions, and by Warm.
+//   - Misses are read in batches: an expanded node's unvisited neighbors'
+//     vectors as one parallel batch. On direct I/O no block cache is kept
+//     (BlockCacheBytes 0); backends that need one get a small one.
+type Plan struct {
+	Options         Options
+	BlockCacheBytes int64
+	HeapBytes       int64
+}
+
+// PlanBudget plans budget bytes for f (from Probe) served by backend with up
+// to workers concurrent queries. Options other than the memory ones (the
+// semantics, the kernel) are left zero for the caller to set.
+func PlanBudget(f *faissfmt.File, backend string, budget int64, workers int) (Plan, error) {
+	g := f.Graph
+	if g == nil {
+		return Plan{}, fmt.Errorf("hnswsearch: %s index has no HNSW graph", f.Root.FourCC)
+	}
+	workers = max(workers, 1)
+	var p Plan
+	p.HeapBytes = 2*(f.ResidentBytes()+int64(workers)*(g.NTotal+1<<20)) + 4<<20
+	code := f.Storage.CodeSize
+	if budget < p.HeapBytes+4*g.NTotal+64*code {
+		return Plan{}, fmt.Errorf("%w: %d bytes; this index needs at least %d (small arrays, %d workers' scratch, 64 cached vectors)",
+			ErrBudget, budget, p.HeapBytes+4*g.NTotal+64*code, workers)
+	}
+	off := budget - p.HeapBytes
+	if backend != "direct" {
+		p.BlockCacheBytes = max(1<<20, off/16)
+		off -= p.BlockCacheBytes
+	}
+	p.Options.BatchReads = true
+	p.Options.HeldBytes = off
+	return p, nil
+}
