@@ -17,11 +17,21 @@ bin=$(realpath bench-data/faiss-sidecar)
 cg=/sys/fs/cgroup/memory/faiss-sidecar-bench-$$
 size=$(stat -c %s "$idx")
 trap 'rmdir "$cg" 2>/dev/null || true' EXIT
-printf "%-6s %-28s %9s %9s %9s %12s %7s %10s %10s\n" limit backend QPS p50_us p99_us dev_B/query recall first_ms peak_MiB
-for frac in 2 3 10; do
+printf "%-6s %-28s %9s %9s %9s %12s %7s %10s %10s %7s\n" limit backend QPS p50_us p99_us dev_B/query recall first_ms peak_MiB vc_hit%
+# FRACS: which fractions of the file to limit memory to; BACKENDS: which
+# configurations (mmap, pread, direct: block caches of 40% of the limit;
+# budget: the bounded-memory policy with --memory-budget of BUDGET_PCT % of
+# the limit, the rest left to the binary and the benchmark's query files).
+for frac in ${FRACS:-2 3 10}; do
   limit=$((size / frac))
   cache=$((limit * 4 / 10))
-  for cfg in "mmap" "pread --cache-bytes $cache" "direct --cache-bytes $cache" "direct --memory-budget $((limit * 6 / 10))"; do
+  budget=$((limit * ${BUDGET_PCT:-80} / 100))
+  for name in ${BACKENDS:-mmap pread direct budget}; do
+    case $name in
+      mmap) cfg="mmap" ;;
+      pread|direct) cfg="$name --cache-bytes $cache" ;;
+      budget) cfg="direct --memory-budget $budget ${BUDGET_FLAGS:-}" ;;
+    esac
     "$bin" bench storage "$idx" --reads 1 --cold >/dev/null
     mkdir -p "$cg"
     echo "$limit" > "$cg/memory.limit_in_bytes"
@@ -40,6 +50,6 @@ try:
     d=json.loads(raw)
 except Exception:
     print('%-6s %-28s failed: %s' % ('1/$frac', '$cfg'.split()[0], raw.strip()[:80])); sys.exit()
-print('%-6s %-28s %9.0f %9.0f %9.0f %12.0f %7.4f %10.2f %10.1f' % ('1/$frac', '$cfg'.split()[0] + ('' if '$cfg'=='mmap' else (' budget=%dMiB' % ($limit*6//10>>20) if 'budget' in '$cfg' else ' cache=%dMiB' % ($cache>>20))), d['qps'], d['p50_us'], d['p99_us'], d['device_read_bytes_per_query'], d['recall'], (d['open_ms']*1000 + d['first_query_us'])/1000, $peak/2**20))"
+print('%-6s %-28s %9.0f %9.0f %9.0f %12.0f %7.4f %10.2f %10.1f %7.1f' % ('1/$frac', '$cfg'.split()[0] + ('' if '$cfg'=='mmap' else (' budget=%dMiB' % ($budget>>20) if 'budget' in '$cfg' else ' cache=%dMiB' % ($cache>>20))), d['qps'], d['p50_us'], d['p99_us'], d['device_read_bytes_per_query'], d['recall'], (d['open_ms']*1000 + d['first_query_us'])/1000, $peak/2**20, d.get('vector_cache_hit_pct', 0)))"
   done
 done

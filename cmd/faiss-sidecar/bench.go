@@ -56,6 +56,13 @@ type searchBenchResult struct {
 	HitsPerQuery   float64  `json:"cache_hits_per_query"`
 	MissPerQuery   float64  `json:"cache_misses_per_query"`
 	DevBytesPerQ   float64  `json:"device_bytes_per_query"`
+	PinnedPerQ     float64  `json:"pinned_bytes_per_query"`       // neighbor lists served from pinned memory
+	VecCachePerQ   float64  `json:"vector_cache_bytes_per_query"` // vectors served by the vector cache
+	VecCacheHitPct float64  `json:"vector_cache_hit_pct"`         // share of vector fetches it served
+	VectorCache    any      `json:"vector_cache,omitempty"`
+	BatchesPerQ    float64  `json:"batches_per_query"`    // batched reads (round trips) per query
+	ReadAheadPerQ  float64  `json:"read_ahead_per_query"` // vectors read ahead into the vector cache
+	ExpandedPerQ   float64  `json:"expanded_per_query"`   // level-0 nodes expanded
 	OpenMs         float64  `json:"open_ms"`
 	FirstQueryUs   float64  `json:"first_query_us"`
 	DevicePerQuery float64  `json:"device_read_bytes_per_query"`
@@ -101,16 +108,13 @@ func runBenchSearch(args []string, stdout io.Writer) error {
 	if *threads < 1 {
 		return usagef("--threads must be ≥ 1")
 	}
-	l, qs, err := ix.openWithQueries(pos[0], *queries)
+	l, qs, err := ix.openWithQueries(pos[0], *queries, *maxQueries)
 	if err != nil {
 		return err
 	}
 	defer l.Close()
 	if len(qs) == 0 {
 		return fmt.Errorf("%s: no queries", *queries)
-	}
-	if *maxQueries > 0 && *maxQueries < len(qs) {
-		qs = qs[:*maxQueries]
 	}
 	p := hnswsearch.Params{K: *k, EfSearch: *ef}
 	rer, err := rr.open(l)
@@ -195,6 +199,12 @@ func runBenchSearch(args []string, stdout io.Writer) error {
 		readsN   int64
 		io       partial.Tally
 		searches int64
+		pinned   int64
+		vcBytes  int64
+		vcHits   int64
+		batches  int64
+		ahead    int64
+		expanded int64
 		runErr   error
 	)
 	total := int64(len(qs))
@@ -206,7 +216,7 @@ func runBenchSearch(args []string, stdout io.Writer) error {
 		go func() {
 			defer wg.Done()
 			var my []time.Duration
-			var nd, br, rd int64
+			var nd, br, rd, pin, vcb, vch, bat, ahd, exp int64
 			var myIO partial.Tally
 			dst := make([]hnswsearch.Result, 0, *k)
 			for {
@@ -231,6 +241,12 @@ func runBenchSearch(args []string, stdout io.Writer) error {
 				myIO.CacheHits += st.IO.CacheHits
 				myIO.CacheMisses += st.IO.CacheMisses
 				myIO.DeviceBytes += st.IO.DeviceBytes
+				pin += st.BytesPinned
+				vcb += st.BytesVectorCache
+				vch += st.VectorCacheHits
+				bat += st.Batches
+				ahd += st.ReadAhead
+				exp += int64(st.Expanded)
 			}
 			mu.Lock()
 			lat = append(lat, my...)
@@ -240,6 +256,12 @@ func runBenchSearch(args []string, stdout io.Writer) error {
 			io.CacheHits += myIO.CacheHits
 			io.CacheMisses += myIO.CacheMisses
 			io.DeviceBytes += myIO.DeviceBytes
+			pinned += pin
+			vcBytes += vcb
+			vcHits += vch
+			batches += bat
+			ahead += ahd
+			expanded += exp
 			searches += int64(len(my))
 			mu.Unlock()
 		}()
@@ -265,7 +287,18 @@ func runBenchSearch(args []string, stdout io.Writer) error {
 	res.HitsPerQuery = float64(io.CacheHits) / float64(searches)
 	res.MissPerQuery = float64(io.CacheMisses) / float64(searches)
 	res.DevBytesPerQ = float64(io.DeviceBytes) / float64(searches)
-	res.ResidentBytes = l.file.ResidentBytes()
+	res.PinnedPerQ = float64(pinned) / float64(searches)
+	res.VecCachePerQ = float64(vcBytes) / float64(searches)
+	res.BatchesPerQ = float64(batches) / float64(searches)
+	res.ReadAheadPerQ = float64(ahead) / float64(searches)
+	res.ExpandedPerQ = float64(expanded) / float64(searches)
+	if ndis > 0 {
+		res.VecCacheHitPct = 100 * float64(vcHits) / float64(ndis)
+	}
+	if vs := l.idx.VectorCache(); vs.Slots > 0 {
+		res.VectorCache = vs
+	}
+	res.ResidentBytes = l.file.ResidentBytes() + l.idx.HeldBytes()
 	if sr, ok := l.st.(partial.StatsReporter); ok {
 		st := sr.Stats()
 		res.ResidentBytes += st.ResidentBytes

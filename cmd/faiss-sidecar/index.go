@@ -6,7 +6,10 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"runtime"
 	"runtime/debug"
+	"runtime/metrics"
+	"slices"
 	"time"
 
 	"github.com/faiss-sidecar/faiss-sidecar/faissfmt"
@@ -34,7 +37,7 @@ func (f *indexFlags) register(fs *flag.FlagSet) {
 	fs.Int64Var(&f.cacheBytes, "cache-bytes", 0, "block cache budget for pread/direct/zstd (0: 64 MiB)")
 	fs.IntVar(&f.cacheBlock, "cache-block", 0, "block cache block size in bytes, a power of two (0: 4096); pread/direct")
 	fs.IntVar(&f.exactFilterMax, "exact-filter-max", 0, "faiss-modern: answer filters allowing at most max(k, this) ids by an exact scan (0: 2000, measured crossover; -1: k only, as OpenSearch)")
-	fs.Int64Var(&f.memoryBudget, "memory-budget", 0, "memory_efficient: bytes the index may hold; pins the neighbor lists when they fit in half, gives the rest to the vector cache, reads misses in batches (default backend direct)")
+	fs.Int64Var(&f.memoryBudget, "memory-budget", 0, "memory_efficient: bytes the index may hold; leaves the Go heap its share, pins the neighbor lists (all when they fit, else the hubs'), gives the rest to a vector cache and reads misses in batches (default backend direct)")
 	fs.BoolVar(&f.warmup, "warmup", false, "after open, pull the graph (then vectors, up to the cache budget) in with large sequential reads")
 	fs.BoolVar(&f.batchReads, "batch-reads", false, "pread/direct: read an expanded node's unvisited neighbors' vectors as one parallel batch")
 }
@@ -46,11 +49,31 @@ type loadedIndex struct {
 	idx     *hnswsearch.Index
 	backend string
 	openDur time.Duration
+	// heapBytes is the Go heap share of a --memory-budget plan (0 without);
+	// prevLimit the runtime's memory limit before limitHeap changed it.
+	heapBytes, prevLimit int64
+}
+
+// limitHeap sets the Go runtime's memory limit, under --memory-budget, to
+// the plan's heap share plus what the command itself holds live (its
+// queries, ground truth): with less, the collector runs without pause.
+// GOMEMLIMIT, when set, wins.
+func (l *loadedIndex) limitHeap() {
+	if l.heapBytes == 0 || os.Getenv("GOMEMLIMIT") != "" {
+		return
+	}
+	debug.FreeOSMemory() // collect, and return what opening left behind
+	live := []metrics.Sample{{Name: "/gc/heap/live:bytes"}}
+	metrics.Read(live)
+	l.prevLimit = debug.SetMemoryLimit(int64(live[0].Value.Uint64()) + l.heapBytes)
 }
 
 func (l *loadedIndex) Close() {
 	l.idx.Close()
 	l.st.Close()
+	if l.prevLimit != 0 {
+		debug.SetMemoryLimit(l.prevLimit)
+	}
 }
 
 func (f *indexFlags) open(path string) (*loadedIndex, error) {
@@ -69,6 +92,7 @@ func (f *indexFlags) open(path string) (*loadedIndex, error) {
 	start := time.Now()
 	opts := hnswsearch.Options{Semantics: sem, Kernel: ker, BatchReads: f.batchReads, ExactFilterMax: f.exactFilterMax}
 	cacheBytes := f.cacheBytes
+	var heapBytes int64
 	if f.memoryBudget > 0 {
 		if f.mode != "memory_efficient" {
 			return nil, usagef("--memory-budget applies to --mode memory_efficient")
@@ -76,7 +100,7 @@ func (f *indexFlags) open(path string) (*loadedIndex, error) {
 		if f.backend == "" && backend != "zstd" {
 			backend = "direct"
 		}
-		if cacheBytes, err = budgetPolicy(path, backend, f.memoryBudget, &opts); err != nil {
+		if cacheBytes, heapBytes, err = budgetPolicy(path, backend, f.memoryBudget, &opts); err != nil {
 			return nil, err
 		}
 	}
@@ -104,38 +128,28 @@ func (f *indexFlags) open(path string) (*loadedIndex, error) {
 			return nil, err
 		}
 	}
-	return &loadedIndex{st: st, file: file, idx: idx, backend: backendName(st), openDur: time.Since(start)}, nil
+	return &loadedIndex{st: st, file: file, idx: idx, backend: backendName(st), openDur: time.Since(start), heapBytes: heapBytes}, nil
 }
 
-// budgetPolicy splits a memory budget for memory_efficient serving. Half
-// of it is left to the Go runtime: blocks churn through the cache, and with
-// less headroom the collector runs continuously (fashion-mnist in a cgroup
-// of a third of the file: cache+lists at 0.7 of the limit ran 5,580 GCs in
-// 4 s and 11 QPS; at 0.5, 77 GCs and 36 QPS). From the other half: the
-// small arrays, the neighbor lists pinned when they fit in half of what is
-// left, the rest for the vector cache; misses are read in batches. The
-// runtime's memory limit is set to the budget (unless GOMEMLIMIT is set).
-func budgetPolicy(path, backend string, budget int64, o *hnswsearch.Options) (cacheBytes int64, err error) {
+// budgetPolicy plans a memory budget (hnswsearch.PlanBudget) into o and
+// returns the block cache budget and the plan's Go heap share (everything
+// else the plan holds lives outside the Go heap).
+func budgetPolicy(path, backend string, budget int64, o *hnswsearch.Options) (cacheBytes, heapBytes int64, err error) {
 	pf, err := hnswsearch.Probe(path, backend)
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
-	left := budget/2 - pf.ResidentBytes()
-	if g := pf.Graph; g != nil && g.HNSW.Neighbors.Len <= left/2 {
-		o.PinNeighbors = true
-		left -= g.HNSW.Neighbors.Len
+	p, err := hnswsearch.PlanBudget(pf, backend, budget, runtime.GOMAXPROCS(0))
+	if err != nil {
+		return 0, 0, fmt.Errorf("%s: %w", path, err)
 	}
-	// Partial pinning (hnswsearch.Options.PinBytes) is not enabled here yet:
-	// at 1/10 of fashion-mnist it has not beaten reading the lists on demand.
-	o.BatchReads = true
-	if os.Getenv("GOMEMLIMIT") == "" {
-		debug.SetMemoryLimit(budget)
-	}
-	return max(left, 1<<20), nil
+	o.HeldBytes, o.BatchReads = p.Options.HeldBytes, p.Options.BatchReads
+	return p.BlockCacheBytes, p.HeapBytes, nil
 }
 
 // openWithQueries opens the index and reads the queries checked against it.
-func (f *indexFlags) openWithQueries(path, queries string) (*loadedIndex, []hnswsearch.Query, error) {
+// At most limit queries are kept (0: all), copied out of the file's buffer.
+func (f *indexFlags) openWithQueries(path, queries string, limit int) (*loadedIndex, []hnswsearch.Query, error) {
 	l, err := f.open(path)
 	if err != nil {
 		return nil, nil, err
@@ -145,6 +159,13 @@ func (f *indexFlags) openWithQueries(path, queries string) (*loadedIndex, []hnsw
 		l.Close()
 		return nil, nil, err
 	}
+	if limit > 0 && limit < len(qs) {
+		qs = slices.Clone(qs[:limit])
+		for i := range qs {
+			qs[i].Vector, qs[i].Code = slices.Clone(qs[i].Vector), slices.Clone(qs[i].Code)
+		}
+	}
+	l.limitHeap()
 	return l, qs, nil
 }
 

@@ -31,7 +31,7 @@ func runSearch(args []string, stdout, stderr io.Writer) error {
 	if len(pos) != 1 || *queries == "" {
 		return usagef("%s", usage)
 	}
-	l, qs, err := ix.openWithQueries(pos[0], *queries)
+	l, qs, err := ix.openWithQueries(pos[0], *queries, 0)
 	if err != nil {
 		return err
 	}

@@ -60,6 +60,10 @@ func TestSearchCLIMatchesFAISS(t *testing.T) {
 	}{
 		{"hnsw_flat_l2", 1, []string{"--mode", "full"}},
 		{"hnsw_flat_l2", 5, []string{"--backend", "pread"}},
+		// The bounded-memory policy: compacted lists, a vector cache,
+		// batched direct reads with read-ahead.
+		{"hnsw_flat_l2", 5, []string{"--memory-budget", "12000000"}},
+		{"idmap_hnsw", 1, []string{"--memory-budget", "12000000", "--warmup"}},
 		{"idmap_hnsw", 7, []string{"--backend", "direct"}}, // filtered, ef from the file
 		{"hnsw_flat_ip", 2, []string{"--backend", "mmap"}},
 		{"bin_idmap_hnsw", 1, []string{"--mode", "full"}},
@@ -148,6 +152,8 @@ func TestSearchCLIErrors(t *testing.T) {
 		{[]string{"search", idx, "--queries", q, "--semantics", "faiss-2"}, 2, `unknown semantics "faiss-2"`},
 		{[]string{"search", filepath.Join(fixtures, "flat_l2.faiss"), "--queries", q}, 1, "has no HNSW graph"},
 		{[]string{"search", idx}, 2, "usage: faiss-sidecar search"},
+		{[]string{"search", idx, "--queries", q, "--memory-budget", "100000"}, 1, "memory budget too small: 100000 bytes; this index needs at least"},
+		{[]string{"search", idx, "--queries", q, "--memory-budget", "12000000", "--mode", "full"}, 2, "--memory-budget applies to --mode memory_efficient"},
 	} {
 		code, out, errOut := runCLI(c.args...)
 		if code != c.code || !strings.Contains(errOut, c.msg) || strings.Count(errOut, "\n") != 1 || out != "" {
