@@ -16,14 +16,18 @@ import (
 
 // LoadSpec says how to open an index (the body of PUT /indexes/{name}).
 type LoadSpec struct {
-	Path       string      `json:"path"`
-	Mode       string      `json:"mode"`    // full | memory_efficient
-	Backend    string      `json:"backend"` // memory_efficient: mmap (default), pread, direct, zstd
-	SpaceType  string      `json:"space_type"`
-	CacheBytes int64       `json:"cache_bytes"`
-	Semantics  string      `json:"semantics"`
-	Kernel     string      `json:"kernel"`
-	Rerank     *RerankSpec `json:"rerank,omitempty"`
+	Path       string `json:"path"`
+	Mode       string `json:"mode"`    // full | memory_efficient
+	Backend    string `json:"backend"` // memory_efficient: mmap (default), pread, direct, zstd
+	SpaceType  string `json:"space_type"`
+	CacheBytes int64  `json:"cache_bytes"`
+	// MemoryBudget (memory_efficient only) applies the bounded-memory
+	// policy (hnswsearch.PlanBudget): all the index may hold, counted
+	// whole against the node's budget. Backend defaults to direct.
+	MemoryBudget int64       `json:"memory_budget"`
+	Semantics    string      `json:"semantics"`
+	Kernel       string      `json:"kernel"`
+	Rerank       *RerankSpec `json:"rerank,omitempty"`
 }
 
 // RerankSpec configures full-precision rescoring.

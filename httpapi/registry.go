@@ -5,6 +5,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"sort"
 	"strings"
@@ -185,6 +186,9 @@ func (r *Registry) open(spec LoadSpec) (*handle, error) {
 	if err != nil {
 		return nil, err
 	}
+	if spec.MemoryBudget > 0 && spec.Backend == "" && backend != "zstd" {
+		backend = "direct" // the policy reads misses in batches with direct I/O
+	}
 	spec.Backend = backend
 	sem, err := hnswsearch.ParseSemantics(spec.Semantics)
 	if err != nil {
@@ -194,8 +198,11 @@ func (r *Registry) open(spec LoadSpec) (*handle, error) {
 	if err != nil {
 		return nil, badRequest("%v", err)
 	}
-	if spec.CacheBytes < 0 {
-		return nil, badRequest("cache_bytes must not be negative")
+	if spec.CacheBytes < 0 || spec.MemoryBudget < 0 {
+		return nil, badRequest("cache_bytes and memory_budget must not be negative")
+	}
+	if spec.MemoryBudget > 0 && spec.Mode != "memory_efficient" {
+		return nil, badRequest("memory_budget applies to mode memory_efficient, not %q", spec.Mode)
 	}
 	// Parse once to learn the resident size before committing memory (the
 	// parse reads only headers and small arrays).
@@ -203,10 +210,19 @@ func (r *Registry) open(spec LoadSpec) (*handle, error) {
 	if err != nil {
 		return nil, err
 	}
+	opts := hnswsearch.Options{Semantics: sem, Kernel: ker}
 	cacheBytes := partial.Options{CacheBytes: spec.CacheBytes}.CacheBudget(backend)
 	need := pf.ResidentBytes() + cacheBytes
 	if backend == "memory" {
 		need += pf.Size
+	}
+	if spec.MemoryBudget > 0 {
+		plan, err := hnswsearch.PlanBudget(pf, backend, spec.MemoryBudget, runtime.GOMAXPROCS(0))
+		if err != nil {
+			return nil, badRequest("%s: %v", spec.Path, err)
+		}
+		opts.HeldBytes, opts.BatchReads = plan.Options.HeldBytes, plan.Options.BatchReads
+		cacheBytes, need = plan.BlockCacheBytes, spec.MemoryBudget
 	}
 	r.memMu.Lock()
 	defer r.memMu.Unlock()
@@ -220,7 +236,7 @@ func (r *Registry) open(spec LoadSpec) (*handle, error) {
 	h := &handle{spec: spec, path: path, st: st}
 	h.resident.Store(need)
 	if h.file, err = faissfmt.Open(st, st.Size()); err == nil {
-		h.idx, err = hnswsearch.New(h.file, st, hnswsearch.Options{Semantics: sem, Kernel: ker})
+		h.idx, err = hnswsearch.New(h.file, st, opts)
 	}
 	if err != nil {
 		st.Close()
@@ -338,9 +354,11 @@ type SwitchSpec struct {
 	Mode       string `json:"mode"`
 	Backend    string `json:"backend"`
 	CacheBytes int64  `json:"cache_bytes"`
-	Semantics  string `json:"semantics"`
-	Kernel     string `json:"kernel"`
-	Warm       bool   `json:"warm"`
+	// MemoryBudget switches to (or re-plans) the bounded-memory policy.
+	MemoryBudget int64  `json:"memory_budget"`
+	Semantics    string `json:"semantics"`
+	Kernel       string `json:"kernel"`
+	Warm         bool   `json:"warm"`
 	// VerifyQueries random queries must give identical results on the old
 	// and the new handle before the swap (default 8; 0 after an explicit
 	// semantics or kernel change, which changes results by design).
@@ -376,6 +394,12 @@ func (r *Registry) Switch(name string, sw SwitchSpec) error {
 	}
 	if sw.CacheBytes != 0 {
 		spec.CacheBytes = sw.CacheBytes
+	}
+	if sw.MemoryBudget != 0 {
+		spec.MemoryBudget = sw.MemoryBudget
+	}
+	if spec.Mode == "full" || (sw.Backend != "" && sw.MemoryBudget == 0) {
+		spec.MemoryBudget = 0 // a budget is planned for one backend; say it again with another
 	}
 	verify := 8
 	if sw.Semantics != "" || sw.Kernel != "" {

@@ -235,6 +235,10 @@ func (s *Server) indexInfo(e *entry, h *handle) gin.H {
 	if h.rer != nil {
 		info["rerank"] = gin.H{"vectors_path": h.spec.Rerank.VectorsPath, "strategy": h.rer.Strategy()}
 	}
+	if h.spec.MemoryBudget > 0 {
+		info["memory_budget"] = gin.H{"budget_bytes": h.spec.MemoryBudget, "pinned_list_bytes": x.PinnedBytes(),
+			"all_lists_pinned": x.Options().PinNeighbors, "vector_cache": x.VectorCache()}
+	}
 	return info
 }
 

@@ -3,12 +3,14 @@ package httpapi
 import (
 	"encoding/json"
 	"fmt"
+	"github.com/faiss-sidecar/faiss-sidecar/hnswsearch"
 	"io"
 	"math"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 
@@ -237,6 +239,79 @@ func TestMemoryBudget(t *testing.T) {
 	}
 	if r := call(t, ts, "GET", "/_health", ``); r.Status != 200 || r.Body["memory_used_bytes"].(float64) > 3<<20 {
 		t.Fatalf("health %s", r.Raw)
+	}
+}
+
+// policyBudget is a memory_budget leaving held bytes to the policy beyond
+// the Go heap's share.
+func policyBudget(t *testing.T, file string, held int64) int64 {
+	f, err := hnswsearch.Probe(filepath.Join(fixtures, file), "direct")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := hnswsearch.PlanBudget(f, "direct", 1<<40, runtime.GOMAXPROCS(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p.HeapBytes + held
+}
+
+// TestMemoryBudgetPolicy: memory_budget in a load or mode body serves the
+// index under the bounded-memory policy with FAISS's results, counts whole
+// against the node's budget, and is refused when too small or not
+// memory_efficient.
+func TestMemoryBudgetPolicy(t *testing.T) {
+	budget := policyBudget(t, "idmap_hnsw.faiss", 64<<10)
+	_, ts := newTestServer(t, Config{MemoryBudget: budget + budget/2})
+	body := fmt.Sprintf(`{"path":"idmap_hnsw.faiss","memory_budget":%d,"semantics":"faiss-1.7.3","kernel":"exact"}`, budget)
+	if r := call(t, ts, "PUT", "/indexes/p", body); r.Status != 200 {
+		t.Fatalf("load: %d %s", r.Status, r.Raw)
+	}
+	r := call(t, ts, "GET", "/indexes/p", ``)
+	mb, _ := r.Body["memory_budget"].(map[string]any)
+	if r.Body["backend"] != "direct" || mb == nil || mb["budget_bytes"].(float64) != float64(budget) || r.Body["resident_bytes"].(float64) != float64(budget) {
+		t.Fatalf("info %s", r.Raw)
+	}
+	f := loadRuns(t, "idmap_hnsw")
+	run := f.Runs[1]
+	for qi, q := range f.Queries {
+		r := call(t, ts, "POST", "/indexes/p/_search", fmt.Sprintf(`{"vector":%s,"k":%d,"profile":true}`, vectorJSON(q), run.K))
+		hits := r.Body["hits"].([]any)
+		for j, id := range run.IDs[qi] {
+			if id >= 0 && int64(hits[j].(map[string]any)["id"].(float64)) != id {
+				t.Fatalf("query %d rank %d: %v, FAISS %d", qi, j, hits[j], id)
+			}
+		}
+		prof := r.Body["profile"].(map[string]any)
+		if _, ok := prof["BytesVectorCache"]; !ok || prof["BytesPinned"].(float64) <= 0 {
+			t.Fatalf("profile lacks where bytes came from: %v", prof)
+		}
+	}
+	// A second index under the same policy exceeds the node's budget.
+	if r := call(t, ts, "PUT", "/indexes/q", body); r.Status != 429 {
+		t.Fatalf("second load: %d %s", r.Status, r.Raw)
+	}
+	for _, c := range []struct{ body, msg string }{
+		{`{"path":"idmap_hnsw.faiss","memory_budget":100000}`, "memory budget too small: 100000 bytes"},
+		{`{"path":"idmap_hnsw.faiss","memory_budget":100000,"mode":"full"}`, "memory_budget applies to mode memory_efficient"},
+		{`{"path":"idmap_hnsw.faiss","memory_budget":-1}`, "must not be negative"},
+	} {
+		if r := call(t, ts, "PUT", "/indexes/bad", c.body); r.Status != 400 || !strings.Contains(r.Raw, c.msg) {
+			t.Errorf("%s: %d %s, want 400 %q", c.body, r.Status, r.Raw, c.msg)
+		}
+	}
+	// Switching to full drops the policy; switching back re-plans it.
+	if r := call(t, ts, "PUT", "/indexes/p/_mode", `{"mode":"full"}`); r.Status != 200 {
+		t.Fatalf("to full: %s", r.Raw)
+	}
+	if r := call(t, ts, "GET", "/indexes/p", ``); r.Body["memory_budget"] != nil || r.Body["mode"] != "full" {
+		t.Fatalf("after full: %s", r.Raw)
+	}
+	if r := call(t, ts, "PUT", "/indexes/p/_mode", fmt.Sprintf(`{"mode":"memory_efficient","memory_budget":%d}`, budget)); r.Status != 200 {
+		t.Fatalf("back to the policy: %s", r.Raw)
+	}
+	if r := call(t, ts, "GET", "/indexes/p", ``); r.Body["memory_budget"] == nil || r.Body["backend"] != "direct" {
+		t.Fatalf("after switch: %s", r.Raw)
 	}
 }
 
