@@ -49,8 +49,44 @@ func TestHeldBytesSplit(t *testing.T) {
 	if o := x.Options(); !o.PinNeighbors || x.PinnedBytes() != lists || o.VectorCacheBytes != lists*2 {
 		t.Fatalf("roomy: %+v, %d pinned", o, x.PinnedBytes())
 	}
+	all := openIndex(t, s, Options{HeldBytes: 2 * s.Size(), BatchReads: true})
+	if o := all.Options(); !o.PinNeighbors || !o.PinVectors || all.vc != nil || all.batch != nil || all.codesView == nil {
+		t.Fatalf("everything fits: %+v", o)
+	}
+	var q []float32
+	for _, fr := range loadRuns(t) {
+		if fr.Fixture == "hnsw_flat_large" {
+			q, _ = fr.Query(0)
+		}
+	}
+	if _, st, err := all.Search(q, Params{K: 10}, nil); err != nil || st.Reads != 0 || st.IO.DeviceReads != 0 {
+		t.Fatalf("everything pinned, yet a query read %d times: %v", st.Reads, err)
+	}
 	y := openIndex(t, s, Options{HeldBytes: lists / 2, BatchReads: true})
 	if o := y.Options(); o.PinNeighbors || o.PinBytes != lists/4 || y.PinnedBytes() > lists/4 || y.PinnedBytes() == 0 {
 		t.Fatalf("tight: %+v, %d pinned", o, y.PinnedBytes())
+	}
+}
+
+// TestHeldBytesIDMap: the policy pins an id map, so results read nothing.
+func TestHeldBytesIDMap(t *testing.T) {
+	s, err := partial.Open(filepath.Join(fixtureDir, "idmap_hnsw.faiss"), partial.Options{Backend: "direct"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	x := openIndex(t, s, Options{HeldBytes: 1 << 20, BatchReads: true})
+	if x.idView == nil || x.PinnedBytes() < x.idMap.Len {
+		t.Fatalf("id map not pinned: %d bytes pinned", x.PinnedBytes())
+	}
+	for _, fr := range loadRuns(t) {
+		if fr.Fixture != "idmap_hnsw" {
+			continue
+		}
+		q, _ := fr.Query(0)
+		res, _, err := x.Search(q, Params{K: 10}, nil)
+		if err != nil || len(res) == 0 || res[0].ID != fr.Runs[1].IDs[0][0] {
+			t.Fatalf("%v %v, FAISS %v", res, err, fr.Runs[1].IDs[0])
+		}
 	}
 }

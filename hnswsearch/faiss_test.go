@@ -82,7 +82,7 @@ func vectorCacheFor(t *testing.T, s partial.Storage, n int64) int64 {
 	if f.Graph == nil {
 		return 0
 	}
-	return 4*f.Graph.NTotal + n*(f.Storage.CodeSize+64+12)
+	return 4*f.Graph.NTotal + n*(f.Storage.CodeSize+64+16)
 }
 
 func openIndex(t *testing.T, s partial.Storage, o Options) *Index {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/faiss-sidecar/faiss-sidecar/faissfmt"
 	"github.com/faiss-sidecar/faiss-sidecar/internal/distance"
+	"github.com/faiss-sidecar/faiss-sidecar/internal/offheap"
 	"github.com/faiss-sidecar/faiss-sidecar/partial"
 )
 
@@ -85,12 +86,16 @@ type Options struct {
 	// read by searches (and by Warm) in a cache of this many bytes outside
 	// the Go heap, holding exactly each vector's bytes (partial.RecordCache).
 	VectorCacheBytes int64
+	// PinVectors copies the vectors section into memory outside the Go heap
+	// at New (large sequential reads): distances then read it in place.
+	PinVectors bool
 	// HeldBytes, when set (on backends without zero-copy views), is memory
 	// outside the Go heap for pinned lists and the vector cache together,
-	// split at New: every list, compacted, when they fit in 9/10 of it
-	// (estimated from a sample of nodes), else the hubs' lists in half of
-	// it; the vector cache gets the rest. It overrides PinNeighbors,
-	// PinBytes and VectorCacheBytes; Options() reports the outcome.
+	// split at New: lists and vectors pinned whole when both fit in 9/10
+	// of it; else every list, compacted, when they fit (estimated from a
+	// sample of nodes), or the hubs' lists in half of it, and the vector
+	// cache gets the rest. It overrides PinNeighbors, PinVectors, PinBytes
+	// and VectorCacheBytes; Options() reports the outcome.
 	HeldBytes int64
 }
 
@@ -140,6 +145,8 @@ type Index struct {
 	// Zero-copy views of the sections (viewer backends only).
 	nbView, codesView, idView []byte
 	pinned                    *pinnedLists         // lists pinned in memory, or nil
+	codesMem                  offheap.Buf          // backs codesView when vectors are pinned
+	idMem                     offheap.Buf          // backs idView when the id map is pinned
 	vc                        *partial.RecordCache // vectors cache, or nil
 	scratch                   sync.Pool
 	reverse                   atomic.Pointer[reverseMap]
@@ -220,47 +227,18 @@ func New(f *faissfmt.File, s partial.Storage, o Options) (*Index, error) {
 		}
 		x.viewer = v
 	}
-	if o.HeldBytes > 0 && x.viewer == nil && x.n > 0 {
-		// The bounded-memory split: all lists when they fit in 9/10, else
-		// the hubs' in half; the vector cache gets what is left.
-		est, err := x.estimatePinnedAll()
-		if err != nil {
+	if x.viewer == nil && x.n > 0 {
+		if err := x.hold(&o); err != nil {
+			x.release()
 			return nil, err
-		}
-		if est <= o.HeldBytes*9/10 {
-			o.PinNeighbors = true
-		} else {
-			o.PinBytes = o.HeldBytes / 2
-		}
-	}
-	if o.PinNeighbors && x.viewer == nil {
-		if err := x.pinAll(); err != nil {
-			return nil, err
-		}
-	} else if o.PinBytes > 0 && x.viewer == nil && x.n > 0 {
-		if err := x.pinHubs(o.PinBytes); err != nil {
-			return nil, err
-		}
-	}
-	if o.HeldBytes > 0 && x.viewer == nil && x.n > 0 {
-		if left := o.HeldBytes - x.PinnedBytes(); left >= 4*int64(x.n)+64*int64(x.codeSize) {
-			o.VectorCacheBytes = left
 		}
 	}
 	x.opts = o
-	if o.VectorCacheBytes > 0 && x.viewer == nil && x.n > 0 {
-		vc, err := partial.NewRecordCache(int(x.n), x.codeSize, o.VectorCacheBytes)
-		if err != nil {
-			x.pinned.free()
-			return nil, fmt.Errorf("hnswsearch: vector cache: %w", err)
-		}
-		x.vc = vc
-	}
 	x.tally, _ = s.(partial.TallyReader)
 	if x.viewer == nil {
 		x.blocks, _ = s.(partial.BlockViewer)
 	}
-	if b, ok := s.(partial.BatchReader); ok && o.BatchReads && x.viewer == nil {
+	if b, ok := s.(partial.BatchReader); ok && o.BatchReads && x.viewer == nil && x.codesView == nil {
 		x.batch = b
 	}
 	x.scratch.New = func() any { return x.newScratch() }
@@ -276,13 +254,7 @@ func (x *Index) Close() error {
 	if x.viewer != nil {
 		x.viewer.Release()
 	}
-	x.nbView = nil
-	if x.pinned != nil {
-		x.pinned.free()
-	}
-	if x.vc != nil {
-		return x.vc.Close()
-	}
+	x.release()
 	return nil
 }
 
@@ -309,12 +281,14 @@ func (x *Index) StoredEfSearch() int { return int(x.h.EfSearch) }
 // Options returns the options the Index was made with.
 func (x *Index) Options() Options { return x.opts }
 
-// PinnedBytes is the memory the Index holds for pinned neighbor lists.
+// PinnedBytes is the memory the Index holds for pinned neighbor lists,
+// vectors and id map.
 func (x *Index) PinnedBytes() int64 {
+	n := int64(len(x.codesMem.B)) + int64(len(x.idMem.B))
 	if x.pinned != nil {
-		return x.pinned.bytes
+		n += x.pinned.bytes
 	}
-	return 0
+	return n
 }
 
 // VectorCache describes the vector cache (zero without one).

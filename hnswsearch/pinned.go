@@ -7,6 +7,7 @@ import (
 	"slices"
 	"unsafe"
 
+	"github.com/faiss-sidecar/faiss-sidecar/faissfmt"
 	"github.com/faiss-sidecar/faiss-sidecar/internal/offheap"
 	"github.com/faiss-sidecar/faiss-sidecar/partial"
 )
@@ -220,4 +221,118 @@ func (x *Index) estimatePinnedAll() (int64, error) {
 		valid += int64(validPrefix(q.Buf))
 	}
 	return 6*n + 4*(upper+valid*n/max(samples, 1)), nil
+}
+
+// pinVectors copies the vectors section into memory.
+func (x *Index) pinVectors() error {
+	b, err := x.pinSection(x.codes)
+	x.codesMem, x.codesView = b, b.B
+	return err
+}
+
+// pinIDMap copies the id map into memory.
+func (x *Index) pinIDMap() error {
+	b, err := x.pinSection(*x.idMap)
+	x.idMem, x.idView = b, b.B
+	return err
+}
+
+// pinSection copies a section outside the Go heap with 4 MiB reads.
+func (x *Index) pinSection(sec faissfmt.Section) (offheap.Buf, error) {
+	b := offheap.Alloc(int(sec.Len))
+	for off := int64(0); off < sec.Len; off += 4 << 20 {
+		n := min(4<<20, sec.Len-off)
+		if _, err := x.st.ReadAt(b.B[off:off+n], sec.Offset+off); err != nil {
+			b.Free()
+			return offheap.Buf{}, fmt.Errorf("hnswsearch: pinning the %s section: %w", sec.Name, err)
+		}
+	}
+	return b, nil
+}
+
+// hold pins what o asks for in memory outside the Go heap, first turning
+// HeldBytes into a split (the bounded-memory policy): the id map (every
+// result reads it), then lists and vectors whole when both fit in 9/10,
+// else every list when they fit, or the hubs' lists in half; the vector
+// cache gets what is left. On error the caller releases what was pinned.
+func (x *Index) hold(o *Options) error {
+	held := int64(-1) // what HeldBytes leaves for lists and the cache
+	if o.HeldBytes > 0 {
+		held = o.HeldBytes
+		if x.idMap != nil && x.idMap.Len <= held/4 {
+			if err := x.pinIDMap(); err != nil {
+				return err
+			}
+			held -= x.idMap.Len
+		}
+		est, err := x.estimatePinnedAll()
+		if err != nil {
+			return err
+		}
+		o.PinNeighbors, o.PinVectors, o.PinBytes = false, false, 0
+		switch {
+		case est+x.codes.Len <= held*9/10: // everything fits: no cache needed
+			o.PinNeighbors, o.PinVectors = true, true
+		case est <= held*9/10:
+			o.PinNeighbors = true
+		default:
+			o.PinBytes = held / 2
+		}
+	}
+	switch {
+	case o.PinNeighbors:
+		if err := x.pinAll(); err != nil {
+			return err
+		}
+	case o.PinBytes > 0:
+		if err := x.pinHubs(o.PinBytes); err != nil {
+			return err
+		}
+	}
+	if o.PinVectors {
+		if err := x.pinVectors(); err != nil {
+			return err
+		}
+	}
+	if held >= 0 {
+		o.VectorCacheBytes = 0
+		if left := held - x.pinned.size(); !o.PinVectors && left >= 4*int64(x.n)+64*int64(x.codeSize) {
+			o.VectorCacheBytes = left
+		}
+	}
+	if o.VectorCacheBytes > 0 && !o.PinVectors {
+		return x.newVectorCache(o.VectorCacheBytes)
+	}
+	return nil
+}
+
+func (x *Index) newVectorCache(bytes int64) error {
+	vc, err := partial.NewRecordCache(int(x.n), x.codeSize, bytes)
+	if err != nil {
+		return fmt.Errorf("hnswsearch: vector cache: %w", err)
+	}
+	x.vc = vc
+	return nil
+}
+
+// release frees everything hold pinned. No search may run.
+func (x *Index) release() {
+	if x.viewer == nil {
+		x.nbView, x.codesView, x.idView = nil, nil, nil
+	}
+	x.pinned.free()
+	x.pinned = nil
+	x.codesMem.Free()
+	x.idMem.Free()
+	if x.vc != nil {
+		x.vc.Close()
+		x.vc = nil
+	}
+}
+
+func (p *pinnedLists) size() int64 {
+	if p == nil {
+		return 0
+	}
+	return p.bytes
 }

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"sync"
 	"sync/atomic"
+	"unsafe"
 
 	"github.com/faiss-sidecar/faiss-sidecar/internal/offheap"
 )
@@ -19,22 +20,32 @@ import (
 // checks with Valid that it was not overwritten meanwhile. Insertions take
 // one mutex and replace by CLOCK (second chance): a hit sets the slot's
 // reference bit, new records enter without it, so records read once leave
-// first.
+// first. A slot's header (version, id, reference bit) sits just before its
+// record, so a lookup touches the id table and then the record's own cache
+// lines only.
 type RecordCache struct {
 	size, stride int
 	buf          offheap.Buf
 	slotOf       []int32 // id → slot+1, 0 when absent (atomic)
-	meta         []slotMeta
+	slots        int
 	mu           sync.Mutex
 	used, hand   int
 	inserts      atomic.Int64
 	evictions    atomic.Int64
 }
 
-type slotMeta struct {
+// slotHeader precedes each record in buf.
+type slotHeader struct {
 	ver atomic.Uint32 // odd while the slot is rewritten
 	id  atomic.Int32  // the record held, −1 when none
 	ref atomic.Uint32 // CLOCK reference bit
+	_   uint32
+}
+
+const headerSize = int(unsafe.Sizeof(slotHeader{}))
+
+func (c *RecordCache) header(s int) *slotHeader {
+	return (*slotHeader)(unsafe.Pointer(&c.buf.B[s*c.stride]))
 }
 
 // RecordCacheStats describes a RecordCache.
@@ -54,21 +65,17 @@ func NewRecordCache(n, size int, budget int64) (*RecordCache, error) {
 	if n <= 0 || size <= 0 {
 		return nil, fmt.Errorf("%w: record cache of %d records of %d bytes", ErrBadOption, n, size)
 	}
-	stride := (size + 63) &^ 63 // cache-line aligned records...
-	if stride-size > size/8 {
-		stride = (size + 7) &^ 7 // ...unless that wastes more than 1/8
+	stride := (headerSize + size + 63) &^ 63 // cache-line aligned slots...
+	if stride-size-headerSize > size/8 {
+		stride = (headerSize + size + 15) &^ 15 // ...unless that wastes more than 1/8
 	}
-	perSlot := int64(stride) + 12
-	slots := (budget - 4*int64(n)) / perSlot
+	slots := (budget - 4*int64(n)) / int64(stride)
 	slots = min(slots, int64(n))
 	if slots < 1 {
 		return nil, fmt.Errorf("%w: a record cache budget of %d bytes cannot hold one %d-byte record for %d ids", ErrBadOption, budget, size, n)
 	}
 	c := &RecordCache{size: size, stride: stride, buf: offheap.Alloc(int(slots) * stride),
-		slotOf: make([]int32, n), meta: make([]slotMeta, slots)}
-	for i := range c.meta {
-		c.meta[i].id.Store(-1)
-	}
+		slotOf: make([]int32, n), slots: int(slots)}
 	return c, nil
 }
 
@@ -81,7 +88,7 @@ func (c *RecordCache) Get(id int32) (rec []byte, token uint64, ok bool) {
 	if s < 0 {
 		return nil, 0, false
 	}
-	m := &c.meta[s]
+	m := c.header(int(s))
 	v := m.ver.Load()
 	if v&1 != 0 || m.id.Load() != id {
 		return nil, 0, false
@@ -89,14 +96,14 @@ func (c *RecordCache) Get(id int32) (rec []byte, token uint64, ok bool) {
 	if m.ref.Load() == 0 {
 		m.ref.Store(1)
 	}
-	off := int(s) * c.stride
+	off := int(s)*c.stride + headerSize
 	return c.buf.B[off : off+c.size : off+c.size], uint64(s)<<32 | uint64(v), true
 }
 
 // Valid reports whether the bytes Get returned with token were not
 // overwritten since.
 func (c *RecordCache) Valid(token uint64) bool {
-	return c.meta[token>>32].ver.Load() == uint32(token)
+	return c.header(int(token>>32)).ver.Load() == uint32(token)
 }
 
 // Copy copies record id into dst (len ≥ the record size) and reports whether
@@ -120,14 +127,15 @@ func (c *RecordCache) Put(id int32, rec []byte) {
 		return
 	}
 	var s int
-	if c.used < len(c.meta) {
+	fresh := c.used < c.slots
+	if fresh {
 		s = c.used
 		c.used++
 	} else {
 		for { // ends within two turns: each pass clears the bits it skips
-			m := &c.meta[c.hand]
+			m := c.header(c.hand)
 			s = c.hand
-			if c.hand++; c.hand == len(c.meta) {
+			if c.hand++; c.hand == c.slots {
 				c.hand = 0
 			}
 			if m.ref.Load() == 0 {
@@ -137,13 +145,14 @@ func (c *RecordCache) Put(id int32, rec []byte) {
 		}
 		c.evictions.Add(1)
 	}
-	m := &c.meta[s]
+	m := c.header(s)
 	m.ver.Add(1) // odd: readers of the old record see it change
-	if old := m.id.Load(); old >= 0 {
-		atomic.StoreInt32(&c.slotOf[old], 0)
+	if !fresh {
+		atomic.StoreInt32(&c.slotOf[m.id.Load()], 0)
 	}
 	m.id.Store(id)
-	copy(c.buf.B[s*c.stride:s*c.stride+c.size], rec)
+	off := s*c.stride + headerSize
+	copy(c.buf.B[off:off+c.size], rec)
 	m.ref.Store(0)
 	m.ver.Add(1)
 	atomic.StoreInt32(&c.slotOf[id], int32(s)+1)
@@ -158,13 +167,14 @@ func (c *RecordCache) Stats() RecordCacheStats {
 	c.mu.Lock()
 	used := c.used
 	c.mu.Unlock()
-	return RecordCacheStats{Slots: len(c.meta), Used: used, Bytes: c.Bytes(),
+	return RecordCacheStats{Slots: c.slots, Used: used, Bytes: c.Bytes(),
 		Inserts: c.inserts.Load(), Evictions: c.evictions.Load(), Record: c.size}
 }
 
-// Bytes is the memory the cache holds: records, slot metadata and id table.
+// Bytes is the memory the cache holds: slots (headers and records) and the
+// id table.
 func (c *RecordCache) Bytes() int64 {
-	return int64(len(c.buf.B)) + 12*int64(len(c.meta)) + 4*int64(len(c.slotOf))
+	return int64(len(c.buf.B)) + 4*int64(len(c.slotOf))
 }
 
 // Close frees the records. No Get, Put or use of returned bytes may follow.

@@ -18,13 +18,13 @@ func record(id int32, size int) []byte {
 
 func TestRecordCacheClock(t *testing.T) {
 	const size = 100
-	c, err := NewRecordCache(50, size, 4*50+3*(104+12)) // room for 3 records
+	c, err := NewRecordCache(50, size, 4*50+3*128) // room for 3 records
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	if st := c.Stats(); st.Slots != 3 || c.stride != 104 {
-		t.Fatalf("slots %d stride %d, want 3 and 104 (64-byte alignment would waste 28%%)", st.Slots, c.stride)
+	if st := c.Stats(); st.Slots != 3 || c.stride != 128 {
+		t.Fatalf("slots %d stride %d, want 3 and 128 (16-byte header, 64-byte alignment)", st.Slots, c.stride)
 	}
 	for id := int32(0); id < 3; id++ {
 		c.Put(id, record(id, size))
@@ -48,7 +48,7 @@ func TestRecordCacheClock(t *testing.T) {
 	if _, _, ok := c.Get(1); ok {
 		t.Fatal("Get of an evicted record succeeded")
 	}
-	want := RecordCacheStats{Slots: 3, Used: 3, Bytes: 3*104 + 3*12 + 4*50, Inserts: 4, Evictions: 1, Record: size}
+	want := RecordCacheStats{Slots: 3, Used: 3, Bytes: 3*128 + 4*50, Inserts: 4, Evictions: 1, Record: size}
 	if st := c.Stats(); st != want {
 		t.Fatalf("stats %+v, want %+v", st, want)
 	}
@@ -72,7 +72,7 @@ func TestRecordCacheBudget(t *testing.T) {
 // record other than the one they asked for.
 func TestRecordCacheConcurrent(t *testing.T) {
 	const n, size = 64, 200
-	c, err := NewRecordCache(n, size, 4*n+8*(size+12+64))
+	c, err := NewRecordCache(n, size, 4*n+8*(size+16+64))
 	if err != nil {
 		t.Fatal(err)
 	}
