@@ -1,6 +1,10 @@
 package hnswsearch
 
-import "math"
+import (
+	"math"
+
+	"github.com/faiss-sidecar/faiss-sidecar/internal/distance"
+)
 
 // Heaps of (distance, id) pairs in parallel arrays, reproducing FAISS's
 // heap primitives at array level (hnsw-search.md §3, §4): 1-based positions,
@@ -109,13 +113,15 @@ type pool struct {
 	// poppedEvictions counts evictions of an already-popped top: the only
 	// event where the two behaviours differ.
 	poppedEvictions int
+	// popped counts popped slots still in the array (ids −1).
+	popped int
 }
 
 func (c *pool) reset(n int, fixed bool) {
 	if cap(c.dis) < n {
 		c.dis, c.ids = make([]float32, n), make([]int32, n)
 	}
-	c.dis, c.ids, c.n, c.k, c.nvalid, c.fixed, c.poppedEvictions = c.dis[:n], c.ids[:n], n, 0, 0, fixed, 0
+	c.dis, c.ids, c.n, c.k, c.nvalid, c.fixed, c.poppedEvictions, c.popped = c.dis[:n], c.ids[:n], n, 0, 0, fixed, 0, 0
 }
 
 func (c *pool) size() int { return c.nvalid }
@@ -127,6 +133,7 @@ func (c *pool) push(id int32, d float32) {
 		}
 		if c.ids[0] == -1 {
 			c.poppedEvictions++
+			c.popped--
 		}
 		if !c.fixed || c.ids[0] != -1 {
 			c.nvalid--
@@ -140,36 +147,24 @@ func (c *pool) push(id int32, d float32) {
 }
 
 // popMin returns the smallest valid entry, the highest slot among equal
-// minima, and marks it popped; id −1 when none is valid.
-//
-// FAISS scans down from the top: the first valid slot is the running best,
-// replaced only by a strictly smaller distance. With finite distances that
-// is the single pass below (the predictable d < best test first); when the
-// first valid slot from the top holds +Inf or NaN the literal scan runs.
+// minima, and marks it popped; id −1 when none is valid. That is FAISS's
+// scan down from the top (the first valid slot is the running best,
+// replaced only by a strictly smaller distance) whenever no valid slot
+// holds a NaN; distance.MinSlot finds it with SIMD, and the literal scan
+// runs when there is a NaN.
 func (c *pool) popMin() (int32, float32) {
-	best, bd := -1, float32(math.Inf(1))
-	dis, ids := c.dis[:c.k], c.ids[:c.k]
-	for i := len(dis) - 1; i >= 0; i-- {
-		if d := dis[i]; d < bd && ids[i] != -1 {
-			best, bd = i, d
-		}
-	}
-	if best < 0 || !firstValidFinite(dis, ids) {
+	best, ok := distance.MinSlot(c.dis[:c.k], c.ids[:c.k])
+	if !ok {
 		return c.popMinLiteral()
 	}
-	id := ids[best]
-	ids[best] = -1
-	c.nvalid--
-	return id, bd
-}
-
-func firstValidFinite(dis []float32, ids []int32) bool {
-	for i := len(ids) - 1; i >= 0; i-- {
-		if ids[i] != -1 {
-			return dis[i] <= math.MaxFloat32 // false for +Inf and NaN
-		}
+	if best < 0 {
+		return -1, 0
 	}
-	return true
+	id, bd := c.ids[best], c.dis[best]
+	c.ids[best] = -1
+	c.nvalid--
+	c.popped++
+	return id, bd
 }
 
 // popMinLiteral is FAISS 1.7.3's MinimaxHeap::pop_min, step by step.
@@ -190,7 +185,14 @@ func (c *pool) popMinLiteral() (int32, float32) {
 	id := c.ids[best]
 	c.ids[best] = -1
 	c.nvalid--
+	c.popped++
 	return id, bd
+}
+
+// atLeastBelow reports countBelow(d0) ≥ bound for the d0 popMin just
+// returned, scanning only when enough popped slots remain for it to hold.
+func (c *pool) atLeastBelow(d0 float32, bound int) bool {
+	return c.popped > bound && c.countBelow(d0) >= bound
 }
 
 // peekMin2 returns the ids of the two smallest valid entries without
@@ -213,6 +215,10 @@ func (c *pool) peekMin2() (int32, int32) {
 }
 
 // countBelow counts slots in use with distance < t, popped ones included.
+// Right after popMin returned d0, no valid slot lies below d0 (it was their
+// minimum, also under the literal scan), so countBelow(d0) ≤ popped − 1:
+// callers comparing it with a bound skip the scan while popped ≤ bound
+// (see atLeastBelow).
 func (c *pool) countBelow(t float32) int {
 	n := 0
 	for _, d := range c.dis[:c.k] {

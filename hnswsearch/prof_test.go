@@ -2,6 +2,7 @@ package hnswsearch
 
 import (
 	"os"
+	"strconv"
 	"testing"
 
 	"github.com/faiss-sidecar/faiss-sidecar/faissfmt"
@@ -10,9 +11,10 @@ import (
 )
 
 // BenchmarkSearchBenchData searches a data set of bench-data/ (made by
-// bench/gen_search_data.py) at ef 64, k 10, for profiling the search core:
+// bench/gen_search_data.py) at k 10 and ef 64 (or $EF), for profiling the
+// search core:
 //
-//	DS=clustered BACKEND=mmap go test -run='^$' -bench=SearchBenchData -cpuprofile cpu.out ./hnswsearch
+//	DS=clustered BACKEND=mmap EF=256 go test -run='^$' -bench=SearchBenchData -cpuprofile cpu.out ./hnswsearch
 func BenchmarkSearchBenchData(b *testing.B) {
 	ds, backend := os.Getenv("DS"), os.Getenv("BACKEND")
 	if ds == "" {
@@ -40,10 +42,14 @@ func BenchmarkSearchBenchData(b *testing.B) {
 		b.Fatal(err)
 	}
 	dst := make([]Result, 0, 10)
+	ef := 64
+	if v, err := strconv.Atoi(os.Getenv("EF")); err == nil {
+		ef = v
+	}
 	i := 0
 	b.ReportAllocs()
 	for b.Loop() {
-		if dst, _, err = x.Search(m.RowF32(i%m.N), Params{K: 10, EfSearch: 64}, dst[:0]); err != nil {
+		if dst, _, err = x.Search(m.RowF32(i%m.N), Params{K: 10, EfSearch: ef}, dst[:0]); err != nil {
 			b.Fatal(err)
 		}
 		i++

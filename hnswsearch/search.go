@@ -284,7 +284,7 @@ func (x *Index) searchLevel(s *scratch, level int, r *resultHeap, efStop int) (i
 		if v0 < 0 {
 			break
 		}
-		if c.countBelow(d0) >= efStop {
+		if c.atLeastBelow(d0, efStop) {
 			break
 		}
 		list, err := x.neighbors(s, v0, level)

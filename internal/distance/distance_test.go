@@ -115,3 +115,50 @@ func BenchmarkL2(b *testing.B) {
 func itoa(d int) string {
 	return string(rune('0'+d/100%10)) + string(rune('0'+d/10%10)) + string(rune('0'+d%10))
 }
+
+// TestMinSlot: the assembly and Go versions pick FAISS's pop_min slot —
+// the highest among the minima of the slots not popped — on random pools
+// with ties, ±0, +Inf, popped slots and NaN, every length up to 70.
+func TestMinSlot(t *testing.T) {
+	r := rand.New(rand.NewPCG(3, 4))
+	vals := []float32{0, float32(math.Copysign(0, -1)), 1, 1, 2, float32(math.Inf(1)), float32(math.NaN())}
+	literal := func(dis []float32, ids []int32) (int, bool) {
+		best := -1
+		var bd float32
+		for i := len(dis) - 1; i >= 0; i-- {
+			if ids[i] == -1 {
+				continue
+			}
+			if dis[i] != dis[i] {
+				return -1, false
+			}
+			if best < 0 || dis[i] < bd {
+				best, bd = i, dis[i]
+			}
+		}
+		return best, true
+	}
+	for trial := range 20000 {
+		n := trial % 71
+		dis, ids := make([]float32, n), make([]int32, n)
+		for i := range dis {
+			dis[i] = vals[r.IntN(len(vals)-1)]
+			if trial%7 == 0 && r.IntN(20) == 0 {
+				dis[i] = float32(math.NaN())
+			}
+			if r.IntN(3) == 0 {
+				dis[i] = r.Float32()
+			}
+			ids[i] = int32(i)
+			if r.IntN(4) == 0 {
+				ids[i] = -1
+			}
+		}
+		ws, wok := literal(dis, ids)
+		for name, f := range map[string]func([]float32, []int32) (int, bool){"go": minSlotGo, "fast": MinSlot} {
+			if s, ok := f(dis, ids); s != ws || ok != wok {
+				t.Fatalf("%s n=%d: (%d, %v), want (%d, %v)\ndis %v\nids %v", name, n, s, ok, ws, wok, dis, ids)
+			}
+		}
+	}
+}

@@ -8,6 +8,11 @@ var (
 	IPFast  func(q []float32, x []byte) float32 = ipGo4
 	L2FastF func(q, x []float32) float32        = l2Go4F
 	IPFastF func(q, x []float32) float32        = ipGo4F
+	// MinSlot returns the highest index i with ids[i] ≠ −1 whose dis[i] is
+	// the smallest among those slots (−1 when there is none), the choice
+	// FAISS's candidate pool makes in pop_min; ok is false when such a slot
+	// holds a NaN, where callers must follow FAISS's scan step by step.
+	MinSlot func(dis []float32, ids []int32) (slot int, ok bool) = minSlotGo
 	// FastImpl names the implementation in use ("avx2" or "go").
 	FastImpl = "go"
 )
@@ -78,4 +83,22 @@ func ipGo4F(q, x []float32) float32 {
 		a0 += q[j] * x[j]
 	}
 	return (a0 + a1) + (a2 + a3)
+}
+
+func minSlotGo(dis []float32, ids []int32) (int, bool) {
+	ids = ids[:len(dis)]
+	best, bd := -1, float32(0)
+	for i := len(dis) - 1; i >= 0; i-- {
+		if ids[i] == -1 {
+			continue
+		}
+		d := dis[i]
+		if d != d {
+			return -1, false
+		}
+		if best < 0 || d < bd {
+			best, bd = i, d
+		}
+	}
+	return best, true
 }

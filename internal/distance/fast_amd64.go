@@ -3,6 +3,7 @@
 package distance
 
 import (
+	"math"
 	"unsafe"
 
 	"golang.org/x/sys/cpu"
@@ -14,6 +15,7 @@ import (
 func init() {
 	if cpu.X86.HasAVX2 && cpu.X86.HasFMA {
 		L2Fast, IPFast, L2FastF, IPFastF = l2Bytes, ipBytes, l2Floats, ipFloats
+		MinSlot = minSlotAVX2
 		FastImpl = "avx2"
 	}
 }
@@ -57,4 +59,35 @@ func Prefetch(b []byte) {
 	if len(b) > 0 && FastImpl == "avx2" {
 		prefetchT0(&b[0], len(b))
 	}
+}
+
+// minSlotAVX2 is MinSlot with the whole blocks of 8 slots in assembly: a
+// pass for the minimum, then one from the top for its highest slot.
+func minSlotAVX2(dis []float32, ids []int32) (int, bool) {
+	n := len(dis)
+	ids = ids[:n]
+	blocks := n / 8
+	m, nan := float32(math.Inf(1)), false
+	if blocks > 0 {
+		m, nan = minValid8(&dis[0], &ids[0], blocks)
+	}
+	for i := blocks * 8; i < n; i++ {
+		if ids[i] != -1 {
+			d := dis[i]
+			nan = nan || d != d
+			m = min(m, d)
+		}
+	}
+	if nan {
+		return -1, false
+	}
+	for i := n - 1; i >= blocks*8; i-- {
+		if ids[i] != -1 && dis[i] == m {
+			return i, true
+		}
+	}
+	if blocks > 0 {
+		return lastEqual8(&dis[0], &ids[0], blocks, m), true
+	}
+	return -1, true
 }

@@ -152,3 +152,81 @@ prefetch_loop:
 
 prefetch_done:
 	RET
+
+// func minValid8(dis *float32, ids *int32, blocks int) (m float32, nan bool)
+// Requires: AVX, AVX2, SSE, SSE2
+TEXT ·minValid8(SB), NOSPLIT, $0-29
+	MOVQ         dis+0(FP), AX
+	MOVQ         ids+8(FP), CX
+	MOVQ         blocks+16(FP), DX
+	VPCMPEQD     Y0, Y0, Y0
+	MOVL         $0x7f800000, BX
+	MOVD         BX, X1
+	VBROADCASTSS X1, Y1
+	VXORPS       Y2, Y2, Y2
+
+minvalid_loop:
+	CMPQ     DX, $0x00
+	JE       minvalid_reduce
+	VMOVUPS  (AX), Y3
+	VPCMPEQD (CX), Y0, Y4
+	VCMPPS   $0x03, Y3, Y3, Y5
+	VANDNPS  Y5, Y4, Y5
+	VORPS    Y5, Y2, Y2
+	VORPS    Y4, Y3, Y3
+	VMINPS   Y1, Y3, Y1
+	ADDQ     $0x20, AX
+	ADDQ     $0x20, CX
+	DECQ     DX
+	JMP      minvalid_loop
+
+minvalid_reduce:
+	VEXTRACTF128 $0x01, Y1, X0
+	VMINPS       X0, X1, X1
+	VMOVHLPS     X1, X1, X0
+	VMINPS       X0, X1, X1
+	VMOVSHDUP    X1, X0
+	VMINSS       X0, X1, X1
+	VMOVMSKPS    Y2, AX
+	TESTL        AX, AX
+	SETNE        AL
+	VZEROUPPER
+	MOVSS        X1, m+24(FP)
+	MOVB         AL, nan+28(FP)
+	RET
+
+// func lastEqual8(dis *float32, ids *int32, blocks int, m float32) int
+// Requires: AVX, AVX2, SSE
+TEXT ·lastEqual8(SB), NOSPLIT, $0-40
+	MOVQ         dis+0(FP), AX
+	MOVQ         ids+8(FP), CX
+	MOVQ         blocks+16(FP), DX
+	MOVSS        m+24(FP), X0
+	VBROADCASTSS X0, Y0
+	VPCMPEQD     Y1, Y1, Y1
+
+lasteq_loop:
+	CMPQ      DX, $0x00
+	JE        lasteq_none
+	DECQ      DX
+	MOVQ      DX, BX
+	SHLQ      $0x05, BX
+	VMOVUPS   (AX)(BX*1), Y2
+	VCMPPS    $0x00, Y2, Y0, Y2
+	VPCMPEQD  (CX)(BX*1), Y1, Y3
+	VANDNPS   Y2, Y3, Y2
+	VMOVMSKPS Y2, BX
+	TESTL     BX, BX
+	JZ        lasteq_loop
+	BSRL      BX, SI
+	SHLQ      $0x03, DX
+	ADDQ      SI, DX
+	VZEROUPPER
+	MOVQ      DX, ret+32(FP)
+	RET
+
+lasteq_none:
+	VZEROUPPER
+	MOVQ $-1, AX
+	MOVQ AX, ret+32(FP)
+	RET

@@ -15,6 +15,8 @@ func main() {
 	kernel("l2AVX2", "l2AVX2 returns Σ (q[j]−x[j])² over n float32 at q and x (AVX2+FMA, 4×8 lanes).", true)
 	kernel("ipAVX2", "ipAVX2 returns Σ q[j]·x[j] over n float32 at q and x (AVX2+FMA, 4×8 lanes).", false)
 	prefetch()
+	minValid()
+	lastEqual()
 	Generate()
 }
 
@@ -107,5 +109,106 @@ func prefetch() {
 	SUBQ(Imm(64), n)
 	JMP(LabelRef("prefetch_loop"))
 	Label("prefetch_done")
+	RET()
+}
+
+// broadcastInf fills a YMM register with +Inf.
+func broadcastInf() VecVirtual {
+	t := GP32()
+	MOVL(U32(0x7f800000), t)
+	x := XMM()
+	MOVD(t, x)
+	y := YMM()
+	VBROADCASTSS(x, y)
+	return y
+}
+
+// minValid: the minimum of dis over slots whose id is not −1, 8 slots a
+// step, and whether such a slot holds a NaN.
+func minValid() {
+	TEXT("minValid8", NOSPLIT, "func(dis *float32, ids *int32, blocks int) (m float32, nan bool)")
+	Doc("minValid8 returns the minimum of dis[i] over the 8·blocks slots with ids[i] ≠ −1 (+Inf if none) and whether one of them is NaN (AVX2).")
+	dis := Load(Param("dis"), GP64())
+	ids := Load(Param("ids"), GP64())
+	n := Load(Param("blocks"), GP64())
+	ones := YMM()
+	VPCMPEQD(ones, ones, ones)
+	acc := broadcastInf()
+	nans := YMM()
+	VXORPS(nans, nans, nans)
+	Label("minvalid_loop")
+	CMPQ(n, Imm(0))
+	JE(LabelRef("minvalid_reduce"))
+	d, inv, un := YMM(), YMM(), YMM()
+	VMOVUPS(Mem{Base: dis}, d)
+	VPCMPEQD(Mem{Base: ids}, ones, inv) // popped slots
+	VCMPPS(Imm(3), d, d, un)            // unordered: NaN
+	VANDNPS(un, inv, un)                // NaN in a valid slot
+	VORPS(un, nans, nans)
+	VORPS(inv, d, d)    // popped slots become NaN...
+	VMINPS(acc, d, acc) // ...which MINPS skips (it returns its second source)
+	ADDQ(Imm(32), dis)
+	ADDQ(Imm(32), ids)
+	DECQ(n)
+	JMP(LabelRef("minvalid_loop"))
+	Label("minvalid_reduce")
+	lo, hi, t := acc.AsX(), XMM(), XMM()
+	VEXTRACTF128(Imm(1), acc, hi)
+	VMINPS(hi, lo, lo)
+	VMOVHLPS(lo, lo, t)
+	VMINPS(t, lo, lo)
+	VMOVSHDUP(lo, t)
+	VMINSS(t, lo, lo)
+	mask := GP32()
+	VMOVMSKPS(nans, mask)
+	TESTL(mask, mask)
+	nan := GP8()
+	SETNE(nan)
+	VZEROUPPER()
+	Store(lo, ReturnIndex(0))
+	Store(nan, ReturnIndex(1))
+	RET()
+}
+
+// lastEqual: the highest slot with dis == m whose id is not −1.
+func lastEqual() {
+	TEXT("lastEqual8", NOSPLIT, "func(dis *float32, ids *int32, blocks int, m float32) int")
+	Doc("lastEqual8 returns the highest i < 8·blocks with ids[i] ≠ −1 and dis[i] == m, or −1 (AVX2).")
+	dis := Load(Param("dis"), GP64())
+	ids := Load(Param("ids"), GP64())
+	n := Load(Param("blocks"), GP64())
+	mx := Load(Param("m"), XMM())
+	my := YMM()
+	VBROADCASTSS(mx, my)
+	ones := YMM()
+	VPCMPEQD(ones, ones, ones)
+	off := GP64()
+	Label("lasteq_loop")
+	CMPQ(n, Imm(0))
+	JE(LabelRef("lasteq_none"))
+	DECQ(n)
+	MOVQ(n, off)
+	SHLQ(Imm(5), off)
+	d, eq, inv := YMM(), YMM(), YMM()
+	VMOVUPS(Mem{Base: dis, Index: off, Scale: 1}, d)
+	VCMPPS(Imm(0), d, my, eq) // ordered equal
+	VPCMPEQD(Mem{Base: ids, Index: off, Scale: 1}, ones, inv)
+	VANDNPS(eq, inv, eq)
+	mask := GP32()
+	VMOVMSKPS(eq, mask)
+	TESTL(mask, mask)
+	JZ(LabelRef("lasteq_loop"))
+	bit := GP32()
+	BSRL(mask, bit)
+	SHLQ(Imm(3), n)
+	ADDQ(bit.As64(), n)
+	VZEROUPPER()
+	Store(n, ReturnIndex(0))
+	RET()
+	Label("lasteq_none")
+	VZEROUPPER()
+	none := GP64()
+	MOVQ(I64(-1), none)
+	Store(none, ReturnIndex(0))
 	RET()
 }
