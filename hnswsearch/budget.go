@@ -14,8 +14,10 @@ var ErrBudget = errors.New("hnswsearch: memory budget too small")
 // memory_efficient mode (the bounded-memory policy):
 //
 //   - HeapBytes stays with the Go heap: the parsed small arrays, per-query
-//     scratch (a visited table of one byte per vector for each worker) and
-//     the collector's headroom, twice what is live.
+//     scratch (a visited table of one byte per vector and ~256 KiB of
+//     buffers for each worker) and the collector's headroom, twice what is
+//     live, plus 4 MiB for the runtime's own structures (less, and the
+//     collector runs without pause once the heap nears its limit).
 //   - The rest (Options.HeldBytes) is held outside the Go heap, so it needs
 //     no headroom: first the neighbor lists, compacted — all of them when
 //     they fit in nine tenths of it, else those of the nodes above level 0
@@ -42,7 +44,7 @@ func PlanBudget(f *faissfmt.File, backend string, budget int64, workers int) (Pl
 	}
 	workers = max(workers, 1)
 	var p Plan
-	p.HeapBytes = 2*(f.ResidentBytes()+int64(workers)*(g.NTotal+1<<20)) + 4<<20
+	p.HeapBytes = 2*(f.ResidentBytes()+int64(workers)*(g.NTotal+256<<10)) + 4<<20
 	code := f.Storage.CodeSize
 	if budget < p.HeapBytes+4*g.NTotal+64*code {
 		return Plan{}, fmt.Errorf("%w: %d bytes; this index needs at least %d (small arrays, %d workers' scratch, 64 cached vectors)",

@@ -9,7 +9,6 @@ import (
 	"runtime"
 	"runtime/debug"
 	"runtime/metrics"
-	"slices"
 	"time"
 
 	"github.com/faiss-sidecar/faiss-sidecar/faissfmt"
@@ -148,30 +147,25 @@ func budgetPolicy(path, backend string, budget int64, o *hnswsearch.Options) (ca
 }
 
 // openWithQueries opens the index and reads the queries checked against it.
-// At most limit queries are kept (0: all), copied out of the file's buffer.
+// At most limit queries are read (0: all).
 func (f *indexFlags) openWithQueries(path, queries string, limit int) (*loadedIndex, []hnswsearch.Query, error) {
 	l, err := f.open(path)
 	if err != nil {
 		return nil, nil, err
 	}
-	qs, err := loadQueries(queries, l.idx)
+	qs, err := loadQueries(queries, l.idx, limit)
 	if err != nil {
 		l.Close()
 		return nil, nil, err
-	}
-	if limit > 0 && limit < len(qs) {
-		qs = slices.Clone(qs[:limit])
-		for i := range qs {
-			qs[i].Vector, qs[i].Code = slices.Clone(qs[i].Vector), slices.Clone(qs[i].Code)
-		}
 	}
 	l.limitHeap()
 	return l, qs, nil
 }
 
-// loadQueries reads a query file and checks it against the index.
-func loadQueries(path string, x *hnswsearch.Index) ([]hnswsearch.Query, error) {
-	m, err := vecio.ReadFile(path)
+// loadQueries reads a query file (its first limit rows; 0: all) and checks
+// it against the index.
+func loadQueries(path string, x *hnswsearch.Index, limit int) ([]hnswsearch.Query, error) {
+	m, err := vecio.ReadFileRows(path, limit)
 	if err != nil {
 		return nil, err
 	}

@@ -14,6 +14,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -35,6 +36,21 @@ func (m *Matrix) RowU8(i int) []byte { return m.U8[i*m.Dim : (i+1)*m.Dim] }
 // RowI64 returns row i of an integer matrix.
 func (m *Matrix) RowI64(i int) []int64 { return m.I64[i*m.Dim : (i+1)*m.Dim] }
 
+// Head returns the first n rows (n ≤ N), copied so the rest can be freed.
+func (m *Matrix) Head(n int) *Matrix {
+	h := &Matrix{N: n, Dim: m.Dim}
+	if m.F32 != nil {
+		h.F32 = slices.Clone(m.F32[:n*m.Dim])
+	}
+	if m.U8 != nil {
+		h.U8 = slices.Clone(m.U8[:n*m.Dim])
+	}
+	if m.I64 != nil {
+		h.I64 = slices.Clone(m.I64[:n*m.Dim])
+	}
+	return h
+}
+
 // ErrFormat marks malformed files.
 var ErrFormat = errors.New("vecio: malformed vector file")
 
@@ -46,27 +62,74 @@ func formatErr(path string, format string, a ...any) error {
 const maxElems = 1 << 31
 
 // ReadFile reads path according to its extension.
-func ReadFile(path string) (*Matrix, error) {
-	b, err := os.ReadFile(path)
+func ReadFile(path string) (*Matrix, error) { return ReadFileRows(path, 0) }
+
+// ReadFileRows is ReadFile keeping at most rows rows (0: all); .fvecs,
+// .bvecs and .ivecs files are then read only as far as those rows go.
+func ReadFileRows(path string, rows int) (*Matrix, error) {
+	var b []byte
+	var err error
+	switch ext := strings.ToLower(filepath.Ext(path)); {
+	case rows > 0 && (ext == ".fvecs" || ext == ".bvecs" || ext == ".ivecs"):
+		b, err = readVecsPrefix(path, ext, rows)
+	default:
+		b, err = os.ReadFile(path)
+	}
 	if err != nil {
 		return nil, err
 	}
-	return Parse(path, b)
+	m, err := Parse(path, b)
+	if err != nil || rows <= 0 || m.N <= rows {
+		return m, err
+	}
+	return m.Head(rows), nil
+}
+
+// readVecsPrefix reads the bytes of a vecs file's first rows rows (sized
+// by row 0's dimension; Parse checks the rest).
+func readVecsPrefix(path, ext string, rows int) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	var hdr [4]byte
+	if _, err := f.ReadAt(hdr[:], 0); err != nil {
+		return os.ReadFile(path) // let Parse name the problem
+	}
+	elem := int64(4)
+	if ext == ".bvecs" {
+		elem = 1
+	}
+	d := int64(int32(binary.LittleEndian.Uint32(hdr[:])))
+	n := st.Size()
+	if d > 0 && d < 1<<30 {
+		n = min(n, int64(rows)*(4+d*elem))
+	}
+	b := make([]byte, n)
+	if _, err := f.ReadAt(b, 0); err != nil && !errors.Is(err, io.EOF) {
+		return nil, err
+	}
+	return b, nil
 }
 
 // Parse parses b as the file type path's extension names.
 func Parse(path string, b []byte) (*Matrix, error) {
 	switch strings.ToLower(filepath.Ext(path)) {
 	case ".fvecs":
-		return parseVecs(path, b, 4, func(m *Matrix, v []byte) {
+		return parseVecs(path, b, 4, func(m *Matrix, n int) { m.F32 = make([]float32, 0, n) }, func(m *Matrix, v []byte) {
 			for j := 0; j < len(v); j += 4 {
 				m.F32 = append(m.F32, math.Float32frombits(binary.LittleEndian.Uint32(v[j:])))
 			}
 		})
 	case ".bvecs":
-		return parseVecs(path, b, 1, func(m *Matrix, v []byte) { m.U8 = append(m.U8, v...) })
+		return parseVecs(path, b, 1, func(m *Matrix, n int) { m.U8 = make([]byte, 0, n) }, func(m *Matrix, v []byte) { m.U8 = append(m.U8, v...) })
 	case ".ivecs":
-		return parseVecs(path, b, 4, func(m *Matrix, v []byte) {
+		return parseVecs(path, b, 4, func(m *Matrix, n int) { m.I64 = make([]int64, 0, n) }, func(m *Matrix, v []byte) {
 			for j := 0; j < len(v); j += 4 {
 				m.I64 = append(m.I64, int64(int32(binary.LittleEndian.Uint32(v[j:]))))
 			}
@@ -79,7 +142,7 @@ func Parse(path string, b []byte) (*Matrix, error) {
 	return nil, fmt.Errorf("vecio: %s: unknown extension (want .fvecs, .bvecs, .ivecs, .npy or .txt)", path)
 }
 
-func parseVecs(path string, b []byte, elem int, add func(*Matrix, []byte)) (*Matrix, error) {
+func parseVecs(path string, b []byte, elem int, reserve func(*Matrix, int), add func(*Matrix, []byte)) (*Matrix, error) {
 	m := &Matrix{}
 	for off := 0; off < len(b); {
 		if len(b)-off < 4 {
@@ -91,6 +154,7 @@ func parseVecs(path string, b []byte, elem int, add func(*Matrix, []byte)) (*Mat
 		}
 		if m.N == 0 {
 			m.Dim = d
+			reserve(m, len(b)/(4+d*elem)*d) // every row this size: appends never regrow
 		} else if d != m.Dim {
 			return nil, formatErr(path, "row %d at byte %d has dimension %d, row 0 has %d", m.N, off, d, m.Dim)
 		}

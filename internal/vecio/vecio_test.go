@@ -5,6 +5,9 @@ import (
 	"encoding/binary"
 	"errors"
 	"math"
+	"os"
+	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -84,4 +87,40 @@ func FuzzParse(f *testing.F) {
 			t.Fatalf("%d values for %d×%d", got, m.N, m.Dim)
 		}
 	})
+}
+
+// TestReadFileRows: a row limit reads only that many rows, equal to the
+// head of the whole file, for every format.
+func TestReadFileRows(t *testing.T) {
+	dir := t.TempDir()
+	var fv, bv bytes.Buffer
+	for i := range 5 {
+		binary.Write(&fv, binary.LittleEndian, int32(3))
+		binary.Write(&bv, binary.LittleEndian, int32(3))
+		for j := range 3 {
+			binary.Write(&fv, binary.LittleEndian, float32(i*3+j))
+			bv.WriteByte(byte(i*3 + j))
+		}
+	}
+	for name, b := range map[string][]byte{"a.fvecs": fv.Bytes(), "a.bvecs": bv.Bytes(), "a.ivecs": fv.Bytes(), "a.txt": []byte("1\n4\n7\n")} {
+		p := filepath.Join(dir, name)
+		os.WriteFile(p, b, 0o644)
+		all, err := ReadFile(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, rows := range []int{1, 2, 5, 9} {
+			m, err := ReadFileRows(p, rows)
+			if err != nil {
+				t.Fatalf("%s %d rows: %v", name, rows, err)
+			}
+			want := all
+			if rows < all.N {
+				want = all.Head(rows)
+			}
+			if m.N != want.N || m.Dim != want.Dim || !slices.Equal(m.F32, want.F32) || !slices.Equal(m.U8, want.U8) || !slices.Equal(m.I64, want.I64) {
+				t.Fatalf("%s %d rows: %+v, want %+v", name, rows, m, want)
+			}
+		}
+	}
 }
