@@ -486,25 +486,26 @@ func (h *handle) warm() error {
 	return h.idx.Warm(limit)
 }
 
-// latencies keeps the last 4096 query latencies for percentiles.
+// latencies keeps the last 4096 query latencies for percentiles, without a
+// lock: queries on both cores would otherwise contend for it on every
+// request. A percentile read may see a slot being overwritten; it then
+// counts one newer latency instead.
 type latencies struct {
-	mu   sync.Mutex
-	ring [4096]time.Duration
-	n    int
+	ring [4096]atomic.Int64
+	n    atomic.Int64
 }
 
 func (l *latencies) add(d time.Duration) {
-	l.mu.Lock()
-	l.ring[l.n%len(l.ring)] = d
-	l.n++
-	l.mu.Unlock()
+	i := l.n.Add(1) - 1
+	l.ring[i%int64(len(l.ring))].Store(int64(d))
 }
 
 func (l *latencies) percentiles(ps ...float64) []float64 {
-	l.mu.Lock()
-	n := min(l.n, len(l.ring))
-	s := append([]time.Duration(nil), l.ring[:n]...)
-	l.mu.Unlock()
+	n := int(min(l.n.Load(), int64(len(l.ring))))
+	s := make([]time.Duration, n)
+	for i := range s {
+		s[i] = time.Duration(l.ring[i].Load())
+	}
 	out := make([]float64, len(ps))
 	if n == 0 {
 		return out

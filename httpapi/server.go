@@ -166,9 +166,25 @@ func (s *Server) accessLog(c *gin.Context) {
 	if route == "" {
 		route = "unmatched"
 	}
-	s.metrics.requests.WithLabelValues(route, fmt.Sprint(c.Writer.Status())).Inc()
-	s.log.Debug("request", "method", c.Request.Method, "path", c.Request.URL.Path, "status", c.Writer.Status(), "took", time.Since(start))
+	status := c.Writer.Status()
+	code := statusCodes[min(max(status, 0), len(statusCodes)-1)]
+	if code == "" {
+		code = strconv.Itoa(status)
+	}
+	s.metrics.requests.WithLabelValues(route, code).Inc()
+	if s.log.Enabled(c.Request.Context(), slog.LevelDebug) { // its arguments allocate even when off
+		s.log.Debug("request", "method", c.Request.Method, "path", c.Request.URL.Path, "status", status, "took", time.Since(start))
+	}
 }
+
+// statusCodes spells HTTP status codes for metric labels without allocating.
+var statusCodes = func() []string {
+	t := make([]string, 600)
+	for i := 100; i < len(t); i++ {
+		t[i] = strconv.Itoa(i)
+	}
+	return t
+}()
 
 func (s *Server) limits(c *gin.Context) {
 	c.Request.Body = http.MaxBytesReader(c.Writer, c.Request.Body, s.cfg.MaxBodyBytes)
@@ -515,13 +531,13 @@ func (s *Server) searchOne(h *handle, req *SearchRequest) ([]Hit, Profile, error
 		p.K = rerank.ShortlistSize(k, f)
 	}
 	t0 := time.Now()
-	var res []hnswsearch.Result
+	res := make([]hnswsearch.Result, 0, p.K) // the search appends no more
 	var st hnswsearch.Stats
 	var err error
 	if x.Binary() {
-		res, st, err = x.SearchBinary(qb, p, nil)
+		res, st, err = x.SearchBinary(qb, p, res)
 	} else {
-		res, st, err = x.Search(q, p, nil)
+		res, st, err = x.Search(q, p, res)
 	}
 	if err != nil {
 		return nil, prof, err

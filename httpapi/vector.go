@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"math"
@@ -15,7 +16,11 @@ type Vector []float64
 
 // UnmarshalJSON implements json.Unmarshaler.
 func (v *Vector) UnmarshalJSON(b []byte) error {
-	if out, ok := parseNumbers(b, (*v)[:0]); ok {
+	dst := (*v)[:0]
+	if n := bytes.Count(b, []byte{','}) + 1; cap(dst) < n {
+		dst = make([]float64, 0, n) // once, not regrown per append
+	}
+	if out, ok := parseNumbers(b, dst); ok {
 		*v = out
 		return nil
 	}

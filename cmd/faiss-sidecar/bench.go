@@ -6,6 +6,7 @@ import (
 	"io"
 	"math/rand/v2"
 	"os"
+	"runtime/pprof"
 	"slices"
 	"strconv"
 	"strings"
@@ -95,6 +96,7 @@ func runBenchSearch(args []string, stdout io.Writer) error {
 	gt := fs.String("gt", "", "ground-truth neighbor ids (.ivecs, or an integer .npy) for recall@k")
 	duration := fs.Duration("duration", 3*time.Second, "minimum measured time (at least one pass over the queries)")
 	maxQueries := fs.Int("max-queries", 0, "use only the first N queries (0: all)")
+	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the measured passes to this file")
 	asJSON := fs.Bool("json", false, "print one JSON object")
 	var rr rerankFlags
 	rr.register(fs)
@@ -187,6 +189,17 @@ func runBenchSearch(args []string, stdout io.Writer) error {
 		}
 		rec := float64(hits) / float64(len(qs)**k)
 		res.Recall = &rec
+	}
+	if *cpuProfile != "" {
+		f, err := os.Create(*cpuProfile)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
+		defer pprof.StopCPUProfile()
 	}
 	// Measured passes: workers take queries round-robin until the duration.
 	var (
