@@ -4,6 +4,7 @@
 package httpapi
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -200,15 +201,38 @@ func (s *Server) auth(c *gin.Context) {
 	}
 }
 
-// decode reads a JSON body strictly: unknown fields and trailing data are 400s.
+// bodies recycles request body buffers.
+var bodies = sync.Pool{New: func() any { return new(bytes.Buffer) }}
+
+// decode reads a JSON body strictly: unknown fields and trailing data are
+// 400s. Search bodies of the usual shape take a parser without reflection
+// (searchFast); everything else, and every error, goes through
+// encoding/json.
 func decode(c *gin.Context, v any) error {
-	d := json.NewDecoder(c.Request.Body)
+	buf := bodies.Get().(*bytes.Buffer)
+	buf.Reset()
+	defer func() {
+		if buf.Cap() <= 1<<20 { // a huge _msearch body is not kept
+			bodies.Put(buf)
+		}
+	}()
+	if _, err := buf.ReadFrom(c.Request.Body); err != nil {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			return &apiError{413, "body_too_large", fmt.Sprintf("request body exceeds %d bytes", mbe.Limit)}
+		}
+		return badRequest("reading the request body: %v", err)
+	}
+	if r, ok := v.(*SearchRequest); ok {
+		if searchFast(buf.Bytes(), r) {
+			return nil
+		}
+		*r = SearchRequest{} // forget what the fast parser filled in
+	}
+	d := json.NewDecoder(bytes.NewReader(buf.Bytes()))
 	d.DisallowUnknownFields()
 	if err := d.Decode(v); err != nil {
-		var mbe *http.MaxBytesError
 		switch {
-		case errors.As(err, &mbe):
-			return &apiError{413, "body_too_large", fmt.Sprintf("request body exceeds %d bytes", mbe.Limit)}
 		case errors.Is(err, io.EOF):
 			return badRequest("request body is empty; JSON expected")
 		case strings.HasPrefix(err.Error(), "json: unknown field"):

@@ -32,45 +32,42 @@ func (v *Vector) UnmarshalJSON(b []byte) error {
 	return nil
 }
 
-// parseNumbers parses "[n, n, …]" (or null) into dst; ok is false for
-// anything else, which the caller hands to encoding/json.
+// parseNumbers parses "[n, n, …]" (or null) into dst, numbers in JSON's
+// grammar; ok is false for anything else, which the caller hands to
+// encoding/json.
 func parseNumbers(b []byte, dst []float64) ([]float64, bool) {
-	i := skipSpace(b, 0)
-	if i+4 <= len(b) && string(b[i:i+4]) == "null" && skipSpace(b, i+4) == len(b) {
-		return nil, true
+	p := cursor{b: b}
+	p.space()
+	if bytes.HasPrefix(b[p.i:], []byte("null")) {
+		p.i += 4
+		p.space()
+		return nil, p.i == len(b)
 	}
-	if i >= len(b) || b[i] != '[' {
+	if !p.consume('[') {
 		return nil, false
 	}
-	i = skipSpace(b, i+1)
-	if i < len(b) && b[i] == ']' {
-		return dst, skipSpace(b, i+1) == len(b)
+	if p.consume(']') {
+		p.space()
+		return dst, p.i == len(b)
 	}
 	for {
-		j := i
-		for j < len(b) && (b[j] == '-' || b[j] == '+' || b[j] == '.' || b[j] == 'e' || b[j] == 'E' || (b[j] >= '0' && b[j] <= '9')) {
-			j++
-		}
-		if j == i {
+		t, ok := p.number()
+		if !ok {
 			return nil, false
 		}
-		f, err := strconv.ParseFloat(string(b[i:j]), 64)
-		if err != nil || b[i] == '+' || (b[i] == '0' && j > i+1 && b[i+1] >= '0' && b[i+1] <= '9') {
-			return nil, false // not JSON's number grammar: let encoding/json say why
+		f, err := strconv.ParseFloat(string(t), 64)
+		if err != nil {
+			return nil, false
 		}
 		dst = append(dst, f)
-		i = skipSpace(b, j)
-		if i >= len(b) {
-			return nil, false
+		if p.consume(',') {
+			continue
 		}
-		switch b[i] {
-		case ',':
-			i = skipSpace(b, i+1)
-		case ']':
-			return dst, skipSpace(b, i+1) == len(b)
-		default:
-			return nil, false
+		if p.consume(']') {
+			p.space()
+			return dst, p.i == len(b)
 		}
+		return nil, false
 	}
 }
 

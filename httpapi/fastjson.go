@@ -1,0 +1,246 @@
+package httpapi
+
+import (
+	"bytes"
+	"strconv"
+)
+
+// searchFast parses the usual shape of a search body — the fields of
+// SearchRequest spelled exactly, each at most once, plain numbers, no string
+// escapes — without reflection: encoding/json scanned a body's vector three
+// times (whole-body scan, skip, then Vector's own parse) and took 44% of a
+// request's CPU. It reports false for anything else, and the caller hands
+// the body to encoding/json, which then decides, with its own errors; for
+// what it accepts, the result is what encoding/json would produce
+// (FuzzSearchFast checks this).
+func searchFast(b []byte, r *SearchRequest) bool {
+	p := cursor{b: b}
+	if !p.consume('{') {
+		return false
+	}
+	var seen uint8
+	if !p.consume('}') {
+		for {
+			key, ok := p.key()
+			if !ok {
+				return false
+			}
+			var bit uint8
+			switch string(key) { // no allocation for a switch on a conversion
+			case "vector":
+				bit, ok = 1, p.vector(&r.Vector)
+			case "k":
+				bit = 2
+				r.K, ok = p.integer()
+			case "method_parameters":
+				bit = 4
+				r.MethodParameters = &MethodParameters{}
+				ok = p.object("ef_search", func() bool { v, ok := p.integer(); r.MethodParameters.EfSearch = v; return ok })
+			case "filter":
+				bit = 8
+				r.Filter = &IDFilter{}
+				ok = p.object("ids", func() bool { return p.ids(&r.Filter.IDs) })
+			case "rescore":
+				bit = 16
+				r.Rescore = &struct {
+					OversampleFactor float64 `json:"oversample_factor"`
+				}{}
+				ok = p.object("oversample_factor", func() bool { v, ok := p.float(); r.Rescore.OversampleFactor = v; return ok })
+			case "profile":
+				bit = 32
+				r.Profile, ok = p.boolean()
+			default:
+				return false
+			}
+			if !ok || seen&bit != 0 {
+				return false
+			}
+			seen |= bit
+			if p.consume(',') {
+				continue
+			}
+			if p.consume('}') {
+				break
+			}
+			return false
+		}
+	}
+	p.space()
+	return p.i == len(p.b)
+}
+
+// cursor walks a JSON text; every method skips leading white space.
+type cursor struct {
+	b []byte
+	i int
+}
+
+func (p *cursor) space() { p.i = skipSpace(p.b, p.i) }
+
+func (p *cursor) consume(c byte) bool {
+	p.space()
+	if p.i < len(p.b) && p.b[p.i] == c {
+		p.i++
+		return true
+	}
+	return false
+}
+
+// key reads `"name":` where name has no escapes.
+func (p *cursor) key() ([]byte, bool) {
+	if !p.consume('"') {
+		return nil, false
+	}
+	j := bytes.IndexByte(p.b[p.i:], '"')
+	if j < 0 {
+		return nil, false
+	}
+	k := p.b[p.i : p.i+j]
+	if bytes.IndexByte(k, '\\') >= 0 {
+		return nil, false
+	}
+	p.i += j + 1
+	if !p.consume(':') {
+		return nil, false
+	}
+	return k, true
+}
+
+// number returns the next JSON number's text, in JSON's grammar.
+func (p *cursor) number() ([]byte, bool) {
+	p.space()
+	b, i := p.b, p.i
+	start := i
+	if i < len(b) && b[i] == '-' {
+		i++
+	}
+	switch {
+	case i < len(b) && b[i] == '0':
+		i++
+	case i < len(b) && b[i] >= '1' && b[i] <= '9':
+		for i < len(b) && b[i] >= '0' && b[i] <= '9' {
+			i++
+		}
+	default:
+		return nil, false
+	}
+	if i < len(b) && b[i] == '.' {
+		i++
+		d := i
+		for i < len(b) && b[i] >= '0' && b[i] <= '9' {
+			i++
+		}
+		if i == d {
+			return nil, false
+		}
+	}
+	if i < len(b) && (b[i] == 'e' || b[i] == 'E') {
+		i++
+		if i < len(b) && (b[i] == '+' || b[i] == '-') {
+			i++
+		}
+		d := i
+		for i < len(b) && b[i] >= '0' && b[i] <= '9' {
+			i++
+		}
+		if i == d {
+			return nil, false
+		}
+	}
+	p.i = i
+	return b[start:i], true
+}
+
+// integer reads a number without fraction or exponent that fits an int
+// (encoding/json rejects the others for an int field).
+func (p *cursor) integer() (int, bool) {
+	t, ok := p.number()
+	if !ok || bytes.ContainsAny(t, ".eE") {
+		return 0, false
+	}
+	v, err := strconv.ParseInt(string(t), 10, 0)
+	return int(v), err == nil
+}
+
+func (p *cursor) float() (float64, bool) {
+	t, ok := p.number()
+	if !ok {
+		return 0, false
+	}
+	v, err := strconv.ParseFloat(string(t), 64)
+	return v, err == nil
+}
+
+func (p *cursor) boolean() (bool, bool) {
+	p.space()
+	switch {
+	case bytes.HasPrefix(p.b[p.i:], []byte("true")):
+		p.i += 4
+		return true, true
+	case bytes.HasPrefix(p.b[p.i:], []byte("false")):
+		p.i += 5
+		return false, true
+	}
+	return false, false
+}
+
+// vector reads an array of numbers with Vector's own parser.
+func (p *cursor) vector(v *Vector) bool {
+	p.space()
+	if p.i >= len(p.b) || p.b[p.i] != '[' {
+		return false
+	}
+	end := bytes.IndexByte(p.b[p.i:], ']')
+	if end < 0 {
+		return false
+	}
+	if err := v.UnmarshalJSON(p.b[p.i : p.i+end+1]); err != nil {
+		return false
+	}
+	p.i += end + 1
+	return true
+}
+
+// ids reads an array of integers.
+func (p *cursor) ids(dst *[]int64) bool {
+	if !p.consume('[') {
+		return false
+	}
+	out := []int64{}
+	if !p.consume(']') {
+		for {
+			t, ok := p.number()
+			if !ok || bytes.ContainsAny(t, ".eE") {
+				return false
+			}
+			v, err := strconv.ParseInt(string(t), 10, 64)
+			if err != nil {
+				return false
+			}
+			out = append(out, v)
+			if p.consume(',') {
+				continue
+			}
+			if p.consume(']') {
+				break
+			}
+			return false
+		}
+	}
+	*dst = out
+	return true
+}
+
+// object reads `{}` or `{"name": value}` with value read by val.
+func (p *cursor) object(name string, val func() bool) bool {
+	if !p.consume('{') {
+		return false
+	}
+	if p.consume('}') {
+		return true
+	}
+	if k, ok := p.key(); !ok || string(k) != name || !val() {
+		return false
+	}
+	return p.consume('}')
+}
