@@ -147,24 +147,56 @@ func (c *pool) push(id int32, d float32) {
 }
 
 // popMin returns the smallest valid entry, the highest slot among equal
-// minima, and marks it popped; id −1 when none is valid. That is FAISS's
-// scan down from the top (the first valid slot is the running best,
-// replaced only by a strictly smaller distance) whenever no valid slot
-// holds a NaN; distance.MinSlot finds it with SIMD, and the literal scan
-// runs when there is a NaN.
+// minima, and marks it popped; id −1 when none is valid.
+//
+// FAISS scans down from the top: the first valid slot is the running best,
+// replaced only by a strictly smaller distance. With no NaN in a valid
+// slot that is "the highest slot holding the minimum", which
+// distance.MinSlot finds with SIMD for pools of simdPool slots or more;
+// smaller pools take the single pass below (the predictable d < best test
+// first), which measured faster there (clustered 100k: ef 64 went from
+// 74-79 µs to 80-87 µs per query with SIMD at every size, ef 256 from
+// 485-512 to 353-378). The literal scan runs when the first valid slot
+// from the top holds +Inf or NaN, or MinSlot meets a NaN.
 func (c *pool) popMin() (int32, float32) {
-	best, ok := distance.MinSlot(c.dis[:c.k], c.ids[:c.k])
-	if !ok {
-		return c.popMinLiteral()
+	dis, ids := c.dis[:c.k], c.ids[:c.k]
+	best, bd := -1, float32(math.Inf(1))
+	if len(dis) >= simdPool {
+		var ok bool
+		if best, ok = distance.MinSlot(dis, ids); !ok {
+			return c.popMinLiteral()
+		}
+		if best < 0 {
+			return -1, 0
+		}
+		bd = dis[best]
+	} else {
+		for i := len(dis) - 1; i >= 0; i-- {
+			if d := dis[i]; d < bd && ids[i] != -1 {
+				best, bd = i, d
+			}
+		}
+		if best < 0 || !firstValidFinite(dis, ids) {
+			return c.popMinLiteral()
+		}
 	}
-	if best < 0 {
-		return -1, 0
-	}
-	id, bd := c.ids[best], c.dis[best]
-	c.ids[best] = -1
+	id := ids[best]
+	ids[best] = -1
 	c.nvalid--
 	c.popped++
 	return id, bd
+}
+
+// simdPool is the pool size from which popMin uses distance.MinSlot.
+const simdPool = 128
+
+func firstValidFinite(dis []float32, ids []int32) bool {
+	for i := len(ids) - 1; i >= 0; i-- {
+		if ids[i] != -1 {
+			return dis[i] <= math.MaxFloat32 // false for +Inf and NaN
+		}
+	}
+	return true
 }
 
 // popMinLiteral is FAISS 1.7.3's MinimaxHeap::pop_min, step by step.

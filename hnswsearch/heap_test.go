@@ -12,9 +12,12 @@ import (
 func TestAtLeastBelow(t *testing.T) {
 	r := rand.New(rand.NewPCG(7, 9))
 	vals := []float32{0, 1, 1, 2, 3, float32(math.Inf(1)), float32(math.NaN())}
-	for trial := range 2000 {
+	for trial := range 4000 {
 		var c pool
 		n := 1 + r.IntN(12)
+		if trial%2 == 0 {
+			n = simdPool + r.IntN(12) // the SIMD path
+		}
 		c.reset(n, trial%2 == 0)
 		for step := range 60 {
 			if r.IntN(3) > 0 || c.size() == 0 {
