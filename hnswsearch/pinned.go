@@ -110,9 +110,19 @@ func (x *Index) pinAll() error {
 	if err != nil {
 		return err
 	}
+	return x.fill(p, nil)
+}
+
+// fill copies the records of the nodes pick marks (nil: all) into p, in
+// one sequential pass, and pins p.
+func (x *Index) fill(p *pinnedLists, pick []bool) error {
 	slot0 := int(x.h.CumNeighbors[1]) * 4 // level-0 bytes of a record
 	var at int64
-	err = x.streamNeighbors(func(v int32, rec []byte) { at = p.add(v, rec, slot0, at) })
+	err := x.streamNeighbors(func(v int32, rec []byte) {
+		if pick == nil || pick[v] {
+			at = p.add(v, rec, slot0, at)
+		}
+	})
 	if err != nil {
 		p.free()
 		return fmt.Errorf("hnswsearch: pinning the neighbor lists: %w", err)
@@ -173,19 +183,7 @@ func (x *Index) pinHubs(budget int64) error {
 	if err != nil {
 		return err
 	}
-	var at int64
-	err = x.streamNeighbors(func(v int32, rec []byte) {
-		if pick[v] {
-			at = p.add(v, rec, slot0, at)
-		}
-	})
-	if err != nil {
-		p.free()
-		return fmt.Errorf("hnswsearch: pinning the neighbor lists: %w", err)
-	}
-	p.bytes += at * 4
-	x.pinned = p
-	return nil
+	return x.fill(p, pick)
 }
 
 // estimatePinnedAll estimates what pinAll would hold: the node tables, the

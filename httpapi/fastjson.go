@@ -118,19 +118,13 @@ func (p *cursor) number() ([]byte, bool) {
 	case i < len(b) && b[i] == '0':
 		i++
 	case i < len(b) && b[i] >= '1' && b[i] <= '9':
-		for i < len(b) && b[i] >= '0' && b[i] <= '9' {
-			i++
-		}
+		i = digits(b, i)
 	default:
 		return nil, false
 	}
 	if i < len(b) && b[i] == '.' {
-		i++
-		d := i
-		for i < len(b) && b[i] >= '0' && b[i] <= '9' {
-			i++
-		}
-		if i == d {
+		d := i + 1
+		if i = digits(b, d); i == d {
 			return nil, false
 		}
 	}
@@ -140,10 +134,7 @@ func (p *cursor) number() ([]byte, bool) {
 			i++
 		}
 		d := i
-		for i < len(b) && b[i] >= '0' && b[i] <= '9' {
-			i++
-		}
-		if i == d {
+		if i = digits(b, d); i == d {
 			return nil, false
 		}
 	}
@@ -243,4 +234,12 @@ func (p *cursor) object(name string, val func() bool) bool {
 		return false
 	}
 	return p.consume('}')
+}
+
+// digits skips the decimal digits from b[i].
+func digits(b []byte, i int) int {
+	for i < len(b) && b[i] >= '0' && b[i] <= '9' {
+		i++
+	}
+	return i
 }
