@@ -21,13 +21,13 @@ printf "%-6s %-28s %9s %9s %9s %12s %7s %10s %10s %7s\n" limit backend QPS p50_u
 # FRACS: which fractions of the file to limit memory to; BACKENDS: which
 # configurations (mmap, pread, direct: block caches of 40% of the limit;
 # budget: the bounded-memory policy with --memory-budget of the limit less
-# max(1/5 of it, 8 MiB), or BUDGET_PCT % of it when set).
+# max(1/10 of it, 8 MiB), or BUDGET_PCT % of it when set).
 for frac in ${FRACS:-2 3 10}; do
   limit=$((size / frac))
   cache=$((limit * 4 / 10))
   # The budget leaves the rest of the limit to the binary's own pages and
-  # the benchmark's query files: a fifth of it, at least 8 MiB.
-  reserve=$((limit / 5 > 8 << 20 ? limit / 5 : 8 << 20))
+  # the benchmark's query files: a tenth of it, at least 8 MiB.
+  reserve=$((limit / 10 > 8 << 20 ? limit / 10 : 8 << 20))
   budget=$((limit - reserve))
   [ -n "${BUDGET_PCT:-}" ] && budget=$((limit * BUDGET_PCT / 100))
   for name in ${BACKENDS:-mmap pread direct budget}; do
