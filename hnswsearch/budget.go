@@ -34,6 +34,12 @@ type Plan struct {
 	HeapBytes       int64
 }
 
+// Apply sets the plan's memory options (HeldBytes, BatchReads) in o,
+// leaving the others (semantics, kernel) as they are.
+func (p Plan) Apply(o *Options) {
+	o.HeldBytes, o.BatchReads = p.Options.HeldBytes, p.Options.BatchReads
+}
+
 // PlanBudget plans budget bytes for f (from Probe) served by backend with up
 // to workers concurrent queries. Options other than the memory ones (the
 // semantics, the kernel) are left zero for the caller to set.

@@ -23,6 +23,11 @@ func TestPlanBudget(t *testing.T) {
 	if p.HeapBytes <= 0 || p.Options.HeldBytes != 64<<20-p.HeapBytes || p.BlockCacheBytes != 0 || !p.Options.BatchReads {
 		t.Fatalf("direct plan %+v", p)
 	}
+	o := Options{Semantics: FAISS173, Kernel: Exact}
+	p.Apply(&o)
+	if o != (Options{Semantics: FAISS173, Kernel: Exact, HeldBytes: p.Options.HeldBytes, BatchReads: true}) {
+		t.Fatalf("Apply: %+v", o)
+	}
 	q, err := PlanBudget(f, "pread", 64<<20, 2)
 	if err != nil {
 		t.Fatal(err)
@@ -38,11 +43,7 @@ func TestPlanBudget(t *testing.T) {
 // TestHeldBytesSplit: the policy pins every list when they fit and gives the
 // rest to the vector cache; with less, it pins the hubs' lists in half.
 func TestHeldBytesSplit(t *testing.T) {
-	s, err := partial.Open(filepath.Join(fixtureDir, "hnsw_flat_large.faiss"), partial.Options{Backend: "direct"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	s := openFixture(t, "hnsw_flat_large", partial.Options{Backend: "direct"})
 	full := openIndex(t, s, Options{PinNeighbors: true})
 	lists := full.PinnedBytes()
 	x := openIndex(t, s, Options{HeldBytes: lists * 3, BatchReads: true})
@@ -53,12 +54,8 @@ func TestHeldBytesSplit(t *testing.T) {
 	if o := all.Options(); !o.PinNeighbors || !o.PinVectors || all.vc != nil || all.batch != nil || all.codesView == nil {
 		t.Fatalf("everything fits: %+v", o)
 	}
-	var q []float32
-	for _, fr := range loadRuns(t) {
-		if fr.Fixture == "hnsw_flat_large" {
-			q, _ = fr.Query(0)
-		}
-	}
+	fr := runsOf(t, "hnsw_flat_large")
+	q, _ := fr.Query(0)
 	if _, st, err := all.Search(q, Params{K: 10}, nil); err != nil || st.Reads != 0 || st.IO.DeviceReads != 0 {
 		t.Fatalf("everything pinned, yet a query read %d times: %v", st.Reads, err)
 	}
@@ -70,23 +67,15 @@ func TestHeldBytesSplit(t *testing.T) {
 
 // TestHeldBytesIDMap: the policy pins an id map, so results read nothing.
 func TestHeldBytesIDMap(t *testing.T) {
-	s, err := partial.Open(filepath.Join(fixtureDir, "idmap_hnsw.faiss"), partial.Options{Backend: "direct"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	s := openFixture(t, "idmap_hnsw", partial.Options{Backend: "direct"})
 	x := openIndex(t, s, Options{HeldBytes: 1 << 20, BatchReads: true})
 	if x.idView == nil || x.PinnedBytes() < x.idMap.Len {
 		t.Fatalf("id map not pinned: %d bytes pinned", x.PinnedBytes())
 	}
-	for _, fr := range loadRuns(t) {
-		if fr.Fixture != "idmap_hnsw" {
-			continue
-		}
-		q, _ := fr.Query(0)
-		res, _, err := x.Search(q, Params{K: 10}, nil)
-		if err != nil || len(res) == 0 || res[0].ID != fr.Runs[1].IDs[0][0] {
-			t.Fatalf("%v %v, FAISS %v", res, err, fr.Runs[1].IDs[0])
-		}
+	fr := runsOf(t, "idmap_hnsw")
+	q, _ := fr.Query(0)
+	res, _, err := x.Search(q, Params{K: 10}, nil)
+	if err != nil || len(res) == 0 || res[0].ID != fr.Runs[1].IDs[0][0] {
+		t.Fatalf("%v %v, FAISS %v", res, err, fr.Runs[1].IDs[0])
 	}
 }

@@ -12,12 +12,7 @@ import (
 // TestConcurrentAndBatch: many goroutines (and SearchBatch) on one Index give
 // the same answers as one at a time, on zero-copy and copying backends.
 func TestConcurrentAndBatch(t *testing.T) {
-	var fr faissRuns
-	for _, r := range loadRuns(t) {
-		if r.Fixture == "hnsw_flat_large" {
-			fr = r
-		}
-	}
+	fr := runsOf(t, "hnsw_flat_large")
 	for _, backend := range []string{"mmap", "pread"} {
 		s, err := partial.Open(filepath.Join(fixtureDir, "hnsw_flat_large.faiss"), partial.Options{Backend: backend, CacheBytes: 256 << 10})
 		if err != nil {
@@ -47,12 +42,7 @@ func TestNoAllocationsPerQuery(t *testing.T) {
 	if raceEnabled {
 		t.Skip("the race detector makes sync.Pool drop items, so allocations are expected")
 	}
-	fr := loadRuns(t)[0]
-	for _, r := range loadRuns(t) {
-		if r.Fixture == "idmap_hnsw" {
-			fr = r
-		}
-	}
+	fr := runsOf(t, "idmap_hnsw")
 	for _, backend := range []string{"memory", "mmap", "pread", "direct"} {
 		s, err := partial.Open(filepath.Join(fixtureDir, fr.Fixture+".faiss"), partial.Options{Backend: backend})
 		if err != nil {
@@ -126,12 +116,7 @@ func TestPerQueryIO(t *testing.T) {
 // TestWarm: after Warm, a query on a cache large enough for the graph and
 // the vectors misses nothing; an unwarmed one does.
 func TestWarm(t *testing.T) {
-	fr := loadRuns(t)[0]
-	for _, r := range loadRuns(t) {
-		if r.Fixture == "hnsw_flat_large" {
-			fr = r
-		}
-	}
+	fr := runsOf(t, "hnsw_flat_large")
 	q, _ := fr.Query(0)
 	for _, warm := range []bool{false, true} {
 		s, err := partial.Open(filepath.Join(fixtureDir, fr.Fixture+".faiss"), partial.Options{Backend: "pread", CacheBytes: 16 << 20})
@@ -166,17 +151,8 @@ func TestWarm(t *testing.T) {
 // TestPinHubs: a partial pin holds some lists, not all, within its budget,
 // and searches give the same answers as without it.
 func TestPinHubs(t *testing.T) {
-	fr := loadRuns(t)[0]
-	for _, r := range loadRuns(t) {
-		if r.Fixture == "hnsw_flat_large" {
-			fr = r
-		}
-	}
-	s, err := partial.Open(filepath.Join(fixtureDir, fr.Fixture+".faiss"), partial.Options{Backend: "pread"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	fr := runsOf(t, "hnsw_flat_large")
+	s := openFixture(t, fr.Fixture, partial.Options{Backend: "pread"})
 	plain := openIndex(t, s, Options{})
 	const budget = 64 << 10
 	x := openIndex(t, s, Options{PinBytes: budget})
@@ -202,17 +178,8 @@ func TestPinHubs(t *testing.T) {
 // TestWarmVectorCache: Warm fills the vector cache with the nodes above
 // level 0, so a query's descent through the upper levels reads nothing.
 func TestWarmVectorCache(t *testing.T) {
-	fr := loadRuns(t)[0]
-	for _, r := range loadRuns(t) {
-		if r.Fixture == "hnsw_flat_large" {
-			fr = r
-		}
-	}
-	s, err := partial.Open(filepath.Join(fixtureDir, fr.Fixture+".faiss"), partial.Options{Backend: "direct"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	fr := runsOf(t, "hnsw_flat_large")
+	s := openFixture(t, fr.Fixture, partial.Options{Backend: "direct"})
 	x := openIndex(t, s, Options{PinNeighbors: true, BatchReads: true, VectorCacheBytes: vectorCacheFor(t, s, 2000)})
 	if err := x.Warm(0); err != nil {
 		t.Fatal(err)
@@ -244,19 +211,8 @@ func TestWarmVectorCache(t *testing.T) {
 // less memory than the section.
 func TestPinnedListsCompacted(t *testing.T) {
 	for _, fx := range []string{"hnsw_flat_large", "hnsw_flat_l2"} {
-		path := filepath.Join(fixtureDir, fx+".faiss")
-		m, err := partial.Open(path, partial.Options{Backend: "memory"})
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer m.Close()
-		s, err := partial.Open(path, partial.Options{Backend: "direct"})
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer s.Close()
-		ref := openIndex(t, m, Options{})
-		x := openIndex(t, s, Options{PinNeighbors: true})
+		ref := openIndex(t, openFixture(t, fx, partial.Options{Backend: "memory"}), Options{})
+		x := openIndex(t, openFixture(t, fx, partial.Options{Backend: "direct"}), Options{PinNeighbors: true})
 		if x.PinnedBytes() <= 0 || x.PinnedBytes() >= x.nb.Len+6*int64(x.n) {
 			t.Fatalf("%s: %d bytes pinned for a %d-byte section", fx, x.PinnedBytes(), x.nb.Len)
 		}

@@ -18,6 +18,30 @@ const fixtureDir = "../testdata/fixtures"
 // faissRuns is what FAISS 1.7.3 returned (testdata/gen_fixtures.py).
 type faissRuns = testfixtures.Search
 
+// runsOf returns FAISS's runs on the fixture name.
+func runsOf(t testing.TB, name string) faissRuns {
+	t.Helper()
+	for _, r := range loadRuns(t) {
+		if r.Fixture == name {
+			return r
+		}
+	}
+	t.Fatalf("no FAISS runs for fixture %s", name)
+	return faissRuns{}
+}
+
+// openFixture opens the fixture name's index file with o; it is closed when
+// the test ends.
+func openFixture(t testing.TB, name string, o partial.Options) partial.Storage {
+	t.Helper()
+	s, err := partial.Open(filepath.Join(fixtureDir, name+".faiss"), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
 func loadRuns(t testing.TB) []faissRuns {
 	t.Helper()
 	runs, err := testfixtures.All(fixtureDir)

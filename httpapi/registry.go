@@ -221,7 +221,7 @@ func (r *Registry) open(spec LoadSpec) (*handle, error) {
 		if err != nil {
 			return nil, badRequest("%s: %v", spec.Path, err)
 		}
-		opts.HeldBytes, opts.BatchReads = plan.Options.HeldBytes, plan.Options.BatchReads
+		plan.Apply(&opts)
 		cacheBytes, need = plan.BlockCacheBytes, spec.MemoryBudget
 	}
 	r.memMu.Lock()

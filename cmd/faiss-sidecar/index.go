@@ -142,7 +142,7 @@ func budgetPolicy(path, backend string, budget int64, o *hnswsearch.Options) (ca
 	if err != nil {
 		return 0, 0, fmt.Errorf("%s: %w", path, err)
 	}
-	o.HeldBytes, o.BatchReads = p.Options.HeldBytes, p.Options.BatchReads
+	p.Apply(o)
 	return p.BlockCacheBytes, p.HeapBytes, nil
 }
 
