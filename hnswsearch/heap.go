@@ -158,33 +158,50 @@ func (c *pool) push(id int32, d float32) {
 // 74-79 µs to 80-87 µs per query with SIMD at every size, ef 256 from
 // 485-512 to 353-378). The literal scan runs when the first valid slot
 // from the top holds +Inf or NaN, or MinSlot meets a NaN.
-func (c *pool) popMin() (int32, float32) {
+//
+// next is a hint: the id of a valid entry no larger than any other left
+// (the runner-up of the scan), or −1 when the scan did not track one (SIMD
+// path, literal scan, nothing left). Callers may prefetch its data.
+func (c *pool) popMin() (id int32, d0 float32, next int32) {
 	dis, ids := c.dis[:c.k], c.ids[:c.k]
 	best, bd := -1, float32(math.Inf(1))
+	second := -1
 	if len(dis) >= simdPool {
 		var ok bool
 		if best, ok = distance.MinSlot(dis, ids); !ok {
-			return c.popMinLiteral()
+			id, d0 = c.popMinLiteral()
+			return id, d0, -1
 		}
 		if best < 0 {
-			return -1, 0
+			return -1, 0, -1
 		}
 		bd = dis[best]
 	} else {
+		bd2 := float32(math.Inf(1))
 		for i := len(dis) - 1; i >= 0; i-- {
-			if d := dis[i]; d < bd && ids[i] != -1 {
-				best, bd = i, d
+			if d := dis[i]; d < bd2 && ids[i] != -1 {
+				if d < bd {
+					second, bd2 = best, bd
+					best, bd = i, d
+				} else {
+					second, bd2 = i, d
+				}
 			}
 		}
 		if best < 0 || !firstValidFinite(dis, ids) {
-			return c.popMinLiteral()
+			id, d0 = c.popMinLiteral()
+			return id, d0, -1
 		}
 	}
-	id := ids[best]
+	id = ids[best]
 	ids[best] = -1
 	c.nvalid--
 	c.popped++
-	return id, bd
+	next = -1
+	if second >= 0 {
+		next = ids[second]
+	}
+	return id, bd, next
 }
 
 // simdPool is the pool size from which popMin uses distance.MinSlot.

@@ -28,7 +28,7 @@ func TestAtLeastBelow(t *testing.T) {
 				c.push(int32(step), d)
 				continue
 			}
-			id, d0 := c.popMin()
+			id, d0, _ := c.popMin()
 			if id < 0 {
 				continue
 			}
@@ -39,5 +39,61 @@ func TestAtLeastBelow(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// TestPopMinMatchesLiteral: popMin pops what FAISS's literal scan pops
+// (ties, +Inf and NaN included) on both paths, and its next hint, when
+// given, is a valid entry whose distance none left undercuts.
+func TestPopMinMatchesLiteral(t *testing.T) {
+	r := rand.New(rand.NewPCG(3, 5))
+	vals := []float32{0, 1, 1, 2, 3, float32(math.Inf(1)), float32(math.NaN())}
+	hints := 0
+	for trial := range 4000 {
+		var c, lit pool
+		n := 1 + r.IntN(40)
+		if trial%3 == 0 {
+			n = simdPool + r.IntN(12)
+		}
+		c.reset(n, trial%2 == 0)
+		lit.reset(n, trial%2 == 0)
+		for step := range 80 {
+			if r.IntN(3) > 0 || c.size() == 0 {
+				d := vals[r.IntN(len(vals))]
+				if r.IntN(2) == 0 || trial%5 == 0 {
+					d = r.Float32() * 4
+				}
+				c.push(int32(step), d)
+				lit.push(int32(step), d)
+				continue
+			}
+			id, d0, next := c.popMin()
+			wid, wd := lit.popMinLiteral()
+			if id != wid || (id >= 0 && d0 != wd && !(d0 != d0 && wd != wd)) {
+				t.Fatalf("trial %d step %d: popMin = (%d, %v), literal scan (%d, %v)", trial, step, id, d0, wid, wd)
+			}
+			if next < 0 {
+				continue
+			}
+			hints++
+			var dn float32
+			found := false
+			for i := range c.k {
+				if c.ids[i] == next {
+					dn, found = c.dis[i], true
+				}
+			}
+			if !found {
+				t.Fatalf("trial %d step %d: hint %d is not a valid entry", trial, step, next)
+			}
+			for i := range c.k {
+				if c.ids[i] != -1 && c.dis[i] < dn {
+					t.Fatalf("trial %d step %d: hint %d at %v, but %d at %v is left", trial, step, next, dn, c.ids[i], c.dis[i])
+				}
+			}
+		}
+	}
+	if hints == 0 {
+		t.Fatal("popMin never gave a hint")
 	}
 }

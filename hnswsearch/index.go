@@ -416,6 +416,17 @@ func (x *Index) warmVectorCache() error {
 	return nil
 }
 
+// AlignOffset is the file offset mode full should place on a cache-line
+// boundary (partial.Options.AlignOffset): the vectors section's start, so
+// each vector spans the fewest cache lines. 0 when f has no vectors section.
+func AlignOffset(f *faissfmt.File) int64 {
+	if f.Storage == nil {
+		return 0
+	}
+	sec, _ := f.Storage.Section("codes")
+	return sec.Offset
+}
+
 // Probe parses the FAISS file at path as backend presents it (decompressed
 // for zstd, the file itself otherwise) without loading it, to learn its
 // sizes and small arrays before committing memory to it.

@@ -66,8 +66,8 @@ func newPinnedLists(n int, slots int64) (*pinnedLists, error) {
 		return nil, fmt.Errorf("hnswsearch: %d neighbor slots are too many to pin", slots)
 	}
 	p := &pinnedLists{}
-	p.mem[0] = offheap.Alloc(4 * n)
-	p.mem[1] = offheap.Alloc(2 * n)
+	p.mem[0] = offheap.AllocDense(4 * n)
+	p.mem[1] = offheap.AllocDense(2 * n)
 	p.mem[2] = offheap.Alloc(int(4 * max(slots, 1)))
 	p.start = unsafe.Slice((*uint32)(unsafe.Pointer(unsafe.SliceData(p.mem[0].B))), n)
 	p.len0 = unsafe.Slice((*uint16)(unsafe.Pointer(unsafe.SliceData(p.mem[1].B))), n)
@@ -237,7 +237,7 @@ func (x *Index) pinIDMap() error {
 
 // pinSection copies a section outside the Go heap with 4 MiB reads.
 func (x *Index) pinSection(sec faissfmt.Section) (offheap.Buf, error) {
-	b := offheap.Alloc(int(sec.Len))
+	b := offheap.AllocDense(int(sec.Len))
 	for off := int64(0); off < sec.Len; off += 4 << 20 {
 		n := min(4<<20, sec.Len-off)
 		if _, err := x.st.ReadAt(b.B[off:off+n], sec.Offset+off); err != nil {

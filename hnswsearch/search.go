@@ -280,12 +280,19 @@ func (x *Index) searchLevel(s *scratch, level int, r *resultHeap, efStop int) (i
 	}
 	ndis := 0
 	for c.size() > 0 {
-		v0, d0 := c.popMin()
+		v0, d0, next := c.popMin()
 		if v0 < 0 {
 			break
 		}
 		if c.atLeastBelow(d0, efStop) {
 			break
+		}
+		if next >= 0 && x.nbView != nil {
+			// The runner-up is expanded next unless one of v0's neighbors
+			// beats it: start loading its list now (a cache miss otherwise
+			// stalls the loop below on the list's first slot).
+			b, e := x.h.NeighborSlots(next, level)
+			distance.Prefetch(x.nbView[b*4 : e*4])
 		}
 		list, err := x.neighbors(s, v0, level)
 		if err != nil {

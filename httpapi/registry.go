@@ -229,7 +229,7 @@ func (r *Registry) open(spec LoadSpec) (*handle, error) {
 	if err := r.admit(need); err != nil {
 		return nil, err
 	}
-	st, err := partial.Open(path, partial.Options{Backend: backend, CacheBytes: cacheBytes})
+	st, err := partial.Open(path, partial.Options{Backend: backend, CacheBytes: cacheBytes, AlignOffset: hnswsearch.AlignOffset(pf)})
 	if err != nil {
 		return nil, err
 	}

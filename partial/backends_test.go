@@ -9,6 +9,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"unsafe"
 
 	"github.com/faiss-sidecar/faiss-sidecar/partial"
 	"github.com/faiss-sidecar/faiss-sidecar/partial/partialtest"
@@ -50,6 +51,9 @@ func compress(frame int) partialtest.Prepare {
 
 func TestConformance(t *testing.T) {
 	t.Run("memory", func(t *testing.T) { partialtest.Run(t, opener(partial.Options{Backend: "memory"}), nil) })
+	t.Run("memory aligned", func(t *testing.T) {
+		partialtest.Run(t, opener(partial.Options{Backend: "memory", AlignOffset: 4099}), nil)
+	})
 	t.Run("mmap", func(t *testing.T) { partialtest.Run(t, opener(partial.Options{Backend: "mmap"}), nil) })
 	t.Run("pread", func(t *testing.T) { partialtest.Run(t, opener(partial.Options{Backend: "pread"}), nil) })
 	t.Run("pread tiny cache", func(t *testing.T) {
@@ -187,5 +191,45 @@ func TestCachedBatchAttribution(t *testing.T) {
 	}
 	if st := c.Stats(); st.CacheMisses != 4 || st.CacheHits != 1 {
 		t.Fatalf("backend stats %+v, want 4 misses and 1 hit", st)
+	}
+}
+
+// TestMemoryAlignOffset: the byte at AlignOffset sits on a cache line, and
+// the bytes served are the file's.
+func TestMemoryAlignOffset(t *testing.T) {
+	data := make([]byte, 5<<20)
+	for i := range data {
+		data[i] = byte(i * 7 / 3)
+	}
+	path := filepath.Join(t.TempDir(), "f")
+	if err := os.WriteFile(path, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, align := range []int64{0, 1, 58, 64, 14433274} {
+		m, err := partial.OpenMemoryAligned(path, align%int64(len(data)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		off := align % int64(len(data))
+		v, err := m.View(off, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if addr := uintptr(unsafe.Pointer(&v[0])); align != 0 && addr%64 != 0 {
+			t.Errorf("align %d: byte %d at address %#x, not on a 64-byte line", align, off, addr)
+		}
+		all, err := m.View(0, int64(len(data)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(all, data) {
+			t.Errorf("align %d: memory differs from the file", align)
+		}
+		if got := m.Stats().ResidentBytes; got != int64(len(data)) {
+			t.Errorf("align %d: resident %d bytes, want %d", align, got, len(data))
+		}
+		if err := m.Close(); err != nil {
+			t.Fatal(err)
+		}
 	}
 }

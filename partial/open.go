@@ -23,6 +23,9 @@ type Options struct {
 	CacheBytes int64
 	// BlockSize is the cache block size for pread and direct (default 4096).
 	BlockSize int
+	// AlignOffset, for backend memory, is the file offset to place on a
+	// cache-line boundary (hnswsearch.AlignOffset: the vectors section).
+	AlignOffset int64
 }
 
 // DefaultCacheBytes is the private cache budget when none is given.
@@ -104,7 +107,7 @@ func Open(path string, o Options) (Storage, error) {
 	}
 	switch backend {
 	case "memory":
-		return OpenMemory(path)
+		return OpenMemoryAligned(path, o.AlignOffset)
 	case "mmap":
 		return OpenMmap(path)
 	case "pread":

@@ -103,7 +103,15 @@ func (f *indexFlags) open(path string) (*loadedIndex, error) {
 			return nil, err
 		}
 	}
-	st, err := openSourceBlocks(path, backend, cacheBytes, f.cacheBlock)
+	var align int64
+	if backend == "memory" {
+		pf, err := hnswsearch.Probe(path, backend)
+		if err != nil {
+			return nil, err
+		}
+		align = hnswsearch.AlignOffset(pf)
+	}
+	st, err := openSourceBlocks(path, backend, cacheBytes, f.cacheBlock, align)
 	if err != nil {
 		return nil, err
 	}

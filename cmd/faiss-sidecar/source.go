@@ -13,12 +13,13 @@ var backendHelp = "storage backend: " + strings.Join(partial.Backends, ", ") + "
 
 // openSource opens path through the named storage backend ("" = auto).
 func openSource(path, backend string, cacheBytes int64) (partial.Storage, error) {
-	return openSourceBlocks(path, backend, cacheBytes, 0)
+	return openSourceBlocks(path, backend, cacheBytes, 0, 0)
 }
 
-// openSourceBlocks is openSource with a cache block size (0: default).
-func openSourceBlocks(path, backend string, cacheBytes int64, blockSize int) (partial.Storage, error) {
-	s, err := partial.Open(path, partial.Options{Backend: backend, CacheBytes: cacheBytes, BlockSize: blockSize})
+// openSourceBlocks is openSource with a cache block size (0: default) and,
+// for backend memory, the file offset to align to a cache line.
+func openSourceBlocks(path, backend string, cacheBytes int64, blockSize int, align int64) (partial.Storage, error) {
+	s, err := partial.Open(path, partial.Options{Backend: backend, CacheBytes: cacheBytes, BlockSize: blockSize, AlignOffset: align})
 	if errors.Is(err, partial.ErrBadOption) {
 		return nil, usagef("%v", err)
 	}
