@@ -22,6 +22,7 @@ for ds in fmnist clustered; do
       IFS=: read -r mode thr backend <<<"$cfg"
       args=(bench "$idx" --queries "$q" --gt "$gt" --k 10 --ef-search "$ef" --threads "$thr" --mode "$mode" --duration "${secs}s" --json)
       [ -n "${backend:-}" ] && args+=(--backend "$backend" --cache-bytes $((1 << 30)))
+      [ "${backend:-}" = mmap ] && args+=(--warmup) # "a warm mmap": populated on huge pages
       o=$("$bin" "${args[@]}")
       oq=$(echo "$o" | field qps)
       printf "%-10s %4s  %-28s %10.0f %8.4f %8.2f\n" "$ds" "$ef" "sidecar $mode${backend:+/$backend} $thr thr" "$oq" "$(echo "$o" | field recall)" \

@@ -329,18 +329,24 @@ func (x *Index) streamNeighbors(fn func(v int32, rec []byte)) error {
 	return nil
 }
 
-// Warm pulls the graph and then the vectors into memory ahead of queries
-// with large sequential reads: MADV_WILLNEED on mmap, reads through the
-// block cache otherwise (at most maxBytes, e.g. the cache's budget; ≤ 0 for
-// no limit). Pinned or fully loaded bytes need nothing.
+// Warm pulls the graph and then the vectors into memory ahead of queries:
+// on mmap it populates them on huge pages (partial.Populator; MADV_WILLNEED
+// where that is missing), otherwise it reads them through the block cache
+// with large sequential reads (at most maxBytes, e.g. the cache's budget;
+// ≤ 0 for no limit). Pinned or fully loaded bytes need nothing.
 func (x *Index) Warm(maxBytes int64) error {
 	secs := []faissfmt.Section{x.nb, x.codes}
 	if x.viewer != nil {
-		if w, ok := x.st.(partial.WillNeeder); ok {
-			for _, s := range secs {
-				if err := w.WillNeed(s.Offset, s.Len); err != nil {
-					return err
-				}
+		for _, s := range secs {
+			var err error
+			switch w := x.st.(type) {
+			case partial.Populator:
+				err = w.Populate(s.Offset, s.Len)
+			case partial.WillNeeder:
+				err = w.WillNeed(s.Offset, s.Len)
+			}
+			if err != nil {
+				return err
 			}
 		}
 		return nil

@@ -133,3 +133,9 @@ type BlockViewer interface {
 type WillNeeder interface {
 	WillNeed(off, n int64) error
 }
+
+// Populator is implemented by backends that can make a range resident and
+// mapped before returning (mmap: on huge pages where the kernel can).
+type Populator interface {
+	Populate(off, n int64) error
+}

@@ -27,7 +27,7 @@ func alloc(n, huge int) Buf {
 		return Buf{B: make([]byte, n)}
 	}
 	if n >= huge {
-		_ = unix.Madvise(b, unix.MADV_HUGEPAGE) // best effort: THP may be off
+		adviseHuge(b)
 	}
 	return Buf{B: b, free: func() error { return unix.Munmap(b) }}
 }
