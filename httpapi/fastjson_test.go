@@ -3,7 +3,10 @@ package httpapi
 import (
 	"bytes"
 	"encoding/json"
+	"math"
+	"math/rand/v2"
 	"reflect"
+	"strconv"
 	"testing"
 )
 
@@ -85,4 +88,80 @@ func FuzzSearchFast(f *testing.F) {
 		f.Add([]byte(b))
 	}
 	f.Fuzz(checkSearchFast)
+}
+
+// TestExactDecimal: where exactDecimal answers, it is bit for bit
+// strconv.ParseFloat's value (signed zeros included), over float32 values
+// as %g writes them, random digit strings and edge cases; and it answers
+// for the common forms.
+func TestExactDecimal(t *testing.T) {
+	r := rand.New(rand.NewPCG(11, 12))
+	var cases []string
+	for range 200000 {
+		f := math.Float32frombits(r.Uint32())
+		if f != f || math.IsInf(float64(f), 0) {
+			continue
+		}
+		cases = append(cases, strconv.FormatFloat(float64(f), 'g', -1, 32), strconv.FormatFloat(float64(f), 'f', -1, 32))
+		cases = append(cases, strconv.FormatFloat(r.NormFloat64(), 'g', -1, 64), strconv.FormatFloat(r.NormFloat64(), 'g', 9, 32))
+		var b []byte
+		if r.IntN(2) == 0 {
+			b = append(b, '-')
+		}
+		b = strconv.AppendUint(b, r.Uint64N(1<<uint(r.IntN(62)+1)), 10)
+		if r.IntN(2) == 0 {
+			b = append(b, '.')
+			b = strconv.AppendUint(b, r.Uint64N(1e9), 10)
+		}
+		if r.IntN(2) == 0 {
+			b = append(b, 'e')
+			b = strconv.AppendInt(b, int64(r.IntN(60)-30), 10)
+		}
+		cases = append(cases, string(b))
+	}
+	cases = append(cases, "0", "-0", "0.0", "-0.0e5", "1e22", "1e23", "9007199254740991", "9007199254740992",
+		"1e-22", "1e-23", "0.000000000000000000001", "123456789012345678", "1234567890123456789", "12345678901234567890",
+		"0.1", "-0.1", "1E+2", "1e-0", "00.5", "4.9e-324", "1.7976931348623157e308", "1e400", "1e-400", "1e99999999999")
+	answered := 0
+	for _, c := range cases {
+		got, ok := exactDecimal([]byte(c))
+		if !ok {
+			continue
+		}
+		answered++
+		want, err := strconv.ParseFloat(c, 64)
+		if err != nil || math.Float64bits(got) != math.Float64bits(want) {
+			t.Fatalf("exactDecimal(%q) = %v (%#x), strconv %v (%#x, %v)", c, got, math.Float64bits(got), want, math.Float64bits(want), err)
+		}
+	}
+	for _, c := range []string{"0.123456789", "-3.5", "12", "1e-7", "-1.25e3", "0"} {
+		if _, ok := exactDecimal([]byte(c)); !ok {
+			t.Errorf("exactDecimal(%q) declined a common form", c)
+		}
+	}
+	if answered < len(cases)/3 {
+		t.Errorf("exactDecimal answered %d of %d cases", answered, len(cases))
+	}
+}
+
+// FuzzExactDecimal: exactDecimal never disagrees with strconv on a JSON
+// number it accepts (what parseNumbers hands it).
+func FuzzExactDecimal(f *testing.F) {
+	for _, s := range []string{"0", "-1.5e-3", "123456789012345678", "1e22", "0.000001"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		p := cursor{b: []byte(s)}
+		if n, ok := p.number(); !ok || len(n) != len(s) {
+			return // callers pass only JSON numbers
+		}
+		got, ok := exactDecimal([]byte(s))
+		if !ok {
+			return
+		}
+		want, err := strconv.ParseFloat(s, 64)
+		if err != nil || math.Float64bits(got) != math.Float64bits(want) {
+			t.Fatalf("exactDecimal(%q) = %v, strconv %v (%v)", s, got, want, err)
+		}
+	})
 }

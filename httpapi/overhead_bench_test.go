@@ -28,7 +28,7 @@ func BenchmarkHTTPOverhead(b *testing.B) {
 		for b.Loop() {
 			t0 := time.Now()
 			req := SearchRequest{Vector: f.Queries[0], K: 10}
-			if _, _, err := s.searchOne(h, &req); err != nil {
+			if _, _, err := s.searchOne(h, &req, nil); err != nil {
 				b.Fatal(err)
 			}
 			lat = append(lat, time.Since(t0))

@@ -11,12 +11,14 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"math"
 	"net/http"
 	"net/http/pprof"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/gin-gonic/gin"
@@ -56,6 +58,60 @@ type metrics struct {
 	resident  *prometheus.GaugeVec
 	cacheHits *prometheus.CounterVec
 	switches  *prometheus.CounterVec
+	// Children resolved once per label set: WithLabelValues hashes the
+	// labels and takes a read lock whose counter both cores write, which
+	// showed up as lost scaling on the search path.
+	byRoute cowMap[*cowMap[prometheus.Counter]]
+	byIndex cowMap[*indexMetrics]
+}
+
+// indexMetrics are one index's children of the per-index vectors.
+type indexMetrics struct {
+	latency      prometheus.Observer
+	hits, misses prometheus.Counter
+}
+
+func (m *metrics) index(name string) *indexMetrics {
+	return m.byIndex.get(name, func() *indexMetrics {
+		return &indexMetrics{m.latency.WithLabelValues(name), m.cacheHits.WithLabelValues(name, "hit"), m.cacheHits.WithLabelValues(name, "miss")}
+	})
+}
+
+func (m *metrics) request(route, code string) prometheus.Counter {
+	codes := m.byRoute.get(route, func() *cowMap[prometheus.Counter] { return new(cowMap[prometheus.Counter]) })
+	return codes.get(code, func() prometheus.Counter { return m.requests.WithLabelValues(route, code) })
+}
+
+// cowMap is a copy-on-write map for a small, rarely growing key set: reads
+// are an atomic load and a map lookup, writes nothing shared.
+type cowMap[V any] struct {
+	mu sync.Mutex
+	m  atomic.Pointer[map[string]V]
+}
+
+// get returns key's value, made by mk on first use.
+func (c *cowMap[V]) get(key string, mk func() V) V {
+	if m := c.m.Load(); m != nil {
+		if v, ok := (*m)[key]; ok {
+			return v
+		}
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	old := c.m.Load()
+	if old != nil {
+		if v, ok := (*old)[key]; ok {
+			return v
+		}
+	}
+	n := make(map[string]V)
+	if old != nil {
+		maps.Copy(n, *old)
+	}
+	v := mk()
+	n[key] = v
+	c.m.Store(&n)
+	return v
 }
 
 // New builds a Server.
@@ -172,7 +228,7 @@ func (s *Server) accessLog(c *gin.Context) {
 	if code == "" {
 		code = strconv.Itoa(status)
 	}
-	s.metrics.requests.WithLabelValues(route, code).Inc()
+	s.metrics.request(route, code).Inc()
 	if s.log.Enabled(c.Request.Context(), slog.LevelDebug) { // its arguments allocate even when off
 		s.log.Debug("request", "method", c.Request.Method, "path", c.Request.URL.Path, "status", status, "took", time.Since(start))
 	}
@@ -418,8 +474,13 @@ func (s *Server) search(c *gin.Context) {
 		return
 	}
 	defer h.release()
+	sc := scratchPool.Get().(*queryScratch)
+	defer func() {
+		putFloats(req.Vector)
+		scratchPool.Put(sc)
+	}()
 	start := time.Now()
-	hits, prof, err := s.searchOne(h, &req)
+	hits, prof, err := s.searchOne(h, &req, sc)
 	took := time.Since(start)
 	if err != nil {
 		e.errors.Add(1)
@@ -428,9 +489,14 @@ func (s *Server) search(c *gin.Context) {
 	}
 	e.queries.Add(1)
 	e.lat.add(took)
-	s.metrics.latency.WithLabelValues(e.name).Observe(took.Seconds())
-	s.metrics.cacheHits.WithLabelValues(e.name, "hit").Add(float64(prof.IO.CacheHits))
-	s.metrics.cacheHits.WithLabelValues(e.name, "miss").Add(float64(prof.IO.CacheMisses))
+	im := s.metrics.index(e.name)
+	im.latency.Observe(took.Seconds())
+	if prof.IO.CacheHits > 0 {
+		im.hits.Add(float64(prof.IO.CacheHits))
+	}
+	if prof.IO.CacheMisses > 0 {
+		im.misses.Add(float64(prof.IO.CacheMisses))
+	}
 	buf := respPool.Get().(*[]byte)
 	b := appendSearchResponse((*buf)[:0], took, hits)
 	if req.Profile {
@@ -479,8 +545,31 @@ type Profile struct {
 	Micros float64            `json:"search_us"`
 }
 
-// searchOne validates and runs one query on h.
-func (s *Server) searchOne(h *handle, req *SearchRequest) ([]Hit, Profile, error) {
+// queryScratch is one query's buffers, reused across requests (nil: the
+// query allocates its own, as _msearch's do since they outlive the call).
+type queryScratch struct {
+	q    []float32
+	qb   []byte
+	res  []hnswsearch.Result
+	hits []Hit
+}
+
+var scratchPool = sync.Pool{New: func() any { return new(queryScratch) }}
+
+// grow returns b[:n], reallocated only when its capacity is short.
+func grow[T any](b []T, n int) []T {
+	if cap(b) < n {
+		return make([]T, n)
+	}
+	return b[:n]
+}
+
+// searchOne validates and runs one query on h, in sc's buffers when sc is
+// not nil (the hits then live there until sc is reused).
+func (s *Server) searchOne(h *handle, req *SearchRequest, sc *queryScratch) ([]Hit, Profile, error) {
+	if sc == nil {
+		sc = new(queryScratch)
+	}
 	var prof Profile
 	x := h.idx
 	if req.K == 0 {
@@ -509,7 +598,8 @@ func (s *Server) searchOne(h *handle, req *SearchRequest) ([]Hit, Profile, error
 	var q []float32
 	var qb []byte
 	if x.Binary() {
-		qb = make([]byte, want)
+		qb = grow(sc.qb, want)
+		sc.qb = qb
 		for j, v := range req.Vector {
 			if v != math.Trunc(v) || v < 0 || v > 255 {
 				return nil, prof, badRequest("binary vector value %d is %v; bytes 0–255 expected", j, v)
@@ -517,7 +607,8 @@ func (s *Server) searchOne(h *handle, req *SearchRequest) ([]Hit, Profile, error
 			qb[j] = byte(v)
 		}
 	} else {
-		q = make([]float32, want)
+		q = grow(sc.q, want)
+		sc.q = q
 		var norm float64
 		for j, v := range req.Vector {
 			if !finite32(v) {
@@ -555,7 +646,8 @@ func (s *Server) searchOne(h *handle, req *SearchRequest) ([]Hit, Profile, error
 		p.K = rerank.ShortlistSize(k, f)
 	}
 	t0 := time.Now()
-	res := make([]hnswsearch.Result, 0, p.K) // the search appends no more
+	res := grow(sc.res, p.K)[:0] // the search appends no more
+	defer func() { sc.res = res[:0] }()
 	var st hnswsearch.Stats
 	var err error
 	if x.Binary() {
@@ -590,7 +682,8 @@ func (s *Server) searchOne(h *handle, req *SearchRequest) ([]Hit, Profile, error
 		}
 	}
 	prof.Micros = float64(time.Since(t0).Nanoseconds()) / 1e3
-	hits := make([]Hit, 0, len(res))
+	hits := grow(sc.hits, len(res))[:0]
+	defer func() { sc.hits = hits[:0] }()
 	for _, r := range res {
 		if r.ID < 0 {
 			continue // OpenSearch returns only real hits
@@ -634,7 +727,7 @@ func (s *Server) msearch(c *gin.Context) {
 		go func() {
 			for i := range work {
 				r := SearchRequest{Vector: req.Vectors[i], K: req.K, MethodParameters: req.MethodParameters, Filter: req.Filter}
-				hits, prof, err := s.searchOne(h, &r)
+				hits, prof, err := s.searchOne(h, &r, nil)
 				if err != nil {
 					st, typ := errStatus(err)
 					out[i].Error = gin.H{"type": typ, "reason": err.Error(), "status": st}
