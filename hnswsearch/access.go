@@ -24,12 +24,15 @@ func (x *Index) neighbors(s *scratch, v int32, l int) ([]byte, error) {
 			return list, nil
 		}
 	}
+	buf := s.nbuf[:n]
 	if x.blocks != nil {
-		if buf, ok := x.blocks.ViewBlock(x.nb.Offset+b*4, n, &s.st.IO); ok {
+		if v, ok := x.blocks.ViewBlock(x.nb.Offset+b*4, n, &s.st.IO); ok {
+			return v, nil
+		}
+		if x.blocks.CopyCached(buf, x.nb.Offset+b*4, &s.st.IO) {
 			return buf, nil
 		}
 	}
-	buf := s.nbuf[:n]
 	s.st.Reads++
 	if _, err := x.readAt(s, buf, x.nb.Offset+b*4); err != nil {
 		return nil, fmt.Errorf("hnswsearch: reading the neighbors of node %d on level %d: %w", v, l, err)
@@ -68,6 +71,10 @@ func (x *Index) code(s *scratch, v int32) ([]byte, error) {
 	if x.blocks != nil {
 		if buf, ok := x.blocks.ViewBlock(x.codes.Offset+off, int64(x.codeSize), &s.st.IO); ok {
 			return buf, nil
+		}
+		// A vector across two cached blocks: copied, without the read path.
+		if x.blocks.CopyCached(s.vbuf, x.codes.Offset+off, &s.st.IO) {
+			return s.vbuf, nil
 		}
 	}
 	s.st.Reads++

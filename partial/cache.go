@@ -5,6 +5,7 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
+	"unsafe"
 
 	"github.com/hashicorp/golang-lru/v2/simplelru"
 )
@@ -52,23 +53,30 @@ type loadCall struct {
 	err  error
 }
 
-// block is one cached block. Hits through a file's table set ref instead of
-// moving the block in the LRU list (which needs the shard lock); eviction
-// gives a block with ref set a second chance (CLOCK on top of the LRU).
+// block is one cached block. Hits through a file's table set the block's
+// ref bit there instead of moving the block in the LRU list (which needs
+// the shard lock); eviction gives a block with ref set a second chance
+// (CLOCK on top of the LRU).
 type block struct {
 	buf []byte
-	ref atomic.Bool
 }
 
 // table maps a file's block numbers to cached blocks for lock-free hits: a
 // two-level array of atomic pointers whose chunks of 1024 entries are
 // allocated as blocks arrive (8 KiB per 4 MiB of file touched at 4 KiB
-// blocks). The LRU owns the blocks; the table only mirrors it.
+// blocks). The LRU owns the blocks; the table only mirrors it. An entry
+// points at the block's first byte, not at its block struct, and the ref
+// bits live beside the entries: a hit loads the table and then the data,
+// with no dependent miss on a struct in between (measured 7% of a warm
+// search's time on 4 KiB blocks).
 type table struct {
 	chunks []atomic.Pointer[tableChunk]
 }
 
-type tableChunk [chunkLen]atomic.Pointer[block]
+type tableChunk struct {
+	data [chunkLen]atomic.Pointer[byte]
+	refs [chunkLen / 64]atomic.Uint64
+}
 
 const chunkBits = 10
 const chunkLen = 1 << chunkBits
@@ -77,41 +85,66 @@ func newTable(nblocks int64) *table {
 	return &table{chunks: make([]atomic.Pointer[tableChunk], (nblocks+chunkLen-1)>>chunkBits)}
 }
 
-// lookup returns the cached block blk, or nil.
-func (t *table) lookup(blk int64) *block {
+// lookup reports whether block blk is cached.
+func (t *table) lookup(blk int64) bool {
+	ch := t.chunks[blk>>chunkBits].Load()
+	return ch != nil && ch.data[blk&(chunkLen-1)].Load() != nil
+}
+
+// hit returns the first byte of block blk if cached, marking it
+// referenced: the lock-free hit path (callers count it, and know the
+// block's length).
+func (t *table) hit(blk int64) (*byte, bool) {
 	ch := t.chunks[blk>>chunkBits].Load()
 	if ch == nil {
-		return nil
-	}
-	return ch[blk&(chunkLen-1)].Load()
-}
-
-// hit returns block blk's bytes if cached, marking it referenced: the
-// lock-free hit path (callers count it).
-func (t *table) hit(blk int64) ([]byte, bool) {
-	b := t.lookup(blk)
-	if b == nil {
 		return nil, false
 	}
-	if !b.ref.Load() {
-		b.ref.Store(true)
+	i := blk & (chunkLen - 1)
+	p := ch.data[i].Load()
+	if p == nil {
+		return nil, false
 	}
-	return b.buf, true
+	if w, bit := &ch.refs[i>>6], uint64(1)<<(i&63); w.Load()&bit == 0 {
+		w.Or(bit)
+	}
+	return p, true
 }
 
+// referenced reports and clears block blk's ref bit (eviction's second
+// chance).
+func (t *table) referenced(blk int64) bool {
+	ch := t.chunks[blk>>chunkBits].Load()
+	if ch == nil {
+		return false
+	}
+	i := blk & (chunkLen - 1)
+	bit := uint64(1) << (i & 63)
+	return ch.refs[i>>6].And(^bit)&bit != 0
+}
+
+// set mirrors block b (empty blocks, e.g. a corrupt zstd frame's, are
+// served by the LRU only).
 func (t *table) set(blk int64, b *block) {
+	if len(b.buf) == 0 {
+		return
+	}
 	slot := &t.chunks[blk>>chunkBits]
 	ch := slot.Load()
 	if ch == nil {
 		slot.CompareAndSwap(nil, new(tableChunk))
 		ch = slot.Load()
 	}
-	ch[blk&(chunkLen-1)].Store(b)
+	i := blk & (chunkLen - 1)
+	ch.refs[i>>6].And(^(uint64(1) << (i & 63)))
+	ch.data[i].Store(&b.buf[0])
 }
 
 func (t *table) clear(blk int64, b *block) {
+	if len(b.buf) == 0 {
+		return
+	}
 	if ch := t.chunks[blk>>chunkBits].Load(); ch != nil {
-		ch[blk&(chunkLen-1)].CompareAndSwap(b, nil)
+		ch.data[blk&(chunkLen-1)].CompareAndSwap(&b.buf[0], nil)
 	}
 }
 
@@ -142,7 +175,7 @@ func (c *Cache) SetBudget(budget int64) {
 		sh := &c.shards[i]
 		sh.mu.Lock()
 		sh.budget = per
-		sh.shrink()
+		c.shrink(sh)
 		sh.mu.Unlock()
 	}
 }
@@ -162,12 +195,11 @@ func (c *Cache) Evictions() int64 { return c.evictions.Load() }
 
 // shrink evicts down to the budget. A block hit since it last reached the
 // LRU's old end (ref set) moves to the front once instead of leaving.
-func (sh *cacheShard) shrink() {
+func (c *Cache) shrink(sh *cacheShard) {
 	for chances := sh.lru.Len(); sh.bytes > sh.budget && sh.lru.Len() > 0; {
-		k, b, _ := sh.lru.GetOldest()
-		if chances > 0 && b.ref.Load() {
+		k, _, _ := sh.lru.GetOldest()
+		if t := c.table(k.file()); chances > 0 && t != nil && t.referenced(k.blk()) {
 			chances--
-			b.ref.Store(false)
 			sh.lru.Get(k) // to the front
 			continue
 		}
@@ -239,7 +271,7 @@ func (c *Cache) insertLocked(sh *cacheShard, k blockKey, buf []byte) {
 	if t := c.table(k.file()); t != nil {
 		t.set(k.blk(), b)
 	}
-	sh.shrink()
+	c.shrink(sh)
 }
 
 // put caches buf as block k (a batch load; see Cached.ReadBatch).
@@ -346,7 +378,8 @@ func (c *Cached) read(p []byte, off int64, t *Tally, fresh *[]int64) (int, error
 }
 
 func (c *Cached) block(blk int64, t *Tally, fresh *[]int64) ([]byte, error) {
-	if buf, ok := c.table.hit(blk); ok {
+	if p, ok := c.table.hit(blk); ok {
+		buf := unsafe.Slice(p, min(c.blockSize, c.size-blk*c.blockSize))
 		// A block a batch has just loaded for this caller is its miss.
 		c.count(blk, !claim(fresh, blk), len(buf), t)
 		return buf, nil
@@ -407,7 +440,7 @@ func (c *Cached) ReadBatch(reqs []ReadReq) error {
 			}
 			for blk := q.Off / c.blockSize; blk <= (q.Off+int64(len(q.Buf))-1)/c.blockSize; blk++ {
 				// The file's short tail block loads on its own.
-				if c.table.lookup(blk) == nil && (blk+1)*c.blockSize <= c.size && !slices.Contains(missing, blk) {
+				if !c.table.lookup(blk) && (blk+1)*c.blockSize <= c.size && !slices.Contains(missing, blk) {
 					missing = append(missing, blk)
 				}
 			}
@@ -444,19 +477,47 @@ func (c *Cached) ViewBlock(off, n int64, t *Tally) ([]byte, bool) {
 	if n <= 0 || off < 0 || off+n > c.size || (off+n-1)/c.blockSize != blk || c.closed.Load() {
 		return nil, false
 	}
-	buf, ok := c.table.hit(blk)
+	p, ok := c.table.hit(blk)
 	if !ok {
 		return nil, false
 	}
 	if t != nil {
-		st := &c.stripes[blk&7]
-		st.requests.Add(1)
-		st.bytes.Add(n)
-		st.hits.Add(1)
-		t.CacheHits++
+		c.countView(blk, n, t)
 	}
-	start := off - blk*c.blockSize
-	return buf[start : start+n : start+n], true
+	return unsafe.Slice((*byte)(unsafe.Add(unsafe.Pointer(p), off-blk*c.blockSize)), n), true
+}
+
+func (c *Cached) countView(blk, n int64, t *Tally) {
+	st := &c.stripes[blk&7]
+	st.requests.Add(1)
+	st.bytes.Add(n)
+	st.hits.Add(1)
+	t.CacheHits++
+}
+
+// CopyCached copies [off, off+len(dst)) into dst when every block it
+// spans is cached (lock-free, like ViewBlock; for ranges that cross a
+// block boundary), counting the hits in t; false, with dst undefined, when
+// one is missing or the range is out of bounds. See BlockViewer.
+func (c *Cached) CopyCached(dst []byte, off int64, t *Tally) bool {
+	n := int64(len(dst))
+	if n <= 0 || off < 0 || off+n > c.size || c.closed.Load() {
+		return false
+	}
+	for done := int64(0); done < n; {
+		pos := off + done
+		blk := pos / c.blockSize
+		p, ok := c.table.hit(blk)
+		if !ok {
+			return false
+		}
+		b := unsafe.Slice(p, min(c.blockSize, c.size-blk*c.blockSize))
+		done += int64(copy(dst[done:], b[pos-blk*c.blockSize:]))
+	}
+	if t != nil {
+		c.countView(off/c.blockSize, n, t)
+	}
+	return true
 }
 
 // Close drops the file's blocks from the cache and closes the inner

@@ -126,6 +126,9 @@ type TallyReader interface {
 // A nil t is a peek (prefetching): nothing is counted.
 type BlockViewer interface {
 	ViewBlock(off, n int64, t *Tally) (b []byte, ok bool)
+	// CopyCached copies [off, off+len(dst)) into dst when every block it
+	// spans is cached, without locks or device reads; false otherwise.
+	CopyCached(dst []byte, off int64, t *Tally) bool
 }
 
 // WillNeeder is implemented by backends that can ask the kernel to read a

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"sort"
+	"unsafe"
 
 	"github.com/cespare/xxhash/v2"
 )
@@ -186,10 +187,10 @@ func (z *Zstd) ReadAtTally(p []byte, off int64, t *Tally) (int, error) {
 }
 
 func (z *Zstd) frame(i int, t *Tally) ([]byte, error) {
-	if buf, ok := z.table.hit(int64(i)); ok {
+	if p, ok := z.table.hit(int64(i)); ok {
 		z.hits.Add(1)
 		t.lookup(true, 0)
-		return buf, nil
+		return unsafe.Slice(p, z.frames[i].dSize), nil
 	}
 	f := z.frames[i]
 	b, hit, err := z.cache.get(keyOf(z.file, int64(i)), func() ([]byte, error) {
