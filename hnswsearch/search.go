@@ -332,10 +332,19 @@ func (x *Index) searchLevel(s *scratch, level int, r *resultHeap, efStop int) (i
 				distance.Prefetch(x.codesView[int64(v1)*cs : int64(v1+1)*cs])
 			}
 		case x.blocks != nil:
-			cs := int64(x.codeSize)
+			cs, bs := int64(x.codeSize), x.blocks.BlockSize()
 			for _, v1 := range s.cand {
-				if b, ok := x.blocks.ViewBlock(x.codes.Offset+int64(v1)*cs, cs, nil); ok {
+				off := x.codes.Offset + int64(v1)*cs
+				// A vector across a block boundary in two parts (code copies
+				// it; its misses would otherwise stall the copy).
+				first := min(cs, bs-off%bs)
+				if b, ok := x.blocks.ViewBlock(off, first, nil); ok {
 					distance.Prefetch(b)
+				}
+				if first < cs {
+					if b, ok := x.blocks.ViewBlock(off+first, cs-first, nil); ok {
+						distance.Prefetch(b)
+					}
 				}
 			}
 		}

@@ -341,6 +341,9 @@ func NewCached(name string, inner Storage, cache *Cache, budget int64, blockSize
 
 func (c *Cached) Size() int64 { return c.size }
 
+// BlockSize is the cache block size.
+func (c *Cached) BlockSize() int64 { return c.blockSize }
+
 func (c *Cached) ReadAt(p []byte, off int64) (int, error) { return c.ReadAtTally(p, off, nil) }
 
 // ReadAtTally is ReadAt that adds the cache hits and misses and the device

@@ -129,6 +129,8 @@ type BlockViewer interface {
 	// CopyCached copies [off, off+len(dst)) into dst when every block it
 	// spans is cached, without locks or device reads; false otherwise.
 	CopyCached(dst []byte, off int64, t *Tally) bool
+	// BlockSize is the size of the blocks ViewBlock serves.
+	BlockSize() int64
 }
 
 // WillNeeder is implemented by backends that can ask the kernel to read a
