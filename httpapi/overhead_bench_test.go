@@ -129,3 +129,24 @@ func benchServer(b *testing.B) (*Server, fixtureRuns) {
 	}
 	return s, loadRuns(b, "hnsw_flat_large")
 }
+
+// BenchmarkSearchOneParallel is BenchmarkHandlerParallel without HTTP: the
+// same queries through searchOne, to tell the handler's scaling from the
+// search's own (-cpu 1,2).
+func BenchmarkSearchOneParallel(b *testing.B) {
+	s, f := benchServer(b)
+	defer s.Close()
+	_, h, _ := s.Reg.acquire("b")
+	defer h.release()
+	b.RunParallel(func(pb *testing.PB) {
+		sc := new(queryScratch)
+		i := 0
+		for pb.Next() {
+			req := SearchRequest{Vector: f.Queries[i%len(f.Queries)], K: 10}
+			if _, _, err := s.searchOne(h, &req, sc); err != nil {
+				b.Fatal(err)
+			}
+			i++
+		}
+	})
+}
