@@ -120,7 +120,7 @@ func TestExactDecimal(t *testing.T) {
 		cases = append(cases, string(b))
 	}
 	cases = append(cases, "0", "-0", "0.0", "-0.0e5", "1e22", "1e23", "9007199254740991", "9007199254740992",
-		"1e-22", "1e-23", "0.000000000000000000001", "123456789012345678", "1234567890123456789", "12345678901234567890",
+		"1e-22", "1e-23", "9007199254740993", "9007199254740993e-19", "18446744073709551615", "18446744073709551615e-19", "0.9999999999999999999", "4503599627370496.5", "4503599627370497.5", "1.0000000000000001110223024625156540e0", "123456789012345678e19", "0.000000000000000000001", "123456789012345678", "1234567890123456789", "12345678901234567890",
 		"0.1", "-0.1", "1E+2", "1e-0", "00.5", "4.9e-324", "1.7976931348623157e308", "1e400", "1e-400", "1e99999999999")
 	answered := 0
 	for _, c := range cases {
@@ -134,7 +134,30 @@ func TestExactDecimal(t *testing.T) {
 			t.Fatalf("exactDecimal(%q) = %v (%#x), strconv %v (%#x, %v)", c, got, math.Float64bits(got), want, math.Float64bits(want), err)
 		}
 	}
-	for _, c := range []string{"0.123456789", "-3.5", "12", "1e-7", "-1.25e3", "0"} {
+	for range 300000 { // 19-digit integers times 10^e, |e| ≤ 19: the 128-bit paths
+		m, e := r.Uint64N(1e19), r.IntN(39)-19
+		c := strconv.FormatUint(m, 10) + "e" + strconv.Itoa(e)
+		got, ok := exactDecimal([]byte(c))
+		want, _ := strconv.ParseFloat(c, 64)
+		if !ok || math.Float64bits(got) != math.Float64bits(want) {
+			t.Fatalf("exactDecimal(%q) = %v, %v; strconv %v", c, got, ok, want)
+		}
+	}
+	for range 200000 { // what Python's json writes for float32 values: 17 digits
+		f := float64(math.Float32frombits(r.Uint32()))
+		if f != f || math.IsInf(f, 0) {
+			continue
+		}
+		c := strconv.FormatFloat(f, 'g', 17, 64)
+		got, ok := exactDecimal([]byte(c))
+		if a := math.Abs(f); !ok && a >= 1e-3 && a < 1e19 { // m·10^e with |e| ≤ 19
+			t.Fatalf("exactDecimal(%q) declined a 17-digit number", c)
+		}
+		if want, _ := strconv.ParseFloat(c, 64); ok && math.Float64bits(got) != math.Float64bits(want) {
+			t.Fatalf("exactDecimal(%q) = %v, strconv %v", c, got, want)
+		}
+	}
+	for _, c := range []string{"0.123456789", "-3.5", "12", "1e-7", "-1.25e3", "0", "0.30000001192092896", "-1234.5678901234567", "1844674407370955161", "9999999999999999999e19", "1e-19"} {
 		if _, ok := exactDecimal([]byte(c)); !ok {
 			t.Errorf("exactDecimal(%q) declined a common form", c)
 		}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"math/bits"
 	"strconv"
 	"sync"
 )
@@ -85,14 +86,20 @@ func skipSpace(b []byte, i int) int {
 // finite32 reports whether v is a finite float32 value.
 func finite32(v float64) bool { return !math.IsNaN(v) && math.Abs(v) <= math.MaxFloat32 }
 
-// exactDecimal converts a JSON number's text when the result is exact in
-// two float64 operations: at most 19 significant digits forming an integer
-// m < 2^53 and a power of ten 10^e with |e| ≤ 22 (both exact in float64),
-// so m·10^e or m/10^−e is one correctly rounded operation: the value
-// strconv.ParseFloat returns (Clinger's fast path). Vectors written by
-// programs (%g of a float32: 9 digits) nearly always qualify; ok is false
-// otherwise and the caller uses strconv. It skips strconv's general
-// scanner, a sixth of a 128-d search request's CPU.
+// exactDecimal converts a JSON number's text m·10^e (at most 19
+// significant digits) to the float64 strconv.ParseFloat returns, the
+// correctly rounded one, in two exact ways:
+//
+//   - m < 2^53 and |e| ≤ 22: m and 10^e are exact in float64, so m·10^e or
+//     m/10^−e is one correctly rounded operation (Clinger's fast path);
+//   - otherwise, for |e| ≤ 19 (10^|e| fits 64 bits): the product m·10^e
+//     exactly in 128 bits, or the quotient m·2^s/10^−e to 64 bits with its
+//     remainder, rounded to 53 bits half-to-even (roundTop).
+//
+// That covers what programs write: %g of a float32 (9 digits) and the
+// float64 repr of one (17 digits, what Python's json sends). ok is false
+// otherwise and the caller uses strconv, whose general scanner took a
+// sixth of a 128-d search request's CPU.
 func exactDecimal(t []byte) (float64, bool) {
 	i, neg := 0, false
 	if len(t) > 0 && t[0] == '-' {
@@ -140,21 +147,90 @@ func exactDecimal(t []byte) (float64, bool) {
 		}
 		exp += e
 	}
-	if i != len(t) || m >= 1<<53 || exp < -22 || exp > 22 {
+	if i != len(t) {
 		return 0, false
 	}
-	f := float64(m)
-	if m == 0 {
-		f = 0
-	} else if exp >= 0 {
-		f *= pow10[exp]
-	} else {
-		f /= pow10[-exp]
+	var f float64
+	switch {
+	case m == 0:
+	case m < 1<<53 && exp >= 0 && exp <= 22:
+		f = float64(m) * pow10[exp]
+	case m < 1<<53 && exp < 0 && exp >= -22:
+		f = float64(m) / pow10[-exp]
+	case exp >= 0 && exp <= 19:
+		hi, lo := bits.Mul64(m, ipow10[exp])
+		f = round128(hi, lo)
+	case exp < 0 && exp >= -19:
+		f = quotient(m, ipow10[-exp])
+	default:
+		return 0, false
 	}
 	if neg {
 		f = -f
 	}
 	return f, true
+}
+
+// ipow10[k] is 10^k as an integer.
+var ipow10 = func() (p [20]uint64) {
+	p[0] = 1
+	for k := 1; k < len(p); k++ {
+		p[k] = p[k-1] * 10
+	}
+	return
+}()
+
+// round128 is the float64 nearest hi·2^64 + lo (> 0), ties to even.
+func round128(hi, lo uint64) float64 {
+	if hi == 0 {
+		n := bits.LeadingZeros64(lo)
+		return roundTop(lo<<n, false, -n)
+	}
+	n := bits.LeadingZeros64(hi)
+	x := hi << n
+	if n > 0 {
+		x |= lo >> (64 - n)
+	}
+	return roundTop(x, lo<<n != 0, 64-n)
+}
+
+// quotient is the float64 nearest m/d (m, d > 0), ties to even: the
+// quotient is taken to 64 significant bits, its remainder kept as a sticky
+// bit. m·2^s < 2^64·d always holds, so bits.Div64 cannot overflow.
+func quotient(m, d uint64) float64 {
+	s := 63 - bits.Len64(m) + bits.Len64(d) // q = m·2^s/d lies in (2^62, 2^64)
+	q, r := div128(m, s, d)
+	if q < 1<<63 { // one more bit, still below 2^64
+		s++
+		q, r = div128(m, s, d)
+	}
+	return roundTop(q, r != 0, -s)
+}
+
+// div128 divides m·2^s (s in [0, 127]) by d.
+func div128(m uint64, s int, d uint64) (q, r uint64) {
+	var hi, lo uint64
+	switch {
+	case s >= 64:
+		hi = m << (s - 64)
+	case s > 0:
+		hi, lo = m>>(64-s), m<<s
+	default:
+		lo = m
+	}
+	return bits.Div64(hi, lo, d)
+}
+
+// roundTop is the float64 nearest (x + δ)·2^e, where x has its top bit set
+// and δ ∈ [0, 1) is non-zero exactly when sticky: the top 53 bits of x,
+// rounded half to even on the 11 below and δ.
+func roundTop(x uint64, sticky bool, e int) float64 {
+	mant, rest := x>>11, x&(1<<11-1)
+	const half = 1 << 10
+	if rest > half || (rest == half && (sticky || mant&1 == 1)) {
+		mant++ // at most 2^53: still exact in float64
+	}
+	return math.Ldexp(float64(mant), e+11)
 }
 
 var pow10 = [...]float64{1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10,
