@@ -96,10 +96,16 @@ func TestPerQueryIO(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	before := s.(partial.StatsReporter).Stats()
 	_, again, _ := searchOne(x, q, qb, Params{K: 10})
 	if first.IO.CacheMisses == 0 || first.IO.DeviceReads != first.IO.CacheMisses || again.IO.CacheMisses != 0 ||
 		again.IO.CacheHits < again.Reads {
 		t.Fatalf("first %+v, again %+v", first, again)
+	}
+	// The backend's own counters saw the same hits (zero-copy views are
+	// added once per query).
+	if after := s.(partial.StatsReporter).Stats(); after.CacheHits-before.CacheHits != again.IO.CacheHits {
+		t.Errorf("backend counted %d hits for the query, the query %d", after.CacheHits-before.CacheHits, again.IO.CacheHits)
 	}
 	d, err := partial.Open(path, partial.Options{Backend: "direct"})
 	if err != nil {

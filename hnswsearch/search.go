@@ -197,6 +197,9 @@ func (x *Index) run(s *scratch, p Params, dst []Result) ([]Result, Stats, error)
 	default:
 		err = x.searchGraph(s, p)
 	}
+	if x.blocks != nil {
+		x.blocks.Account(&s.st.IO) // the block cache's hits, once per query
+	}
 	if err != nil {
 		return dst, s.st, err
 	}

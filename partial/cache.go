@@ -490,12 +490,23 @@ func (c *Cached) ViewBlock(off, n int64, t *Tally) ([]byte, bool) {
 	return unsafe.Slice((*byte)(unsafe.Add(unsafe.Pointer(p), off-blk*c.blockSize)), n), true
 }
 
-func (c *Cached) countView(blk, n int64, t *Tally) {
-	st := &c.stripes[blk&7]
-	st.requests.Add(1)
-	st.bytes.Add(n)
-	st.hits.Add(1)
+func (c *Cached) countView(_, n int64, t *Tally) {
 	t.CacheHits++
+	t.views++
+	t.viewBytes += n
+}
+
+// Account adds the views counted in t to the backend's statistics; see
+// BlockViewer.
+func (c *Cached) Account(t *Tally) {
+	if t.views == 0 {
+		return
+	}
+	st := &c.stripes[t.views&7]
+	st.requests.Add(t.views)
+	st.bytes.Add(t.viewBytes)
+	st.hits.Add(t.views)
+	t.views, t.viewBytes = 0, 0
 }
 
 // CopyCached copies [off, off+len(dst)) into dst when every block it
