@@ -40,7 +40,11 @@ func (m *Mmap) Populate(off, n int64) error {
 	if hs, he := (start+hugePage-1)&^(hugePage-1), (off+n)&^(hugePage-1); hs < he {
 		if err := unix.Madvise(m.data[hs:he], unix.MADV_HUGEPAGE); err == nil {
 			if f, err := os.Open(m.name); err == nil {
-				_ = unix.Fadvise(int(f.Fd()), hs, he-hs, unix.FADV_DONTNEED)
+				// Only if the path still names the mapped file.
+				var st unix.Stat_t
+				if unix.Fstat(int(f.Fd()), &st) == nil && uint64(st.Dev) == m.dev && uint64(st.Ino) == m.ino {
+					_ = unix.Fadvise(int(f.Fd()), hs, he-hs, unix.FADV_DONTNEED)
+				}
 				f.Close()
 			}
 		}

@@ -13,7 +13,10 @@ import (
 // read-ahead pulls megabytes per 4 KiB page touched on a cold file
 // (io-notes.md). It implements Storage, Viewer and StatsReporter; Close
 // unmaps only when no reader or Acquire is outstanding.
-type Mmap struct{ region }
+type Mmap struct {
+	region
+	dev, ino uint64 // the mapped file's identity, checked before Populate drops its pages
+}
 
 // OpenMmap maps the file at path.
 func OpenMmap(path string) (*Mmap, error) {
@@ -22,7 +25,11 @@ func OpenMmap(path string) (*Mmap, error) {
 		return nil, err
 	}
 	defer f.Close()
-	m := &Mmap{region{name: path}}
+	m := &Mmap{region: region{name: path}}
+	var st unix.Stat_t
+	if err := unix.Fstat(int(f.Fd()), &st); err == nil {
+		m.dev, m.ino = uint64(st.Dev), uint64(st.Ino)
+	}
 	if size > 0 {
 		m.data, err = unix.Mmap(int(f.Fd()), 0, int(size), unix.PROT_READ, unix.MAP_SHARED)
 		if err != nil {
