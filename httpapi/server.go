@@ -59,8 +59,9 @@ type metrics struct {
 	cacheHits *prometheus.CounterVec
 	switches  *prometheus.CounterVec
 	// Children resolved once per label set: WithLabelValues hashes the
-	// labels and takes a read lock whose counter both cores write, which
-	// showed up as lost scaling on the search path.
+	// labels and takes a read lock whose counter every core writes. (On
+	// this 2-core machine the difference was within BenchmarkHandler-
+	// Parallel's noise; the lock is still a shared write per request.)
 	byRoute cowMap[*cowMap[prometheus.Counter]]
 	byIndex cowMap[*indexMetrics]
 }

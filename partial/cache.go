@@ -382,7 +382,7 @@ func (c *Cached) read(p []byte, off int64, t *Tally, fresh *[]int64) (int, error
 
 func (c *Cached) block(blk int64, t *Tally, fresh *[]int64) ([]byte, error) {
 	if p, ok := c.table.hit(blk); ok {
-		buf := unsafe.Slice(p, min(c.blockSize, c.size-blk*c.blockSize))
+		buf := c.blockBytes(p, blk)
 		// A block a batch has just loaded for this caller is its miss.
 		c.count(blk, !claim(fresh, blk), len(buf), t)
 		return buf, nil
@@ -485,12 +485,20 @@ func (c *Cached) ViewBlock(off, n int64, t *Tally) ([]byte, bool) {
 		return nil, false
 	}
 	if t != nil {
-		c.countView(blk, n, t)
+		countView(n, t)
 	}
 	return unsafe.Slice((*byte)(unsafe.Add(unsafe.Pointer(p), off-blk*c.blockSize)), n), true
 }
 
-func (c *Cached) countView(_, n int64, t *Tally) {
+// blockBytes is block blk's bytes from the first one (table.hit): a whole
+// block, or the file's shorter tail.
+func (c *Cached) blockBytes(p *byte, blk int64) []byte {
+	return unsafe.Slice(p, min(c.blockSize, c.size-blk*c.blockSize))
+}
+
+// countView counts a view (or a copy out of cached blocks) in t; Account
+// later adds it to the backend's statistics.
+func countView(n int64, t *Tally) {
 	t.CacheHits++
 	t.views++
 	t.viewBytes += n
@@ -525,11 +533,10 @@ func (c *Cached) CopyCached(dst []byte, off int64, t *Tally) bool {
 		if !ok {
 			return false
 		}
-		b := unsafe.Slice(p, min(c.blockSize, c.size-blk*c.blockSize))
-		done += int64(copy(dst[done:], b[pos-blk*c.blockSize:]))
+		done += int64(copy(dst[done:], c.blockBytes(p, blk)[pos-blk*c.blockSize:]))
 	}
 	if t != nil {
-		c.countView(off/c.blockSize, n, t)
+		countView(n, t)
 	}
 	return true
 }
