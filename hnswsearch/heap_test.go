@@ -47,7 +47,8 @@ func TestAtLeastBelow(t *testing.T) {
 // given, is a valid entry whose distance none left undercuts.
 func TestPopMinMatchesLiteral(t *testing.T) {
 	r := rand.New(rand.NewPCG(3, 5))
-	vals := []float32{0, 1, 1, 2, 3, float32(math.Inf(1)), float32(math.NaN())}
+	negZero := float32(math.Copysign(0, -1))
+	vals := []float32{0, negZero, -1, 1, 1, 2, 3, float32(math.Inf(1)), float32(math.Inf(-1)), float32(math.NaN())}
 	hints := 0
 	for trial := range 4000 {
 		var c, lit pool
