@@ -27,32 +27,32 @@ const hugePage = 2 << 20
 // operator asked to keep warm. Kernels without file huge pages or without
 // MADV_POPULATE_READ (before 5.14) fall back to MADV_WILLNEED.
 func (m *Mmap) Populate(off, n int64) error {
-	if !m.life.acquire() {
-		return closedErr(m.name)
-	}
-	defer m.life.release()
-	if err := rangeCheck(m.name, off, n, int64(len(m.data))); err != nil || n == 0 {
-		return err
-	}
-	page := int64(os.Getpagesize())
-	start := off &^ (page - 1)
-	r := m.data[start : off+n]
-	if hs, he := (start+hugePage-1)&^(hugePage-1), (off+n)&^(hugePage-1); hs < he {
-		if err := unix.Madvise(m.data[hs:he], unix.MADV_HUGEPAGE); err == nil {
-			if f, err := os.Open(m.name); err == nil {
-				// Only if the path still names the mapped file.
-				var st unix.Stat_t
-				if unix.Fstat(int(f.Fd()), &st) == nil && uint64(st.Dev) == m.dev && uint64(st.Ino) == m.ino {
-					_ = unix.Fadvise(int(f.Fd()), hs, he-hs, unix.FADV_DONTNEED)
-				}
-				f.Close()
+	return m.withPages(off, n, func(r []byte, start int64) error {
+		end := off + n
+		if hs, he := (start+hugePage-1)&^(hugePage-1), end&^(hugePage-1); hs < he {
+			if err := unix.Madvise(m.data[hs:he], unix.MADV_HUGEPAGE); err == nil {
+				m.dropCached(hs, he-hs)
 			}
 		}
-	}
-	if err := unix.Madvise(r, unix.MADV_POPULATE_READ); err != nil {
-		if err := unix.Madvise(r, unix.MADV_WILLNEED); err != nil {
-			return fmt.Errorf("partial: madvise %s: %w", m.name, err)
+		if err := unix.Madvise(r, unix.MADV_POPULATE_READ); err != nil {
+			if err := unix.Madvise(r, unix.MADV_WILLNEED); err != nil {
+				return fmt.Errorf("partial: madvise %s: %w", m.name, err)
+			}
 		}
+		return nil
+	})
+}
+
+// dropCached drops the file's cached pages in [off, off+n) that no process
+// maps (POSIX_FADV_DONTNEED), if the path still names the mapped file.
+func (m *Mmap) dropCached(off, n int64) {
+	f, err := os.Open(m.name)
+	if err != nil {
+		return
 	}
-	return nil
+	defer f.Close()
+	var st unix.Stat_t
+	if unix.Fstat(int(f.Fd()), &st) == nil && uint64(st.Dev) == m.dev && uint64(st.Ino) == m.ino {
+		_ = unix.Fadvise(int(f.Fd()), off, n, unix.FADV_DONTNEED)
+	}
 }

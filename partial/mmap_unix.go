@@ -53,6 +53,14 @@ func OpenMmap(path string) (*Mmap, error) {
 // WillNeed asks the kernel to read the pages of [off, off+n) ahead
 // (MADV_WILLNEED), for warm-up and batched reads.
 func (m *Mmap) WillNeed(off, n int64) error {
+	return m.withPages(off, n, func(span []byte, _ int64) error {
+		return unix.Madvise(span, unix.MADV_WILLNEED)
+	})
+}
+
+// withPages calls fn with the mapped pages that hold [off, off+n) and the
+// file offset of the first, while holding the mapping; nothing for n = 0.
+func (m *Mmap) withPages(off, n int64, fn func(span []byte, start int64) error) error {
 	if !m.life.acquire() {
 		return closedErr(m.name)
 	}
@@ -60,9 +68,8 @@ func (m *Mmap) WillNeed(off, n int64) error {
 	if err := rangeCheck(m.name, off, n, int64(len(m.data))); err != nil || n == 0 {
 		return err
 	}
-	page := int64(os.Getpagesize())
-	start := off &^ (page - 1)
-	return unix.Madvise(m.data[start:off+n], unix.MADV_WILLNEED)
+	start := off &^ (int64(os.Getpagesize()) - 1)
+	return fn(m.data[start:off+n], start)
 }
 
 // Stats reports requests; page faults are the kernel's, so BytesRead and
