@@ -4,6 +4,8 @@
 # run; prints QPS, recall and the ratio for ef 16, 64, 256 at k=10.
 #   /usr/bin/python3 bench/gen_search_data.py   # once: builds bench-data/{fmnist,clustered}.*
 #   bash bench/search_vs_faiss.sh [SECONDS]
+# PAIRS=N (default 1) repeats the FAISS / full-mode pair N times, alternating,
+# and prints each ratio: FAISS's own QPS moves 10-20% between runs here.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 secs=${1:-3}
@@ -15,18 +17,22 @@ for ds in fmnist clustered; do
   idx=bench-data/$ds.faiss q=bench-data/$ds.queries.fvecs gt=bench-data/$ds.gt.ivecs
   [ -f "$idx" ] || { echo "missing $idx: run bench/gen_search_data.py" >&2; exit 1; }
   for ef in 16 64 256; do
-    f=$(/usr/bin/python3 bench/faiss_time.py "$idx" "$q" "$gt" 10 "$ef" "$secs")
-    fq=$(echo "$f" | field qps)
-    printf "%-10s %4s  %-28s %10.0f %8.4f %8s\n" "$ds" "$ef" "FAISS 1.7.3 (Debian), 1 thr" "$fq" "$(echo "$f" | field recall)" "1.00"
-    for cfg in "full:1" "memory_efficient:1:mmap" "memory_efficient:1:pread" "full:2"; do
-      IFS=: read -r mode thr backend <<<"$cfg"
-      args=(bench "$idx" --queries "$q" --gt "$gt" --k 10 --ef-search "$ef" --threads "$thr" --mode "$mode" --duration "${secs}s" --json)
-      [ -n "${backend:-}" ] && args+=(--backend "$backend" --cache-bytes $((1 << 30)))
-      [ "${backend:-}" = mmap ] && args+=(--warmup) # "a warm mmap": populated on huge pages
-      o=$("$bin" "${args[@]}")
-      oq=$(echo "$o" | field qps)
-      printf "%-10s %4s  %-28s %10.0f %8.4f %8.2f\n" "$ds" "$ef" "sidecar $mode${backend:+/$backend} $thr thr" "$oq" "$(echo "$o" | field recall)" \
-        "$(/usr/bin/python3 -c "print($oq / $fq)")"
+    for pair in $(seq "${PAIRS:-1}"); do
+      f=$(/usr/bin/python3 bench/faiss_time.py "$idx" "$q" "$gt" 10 "$ef" "$secs")
+      fq=$(echo "$f" | field qps)
+      printf "%-10s %4s  %-28s %10.0f %8.4f %8s\n" "$ds" "$ef" "FAISS 1.7.3 (Debian), 1 thr" "$fq" "$(echo "$f" | field recall)" "1.00"
+      cfgs="full:1 memory_efficient:1:mmap memory_efficient:1:pread full:2"
+      [ "$pair" -gt 1 ] && cfgs="full:1" # later pairs: FAISS beside full mode only
+      for cfg in $cfgs; do
+        IFS=: read -r mode thr backend <<<"$cfg"
+        args=(bench "$idx" --queries "$q" --gt "$gt" --k 10 --ef-search "$ef" --threads "$thr" --mode "$mode" --duration "${secs}s" --json)
+        [ -n "${backend:-}" ] && args+=(--backend "$backend" --cache-bytes $((1 << 30)))
+        [ "${backend:-}" = mmap ] && args+=(--warmup) # "a warm mmap": populated on huge pages
+        o=$("$bin" "${args[@]}")
+        oq=$(echo "$o" | field qps)
+        printf "%-10s %4s  %-28s %10.0f %8.4f %8.2f\n" "$ds" "$ef" "sidecar $mode${backend:+/$backend} $thr thr" "$oq" "$(echo "$o" | field recall)" \
+          "$(/usr/bin/python3 -c "print($oq / $fq)")"
+      done
     done
   done
 done
