@@ -167,16 +167,23 @@ func TestExactDecimal(t *testing.T) {
 	}
 }
 
-// FuzzExactDecimal: exactDecimal never disagrees with strconv on a JSON
-// number it accepts (what parseNumbers hands it).
+// FuzzExactDecimal: decimal accepts exactly JSON's numbers (as
+// cursor.number), and exactDecimal never disagrees with strconv on one it
+// converts.
 func FuzzExactDecimal(f *testing.F) {
-	for _, s := range []string{"0", "-1.5e-3", "123456789012345678", "1e22", "0.000001"} {
+	for _, s := range []string{"0", "-1.5e-3", "123456789012345678", "1e22", "0.000001", "00.5", "1.", "-", "1e", "1e+", ".5", "-0.0e-0", "12345678901234567890123"} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
+		// decimal's scan is JSON's number grammar, as cursor.number's.
 		p := cursor{b: []byte(s)}
-		if n, ok := p.number(); !ok || len(n) != len(s) {
-			return // callers pass only JSON numbers
+		n, nok := p.number() // skips leading space, as parseNumbers does before decimal
+		start := skipSpace([]byte(s), 0)
+		if _, end, _, ok := decimal([]byte(s), start); ok != nok || (ok && end != start+len(n)) {
+			t.Fatalf("decimal(%q, %d): ok %v end %d; cursor.number: ok %v %q", s, start, ok, end, nok, n)
+		}
+		if !nok || len(n) != len(s) {
+			return
 		}
 		got, ok := exactDecimal([]byte(s))
 		if !ok {

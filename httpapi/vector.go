@@ -53,17 +53,18 @@ func parseNumbers(b []byte, dst []float64) ([]float64, bool) {
 		return dst, p.i == len(b)
 	}
 	for {
-		t, ok := p.number()
+		p.space()
+		f, end, exact, ok := decimal(p.b, p.i)
 		if !ok {
 			return nil, false
 		}
-		f, ok := exactDecimal(t)
-		if !ok {
+		if !exact {
 			var err error
-			if f, err = strconv.ParseFloat(string(t), 64); err != nil {
+			if f, err = strconv.ParseFloat(string(p.b[p.i:end]), 64); err != nil {
 				return nil, false
 			}
 		}
+		p.i = end
 		dst = append(dst, f)
 		if p.consume(',') {
 			continue
@@ -101,56 +102,79 @@ func finite32(v float64) bool { return !math.IsNaN(v) && math.Abs(v) <= math.Max
 // otherwise and the caller uses strconv, whose general scanner took a
 // sixth of a 128-d search request's CPU.
 func exactDecimal(t []byte) (float64, bool) {
-	i, neg := 0, false
-	if len(t) > 0 && t[0] == '-' {
-		i, neg = 1, true
+	f, end, exact, ok := decimal(t, 0)
+	return f, ok && exact && end == len(t)
+}
+
+// decimal scans the JSON number at b[i:] in one pass (JSON's grammar, as
+// cursor.number) and converts it as exactDecimal describes. ok is false
+// when no number in JSON's grammar starts there; end is where it stops;
+// exact is false when the value needs strconv (more than 19 significant
+// digits, or an exponent out of range).
+func decimal(b []byte, i int) (f float64, end int, exact, ok bool) {
+	neg := false
+	if i < len(b) && b[i] == '-' {
+		i, neg = i+1, true
 	}
 	var m uint64
 	nd, exp := 0, 0 // significant digits taken; decimal exponent
-	for ; i < len(t) && t[i] >= '0' && t[i] <= '9'; i++ {
-		if m == 0 && t[i] == '0' {
-			continue
-		}
-		if nd == 19 {
-			return 0, false
-		}
-		m, nd = m*10+uint64(t[i]-'0'), nd+1
-	}
-	if i < len(t) && t[i] == '.' {
-		for i++; i < len(t) && t[i] >= '0' && t[i] <= '9'; i++ {
-			if m == 0 && t[i] == '0' {
-				exp--
+	over := false   // more than 19 significant digits
+	switch {
+	case i < len(b) && b[i] == '0':
+		i++
+	case i < len(b) && b[i] >= '1' && b[i] <= '9':
+		for ; i < len(b) && b[i] >= '0' && b[i] <= '9'; i++ {
+			if nd == 19 {
+				over = true
 				continue
 			}
-			if nd == 19 {
-				return 0, false
+			m, nd = m*10+uint64(b[i]-'0'), nd+1
+		}
+	default:
+		return 0, i, false, false
+	}
+	if i < len(b) && b[i] == '.' {
+		i++
+		start := i
+		for ; i < len(b) && b[i] >= '0' && b[i] <= '9'; i++ {
+			switch {
+			case m == 0 && b[i] == '0':
+				exp--
+			case nd == 19:
+				over = true
+			default:
+				m, nd, exp = m*10+uint64(b[i]-'0'), nd+1, exp-1
 			}
-			m, nd, exp = m*10+uint64(t[i]-'0'), nd+1, exp-1
+		}
+		if i == start {
+			return 0, i, false, false
 		}
 	}
-	if i < len(t) && (t[i] == 'e' || t[i] == 'E') {
+	if i < len(b) && (b[i] == 'e' || b[i] == 'E') {
 		i++
 		eneg := false
-		if i < len(t) && (t[i] == '+' || t[i] == '-') {
-			eneg = t[i] == '-'
+		if i < len(b) && (b[i] == '+' || b[i] == '-') {
+			eneg = b[i] == '-'
 			i++
 		}
-		e := 0
-		for ; i < len(t) && t[i] >= '0' && t[i] <= '9'; i++ {
-			if e > 1000 {
-				return 0, false
+		start, e := i, 0
+		for ; i < len(b) && b[i] >= '0' && b[i] <= '9'; i++ {
+			if e <= 1000 {
+				e = e*10 + int(b[i]-'0')
 			}
-			e = e*10 + int(t[i]-'0')
+		}
+		if i == start {
+			return 0, i, false, false
 		}
 		if eneg {
 			e = -e
 		}
 		exp += e
 	}
-	if i != len(t) {
-		return 0, false
+	if over {
+		return 0, i, false, true
 	}
-	var f float64
+	end = i
 	switch {
 	case m == 0:
 	case m < 1<<53 && exp >= 0 && exp <= 22:
@@ -163,12 +187,12 @@ func exactDecimal(t []byte) (float64, bool) {
 	case exp < 0 && exp >= -19:
 		f = quotient(m, ipow10[-exp])
 	default:
-		return 0, false
+		return 0, end, false, true
 	}
 	if neg {
 		f = -f
 	}
-	return f, true
+	return f, end, true, true
 }
 
 // ipow10[k] is 10^k as an integer.
