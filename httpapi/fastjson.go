@@ -106,40 +106,17 @@ func (p *cursor) key() ([]byte, bool) {
 	return k, true
 }
 
-// number returns the next JSON number's text, in JSON's grammar.
+// number returns the next JSON number's text, in JSON's grammar (decimal's
+// scan).
 func (p *cursor) number() ([]byte, bool) {
 	p.space()
-	b, i := p.b, p.i
-	start := i
-	if i < len(b) && b[i] == '-' {
-		i++
-	}
-	switch {
-	case i < len(b) && b[i] == '0':
-		i++
-	case i < len(b) && b[i] >= '1' && b[i] <= '9':
-		i = digits(b, i)
-	default:
+	_, end, _, ok := decimal(p.b, p.i)
+	if !ok {
 		return nil, false
 	}
-	if i < len(b) && b[i] == '.' {
-		d := i + 1
-		if i = digits(b, d); i == d {
-			return nil, false
-		}
-	}
-	if i < len(b) && (b[i] == 'e' || b[i] == 'E') {
-		i++
-		if i < len(b) && (b[i] == '+' || b[i] == '-') {
-			i++
-		}
-		d := i
-		if i = digits(b, d); i == d {
-			return nil, false
-		}
-	}
-	p.i = i
-	return b[start:i], true
+	t := p.b[p.i:end]
+	p.i = end
+	return t, true
 }
 
 // integer reads a number without fraction or exponent that fits an int
@@ -234,12 +211,4 @@ func (p *cursor) object(name string, val func() bool) bool {
 		return false
 	}
 	return p.consume('}')
-}
-
-// digits skips the decimal digits from b[i].
-func digits(b []byte, i int) int {
-	for i < len(b) && b[i] >= '0' && b[i] <= '9' {
-		i++
-	}
-	return i
 }

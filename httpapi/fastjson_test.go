@@ -167,22 +167,23 @@ func TestExactDecimal(t *testing.T) {
 	}
 }
 
-// FuzzExactDecimal: decimal accepts exactly JSON's numbers (as
-// cursor.number), and exactDecimal never disagrees with strconv on one it
-// converts.
+// FuzzExactDecimal: decimal takes a whole string exactly when it is one
+// JSON number (encoding/json as the judge), and exactDecimal never
+// disagrees with strconv on one it converts.
 func FuzzExactDecimal(f *testing.F) {
 	for _, s := range []string{"0", "-1.5e-3", "123456789012345678", "1e22", "0.000001", "00.5", "1.", "-", "1e", "1e+", ".5", "-0.0e-0", "12345678901234567890123"} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
-		// decimal's scan is JSON's number grammar, as cursor.number's.
-		p := cursor{b: []byte(s)}
-		n, nok := p.number() // skips leading space, as parseNumbers does before decimal
-		start := skipSpace([]byte(s), 0)
-		if _, end, _, ok := decimal([]byte(s), start); ok != nok || (ok && end != start+len(n)) {
-			t.Fatalf("decimal(%q, %d): ok %v end %d; cursor.number: ok %v %q", s, start, ok, end, nok, n)
+		// decimal's scan is JSON's number grammar: it takes all of s exactly
+		// when encoding/json reads s as one number.
+		_, end, _, ok := decimal([]byte(s), 0)
+		digit := func(c byte) bool { return c >= '0' && c <= '9' }
+		isNumber := len(s) > 0 && (s[0] == '-' || digit(s[0])) && digit(s[len(s)-1]) && json.Valid([]byte(s))
+		if whole := ok && end == len(s); whole != isNumber {
+			t.Fatalf("decimal(%q): ok %v, end %d of %d; encoding/json reads a number: %v", s, ok, end, len(s), isNumber)
 		}
-		if !nok || len(n) != len(s) {
+		if !isNumber {
 			return
 		}
 		got, ok := exactDecimal([]byte(s))
@@ -194,4 +195,11 @@ func FuzzExactDecimal(f *testing.F) {
 			t.Fatalf("exactDecimal(%q) = %v, strconv %v (%v)", s, got, want, err)
 		}
 	})
+}
+
+// exactDecimal is decimal on a whole number's text: the value when decimal
+// converts it itself.
+func exactDecimal(t []byte) (float64, bool) {
+	f, end, exact, ok := decimal(t, 0)
+	return f, ok && exact && end == len(t)
 }

@@ -87,9 +87,9 @@ func skipSpace(b []byte, i int) int {
 // finite32 reports whether v is a finite float32 value.
 func finite32(v float64) bool { return !math.IsNaN(v) && math.Abs(v) <= math.MaxFloat32 }
 
-// exactDecimal converts a JSON number's text m·10^e (at most 19
-// significant digits) to the float64 strconv.ParseFloat returns, the
-// correctly rounded one, in two exact ways:
+// decimal scans the JSON number at b[i:] in one pass (JSON's grammar) and
+// converts its text m·10^e (at most 19 significant digits) to the float64
+// strconv.ParseFloat returns, the correctly rounded one, in two exact ways:
 //
 //   - m < 2^53 and |e| ≤ 22: m and 10^e are exact in float64, so m·10^e or
 //     m/10^−e is one correctly rounded operation (Clinger's fast path);
@@ -98,19 +98,11 @@ func finite32(v float64) bool { return !math.IsNaN(v) && math.Abs(v) <= math.Max
 //     remainder, rounded to 53 bits half-to-even (roundTop).
 //
 // That covers what programs write: %g of a float32 (9 digits) and the
-// float64 repr of one (17 digits, what Python's json sends). ok is false
-// otherwise and the caller uses strconv, whose general scanner took a
-// sixth of a 128-d search request's CPU.
-func exactDecimal(t []byte) (float64, bool) {
-	f, end, exact, ok := decimal(t, 0)
-	return f, ok && exact && end == len(t)
-}
-
-// decimal scans the JSON number at b[i:] in one pass (JSON's grammar, as
-// cursor.number) and converts it as exactDecimal describes. ok is false
-// when no number in JSON's grammar starts there; end is where it stops;
-// exact is false when the value needs strconv (more than 19 significant
-// digits, or an exponent out of range).
+// float64 repr of one (17 digits, what Python's json sends); strconv's
+// general scanner took a sixth of a 128-d search request's CPU. ok is
+// false when no number in JSON's grammar starts at b[i]; end is where it
+// stops; exact is false when the value needs strconv (more than 19
+// significant digits, or an exponent out of range).
 func decimal(b []byte, i int) (f float64, end int, exact, ok bool) {
 	neg := false
 	if i < len(b) && b[i] == '-' {
