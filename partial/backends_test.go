@@ -112,14 +112,7 @@ func TestUnknownBackend(t *testing.T) {
 // TestDirectAlignedBatch: aligned batches go through the ring in one call
 // and read exactly the file's bytes, the last block short at the tail.
 func TestDirectAlignedBatch(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "f.bin")
-	want := make([]byte, 1<<20+100)
-	for i := range want {
-		want[i] = byte(i * 7)
-	}
-	if err := os.WriteFile(path, want, 0o644); err != nil {
-		t.Fatal(err)
-	}
+	path, want := patternFile(t, 1<<20+100)
 	d, err := partial.OpenDirect(path)
 	if err != nil {
 		t.Fatal(err)
@@ -148,14 +141,7 @@ func TestDirectAlignedBatch(t *testing.T) {
 // counts each as a miss of the first request that reads it; requests
 // sharing a block count a hit. A nil-tally ViewBlock (a peek) counts nothing.
 func TestCachedBatchAttribution(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "f.bin")
-	want := make([]byte, 64<<10)
-	for i := range want {
-		want[i] = byte(i * 13)
-	}
-	if err := os.WriteFile(path, want, 0o644); err != nil {
-		t.Fatal(err)
-	}
+	path, want := patternFile(t, 64<<10)
 	s, err := partial.Open(path, partial.Options{Backend: "direct", CacheBytes: 1 << 20})
 	if err != nil {
 		t.Fatal(err)
@@ -197,14 +183,7 @@ func TestCachedBatchAttribution(t *testing.T) {
 // TestMemoryAlignOffset: the byte at AlignOffset sits on a cache line, and
 // the bytes served are the file's.
 func TestMemoryAlignOffset(t *testing.T) {
-	data := make([]byte, 5<<20)
-	for i := range data {
-		data[i] = byte(i * 7 / 3)
-	}
-	path := filepath.Join(t.TempDir(), "f")
-	if err := os.WriteFile(path, data, 0o600); err != nil {
-		t.Fatal(err)
-	}
+	path, data := patternFile(t, 5<<20)
 	for _, align := range []int64{0, 1, 58, 64, 14433274} {
 		m, err := partial.OpenMemoryAligned(path, align%int64(len(data)))
 		if err != nil {
@@ -232,4 +211,20 @@ func TestMemoryAlignOffset(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+}
+
+// patternFile writes n bytes of a pattern that differs from one 4 KiB block
+// to the next (so a block read from the wrong place shows) to a temporary
+// file and returns its path and contents.
+func patternFile(t *testing.T, n int) (string, []byte) {
+	t.Helper()
+	data := make([]byte, n)
+	for i := range data {
+		data[i] = byte(i*13 + i>>12 + i>>20)
+	}
+	path := filepath.Join(t.TempDir(), "f.bin")
+	if err := os.WriteFile(path, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path, data
 }

@@ -3,7 +3,6 @@ package partial_test
 import (
 	"bytes"
 	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -19,14 +18,7 @@ import (
 // page-aligned and one already cached. How much of it ended up on 2 MiB
 // pages depends on the kernel and file system, and is logged.
 func TestMmapPopulate(t *testing.T) {
-	data := make([]byte, 9<<20)
-	for i := range data {
-		data[i] = byte(i*13 + i>>12)
-	}
-	path := filepath.Join(t.TempDir(), "f")
-	if err := os.WriteFile(path, data, 0o600); err != nil {
-		t.Fatal(err)
-	}
+	path, data := patternFile(t, 9<<20)
 	m, err := partial.OpenMmap(path)
 	if err != nil {
 		t.Fatal(err)
