@@ -40,6 +40,24 @@ func (x *Index) neighbors(s *scratch, v int32, l int) ([]byte, error) {
 	return buf, nil
 }
 
+// prefetchList starts loading node v's list on level l into the CPU caches
+// when it is in memory (viewed, or in a cached block), without counting it.
+func (x *Index) prefetchList(v int32, l int) {
+	b, e := x.h.NeighborSlots(v, l)
+	switch {
+	case x.nbView != nil:
+		distance.Prefetch(x.nbView[b*4 : e*4])
+	case x.pinned != nil:
+		if list, ok := x.pinned.list(x, v, l); ok {
+			distance.Prefetch(list)
+		}
+	case x.blocks != nil:
+		if list, ok := x.blocks.ViewBlock(x.nb.Offset+b*4, (e-b)*4, nil); ok {
+			distance.Prefetch(list)
+		}
+	}
+}
+
 // readAt reads through the backend, attributing its I/O to the query.
 func (x *Index) readAt(s *scratch, p []byte, off int64) (int, error) {
 	if x.tally != nil {

@@ -290,12 +290,11 @@ func (x *Index) searchLevel(s *scratch, level int, r *resultHeap, efStop int) (i
 		if c.atLeastBelow(d0, efStop) {
 			break
 		}
-		if next >= 0 && x.nbView != nil {
+		if next >= 0 {
 			// The runner-up is expanded next unless one of v0's neighbors
 			// beats it: start loading its list now (a cache miss otherwise
 			// stalls the loop below on the list's first slot).
-			b, e := x.h.NeighborSlots(next, level)
-			distance.Prefetch(x.nbView[b*4 : e*4])
+			x.prefetchList(next, level)
 		}
 		list, err := x.neighbors(s, v0, level)
 		if err != nil {
@@ -340,7 +339,7 @@ func (x *Index) searchLevel(s *scratch, level int, r *resultHeap, efStop int) (i
 				off := x.codes.Offset + int64(v1)*cs
 				// A vector across a block boundary in two parts (code copies
 				// it; its misses would otherwise stall the copy).
-				first := min(cs, bs-off%bs)
+				first := min(cs, bs-off&(bs-1))
 				if b, ok := x.blocks.ViewBlock(off, first, nil); ok {
 					distance.Prefetch(b)
 				}

@@ -2,6 +2,7 @@ package partial
 
 import (
 	"fmt"
+	"math/bits"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -309,6 +310,7 @@ type Cached struct {
 	file      uint64
 	table     *table
 	blockSize int64
+	shift     uint // log2(blockSize): the hit paths shift instead of dividing
 	size      int64
 	name      string
 	closed    atomic.Bool
@@ -331,7 +333,7 @@ func NewCached(name string, inner Storage, cache *Cache, budget int64, blockSize
 	if blockSize < 512 || blockSize&(blockSize-1) != 0 {
 		return nil, fmt.Errorf("partial: block size %d is not a power of two ≥ 512", blockSize)
 	}
-	c := &Cached{inner: inner, cache: cache, blockSize: int64(blockSize), size: inner.Size(), name: name}
+	c := &Cached{inner: inner, cache: cache, blockSize: int64(blockSize), shift: uint(bits.TrailingZeros(uint(blockSize))), size: inner.Size(), name: name}
 	if cache == nil {
 		c.cache, c.ownCache = NewCache(budget), true
 	}
@@ -476,8 +478,8 @@ func (c *Cached) ReadBatch(reqs []ReadReq) error {
 // lie in one block that is cached; see BlockViewer. A nil t is a peek
 // (e.g. to prefetch) and counts nothing.
 func (c *Cached) ViewBlock(off, n int64, t *Tally) ([]byte, bool) {
-	blk := off / c.blockSize
-	if n <= 0 || off < 0 || off+n > c.size || (off+n-1)/c.blockSize != blk || c.closed.Load() {
+	blk := off >> c.shift
+	if n <= 0 || off < 0 || off+n > c.size || (off+n-1)>>c.shift != blk || c.closed.Load() {
 		return nil, false
 	}
 	p, ok := c.table.hit(blk)
@@ -487,7 +489,7 @@ func (c *Cached) ViewBlock(off, n int64, t *Tally) ([]byte, bool) {
 	if t != nil {
 		countView(n, t)
 	}
-	return unsafe.Slice((*byte)(unsafe.Add(unsafe.Pointer(p), off-blk*c.blockSize)), n), true
+	return unsafe.Slice((*byte)(unsafe.Add(unsafe.Pointer(p), off&(c.blockSize-1))), n), true
 }
 
 // blockBytes is block blk's bytes from the first one (table.hit): a whole
@@ -528,12 +530,12 @@ func (c *Cached) CopyCached(dst []byte, off int64, t *Tally) bool {
 	}
 	for done := int64(0); done < n; {
 		pos := off + done
-		blk := pos / c.blockSize
+		blk := pos >> c.shift
 		p, ok := c.table.hit(blk)
 		if !ok {
 			return false
 		}
-		done += int64(copy(dst[done:], c.blockBytes(p, blk)[pos-blk*c.blockSize:]))
+		done += int64(copy(dst[done:], c.blockBytes(p, blk)[pos&(c.blockSize-1):]))
 	}
 	if t != nil {
 		countView(n, t)

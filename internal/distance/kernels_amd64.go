@@ -10,7 +10,7 @@ func l2AVX2(q *byte, x *byte, n int) float32
 // ipAVX2 returns Σ q[j]·x[j] over n float32 at q and x (AVX2+FMA, 4×8 lanes).
 func ipAVX2(q *byte, x *byte, n int) float32
 
-// prefetchT0 asks the CPU to bring the n bytes at p into the caches (PREFETCHT0 per 64-byte line); it never faults.
+// prefetchT0 asks the CPU to bring the n bytes at p into the caches (PREFETCHT0 per 64-byte line they touch); it never faults.
 func prefetchT0(p *byte, n int)
 
 // minValid8 returns the minimum of dis[i] over the 8·blocks slots with ids[i] ≠ −1 (+Inf if none) and whether one of them is NaN (AVX2).

@@ -141,6 +141,10 @@ ipAVX2_done:
 TEXT ·prefetchT0(SB), NOSPLIT, $0-16
 	MOVQ p+0(FP), AX
 	MOVQ n+8(FP), CX
+	MOVQ AX, DX
+	ANDQ $0x3f, DX
+	ADDQ DX, CX
+	ANDQ $-64, AX
 
 prefetch_loop:
 	CMPQ       CX, $0x00
