@@ -422,8 +422,9 @@ func (x *Index) warmVectorCache() error {
 	return nil
 }
 
-// AlignOffset is the file offset mode full should place on a cache-line
-// boundary (partial.Options.AlignOffset): the vectors section's start, so
+// AlignOffset is the file offset mode full and the pread block cache should
+// place on a cache-line boundary in memory (partial.Options.AlignOffset):
+// the vectors section's start, so
 // each vector spans the fewest cache lines. 0 when f has no vectors section.
 func AlignOffset(f *faissfmt.File) int64 {
 	if f.Storage == nil {

@@ -87,6 +87,7 @@ type scratch struct {
 	codes   []byte            // their vectors
 	reqs    []partial.ReadReq // the batch
 	hits    []cachedCode      // per s.cand: the vector cache's bytes, if cached
+	views   [][]byte          // per s.cand: its vector viewed in the block cache, or nil
 	ahead   []int32           // vectors to read ahead into the vector cache
 	aheadB  []byte            // their bytes
 	st      Stats
@@ -181,6 +182,11 @@ func (x *Index) run(s *scratch, p Params, dst []Result) ([]Result, Stats, error)
 	modern := x.opts.Semantics == Modern
 	s.res.reset(p.K, modern)
 	s.sel = nil
+	if x.blocks != nil {
+		// Views of cached blocks stay valid until the query ends.
+		e := x.blocks.EnterRead()
+		defer x.blocks.ExitRead(e)
+	}
 	var err error
 	switch {
 	case x.n == 0 || x.h.EntryPoint < 0:
@@ -334,28 +340,43 @@ func (x *Index) searchLevel(s *scratch, level int, r *resultHeap, efStop int) (i
 				distance.Prefetch(x.codesView[int64(v1)*cs : int64(v1+1)*cs])
 			}
 		case x.blocks != nil:
+			// Views taken here serve the distances below (one lookup per
+			// vector); they stay valid for the query's read section.
 			cs, bs := int64(x.codeSize), x.blocks.BlockSize()
+			s.views = s.views[:0]
 			for _, v1 := range s.cand {
 				off := x.codes.Offset + int64(v1)*cs
-				// A vector across a block boundary in two parts (code copies
-				// it; its misses would otherwise stall the copy).
+				b, ok := x.blocks.ViewBlock(off, cs, &s.st.IO)
+				s.views = append(s.views, b)
+				if ok {
+					distance.Prefetch(b)
+					continue
+				}
+				// A vector across a block boundary without a mirror: in two
+				// parts (code copies it; its misses would otherwise stall
+				// the copy).
 				first := min(cs, bs-off&(bs-1))
+				if first == cs {
+					continue
+				}
 				if b, ok := x.blocks.ViewBlock(off, first, nil); ok {
 					distance.Prefetch(b)
 				}
-				if first < cs {
-					if b, ok := x.blocks.ViewBlock(off+first, cs-first, nil); ok {
-						distance.Prefetch(b)
-					}
+				if b, ok := x.blocks.ViewBlock(off+first, cs-first, nil); ok {
+					distance.Prefetch(b)
 				}
 			}
 		}
 		for i, v1 := range s.cand {
 			ndis++
 			var d float32
-			if x.batch != nil {
+			switch {
+			case x.batch != nil:
 				d, err = x.candDist(s, i)
-			} else {
+			case x.blocks != nil && s.views[i] != nil:
+				s.st.BytesRead += int64(x.codeSize)
+				d = x.distCode(s, s.views[i])
+			default:
 				d, err = x.dist(s, v1)
 			}
 			if err != nil {

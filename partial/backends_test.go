@@ -56,6 +56,12 @@ func TestConformance(t *testing.T) {
 	})
 	t.Run("mmap", func(t *testing.T) { partialtest.Run(t, opener(partial.Options{Backend: "mmap"}), nil) })
 	t.Run("pread", func(t *testing.T) { partialtest.Run(t, opener(partial.Options{Backend: "pread"}), nil) })
+	t.Run("pread aligned", func(t *testing.T) {
+		partialtest.Run(t, opener(partial.Options{Backend: "pread", AlignOffset: 4099}), nil)
+	})
+	t.Run("pread aligned tiny cache", func(t *testing.T) { // evictions and discards with a padded first block
+		partialtest.Run(t, opener(partial.Options{Backend: "pread", AlignOffset: 58, CacheBytes: 128 << 10}), nil)
+	})
 	t.Run("pread tiny cache", func(t *testing.T) {
 		partialtest.Run(t, opener(partial.Options{Backend: "pread", CacheBytes: 64 << 10, BlockSize: 512}), nil)
 	})

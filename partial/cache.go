@@ -72,11 +72,19 @@ type block struct {
 // search's time on 4 KiB blocks).
 type table struct {
 	chunks []atomic.Pointer[tableChunk]
+	m      *mirror // where the file's blocks live, when not on the Go heap
 }
 
 type tableChunk struct {
 	data [chunkLen]atomic.Pointer[byte]
-	refs [chunkLen / 64]atomic.Uint64
+	bits [chunkLen / 64]bitWords
+}
+
+// bitWords are 64 blocks' present and ref bits, side by side so that a hit
+// through the present bits (mark, with a mirror) touches one cache line:
+// 4 KiB of bits cover 64 MiB of file, where the pointers take 128 KiB.
+type bitWords struct {
+	present, refs atomic.Uint64
 }
 
 const chunkBits = 10
@@ -105,10 +113,28 @@ func (t *table) hit(blk int64) (*byte, bool) {
 	if p == nil {
 		return nil, false
 	}
-	if w, bit := &ch.refs[i>>6], uint64(1)<<(i&63); w.Load()&bit == 0 {
+	if w, bit := &ch.bits[i>>6].refs, uint64(1)<<(i&63); w.Load()&bit == 0 {
 		w.Or(bit)
 	}
 	return p, true
+}
+
+// mark reports whether block blk is cached, marking it referenced: hit
+// without the pointer, for a mirror (whose blocks sit at known places).
+func (t *table) mark(blk int64) bool {
+	ch := t.chunks[blk>>chunkBits].Load()
+	if ch == nil {
+		return false
+	}
+	i := blk & (chunkLen - 1)
+	w, bit := &ch.bits[i>>6], uint64(1)<<(i&63)
+	if w.present.Load()&bit == 0 {
+		return false
+	}
+	if w.refs.Load()&bit == 0 {
+		w.refs.Or(bit)
+	}
+	return true
 }
 
 // referenced reports and clears block blk's ref bit (eviction's second
@@ -120,7 +146,7 @@ func (t *table) referenced(blk int64) bool {
 	}
 	i := blk & (chunkLen - 1)
 	bit := uint64(1) << (i & 63)
-	return ch.refs[i>>6].And(^bit)&bit != 0
+	return ch.bits[i>>6].refs.And(^bit)&bit != 0
 }
 
 // set mirrors block b (empty blocks, e.g. a corrupt zstd frame's, are
@@ -136,8 +162,10 @@ func (t *table) set(blk int64, b *block) {
 		ch = slot.Load()
 	}
 	i := blk & (chunkLen - 1)
-	ch.refs[i>>6].And(^(uint64(1) << (i & 63)))
+	bit := uint64(1) << (i & 63)
+	ch.bits[i>>6].refs.And(^bit)
 	ch.data[i].Store(&b.buf[0])
+	ch.bits[i>>6].present.Or(bit)
 }
 
 func (t *table) clear(blk int64, b *block) {
@@ -145,7 +173,10 @@ func (t *table) clear(blk int64, b *block) {
 		return
 	}
 	if ch := t.chunks[blk>>chunkBits].Load(); ch != nil {
-		ch.data[blk&(chunkLen-1)].CompareAndSwap(&b.buf[0], nil)
+		i := blk & (chunkLen - 1)
+		if ch.data[i].CompareAndSwap(&b.buf[0], nil) {
+			ch.bits[i>>6].present.And(^(uint64(1) << (i & 63)))
+		}
 	}
 }
 
@@ -161,6 +192,9 @@ func NewCache(budget int64) *Cache {
 			c.evictions.Add(1)
 			if t := c.table(k.file()); t != nil {
 				t.clear(k.blk(), v)
+				if t.m != nil {
+					t.m.evicted(k.blk())
+				}
 			}
 		})
 		sh.loading = make(map[blockKey]*loadCall)
@@ -209,9 +243,10 @@ func (c *Cache) shrink(sh *cacheShard) {
 }
 
 // newFile registers a file of nblocks blocks and returns its id.
-func (c *Cache) newFile(nblocks int64) (uint64, *table) {
+func (c *Cache) newFile(nblocks int64, m *mirror) (uint64, *table) {
 	id := c.nextFile.Add(1) & (1<<(64-blkBits) - 1)
 	t := newTable(nblocks)
+	t.m = m
 	c.tablesMu.Lock()
 	c.tables[id] = t
 	c.tablesMu.Unlock()
@@ -265,11 +300,17 @@ func (c *Cache) insertLocked(sh *cacheShard, k blockKey, buf []byte) {
 	if _, ok := sh.lru.Peek(k); ok || int64(len(buf)) > sh.budget {
 		return
 	}
+	t := c.table(k.file())
+	if t != nil && t.m != nil && len(buf) > 0 {
+		if buf = t.m.store(k.blk(), buf); buf == nil {
+			return // the file is closing
+		}
+	}
 	b := &block{buf: buf}
 	sh.lru.Add(k, b)
 	sh.bytes += int64(len(buf))
 	c.bytes.Add(int64(len(buf)))
-	if t := c.table(k.file()); t != nil {
+	if t != nil {
 		t.set(k.blk(), b)
 	}
 	c.shrink(sh)
@@ -302,19 +343,21 @@ func (c *Cache) forget(file uint64) {
 
 // Cached puts a block cache in front of a Storage: reads are served in
 // blocks of blockSize bytes (the file's last block may be shorter), each
-// read from the inner Storage once while it stays cached.
+// read from the inner Storage once while it stays cached. Where it can
+// (unix, blocks of whole pages) it keeps the blocks in a mirror of the
+// file's layout, so ViewBlock serves ranges across blocks without copying.
 type Cached struct {
-	inner     Storage
-	cache     *Cache
-	ownCache  bool
-	file      uint64
-	table     *table
-	blockSize int64
-	shift     uint // log2(blockSize): the hit paths shift instead of dividing
-	size      int64
-	name      string
-	closed    atomic.Bool
-	stripes   [8]counterStripe // by block number: concurrent readers rarely share a line
+	inner    Storage
+	cache    *Cache
+	ownCache bool
+	file     uint64
+	table    *table
+	g        grid
+	size     int64
+	name     string
+	closed   atomic.Bool
+	mirror   *mirror          // nil: blocks on the Go heap
+	stripes  [8]counterStripe // by block number: concurrent readers rarely share a line
 }
 
 // counterStripe is one cache line of the wrapper's accounting.
@@ -323,28 +366,68 @@ type counterStripe struct {
 	_                             [32]byte
 }
 
+// grid maps file offsets to cache blocks: block k holds the file's bytes
+// [k·bs − pad, (k+1)·bs − pad), clipped to the file, so the first block and
+// the last may be shorter. pad is 0 except with a mirror, where it places a
+// chosen file offset on a cache line in memory.
+type grid struct {
+	lg   uint // log2(bs): the hit paths shift instead of dividing
+	bs   int64
+	pad  int64
+	size int64
+}
+
+func (g grid) blk(off int64) int64 { return (off + g.pad) >> g.lg }
+
+// span is block blk's range of the file.
+func (g grid) span(blk int64) (start, end int64) {
+	return max(blk<<g.lg-g.pad, 0), min((blk+1)<<g.lg-g.pad, g.size)
+}
+
+// count is the number of blocks.
+func (g grid) count() int64 { return (g.size + g.pad + g.bs - 1) >> g.lg }
+
 // NewCached wraps inner with cache (a private one of budget bytes when cache
 // is nil). blockSize must be a power of two; 4096 when 0. Closing the
 // Cached closes inner and drops its blocks.
 func NewCached(name string, inner Storage, cache *Cache, budget int64, blockSize int) (*Cached, error) {
+	return NewCachedAligned(name, inner, cache, budget, blockSize, 0)
+}
+
+// NewCachedAligned is NewCached whose mirror (where there is one) puts the
+// file's offset align on a 64-byte boundary in memory, as OpenMemoryAligned
+// does: give it the vectors' offset so none straddles more cache lines than
+// it must. The blocks then start at align mod 64 before a multiple of the
+// block size, so inner reads are not block-aligned: not for O_DIRECT.
+func NewCachedAligned(name string, inner Storage, cache *Cache, budget int64, blockSize int, align int64) (*Cached, error) {
 	if blockSize == 0 {
 		blockSize = 4096
 	}
 	if blockSize < 512 || blockSize&(blockSize-1) != 0 {
 		return nil, fmt.Errorf("partial: block size %d is not a power of two ≥ 512", blockSize)
 	}
-	c := &Cached{inner: inner, cache: cache, blockSize: int64(blockSize), shift: uint(bits.TrailingZeros(uint(blockSize))), size: inner.Size(), name: name}
+	c := &Cached{inner: inner, cache: cache, size: inner.Size(), name: name,
+		g: grid{lg: uint(bits.TrailingZeros(uint(blockSize))), bs: int64(blockSize), size: inner.Size()}}
 	if cache == nil {
 		c.cache, c.ownCache = NewCache(budget), true
 	}
-	c.file, c.table = c.cache.newFile((c.size + c.blockSize - 1) / c.blockSize)
+	// 2 MiB pages only where they cannot cost memory beyond the budget: a
+	// private cache that may hold the whole file.
+	huge := c.ownCache && budget >= c.size
+	if align > 0 {
+		c.g.pad = (64 - align%64) % 64
+	}
+	if c.mirror = newMirror(c.g, huge); c.mirror == nil {
+		c.g.pad = 0 // blocks on the Go heap: their own alignment
+	}
+	c.file, c.table = c.cache.newFile(c.g.count(), c.mirror)
 	return c, nil
 }
 
 func (c *Cached) Size() int64 { return c.size }
 
 // BlockSize is the cache block size.
-func (c *Cached) BlockSize() int64 { return c.blockSize }
+func (c *Cached) BlockSize() int64 { return c.g.bs }
 
 func (c *Cached) ReadAt(p []byte, off int64) (int, error) { return c.ReadAtTally(p, off, nil) }
 
@@ -360,10 +443,14 @@ func (c *Cached) ReadAtTally(p []byte, off int64, t *Tally) (int, error) {
 // read serves p from the cache; fresh lists blocks a batch loaded for this
 // read, which count as its misses.
 func (c *Cached) read(p []byte, off int64, t *Tally, fresh *[]int64) (int, error) {
+	if c.mirror != nil {
+		e := c.mirror.enter()
+		defer c.mirror.exit(e)
+	}
 	if c.closed.Load() {
 		return 0, closedErr(c.name)
 	}
-	st := &c.stripes[(off/c.blockSize)&7]
+	st := &c.stripes[c.g.blk(off)&7]
 	st.requests.Add(1)
 	st.bytes.Add(int64(len(p)))
 	if err := rangeCheck(c.name, off, int64(len(p)), c.size); err != nil {
@@ -372,12 +459,13 @@ func (c *Cached) read(p []byte, off int64, t *Tally, fresh *[]int64) (int, error
 	done := 0
 	for done < len(p) {
 		pos := off + int64(done)
-		blk := pos / c.blockSize
+		blk := c.g.blk(pos)
 		b, err := c.block(blk, t, fresh)
 		if err != nil {
 			return done, err
 		}
-		done += copy(p[done:], b[pos-blk*c.blockSize:])
+		start, _ := c.g.span(blk)
+		done += copy(p[done:], b[pos-start:])
 	}
 	return done, nil
 }
@@ -391,8 +479,8 @@ func (c *Cached) block(blk int64, t *Tally, fresh *[]int64) ([]byte, error) {
 	}
 	claim(fresh, blk) // loaded but evicted already: the read below is the miss
 	b, hit, err := c.cache.get(keyOf(c.file, blk), func() ([]byte, error) {
-		start := blk * c.blockSize
-		buf := make([]byte, min(c.blockSize, c.size-start))
+		start, end := c.g.span(blk)
+		buf := make([]byte, end-start)
 		if _, err := c.inner.ReadAt(buf, start); err != nil {
 			return nil, fmt.Errorf("partial: %s: reading block of %d bytes at offset %d: %w", c.name, len(buf), start, err)
 		}
@@ -443,9 +531,9 @@ func (c *Cached) ReadBatch(reqs []ReadReq) error {
 			if q.Off < 0 || len(q.Buf) == 0 || int64(len(q.Buf)) > c.size-q.Off {
 				continue // read reports the error below
 			}
-			for blk := q.Off / c.blockSize; blk <= (q.Off+int64(len(q.Buf))-1)/c.blockSize; blk++ {
-				// The file's short tail block loads on its own.
-				if !c.table.lookup(blk) && (blk+1)*c.blockSize <= c.size && !slices.Contains(missing, blk) {
+			for blk := c.g.blk(q.Off); blk <= c.g.blk(q.Off+int64(len(q.Buf))-1); blk++ {
+				// Short blocks (the file's tail, a padded head) load on their own.
+				if start, end := c.g.span(blk); !c.table.lookup(blk) && end-start == c.g.bs && !slices.Contains(missing, blk) {
 					missing = append(missing, blk)
 				}
 			}
@@ -453,13 +541,14 @@ func (c *Cached) ReadBatch(reqs []ReadReq) error {
 		if len(missing) > 1 {
 			inner := make([]ReadReq, len(missing))
 			for i, blk := range missing {
-				inner[i] = ReadReq{Off: blk * c.blockSize, Buf: make([]byte, c.blockSize)}
+				start, _ := c.g.span(blk)
+				inner[i] = ReadReq{Off: start, Buf: make([]byte, c.g.bs)}
 			}
 			br.ReadBatch(inner) // failed requests are read again one by one below
 			for _, q := range inner {
 				if q.Err == nil {
-					c.cache.put(keyOf(c.file, q.Off/c.blockSize), q.Buf)
-					fresh = append(fresh, q.Off/c.blockSize)
+					c.cache.put(keyOf(c.file, c.g.blk(q.Off)), q.Buf)
+					fresh = append(fresh, c.g.blk(q.Off))
 				}
 			}
 		}
@@ -474,28 +563,41 @@ func (c *Cached) ReadBatch(reqs []ReadReq) error {
 	return first
 }
 
-// ViewBlock returns the cached bytes [off, off+n) without copying when they
-// lie in one block that is cached; see BlockViewer. A nil t is a peek
-// (e.g. to prefetch) and counts nothing.
+// ViewBlock returns the cached bytes [off, off+n) without copying when every
+// block they span is cached (in one block only, without a mirror); see
+// BlockViewer. A nil t is a peek (e.g. to prefetch) and counts nothing.
 func (c *Cached) ViewBlock(off, n int64, t *Tally) ([]byte, bool) {
-	blk := off >> c.shift
-	if n <= 0 || off < 0 || off+n > c.size || (off+n-1)>>c.shift != blk || c.closed.Load() {
+	if n <= 0 || off < 0 || off+n > c.size || c.closed.Load() {
 		return nil, false
 	}
+	blk, last := c.g.blk(off), c.g.blk(off+n-1)
+	if c.mirror != nil {
+		for b := blk; b <= last; b++ {
+			if !c.table.mark(b) {
+				return nil, false
+			}
+		}
+		if t != nil {
+			countView(n, t)
+		}
+		at := c.g.pad + off
+		return c.mirror.mem.B[at : at+n : at+n], true
+	}
 	p, ok := c.table.hit(blk)
-	if !ok {
+	if !ok || last != blk {
 		return nil, false
 	}
 	if t != nil {
 		countView(n, t)
 	}
-	return unsafe.Slice((*byte)(unsafe.Add(unsafe.Pointer(p), off&(c.blockSize-1))), n), true
+	return unsafe.Slice((*byte)(unsafe.Add(unsafe.Pointer(p), off&(c.g.bs-1))), n), true
 }
 
 // blockBytes is block blk's bytes from the first one (table.hit): a whole
 // block, or the file's shorter tail.
 func (c *Cached) blockBytes(p *byte, blk int64) []byte {
-	return unsafe.Slice(p, min(c.blockSize, c.size-blk*c.blockSize))
+	start, end := c.g.span(blk)
+	return unsafe.Slice(p, end-start)
 }
 
 // countView counts a view (or a copy out of cached blocks) in t; Account
@@ -525,17 +627,22 @@ func (c *Cached) Account(t *Tally) {
 // one is missing or the range is out of bounds. See BlockViewer.
 func (c *Cached) CopyCached(dst []byte, off int64, t *Tally) bool {
 	n := int64(len(dst))
+	if c.mirror != nil {
+		e := c.mirror.enter()
+		defer c.mirror.exit(e)
+	}
 	if n <= 0 || off < 0 || off+n > c.size || c.closed.Load() {
 		return false
 	}
 	for done := int64(0); done < n; {
 		pos := off + done
-		blk := pos >> c.shift
+		blk := c.g.blk(pos)
 		p, ok := c.table.hit(blk)
 		if !ok {
 			return false
 		}
-		done += int64(copy(dst[done:], c.blockBytes(p, blk)[pos&(c.blockSize-1):]))
+		start, _ := c.g.span(blk)
+		done += int64(copy(dst[done:], c.blockBytes(p, blk)[pos-start:]))
 	}
 	if t != nil {
 		countView(n, t)
@@ -550,7 +657,28 @@ func (c *Cached) Close() error {
 		return closedErr(c.name)
 	}
 	c.cache.forget(c.file)
-	return c.inner.Close()
+	err := c.inner.Close()
+	if c.mirror != nil {
+		if e := c.mirror.unmap(); err == nil {
+			err = e
+		}
+	}
+	return err
+}
+
+// EnterRead opens a read section; see BlockViewer.
+func (c *Cached) EnterRead() uint64 {
+	if c.mirror == nil {
+		return 0
+	}
+	return c.mirror.enter()
+}
+
+// ExitRead closes the read section EnterRead opened.
+func (c *Cached) ExitRead(token uint64) {
+	if c.mirror != nil {
+		c.mirror.exit(token)
+	}
 }
 
 // Stats merges the wrapper's requests and cache counters with the inner
@@ -571,6 +699,9 @@ func (c *Cached) Stats() Stats {
 	}
 	s.CacheEvictions = c.cache.Evictions()
 	s.ResidentBytes += c.cache.Bytes()
+	if c.mirror != nil {
+		s.ResidentBytes += c.mirror.pendingBytes.Load() // evicted, not yet given back
+	}
 	return s
 }
 

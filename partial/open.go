@@ -23,8 +23,9 @@ type Options struct {
 	CacheBytes int64
 	// BlockSize is the cache block size for pread and direct (default 4096).
 	BlockSize int
-	// AlignOffset, for backend memory, is the file offset to place on a
-	// cache-line boundary (hnswsearch.AlignOffset: the vectors section).
+	// AlignOffset, for backends memory and pread, is the file offset to
+	// place on a cache-line boundary in memory (hnswsearch.AlignOffset: the
+	// vectors section).
 	AlignOffset int64
 }
 
@@ -115,7 +116,7 @@ func Open(path string, o Options) (Storage, error) {
 		if err != nil {
 			return nil, err
 		}
-		return NewCached(path, f, o.Cache, budget, o.BlockSize)
+		return NewCachedAligned(path, f, o.Cache, budget, o.BlockSize, o.AlignOffset)
 	case "direct":
 		d, err := OpenDirect(path)
 		if err != nil {

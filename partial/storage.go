@@ -121,16 +121,22 @@ type TallyReader interface {
 }
 
 // BlockViewer is implemented by block-caching backends. ViewBlock returns the
-// n bytes at off without copying when they lie inside one cached block (a
+// n bytes at off without copying when the blocks they span are cached (a
 // lock-free hit, counted in t when not nil); ok is false otherwise, and the
-// caller reads with ReadAt (which caches the block). The bytes are immutable
-// and stay valid for as long as the caller holds them, even after the block
-// is evicted or the backend closed (the garbage collector keeps them).
+// caller reads with ReadAt (which caches the blocks). ViewBlock must be
+// called inside a read section, between EnterRead and ExitRead: the bytes
+// are immutable and stay valid until the section ends, even if the block is
+// evicted or the backend closed meanwhile (Close waits for open sections).
 // A nil t is a peek (prefetching): nothing is counted. Hits counted in t
 // reach the backend's Stats when the caller passes t to Account (once per
 // query: three shared atomic adds per view cost 8% of a warm search).
 type BlockViewer interface {
 	ViewBlock(off, n int64, t *Tally) (b []byte, ok bool)
+	// EnterRead opens a read section (e.g. for one query); ExitRead closes
+	// it with the token EnterRead returned. Sections are cheap (two atomic
+	// adds) and may nest.
+	EnterRead() uint64
+	ExitRead(token uint64)
 	// CopyCached copies [off, off+len(dst)) into dst when every block it
 	// spans is cached, without locks or device reads; false otherwise.
 	CopyCached(dst []byte, off int64, t *Tally) bool

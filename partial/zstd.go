@@ -148,7 +148,7 @@ func OpenZstd(path string, cache *Cache, budget int64) (*Zstd, error) {
 		cache = NewCache(budget)
 	}
 	z := &Zstd{raw: raw, name: path, frames: frames, size: size, cache: cache}
-	z.file, z.table = cache.newFile(int64(len(frames)))
+	z.file, z.table = cache.newFile(int64(len(frames)), nil)
 	z.life.free = func() error { z.cache.forget(z.file); return raw.Close() }
 	return z, nil
 }

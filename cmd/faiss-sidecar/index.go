@@ -104,7 +104,7 @@ func (f *indexFlags) open(path string) (*loadedIndex, error) {
 		}
 	}
 	var align int64
-	if backend == "memory" {
+	if backend == "memory" || backend == "pread" {
 		pf, err := hnswsearch.Probe(path, backend)
 		if err != nil {
 			return nil, err

@@ -36,3 +36,31 @@ const (
 	hugeMin  = 64 << 20
 	hugePage = 2 << 20
 )
+
+// Reserve maps n bytes of address space for a buffer filled sparsely and
+// emptied piecewise with Discard (a cache laid out like its file): pages
+// take memory only once written, and the mapping reserves no swap. With
+// huge set it is advised MADV_HUGEPAGE, for callers that will fill most of
+// it. ok is false when the mapping fails (the caller falls back).
+func Reserve(n int, huge bool) (b Buf, ok bool) {
+	if n <= 0 {
+		return Buf{}, false
+	}
+	m, err := unix.Mmap(-1, 0, n, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_ANON|unix.MAP_PRIVATE|unix.MAP_NORESERVE)
+	if err != nil {
+		return Buf{}, false
+	}
+	if huge {
+		adviseHuge(m)
+	}
+	return Buf{B: m, free: func() error { return unix.Munmap(m) }}, true
+}
+
+// Discard gives the pages of p (page-aligned, inside a Reserve buffer)
+// back to the system; they read as zeros afterwards.
+func Discard(p []byte) error {
+	if len(p) == 0 {
+		return nil
+	}
+	return unix.Madvise(p, unix.MADV_DONTNEED)
+}

@@ -1,0 +1,193 @@
+package partial
+
+import (
+	"math"
+	"os"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/faiss-sidecar/faiss-sidecar/internal/offheap"
+)
+
+// mirror keeps a Cached file's blocks at their file offsets in one reserved
+// anonymous mapping of the file's size: pages take memory only while their
+// block is cached. A range across cached blocks is then one contiguous view
+// — no copy for a vector or a list that crosses a block boundary — laid out
+// as in a mapping of the file.
+//
+// The garbage collector no longer keeps evicted bytes alive, so readers
+// work inside read sections (enter/exit) and an evicted block's pages are
+// discarded only once every section that could have seen the block has
+// ended: a grace period over two reader counters indexed by an epoch's
+// parity (the scheme of RCU). A reclaim goroutine runs while blocks are
+// pending. Blocks are written in only under mapMu's read lock and discarded
+// only under its write lock, and a block cached again before its discard
+// leaves the pending set, so a discard never hits a cached block.
+type mirror struct {
+	mem offheap.Buf // block k at [k·bs, (k+1)·bs); file offset f at pad+f
+	g   grid
+
+	epoch   atomic.Uint64
+	readers [2]atomic.Int64
+
+	mapMu sync.RWMutex // read: storing blocks; write: discarding, unmapping
+	dead  bool         // unmapped (under mapMu)
+
+	mu           sync.Mutex       // guards pending, running, free
+	pending      map[int64]uint64 // evicted block → the epoch it was evicted in
+	running      bool             // a reclaim goroutine is on
+	free         []int64          // reclaim's scratch
+	pendingBytes atomic.Int64     // evicted, not yet discarded
+}
+
+// reclaimPause lets evictions gather between grace periods, so one batch
+// of discards (adjacent blocks coalesced) serves many.
+const reclaimPause = time.Millisecond
+
+// newMirror reserves the mapping for a file's blocks laid out by g, or
+// returns nil where it cannot: blocks smaller than a page (a discard works
+// on whole pages) or no anonymous mappings. huge asks for 2 MiB pages, for
+// a cache that will hold the whole file.
+func newMirror(g grid, huge bool) *mirror {
+	if g.bs%int64(os.Getpagesize()) != 0 || g.size <= 0 || g.count() > math.MaxInt/g.bs {
+		return nil
+	}
+	mem, ok := offheap.Reserve(int(g.count()*g.bs), huge)
+	if !ok {
+		return nil
+	}
+	return &mirror{mem: mem, g: g, pending: map[int64]uint64{}}
+}
+
+// enter opens a read section: views of the mirror taken inside it stay
+// valid until exit with the token it returns.
+func (m *mirror) enter() uint64 {
+	for {
+		e := m.epoch.Load()
+		m.readers[e&1].Add(1)
+		if m.epoch.Load() == e {
+			return e
+		}
+		m.readers[e&1].Add(-1) // a grace period began: count in the new epoch
+	}
+}
+
+func (m *mirror) exit(e uint64) { m.readers[e&1].Add(-1) }
+
+// blockLen is block blk's length (the first and last may be shorter).
+func (m *mirror) blockLen(blk int64) int64 {
+	start, end := m.g.span(blk)
+	return end - start
+}
+
+// store writes block blk's bytes into place and returns them there; nil
+// once the mirror is unmapped. The caller holds the block's shard lock.
+// Rewriting a block that sections may still view (evicted, not yet
+// discarded) is harmless: the file's bytes do not change.
+func (m *mirror) store(blk int64, buf []byte) []byte {
+	m.mapMu.RLock()
+	defer m.mapMu.RUnlock()
+	if m.dead {
+		return nil
+	}
+	start, _ := m.g.span(blk)
+	at := m.g.pad + start
+	dst := m.mem.B[at : at+int64(len(buf)) : at+int64(len(buf))]
+	copy(dst, buf)
+	m.mu.Lock()
+	if _, ok := m.pending[blk]; ok {
+		delete(m.pending, blk)
+		m.pendingBytes.Add(-m.blockLen(blk))
+	}
+	m.mu.Unlock()
+	return dst
+}
+
+// evicted queues block blk for discarding once the sections open now have
+// ended. The caller has already taken it out of the hit table.
+func (m *mirror) evicted(blk int64) {
+	m.mu.Lock()
+	if _, ok := m.pending[blk]; !ok {
+		m.pendingBytes.Add(m.blockLen(blk))
+	}
+	m.pending[blk] = m.epoch.Load()
+	if !m.running {
+		m.running = true
+		go m.reclaim()
+	}
+	m.mu.Unlock()
+}
+
+// reclaim discards pending blocks, a grace period at a time, until none is
+// left.
+func (m *mirror) reclaim() {
+	for {
+		time.Sleep(reclaimPause)
+		m.mu.Lock()
+		if len(m.pending) == 0 {
+			m.running = false
+			m.mu.Unlock()
+			return
+		}
+		m.mu.Unlock()
+		// After flipping from e, wait for the sections of epoch e: those of
+		// earlier epochs were waited for by earlier flips, so no section
+		// that began at e or before remains, and every block evicted at e
+		// or before is out of sight.
+		e := m.epoch.Add(1) - 1
+		for m.readers[e&1].Load() != 0 {
+			time.Sleep(50 * time.Microsecond)
+		}
+		m.mapMu.Lock()
+		m.mu.Lock()
+		free := m.free[:0]
+		for blk, at := range m.pending {
+			if at <= e {
+				free = append(free, blk)
+				delete(m.pending, blk)
+			}
+		}
+		if m.dead {
+			clear(m.pending)
+			m.running = false
+			m.mu.Unlock()
+			m.mapMu.Unlock()
+			return
+		}
+		m.mu.Unlock()
+		slices.Sort(free)
+		var n int64
+		for i := 0; i < len(free); {
+			j := i + 1
+			for j < len(free) && free[j] == free[j-1]+1 {
+				j++
+			}
+			lo, hi := free[i]*m.g.bs, (free[j-1]+1)*m.g.bs
+			_ = offheap.Discard(m.mem.B[lo:hi]) // fails only on a bad range
+			for _, blk := range free[i:j] {
+				n += m.blockLen(blk)
+			}
+			i = j
+		}
+		m.pendingBytes.Add(-n)
+		m.mapMu.Unlock()
+		m.mu.Lock()
+		m.free = free
+		m.mu.Unlock()
+	}
+}
+
+// unmap releases the mapping once every open section has ended. The
+// caller has made new sections see the file closed (they view nothing).
+func (m *mirror) unmap() error {
+	for m.readers[0].Load()+m.readers[1].Load() != 0 {
+		time.Sleep(50 * time.Microsecond)
+	}
+	m.mapMu.Lock()
+	defer m.mapMu.Unlock()
+	m.dead = true
+	m.pendingBytes.Store(0)
+	return m.mem.Free()
+}

@@ -1,0 +1,287 @@
+package partial
+
+import (
+	"bytes"
+	"math/rand/v2"
+	"sync"
+	"testing"
+	"time"
+	"unsafe"
+)
+
+// mirrored is a Cached over data in blocks of 4 KiB with a mirror, or skips
+// where mirrors do not exist.
+func mirrored(t *testing.T, data []byte, budget int64) *Cached {
+	t.Helper()
+	c, err := NewCached("mem", NewMemory("mem", data), nil, budget, 4096)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.mirror == nil {
+		c.Close()
+		t.Skip("no mirror on this platform")
+	}
+	return c
+}
+
+func pattern(n int) []byte {
+	data := make([]byte, n)
+	for i := range data {
+		data[i] = byte(i*7 + i>>12 + 1) // never all zero over a block
+	}
+	return data
+}
+
+// waitFor polls cond for up to 5 s.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	for end := time.Now().Add(5 * time.Second); !cond(); {
+		if time.Now().After(end) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// TestMirrorViewAcrossBlocks: with a mirror, a range across block
+// boundaries is one view once every block it spans is cached, byte for
+// byte, the file's short tail included.
+func TestMirrorViewAcrossBlocks(t *testing.T) {
+	const bs = 4096
+	data := pattern(5*bs + 100)
+	c := mirrored(t, data, 1<<20)
+	defer c.Close()
+	e := c.EnterRead()
+	defer c.ExitRead(e)
+	off, n := int64(2*bs-10), int64(bs+20) // blocks 1, 2 and 3
+	if _, ok := c.ViewBlock(off, n, nil); ok {
+		t.Fatal("view of an empty cache")
+	}
+	for _, at := range []int64{off, off + n - 1} {
+		if _, err := c.ReadAt(make([]byte, 1), at); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, ok := c.ViewBlock(off, n, nil); ok {
+		t.Fatal("view with the middle block missing")
+	}
+	if _, err := c.ReadAt(make([]byte, 1), 2*bs); err != nil {
+		t.Fatal(err)
+	}
+	var tl Tally
+	v, ok := c.ViewBlock(off, n, &tl)
+	if !ok || !bytes.Equal(v, data[off:off+n]) {
+		t.Fatalf("view across three blocks: ok %v, bytes equal %v", ok, bytes.Equal(v, data[off:off+n]))
+	}
+	if tl.CacheHits != 1 {
+		t.Errorf("tally %+v, want one hit", tl)
+	}
+	if _, err := c.ReadAt(make([]byte, 150), 5*bs-50); err != nil {
+		t.Fatal(err)
+	}
+	if v, ok := c.ViewBlock(5*bs-50, 150, nil); !ok || !bytes.Equal(v, data[5*bs-50:]) {
+		t.Error("view into the short tail block differs")
+	}
+	if _, ok := c.ViewBlock(5*bs-50, 151, nil); ok {
+		t.Error("view past the end of the file")
+	}
+}
+
+// TestMirrorDiscardAfterSections: an evicted block stays readable in place
+// while a section that could have seen it is open, and its pages go back to
+// the system once the section ends.
+func TestMirrorDiscardAfterSections(t *testing.T) {
+	const bs = 4096
+	data := pattern(64 * bs)
+	c := mirrored(t, data, 16*bs) // one block per shard
+	defer c.Close()
+	e, open := c.EnterRead(), true
+	defer func() { // before Close, which would wait for the section
+		if open {
+			c.ExitRead(e)
+		}
+	}()
+	if _, err := c.ReadAt(make([]byte, 1), 0); err != nil {
+		t.Fatal(err)
+	}
+	v, ok := c.ViewBlock(0, bs, nil)
+	if !ok {
+		t.Fatal("block 0 not cached")
+	}
+	for blk := int64(1); blk < 64; blk++ { // evicts block 0 (and most others)
+		if _, err := c.ReadAt(make([]byte, 1), blk*bs); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, ok := c.ViewBlock(0, 1, nil); ok {
+		t.Fatal("block 0 still cached")
+	}
+	time.Sleep(20 * reclaimPause)
+	if !bytes.Equal(v, data[:bs]) {
+		t.Fatal("an evicted block was discarded under an open section")
+	}
+	if c.mirror.pendingBytes.Load() == 0 {
+		t.Fatal("no evicted bytes pending while the section is open")
+	}
+	before := c.Stats().ResidentBytes
+	c.ExitRead(e)
+	open = false
+	waitFor(t, "the evicted blocks' discard", func() bool { return c.mirror.pendingBytes.Load() == 0 })
+	if !bytes.Equal(c.mirror.mem.B[:bs], make([]byte, bs)) {
+		t.Error("block 0's pages were not given back (still hold its bytes)")
+	}
+	// The inner Memory backend holds the file; the cache at most its budget.
+	if after := c.Stats().ResidentBytes; after >= before || after > int64(len(data))+16*bs {
+		t.Errorf("resident bytes %d before the discard, %d after (file %d, budget %d)", before, after, len(data), 16*bs)
+	}
+	// Read again, block 0 comes back whole.
+	got := make([]byte, bs)
+	if _, err := c.ReadAt(got, 0); err != nil || !bytes.Equal(got, data[:bs]) {
+		t.Errorf("block 0 read back after its discard: err %v, equal %v", err, bytes.Equal(got, data[:bs]))
+	}
+}
+
+// TestMirrorCloseWaitsForSections: Close unmaps only after the open
+// sections end, and views taken in them stay readable until then.
+func TestMirrorCloseWaitsForSections(t *testing.T) {
+	const bs = 4096
+	data := pattern(8 * bs)
+	c := mirrored(t, data, 1<<20)
+	e := c.EnterRead()
+	if _, err := c.ReadAt(make([]byte, 1), 3*bs); err != nil {
+		t.Fatal(err)
+	}
+	v, ok := c.ViewBlock(3*bs, bs, nil)
+	if !ok {
+		t.Fatal("block 3 not cached")
+	}
+	closed := make(chan error, 1)
+	go func() { closed <- c.Close() }()
+	select {
+	case err := <-closed:
+		t.Fatalf("Close returned (%v) with a section open", err)
+	case <-time.After(50 * time.Millisecond):
+	}
+	if !bytes.Equal(v, data[3*bs:4*bs]) {
+		t.Error("a view changed while Close waited")
+	}
+	if _, ok := c.ViewBlock(3*bs, 1, nil); ok {
+		t.Error("a closing backend served a new view")
+	}
+	c.ExitRead(e)
+	select {
+	case err := <-closed:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("Close did not return after the section ended")
+	}
+}
+
+// TestMirrorConcurrentChurn: readers view and read random ranges while a
+// small budget evicts blocks all the time; every byte they see is the
+// file's (run with -race).
+func TestMirrorConcurrentChurn(t *testing.T) {
+	const bs = 4096
+	data := pattern(256 * bs)
+	c := mirrored(t, data, 32*bs)
+	defer c.Close()
+	var wg sync.WaitGroup
+	deadline := time.Now().Add(300 * time.Millisecond)
+	errs := make(chan string, 4)
+	for g := range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			r := rand.New(rand.NewPCG(uint64(g), 1))
+			buf := make([]byte, 3*bs)
+			for time.Now().Before(deadline) {
+				e := c.EnterRead()
+				var views [][2]int64
+				var got [][]byte
+				for range 8 {
+					off := r.Int64N(int64(len(data)) - 3*bs)
+					n := 1 + r.Int64N(3*bs)
+					if v, ok := c.ViewBlock(off, n, nil); ok {
+						views, got = append(views, [2]int64{off, n}), append(got, v)
+						continue
+					}
+					if _, err := c.ReadAt(buf[:n], off); err != nil || !bytes.Equal(buf[:n], data[off:off+n]) {
+						errs <- "a read returned other bytes than the file's"
+						c.ExitRead(e)
+						return
+					}
+				}
+				time.Sleep(time.Duration(r.IntN(200)) * time.Microsecond) // evictions go on meanwhile
+				for i, v := range got {
+					if off, n := views[i][0], views[i][1]; !bytes.Equal(v, data[off:off+n]) {
+						errs <- "a view changed inside its section"
+						c.ExitRead(e)
+						return
+					}
+				}
+				c.ExitRead(e)
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for e := range errs {
+		t.Error(e)
+	}
+	if c.cache.Evictions() == 0 {
+		t.Error("no evictions: the test did not churn")
+	}
+}
+
+// TestMirrorAligned: with an align offset the mirror puts that offset on a
+// 64-byte boundary; views, reads and batches stay byte for byte the file's,
+// across the shorter padded first block too.
+func TestMirrorAligned(t *testing.T) {
+	const bs = 4096
+	data := pattern(10*bs + 77)
+	for _, align := range []int64{58, 3*bs + 58, 64, 1} {
+		c, err := NewCachedAligned("mem", NewMemory("mem", data), nil, 1<<20, bs, align)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c.mirror == nil {
+			c.Close()
+			t.Skip("no mirror on this platform")
+		}
+		e := c.EnterRead()
+		if _, err := c.ReadAt(make([]byte, len(data)), 0); err != nil {
+			t.Fatal(err)
+		}
+		for _, off := range []int64{align, align + 512, align + 64*7} {
+			v, ok := c.ViewBlock(off, 512, nil)
+			if !ok || !bytes.Equal(v, data[off:off+512]) {
+				t.Fatalf("align %d: view at %d: ok %v", align, off, ok)
+			}
+			if a := uintptr(unsafe.Pointer(&v[0])) % 64; a != 0 {
+				t.Errorf("align %d: offset %d sits at %d mod 64 in memory", align, off, a)
+			}
+		}
+		// Every block's bounds: views of one byte on either side of each.
+		for blk := int64(0); blk < c.g.count(); blk++ {
+			start, end := c.g.span(blk)
+			for _, off := range []int64{start, end - 1} {
+				if v, ok := c.ViewBlock(off, 1, nil); !ok || v[0] != data[off] {
+					t.Fatalf("align %d: block %d [%d, %d): byte %d wrong", align, blk, start, end, off)
+				}
+			}
+		}
+		reqs := []ReadReq{{Off: 5, Buf: make([]byte, 2*bs)}, {Off: int64(len(data)) - 100, Buf: make([]byte, 100)}}
+		if err := c.ReadBatch(reqs); err != nil {
+			t.Fatal(err)
+		}
+		for _, q := range reqs {
+			if !bytes.Equal(q.Buf, data[q.Off:q.Off+int64(len(q.Buf))]) {
+				t.Errorf("align %d: batch read at %d differs", align, q.Off)
+			}
+		}
+		c.ExitRead(e)
+		c.Close()
+	}
+}
