@@ -137,6 +137,33 @@ func (t *table) mark(blk int64) bool {
 	return true
 }
 
+// markRange is mark for blocks blk..last, in one step when their bits
+// share a word (a vector or list across one boundary, mostly).
+func (t *table) markRange(blk, last int64) bool {
+	if blk>>6 != last>>6 {
+		for b := blk; b <= last; b++ {
+			if !t.mark(b) {
+				return false
+			}
+		}
+		return true
+	}
+	ch := t.chunks[blk>>chunkBits].Load()
+	if ch == nil {
+		return false
+	}
+	i := blk & (chunkLen - 1)
+	w := &ch.bits[i>>6]
+	mask := (uint64(2)<<(last-blk) - 1) << (i & 63)
+	if w.present.Load()&mask != mask {
+		return false
+	}
+	if w.refs.Load()&mask != mask {
+		w.refs.Or(mask)
+	}
+	return true
+}
+
 // referenced reports and clears block blk's ref bit (eviction's second
 // chance).
 func (t *table) referenced(blk int64) bool {
@@ -572,10 +599,8 @@ func (c *Cached) ViewBlock(off, n int64, t *Tally) ([]byte, bool) {
 	}
 	blk, last := c.g.blk(off), c.g.blk(off+n-1)
 	if c.mirror != nil {
-		for b := blk; b <= last; b++ {
-			if !c.table.mark(b) {
-				return nil, false
-			}
+		if !c.table.markRange(blk, last) {
+			return nil, false
 		}
 		if t != nil {
 			countView(n, t)
