@@ -13,7 +13,7 @@ import (
 // where mirrors do not exist.
 func mirrored(t *testing.T, data []byte, budget int64) *Cached {
 	t.Helper()
-	c, err := NewCached("mem", NewMemory("mem", data), nil, budget, 4096)
+	c, err := newCached("mem", NewMemory("mem", data), nil, budget, 4096, 0, true)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -242,7 +242,7 @@ func TestMirrorAligned(t *testing.T) {
 	const bs = 4096
 	data := pattern(10*bs + 77)
 	for _, align := range []int64{58, 3*bs + 58, 64, 1} {
-		c, err := NewCachedAligned("mem", NewMemory("mem", data), nil, 1<<20, bs, align)
+		c, err := newCached("mem", NewMemory("mem", data), nil, 1<<20, bs, align, true)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -284,4 +284,34 @@ func TestMirrorAligned(t *testing.T) {
 		c.ExitRead(e)
 		c.Close()
 	}
+}
+
+// TestMirrorOnlyWhenTheFileFits: a cache that can hold the file (with an
+// eighth to spare) keeps it in a mirror; a smaller one, which would churn,
+// keeps heap blocks.
+func TestMirrorOnlyWhenTheFileFits(t *testing.T) {
+	data := pattern(64 * 4096)
+	for _, tc := range []struct {
+		budget int64
+		want   bool
+	}{{mirrorMinBudget(int64(len(data))), true}, {int64(len(data)), false}, {16 * 4096, false}} {
+		c, err := NewCached("mem", NewMemory("mem", data), nil, tc.budget, 4096)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := c.mirror != nil; got != tc.want && !(got == false && tc.want && !mirrorsWork()) {
+			t.Errorf("budget %d for a file of %d: mirror %v, want %v", tc.budget, len(data), got, tc.want)
+		}
+		c.Close()
+	}
+}
+
+// mirrorsWork reports whether this platform can make a mirror at all.
+func mirrorsWork() bool {
+	m := newMirror(grid{lg: 12, bs: 4096, size: 4096}, false)
+	if m == nil {
+		return false
+	}
+	m.unmap()
+	return true
 }
