@@ -48,28 +48,25 @@ type handle struct {
 	rer       *rerank.Store
 	rerPath   string
 	space     string
-	refs      atomic.Int64
+	users     users // queries in flight, and whether the registry still serves it
 	closeOnce sync.Once
 	// resident is what the handle counts against the memory budget: the
 	// full copy or the cache budget, plus the small arrays.
 	resident atomic.Int64
 }
 
-// tryAcquire takes a reference unless the handle is already closing.
-func (h *handle) tryAcquire() bool {
-	for {
-		n := h.refs.Load()
-		if n <= 0 {
-			return false
-		}
-		if h.refs.CompareAndSwap(n, n+1) {
-			return true
-		}
+// acquire takes a lease unless the handle is retired.
+func (h *handle) acquire() (lease, bool) {
+	i, ok, last := h.users.enter()
+	if last {
+		h.close()
 	}
+	return lease{h, i}, ok
 }
 
-func (h *handle) release() {
-	if h.refs.Add(-1) == 0 {
+// retire is the registry letting go: the handle closes after its last query.
+func (h *handle) retire() {
+	if h.users.retire() {
 		h.close()
 	}
 }

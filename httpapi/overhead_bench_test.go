@@ -22,8 +22,9 @@ func BenchmarkHTTPOverhead(b *testing.B) {
 	defer s.Close()
 	body := []byte(fmt.Sprintf(`{"vector":%s,"k":10}`, vectorJSON(f.Queries[0])))
 	b.Run("in-process", func(b *testing.B) {
-		_, h, _ := s.Reg.acquire("b")
-		defer h.release()
+		_, l, _ := s.Reg.acquire("b")
+		defer l.release()
+		h := l.h
 		var lat []time.Duration
 		for b.Loop() {
 			t0 := time.Now()
@@ -136,8 +137,9 @@ func benchServer(b *testing.B) (*Server, fixtureRuns) {
 func BenchmarkSearchOneParallel(b *testing.B) {
 	s, f := benchServer(b)
 	defer s.Close()
-	_, h, _ := s.Reg.acquire("b")
-	defer h.release()
+	_, l, _ := s.Reg.acquire("b")
+	defer l.release()
+	h := l.h
 	b.RunParallel(func(pb *testing.PB) {
 		sc := new(queryScratch)
 		i := 0

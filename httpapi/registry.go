@@ -2,12 +2,12 @@ package httpapi
 
 import (
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"runtime"
 	"slices"
-	"sort"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -27,9 +27,7 @@ type entry struct {
 	name    string
 	cur     atomic.Pointer[handle]
 	mu      sync.Mutex // one load, switch or delete at a time
-	queries atomic.Int64
-	errors  atomic.Int64
-	lat     latencies
+	stats   queryStats
 	state   atomic.Value // string: "serving", "switching", …
 	lastErr atomic.Value // string: why the last switch failed
 }
@@ -41,7 +39,10 @@ type Registry struct {
 
 	mu      sync.RWMutex
 	entries map[string]*entry
-	memMu   sync.Mutex // serialises budget checks with the opens they admit
+	// view is a copy of entries for lookups without the lock (a read lock
+	// writes a counter shared by every core), replaced on each change.
+	view  atomic.Pointer[map[string]*entry]
+	memMu sync.Mutex // serialises budget checks with the opens they admit
 }
 
 // NewRegistry serves indexes from files under roots within budget bytes.
@@ -88,24 +89,31 @@ func (r *Registry) resolve(p string) (string, error) {
 }
 
 func (r *Registry) get(name string) *entry {
-	r.mu.RLock()
-	defer r.mu.RUnlock()
-	return r.entries[name]
+	if v := r.view.Load(); v != nil {
+		return (*v)[name]
+	}
+	return nil
 }
 
-// acquire returns the handle serving name with a reference held.
-func (r *Registry) acquire(name string) (*entry, *handle, error) {
+// publish replaces the lock-free view after a change (r.mu held).
+func (r *Registry) publish() {
+	v := maps.Clone(r.entries)
+	r.view.Store(&v)
+}
+
+// acquire returns the handle serving name with a lease on it.
+func (r *Registry) acquire(name string) (*entry, lease, error) {
 	e := r.get(name)
 	if e == nil {
-		return nil, nil, notFound(name)
+		return nil, lease{}, notFound(name)
 	}
 	for {
 		h := e.cur.Load()
 		if h == nil {
-			return nil, nil, notFound(name)
+			return nil, lease{}, notFound(name)
 		}
-		if h.tryAcquire() {
-			return e, h, nil
+		if l, ok := h.acquire(); ok {
+			return e, l, nil
 		}
 	}
 }
@@ -258,7 +266,6 @@ func (r *Registry) open(spec LoadSpec) (*handle, error) {
 			return nil, err
 		}
 	}
-	h.refs.Store(1) // the registry's reference
 	return h, nil
 }
 
@@ -310,12 +317,14 @@ func (r *Registry) Load(name string, spec LoadSpec) error {
 	e.state.Store("loading")
 	e.mu.Lock()
 	r.entries[name] = e
+	r.publish()
 	r.mu.Unlock()
 	defer e.mu.Unlock()
 	h, err := r.open(spec)
 	if err != nil {
 		r.mu.Lock()
 		delete(r.entries, name)
+		r.publish()
 		r.mu.Unlock()
 		return err
 	}
@@ -331,6 +340,7 @@ func (r *Registry) Delete(name string, wait time.Duration) error {
 	e, ok := r.entries[name]
 	if ok {
 		delete(r.entries, name)
+		r.publish()
 	}
 	r.mu.Unlock()
 	if !ok {
@@ -339,9 +349,9 @@ func (r *Registry) Delete(name string, wait time.Duration) error {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if h := e.cur.Swap(nil); h != nil {
-		h.release()
+		h.retire()
 		deadline := time.Now().Add(wait)
-		for h.refs.Load() > 0 && time.Now().Before(deadline) {
+		for h.users.count() > 0 && time.Now().Before(deadline) {
 			time.Sleep(time.Millisecond)
 		}
 	}
@@ -426,16 +436,16 @@ func (r *Registry) Switch(name string, sw SwitchSpec) error {
 	}
 	if sw.Warm {
 		if err := h.warm(); err != nil {
-			h.release()
+			h.retire()
 			return fail(err)
 		}
 	}
 	if err := sameAnswers(old, h, verify); err != nil {
-		h.release()
+		h.retire()
 		return fail(err)
 	}
 	e.cur.Store(h)
-	old.release()
+	old.retire()
 	e.state.Store("serving")
 	e.lastErr.Store("")
 	return nil
@@ -484,35 +494,4 @@ func (h *handle) warm() error {
 		limit = c.Budget()
 	}
 	return h.idx.Warm(limit)
-}
-
-// latencies keeps the last 4096 query latencies for percentiles, without a
-// lock: queries on both cores would otherwise contend for it on every
-// request. A percentile read may see a slot being overwritten; it then
-// counts one newer latency instead.
-type latencies struct {
-	ring [4096]atomic.Int64
-	n    atomic.Int64
-}
-
-func (l *latencies) add(d time.Duration) {
-	i := l.n.Add(1) - 1
-	l.ring[i%int64(len(l.ring))].Store(int64(d))
-}
-
-func (l *latencies) percentiles(ps ...float64) []float64 {
-	n := int(min(l.n.Load(), int64(len(l.ring))))
-	s := make([]time.Duration, n)
-	for i := range s {
-		s[i] = time.Duration(l.ring[i].Load())
-	}
-	out := make([]float64, len(ps))
-	if n == 0 {
-		return out
-	}
-	sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
-	for i, p := range ps {
-		out[i] = float64(s[min(n-1, int(p*float64(n)))].Microseconds()) / 1000
-	}
-	return out
 }

@@ -52,35 +52,58 @@ type Server struct {
 }
 
 type metrics struct {
-	reg       *prometheus.Registry
-	requests  *prometheus.CounterVec
-	latency   *prometheus.HistogramVec
-	resident  *prometheus.GaugeVec
-	cacheHits *prometheus.CounterVec
-	switches  *prometheus.CounterVec
-	// Children resolved once per label set: WithLabelValues hashes the
-	// labels and takes a read lock whose counter every core writes. (On
-	// this 2-core machine the difference was within BenchmarkHandler-
-	// Parallel's noise; the lock is still a shared write per request.)
-	byRoute cowMap[*cowMap[prometheus.Counter]]
-	byIndex cowMap[*indexMetrics]
+	reg      *prometheus.Registry
+	resident *prometheus.GaugeVec
+	switches *prometheus.CounterVec
+	// The per-request metrics are striped counters and histograms
+	// (stripes.go), found by label in copy-on-write maps and summed into
+	// constant metrics when scraped (Collect): the client library's own
+	// keep one shared counter per series, written by every core on every
+	// request.
+	requestsDesc, latencyDesc, cacheDesc *prometheus.Desc
+	byRoute                              cowMap[*cowMap[*counter]]
+	byIndex                              cowMap[*indexMetrics]
 }
 
-// indexMetrics are one index's children of the per-index vectors.
+// indexMetrics are one index's per-request metrics.
 type indexMetrics struct {
-	latency      prometheus.Observer
-	hits, misses prometheus.Counter
+	latency      *histogram
+	hits, misses counter
 }
+
+// searchBuckets are the search latency histogram's upper bounds: 50 µs to
+// 1.6 s, doubling.
+var searchBuckets = prometheus.ExponentialBuckets(50e-6, 2, 16)
 
 func (m *metrics) index(name string) *indexMetrics {
-	return m.byIndex.get(name, func() *indexMetrics {
-		return &indexMetrics{m.latency.WithLabelValues(name), m.cacheHits.WithLabelValues(name, "hit"), m.cacheHits.WithLabelValues(name, "miss")}
-	})
+	return m.byIndex.get(name, func() *indexMetrics { return &indexMetrics{latency: newHistogram(searchBuckets)} })
 }
 
-func (m *metrics) request(route, code string) prometheus.Counter {
-	codes := m.byRoute.get(route, func() *cowMap[prometheus.Counter] { return new(cowMap[prometheus.Counter]) })
-	return codes.get(code, func() prometheus.Counter { return m.requests.WithLabelValues(route, code) })
+func (m *metrics) request(route, code string) *counter {
+	codes := m.byRoute.get(route, func() *cowMap[*counter] { return new(cowMap[*counter]) })
+	return codes.get(code, func() *counter { return new(counter) })
+}
+
+// Describe is part of prometheus.Collector (the striped metrics).
+func (m *metrics) Describe(ch chan<- *prometheus.Desc) {
+	ch <- m.requestsDesc
+	ch <- m.latencyDesc
+	ch <- m.cacheDesc
+}
+
+// Collect sums the striped metrics' stripes.
+func (m *metrics) Collect(ch chan<- prometheus.Metric) {
+	for route, codes := range m.byRoute.all() {
+		for code, c := range codes.all() {
+			ch <- prometheus.MustNewConstMetric(m.requestsDesc, prometheus.CounterValue, float64(c.value()), route, code)
+		}
+	}
+	for name, im := range m.byIndex.all() {
+		n, sum, cum := im.latency.snapshot()
+		ch <- prometheus.MustNewConstHistogram(m.latencyDesc, n, sum, cum, name)
+		ch <- prometheus.MustNewConstMetric(m.cacheDesc, prometheus.CounterValue, float64(im.hits.value()), name, "hit")
+		ch <- prometheus.MustNewConstMetric(m.cacheDesc, prometheus.CounterValue, float64(im.misses.value()), name, "miss")
+	}
 }
 
 // cowMap is a copy-on-write map for a small, rarely growing key set: reads
@@ -113,6 +136,14 @@ func (c *cowMap[V]) get(key string, mk func() V) V {
 	n[key] = v
 	c.m.Store(&n)
 	return v
+}
+
+// all is the current map (read-only; nil before the first get).
+func (c *cowMap[V]) all() map[string]V {
+	if m := c.m.Load(); m != nil {
+		return *m
+	}
+	return nil
 }
 
 // New builds a Server.
@@ -162,18 +193,18 @@ func New(cfg Config) (*Server, error) {
 func newMetrics() *metrics {
 	m := &metrics{
 		reg: prometheus.NewRegistry(),
-		requests: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "faiss_sidecar_requests_total",
-			Help: "HTTP requests by route and status."}, []string{"route", "status"}),
-		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "faiss_sidecar_search_seconds",
-			Help: "Search latency by index.", Buckets: prometheus.ExponentialBuckets(50e-6, 2, 16)}, []string{"index"}),
+		requestsDesc: prometheus.NewDesc("faiss_sidecar_requests_total",
+			"HTTP requests by route and status.", []string{"route", "status"}, nil),
+		latencyDesc: prometheus.NewDesc("faiss_sidecar_search_seconds",
+			"Search latency by index.", []string{"index"}, nil),
 		resident: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "faiss_sidecar_resident_bytes",
 			Help: "Bytes each index counts against the memory budget."}, []string{"index"}),
-		cacheHits: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "faiss_sidecar_cache_lookups_total",
-			Help: "Block-cache lookups by searches, by index and result."}, []string{"index", "result"}),
+		cacheDesc: prometheus.NewDesc("faiss_sidecar_cache_lookups_total",
+			"Block-cache lookups by searches, by index and result.", []string{"index", "result"}, nil),
 		switches: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "faiss_sidecar_mode_switches_total",
 			Help: "Mode switches by index and outcome."}, []string{"index", "outcome"}),
 	}
-	m.reg.MustRegister(m.requests, m.latency, m.resident, m.cacheHits, m.switches,
+	m.reg.MustRegister(m, m.resident, m.switches,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
@@ -229,7 +260,7 @@ func (s *Server) accessLog(c *gin.Context) {
 	if code == "" {
 		code = strconv.Itoa(status)
 	}
-	s.metrics.request(route, code).Inc()
+	s.metrics.request(route, code).add(pickStripe(), 1)
 	if s.log.Enabled(c.Request.Context(), slog.LevelDebug) { // its arguments allocate even when off
 		s.log.Debug("request", "method", c.Request.Method, "path", c.Request.URL.Path, "status", status, "took", time.Since(start))
 	}
@@ -316,7 +347,7 @@ func (s *Server) indexInfo(e *entry, h *handle) gin.H {
 		"space_type": h.space, "semantics": x.Options().Semantics.String(), "kernel": x.Options().Kernel.String(),
 		"d": x.Dim(), "ntotal": x.NTotal(), "metric": x.Metric().String(), "binary": x.Binary(),
 		"ef_search_stored": x.StoredEfSearch(), "resident_bytes": h.resident.Load(),
-		"queries_served": e.queries.Load(), "query_errors": e.errors.Load(), "switch_state": e.state.Load(),
+		"queries_served": e.stats.queries(), "query_errors": e.stats.errors(), "switch_state": e.state.Load(),
 	}
 	if x.Binary() {
 		info["metric"] = "Hamming"
@@ -324,7 +355,7 @@ func (s *Server) indexInfo(e *entry, h *handle) gin.H {
 	if le, _ := e.lastErr.Load().(string); le != "" {
 		info["last_switch_error"] = le
 	}
-	p := e.lat.percentiles(0.5, 0.99)
+	p := e.stats.percentiles(0.5, 0.99)
 	info["latency_ms"] = gin.H{"p50": p[0], "p99": p[1]}
 	if sr, ok := h.st.(partial.StatsReporter); ok {
 		info["storage"] = sr.Stats()
@@ -348,22 +379,22 @@ func (s *Server) listIndexes(c *gin.Context) {
 	s.Reg.mu.RUnlock()
 	out := []gin.H{}
 	for _, e := range es {
-		if _, h, err := s.Reg.acquire(e.name); err == nil {
-			out = append(out, s.indexInfo(e, h))
-			h.release()
+		if _, l, err := s.Reg.acquire(e.name); err == nil {
+			out = append(out, s.indexInfo(e, l.h))
+			l.release()
 		}
 	}
 	c.JSON(200, gin.H{"indexes": out})
 }
 
 func (s *Server) getIndex(c *gin.Context) {
-	e, h, err := s.Reg.acquire(c.Param("name"))
+	e, l, err := s.Reg.acquire(c.Param("name"))
 	if err != nil {
 		s.fail(c, err)
 		return
 	}
-	defer h.release()
-	c.JSON(200, s.indexInfo(e, h))
+	defer l.release()
+	c.JSON(200, s.indexInfo(e, l.h))
 }
 
 func (s *Server) loadIndex(c *gin.Context) {
@@ -411,12 +442,13 @@ func (s *Server) switchMode(c *gin.Context) {
 }
 
 func (s *Server) warmup(c *gin.Context) {
-	_, h, err := s.Reg.acquire(c.Param("name"))
+	_, l, err := s.Reg.acquire(c.Param("name"))
 	if err != nil {
 		s.fail(c, err)
 		return
 	}
-	defer h.release()
+	defer l.release()
+	h := l.h
 	start := time.Now()
 	if err := h.warm(); err != nil {
 		s.fail(c, err)
@@ -454,27 +486,28 @@ type Hit struct {
 	Score    float64 `json:"score"`
 }
 
-// bind decodes the body into req and takes a reference on the index the
-// path names; on failure it has answered the request and ok is false.
-func (s *Server) bind(c *gin.Context, req any) (e *entry, h *handle, ok bool) {
+// bind decodes the body into req and takes a lease on the index the path
+// names; on failure it has answered the request and ok is false.
+func (s *Server) bind(c *gin.Context, req any) (e *entry, l lease, ok bool) {
 	err := decode(c, req)
 	if err == nil {
-		e, h, err = s.Reg.acquire(c.Param("name"))
+		e, l, err = s.Reg.acquire(c.Param("name"))
 	}
 	if err != nil {
 		s.fail(c, err)
-		return nil, nil, false
+		return nil, lease{}, false
 	}
-	return e, h, true
+	return e, l, true
 }
 
 func (s *Server) search(c *gin.Context) {
 	var req SearchRequest
-	e, h, ok := s.bind(c, &req)
+	e, l, ok := s.bind(c, &req)
 	if !ok {
 		return
 	}
-	defer h.release()
+	defer l.release()
+	h := l.h
 	sc := scratchPool.Get().(*queryScratch)
 	defer func() {
 		putFloats(req.Vector)
@@ -484,19 +517,18 @@ func (s *Server) search(c *gin.Context) {
 	hits, prof, err := s.searchOne(h, &req, sc)
 	took := time.Since(start)
 	if err != nil {
-		e.errors.Add(1)
+		e.stats.failed(l.stripe)
 		s.fail(c, err)
 		return
 	}
-	e.queries.Add(1)
-	e.lat.add(took)
+	e.stats.ok(l.stripe, took, 1)
 	im := s.metrics.index(e.name)
-	im.latency.Observe(took.Seconds())
+	im.latency.observe(l.stripe, took)
 	if prof.IO.CacheHits > 0 {
-		im.hits.Add(float64(prof.IO.CacheHits))
+		im.hits.add(l.stripe, uint64(prof.IO.CacheHits))
 	}
 	if prof.IO.CacheMisses > 0 {
-		im.misses.Add(float64(prof.IO.CacheMisses))
+		im.misses.add(l.stripe, uint64(prof.IO.CacheMisses))
 	}
 	buf := respPool.Get().(*[]byte)
 	b := appendSearchResponse((*buf)[:0], took, hits)
@@ -705,11 +737,12 @@ type MSearchRequest struct {
 
 func (s *Server) msearch(c *gin.Context) {
 	var req MSearchRequest
-	e, h, ok := s.bind(c, &req)
+	e, l, ok := s.bind(c, &req)
 	if !ok {
 		return
 	}
-	defer h.release()
+	defer l.release()
+	h := l.h
 	if len(req.Vectors) == 0 {
 		s.fail(c, badRequest("vectors must hold at least one vector"))
 		return
@@ -750,8 +783,7 @@ func (s *Server) msearch(c *gin.Context) {
 		<-done
 	}
 	took := time.Since(start)
-	e.queries.Add(int64(len(req.Vectors)))
-	e.lat.add(took / time.Duration(len(req.Vectors)))
+	e.stats.ok(l.stripe, took/time.Duration(len(req.Vectors)), int64(len(req.Vectors)))
 	c.JSON(200, gin.H{"took": float64(took.Microseconds()) / 1000, "responses": out})
 }
 

@@ -228,11 +228,11 @@ func TestMemoryBudget(t *testing.T) {
 	if r := call(t, ts, "PUT", "/indexes/b", `{"path":"hnsw_flat_large.faiss","mode":"full"}`); r.Status != 200 {
 		t.Fatalf("load with shrink: %d %s", r.Status, r.Raw)
 	}
-	_, h, _ := s.Reg.acquire("a")
-	if got := h.cache().Budget(); got >= 2<<20 {
+	_, l, _ := s.Reg.acquire("a")
+	if got := l.h.cache().Budget(); got >= 2<<20 {
 		t.Errorf("a's cache budget %d did not shrink", got)
 	}
-	h.release()
+	l.release()
 	r := call(t, ts, "PUT", "/indexes/c", `{"path":"hnsw_flat_large.faiss","mode":"full"}`)
 	if r.Status != 429 || !strings.Contains(r.Raw, "memory budget exceeded: need") {
 		t.Fatalf("%d %s", r.Status, r.Raw)
@@ -318,10 +318,24 @@ func TestMemoryBudgetPolicy(t *testing.T) {
 func TestMetricsAndDelete(t *testing.T) {
 	_, ts := newTestServer(t, Config{})
 	call(t, ts, "PUT", "/indexes/m", `{"path":"hnsw_flat_l2.faiss","backend":"pread"}`)
-	call(t, ts, "POST", "/indexes/m/_search", `{"vector":`+vectorJSON(make([]float64, 32))+`}`)
+	for range 5 { // spread over the stripes at random: the scrape sums them
+		call(t, ts, "POST", "/indexes/m/_search", `{"vector":`+vectorJSON(make([]float64, 32))+`}`)
+	}
+	call(t, ts, "POST", "/indexes/m/_search", `{"vector":[1]}`)
 	r := call(t, ts, "GET", "/metrics", ``)
-	if r.Status != 200 || !strings.Contains(r.Raw, `faiss_sidecar_search_seconds_count{index="m"} 1`) || !strings.Contains(r.Raw, "faiss_sidecar_cache_lookups_total") {
-		t.Fatalf("metrics:\n%.2000s", r.Raw)
+	for _, want := range []string{
+		`faiss_sidecar_search_seconds_count{index="m"} 5`,
+		`faiss_sidecar_search_seconds_bucket{index="m",le="+Inf"} 5`,
+		`faiss_sidecar_requests_total{route="/indexes/:name/_search",status="200"} 5`,
+		`faiss_sidecar_requests_total{route="/indexes/:name/_search",status="400"} 1`,
+		`faiss_sidecar_cache_lookups_total{index="m",result="hit"}`,
+	} {
+		if r.Status != 200 || !strings.Contains(r.Raw, want) {
+			t.Fatalf("metrics lack %s:\n%.3000s", want, r.Raw)
+		}
+	}
+	if r := call(t, ts, "GET", "/indexes/m", ``); r.Body["queries_served"] != 5.0 {
+		t.Errorf("queries_served %v, want 5", r.Body["queries_served"])
 	}
 	if r := call(t, ts, "DELETE", "/indexes/m", ``); r.Status != 200 {
 		t.Fatal(r.Raw)
