@@ -37,17 +37,18 @@ type Registry struct {
 	roots  []string // data roots, symlinks resolved
 	budget int64    // bytes; 0 = unlimited
 
-	mu      sync.RWMutex
-	entries map[string]*entry
-	// view is a copy of entries for lookups without the lock (a read lock
-	// writes a counter shared by every core), replaced on each change.
-	view  atomic.Pointer[map[string]*entry]
-	memMu sync.Mutex // serialises budget checks with the opens they admit
+	// entries is never changed in place: a load or delete stores a changed
+	// copy (under mu), so a lookup is one atomic load with no lock (a read
+	// lock writes a counter every core shares, on every request).
+	mu      sync.Mutex
+	entries atomic.Pointer[map[string]*entry]
+	memMu   sync.Mutex // serialises budget checks with the opens they admit
 }
 
 // NewRegistry serves indexes from files under roots within budget bytes.
 func NewRegistry(roots []string, budget int64) (*Registry, error) {
-	r := &Registry{budget: budget, entries: map[string]*entry{}}
+	r := &Registry{budget: budget}
+	r.entries.Store(&map[string]*entry{})
 	for _, root := range roots {
 		abs, err := filepath.Abs(root)
 		if err == nil {
@@ -89,16 +90,22 @@ func (r *Registry) resolve(p string) (string, error) {
 }
 
 func (r *Registry) get(name string) *entry {
-	if v := r.view.Load(); v != nil {
-		return (*v)[name]
-	}
-	return nil
+	return r.all()[name]
 }
 
-// publish replaces the lock-free view after a change (r.mu held).
-func (r *Registry) publish() {
-	v := maps.Clone(r.entries)
-	r.view.Store(&v)
+// all is the served indexes by name; read-only.
+func (r *Registry) all() map[string]*entry { return *r.entries.Load() }
+
+// setLocked serves e under name, or stops serving name when e is nil (r.mu
+// held).
+func (r *Registry) setLocked(name string, e *entry) {
+	m := maps.Clone(r.all())
+	if e == nil {
+		delete(m, name)
+	} else {
+		m[name] = e
+	}
+	r.entries.Store(&m)
 }
 
 // acquire returns the handle serving name with a lease on it.
@@ -120,9 +127,7 @@ func (r *Registry) acquire(name string) (*entry, lease, error) {
 
 // usage sums what the served handles count against the budget.
 func (r *Registry) usage() (total int64, hs []*handle) {
-	r.mu.RLock()
-	defer r.mu.RUnlock()
-	for _, e := range r.entries {
+	for _, e := range r.all() {
 		if h := e.cur.Load(); h != nil {
 			total += h.resident.Load()
 			hs = append(hs, h)
@@ -309,22 +314,20 @@ func (r *Registry) Load(name string, spec LoadSpec) error {
 		return badRequest("invalid index name %q", name)
 	}
 	r.mu.Lock()
-	if _, ok := r.entries[name]; ok {
+	if _, ok := r.all()[name]; ok {
 		r.mu.Unlock()
 		return &apiError{409, "index_exists", fmt.Sprintf("index %q is loaded; switch it with PUT /indexes/%s/_mode or DELETE it first", name, name)}
 	}
 	e := &entry{name: name}
 	e.state.Store("loading")
 	e.mu.Lock()
-	r.entries[name] = e
-	r.publish()
+	r.setLocked(name, e)
 	r.mu.Unlock()
 	defer e.mu.Unlock()
 	h, err := r.open(spec)
 	if err != nil {
 		r.mu.Lock()
-		delete(r.entries, name)
-		r.publish()
+		r.setLocked(name, nil)
 		r.mu.Unlock()
 		return err
 	}
@@ -337,10 +340,9 @@ func (r *Registry) Load(name string, spec LoadSpec) error {
 // queries before the handle closes.
 func (r *Registry) Delete(name string, wait time.Duration) error {
 	r.mu.Lock()
-	e, ok := r.entries[name]
+	e, ok := r.all()[name]
 	if ok {
-		delete(r.entries, name)
-		r.publish()
+		r.setLocked(name, nil)
 	}
 	r.mu.Unlock()
 	if !ok {

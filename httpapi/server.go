@@ -217,13 +217,7 @@ func (s *Server) Handler() http.Handler { return s.engine }
 
 // Close unloads every index.
 func (s *Server) Close() {
-	s.Reg.mu.RLock()
-	names := make([]string, 0, len(s.Reg.entries))
-	for n := range s.Reg.entries {
-		names = append(names, n)
-	}
-	s.Reg.mu.RUnlock()
-	for _, n := range names {
+	for n := range s.Reg.all() {
 		s.Reg.Delete(n, 5*time.Second)
 	}
 }
@@ -371,14 +365,8 @@ func (s *Server) indexInfo(e *entry, h *handle) gin.H {
 }
 
 func (s *Server) listIndexes(c *gin.Context) {
-	s.Reg.mu.RLock()
-	es := make([]*entry, 0, len(s.Reg.entries))
-	for _, e := range s.Reg.entries {
-		es = append(es, e)
-	}
-	s.Reg.mu.RUnlock()
 	out := []gin.H{}
-	for _, e := range es {
+	for _, e := range s.Reg.all() {
 		if _, l, err := s.Reg.acquire(e.name); err == nil {
 			out = append(out, s.indexInfo(e, l.h))
 			l.release()

@@ -35,10 +35,9 @@ type mirror struct {
 	mapMu sync.RWMutex // read: storing blocks; write: discarding, unmapping
 	dead  bool         // unmapped (under mapMu)
 
-	mu           sync.Mutex       // guards pending, running, free
+	mu           sync.Mutex       // guards pending and running
 	pending      map[int64]uint64 // evicted block → the epoch it was evicted in
 	running      bool             // a reclaim goroutine is on
-	free         []int64          // reclaim's scratch
 	pendingBytes atomic.Int64     // evicted, not yet discarded
 }
 
@@ -123,6 +122,7 @@ func (m *mirror) evicted(blk int64) {
 // reclaim discards pending blocks, a grace period at a time, until none is
 // left.
 func (m *mirror) reclaim() {
+	var free []int64
 	for {
 		time.Sleep(reclaimPause)
 		m.mu.Lock()
@@ -142,7 +142,7 @@ func (m *mirror) reclaim() {
 		}
 		m.mapMu.Lock()
 		m.mu.Lock()
-		free := m.free[:0]
+		free = free[:0]
 		for blk, at := range m.pending {
 			if at <= e {
 				free = append(free, blk)
@@ -173,9 +173,6 @@ func (m *mirror) reclaim() {
 		}
 		m.pendingBytes.Add(-n)
 		m.mapMu.Unlock()
-		m.mu.Lock()
-		m.free = free
-		m.mu.Unlock()
 	}
 }
 
