@@ -306,6 +306,7 @@ func (x *Index) searchLevel(s *scratch, level int, r *resultHeap, efStop int) (i
 		if err != nil {
 			return 0, err
 		}
+		s.views = s.views[:0] // filled below only on the block-cache path
 		// Mark the unvisited neighbors first, then get their vectors (one
 		// batch of reads, or cache prefetches on zero-copy views so the
 		// misses overlap), then offer and push in list order: the same
@@ -343,7 +344,6 @@ func (x *Index) searchLevel(s *scratch, level int, r *resultHeap, efStop int) (i
 			// Views taken here serve the distances below (one lookup per
 			// vector); they stay valid for the query's read section.
 			cs, bs := int64(x.codeSize), x.blocks.BlockSize()
-			s.views = s.views[:0]
 			for _, v1 := range s.cand {
 				off := x.codes.Offset + int64(v1)*cs
 				b, ok := x.blocks.ViewBlock(off, cs, &s.st.IO)
@@ -373,7 +373,7 @@ func (x *Index) searchLevel(s *scratch, level int, r *resultHeap, efStop int) (i
 			switch {
 			case x.batch != nil:
 				d, err = x.candDist(s, i)
-			case x.blocks != nil && s.views[i] != nil:
+			case i < len(s.views) && s.views[i] != nil:
 				s.st.BytesRead += int64(x.codeSize)
 				d = x.distCode(s, s.views[i])
 			default:
