@@ -379,8 +379,7 @@ type Cached struct {
 	ownCache bool
 	file     uint64
 	table    *table
-	g        grid
-	size     int64
+	g        grid // the blocks; g.size is the file's
 	name     string
 	closed   atomic.Bool
 	mirror   *mirror          // nil: blocks on the Go heap
@@ -449,15 +448,15 @@ func newCached(name string, inner Storage, cache *Cache, budget int64, blockSize
 	if blockSize < 512 || blockSize&(blockSize-1) != 0 {
 		return nil, fmt.Errorf("partial: block size %d is not a power of two ≥ 512", blockSize)
 	}
-	c := &Cached{inner: inner, cache: cache, size: inner.Size(), name: name,
+	c := &Cached{inner: inner, cache: cache, name: name,
 		g: grid{lg: uint(bits.TrailingZeros(uint(blockSize))), bs: int64(blockSize), size: inner.Size()}}
 	if cache == nil {
 		c.cache, c.ownCache = NewCache(budget), true
 	}
-	if alwaysMirror || c.cache.Budget() >= mirrorMinBudget(c.size) {
+	if alwaysMirror || c.cache.Budget() >= mirrorMinBudget(c.g.size) {
 		// 2 MiB pages only where they cannot cost memory beyond the budget:
 		// a private cache, which holds the whole file.
-		huge := c.ownCache && budget >= c.size
+		huge := c.ownCache && budget >= c.g.size
 		if align > 0 {
 			c.g.pad = (64 - align%64) % 64
 		}
@@ -469,7 +468,7 @@ func newCached(name string, inner Storage, cache *Cache, budget int64, blockSize
 	return c, nil
 }
 
-func (c *Cached) Size() int64 { return c.size }
+func (c *Cached) Size() int64 { return c.g.size }
 
 // BlockSize is the cache block size.
 func (c *Cached) BlockSize() int64 { return c.g.bs }
@@ -498,7 +497,7 @@ func (c *Cached) read(p []byte, off int64, t *Tally, fresh *[]int64) (int, error
 	st := &c.stripes[c.g.blk(off)&7]
 	st.requests.Add(1)
 	st.bytes.Add(int64(len(p)))
-	if err := rangeCheck(c.name, off, int64(len(p)), c.size); err != nil {
+	if err := rangeCheck(c.name, off, int64(len(p)), c.g.size); err != nil {
 		return 0, err
 	}
 	done := 0
@@ -573,7 +572,7 @@ func (c *Cached) ReadBatch(reqs []ReadReq) error {
 	if br, ok := c.inner.(BatchReader); ok {
 		var missing []int64
 		for _, q := range reqs {
-			if q.Off < 0 || len(q.Buf) == 0 || int64(len(q.Buf)) > c.size-q.Off {
+			if q.Off < 0 || len(q.Buf) == 0 || int64(len(q.Buf)) > c.g.size-q.Off {
 				continue // read reports the error below
 			}
 			for blk := c.g.blk(q.Off); blk <= c.g.blk(q.Off+int64(len(q.Buf))-1); blk++ {
@@ -612,7 +611,7 @@ func (c *Cached) ReadBatch(reqs []ReadReq) error {
 // block they span is cached (in one block only, without a mirror); see
 // BlockViewer. A nil t is a peek (e.g. to prefetch) and counts nothing.
 func (c *Cached) ViewBlock(off, n int64, t *Tally) ([]byte, bool) {
-	if n <= 0 || off < 0 || off+n > c.size || c.closed.Load() {
+	if n <= 0 || off < 0 || off+n > c.g.size || c.closed.Load() {
 		return nil, false
 	}
 	blk, last := c.g.blk(off), c.g.blk(off+n-1)
@@ -674,7 +673,7 @@ func (c *Cached) CopyCached(dst []byte, off int64, t *Tally) bool {
 		e := c.mirror.enter()
 		defer c.mirror.exit(e)
 	}
-	if n <= 0 || off < 0 || off+n > c.size || c.closed.Load() {
+	if n <= 0 || off < 0 || off+n > c.g.size || c.closed.Load() {
 		return false
 	}
 	for done := int64(0); done < n; {
