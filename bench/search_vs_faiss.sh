@@ -6,6 +6,7 @@
 #   bash bench/search_vs_faiss.sh [SECONDS]
 # PAIRS=N (default 1) repeats the FAISS / full-mode pair N times, alternating,
 # and prints each ratio: FAISS's own QPS moves 10-20% between runs here.
+# DATASETS="clustered" (default "fmnist clustered") picks the data sets.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 secs=${1:-3}
@@ -13,7 +14,7 @@ go build -o bench-data/faiss-sidecar ./cmd/faiss-sidecar
 bin=bench-data/faiss-sidecar
 field() { /usr/bin/python3 -c "import json,sys;print(json.load(sys.stdin)['$1'])"; }
 printf "%-10s %4s  %-28s %10s %8s %8s\n" dataset ef configuration QPS recall "×FAISS"
-for ds in fmnist clustered; do
+for ds in ${DATASETS:-fmnist clustered}; do
   idx=bench-data/$ds.faiss q=bench-data/$ds.queries.fvecs gt=bench-data/$ds.gt.ivecs
   [ -f "$idx" ] || { echo "missing $idx: run bench/gen_search_data.py" >&2; exit 1; }
   for ef in 16 64 256; do
