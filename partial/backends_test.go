@@ -3,10 +3,12 @@ package partial_test
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"unsafe"
@@ -112,6 +114,52 @@ func TestUnknownBackend(t *testing.T) {
 	_, err := partial.Open("x", partial.Options{Backend: "tape"})
 	if err == nil || !strings.Contains(err.Error(), `unknown backend "tape"`) {
 		t.Fatalf("err = %v", err)
+	}
+}
+
+// TestDirectLargeBatches: large batches from several goroutines at once,
+// aligned or not (bounced), at a small depth and at the ring's, twice each,
+// read exactly the file's bytes.
+func TestDirectLargeBatches(t *testing.T) {
+	path, want := patternFile(t, 4<<20+333)
+	d, err := partial.OpenDirect(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	for _, depth := range []int{3, 0} {
+		d.Parallel = depth
+		var wg sync.WaitGroup
+		errs := make(chan error, 6)
+		for g := range 3 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for round := range 2 {
+					var reqs []partial.ReadReq
+					for i := range 200 {
+						off := int64((i*7919+g*104729+round*13)%(len(want)-5000)) + int64(g) // unaligned unless g is 0
+						n := 1 + (i*31)%5000
+						reqs = append(reqs, partial.ReadReq{Off: off, Buf: make([]byte, n)})
+					}
+					if err := d.ReadBatch(reqs); err != nil {
+						errs <- err
+						return
+					}
+					for _, q := range reqs {
+						if !bytes.Equal(q.Buf, want[q.Off:q.Off+int64(len(q.Buf))]) {
+							errs <- fmt.Errorf("depth %d: batch read of %d at %d differs", depth, len(q.Buf), q.Off)
+							return
+						}
+					}
+				}
+			}()
+		}
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			t.Error(err)
+		}
 	}
 }
 
