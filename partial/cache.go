@@ -439,6 +439,11 @@ func NewCachedAligned(name string, inner Storage, cache *Cache, budget int64, bl
 // file of size bytes.
 func mirrorMinBudget(size int64) int64 { return size + size/8 }
 
+// Mirrors reports whether a block cache of budget bytes keeps a file of
+// size bytes in a mirror (where the platform allows), the only case in
+// which an align offset matters.
+func Mirrors(budget, size int64) bool { return budget >= mirrorMinBudget(size) }
+
 // newCached is NewCachedAligned; alwaysMirror keeps a mirror whatever the
 // budget (tests of eviction with a mirror).
 func newCached(name string, inner Storage, cache *Cache, budget int64, blockSize int, align int64, alwaysMirror bool) (*Cached, error) {
@@ -453,7 +458,7 @@ func newCached(name string, inner Storage, cache *Cache, budget int64, blockSize
 	if cache == nil {
 		c.cache, c.ownCache = NewCache(budget), true
 	}
-	if alwaysMirror || c.cache.Budget() >= mirrorMinBudget(c.g.size) {
+	if alwaysMirror || Mirrors(c.cache.Budget(), c.g.size) {
 		// 2 MiB pages only where they cannot cost memory beyond the budget:
 		// a private cache, which holds the whole file.
 		huge := c.ownCache && budget >= c.g.size

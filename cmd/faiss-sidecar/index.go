@@ -104,7 +104,7 @@ func (f *indexFlags) open(path string) (*loadedIndex, error) {
 		}
 	}
 	var align int64
-	if backend == "memory" || backend == "pread" {
+	if backend == "memory" || (backend == "pread" && mirrored(path, cacheBytes)) {
 		pf, err := hnswsearch.Probe(path, backend)
 		if err != nil {
 			return nil, err
@@ -233,4 +233,12 @@ func printJSON(w io.Writer, v any) error {
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
 	return enc.Encode(v)
+}
+
+// mirrored reports whether a pread cache of cacheBytes (0: the default)
+// will mirror the file at path: only then does the vectors' alignment, and
+// the probe that finds it, matter.
+func mirrored(path string, cacheBytes int64) bool {
+	fi, err := os.Stat(path)
+	return err == nil && partial.Mirrors(partial.Options{CacheBytes: cacheBytes}.CacheBudget("pread"), fi.Size())
 }
