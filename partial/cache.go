@@ -51,6 +51,7 @@ type cacheShard struct {
 type loadCall struct {
 	done chan struct{}
 	buf  []byte
+	slot int32 // buf's slot in the file's home, or -1: buf is on the heap
 	err  error
 }
 
@@ -59,7 +60,17 @@ type loadCall struct {
 // the shard lock); eviction gives a block with ref set a second chance
 // (CLOCK on top of the LRU).
 type block struct {
-	buf []byte
+	buf  []byte
+	slot int32 // its slot, when its file's home is slots
+}
+
+// blockHome keeps a file's cached blocks off the Go heap: a mirror of the
+// file's layout, or recycled slots. store copies a block in (nil: the file
+// is closing); evicted hands it back, to be reused or given back after the
+// read sections that could see it have ended.
+type blockHome interface {
+	store(blk int64, buf []byte) ([]byte, int32)
+	evicted(blk int64, slot int32)
 }
 
 // table maps a file's block numbers to cached blocks for lock-free hits: a
@@ -72,7 +83,7 @@ type block struct {
 // search's time on 4 KiB blocks).
 type table struct {
 	chunks []atomic.Pointer[tableChunk]
-	m      *mirror // where the file's blocks live, when not on the Go heap
+	home   blockHome // where the file's blocks live; nil: on the Go heap
 }
 
 type tableChunk struct {
@@ -219,8 +230,8 @@ func NewCache(budget int64) *Cache {
 			c.evictions.Add(1)
 			if t := c.table(k.file()); t != nil {
 				t.clear(k.blk(), v)
-				if t.m != nil {
-					t.m.evicted(k.blk())
+				if t.home != nil {
+					t.home.evicted(k.blk(), v.slot)
 				}
 			}
 		})
@@ -270,10 +281,10 @@ func (c *Cache) shrink(sh *cacheShard) {
 }
 
 // newFile registers a file of nblocks blocks and returns its id.
-func (c *Cache) newFile(nblocks int64, m *mirror) (uint64, *table) {
+func (c *Cache) newFile(nblocks int64, home blockHome) (uint64, *table) {
 	id := c.nextFile.Add(1) & (1<<(64-blkBits) - 1)
 	t := newTable(nblocks)
-	t.m = m
+	t.home = home
 	c.tablesMu.Lock()
 	c.tables[id] = t
 	c.tablesMu.Unlock()
@@ -293,7 +304,9 @@ func (c *Cache) shard(k blockKey) *cacheShard {
 
 // get returns block k, loading it with load on a miss. hit reports whether
 // it was cached (or being loaded by someone else).
-func (c *Cache) get(k blockKey, load func() ([]byte, error)) (b []byte, hit bool, err error) {
+// load reads a block into a buffer of its own, or straight into a slot of
+// the file's home (slot ≥ 0; Cached with slots), and returns it.
+func (c *Cache) get(k blockKey, load func() ([]byte, int32, error)) (b []byte, hit bool, err error) {
 	sh := c.shard(k)
 	sh.mu.Lock()
 	if b, ok := sh.lru.Get(k); ok {
@@ -309,12 +322,12 @@ func (c *Cache) get(k blockKey, load func() ([]byte, error)) (b []byte, hit bool
 	sh.loading[k] = call
 	sh.mu.Unlock()
 
-	call.buf, call.err = load()
+	call.buf, call.slot, call.err = load()
 
 	sh.mu.Lock()
 	delete(sh.loading, k)
 	if call.err == nil {
-		c.insertLocked(sh, k, call.buf)
+		c.insertLocked(sh, k, call.buf, call.slot)
 	}
 	sh.mu.Unlock()
 	close(call.done)
@@ -322,18 +335,23 @@ func (c *Cache) get(k blockKey, load func() ([]byte, error)) (b []byte, hit bool
 }
 
 // insertLocked caches buf as block k (sh.mu held) unless it is there
-// already or larger than the shard's budget.
-func (c *Cache) insertLocked(sh *cacheShard, k blockKey, buf []byte) {
+// already or larger than the shard's budget. buf is in its file's home
+// already when slot ≥ 0 (a refused one goes back there: its loader's
+// waiters may still be copying out of it).
+func (c *Cache) insertLocked(sh *cacheShard, k blockKey, buf []byte, slot int32) {
+	t := c.table(k.file())
 	if _, ok := sh.lru.Peek(k); ok || int64(len(buf)) > sh.budget {
+		if slot >= 0 && t != nil && t.home != nil {
+			t.home.evicted(k.blk(), slot)
+		}
 		return
 	}
-	t := c.table(k.file())
-	if t != nil && t.m != nil && len(buf) > 0 {
-		if buf = t.m.store(k.blk(), buf); buf == nil {
+	if slot < 0 && t != nil && t.home != nil && len(buf) > 0 {
+		if buf, slot = t.home.store(k.blk(), buf); buf == nil {
 			return // the file is closing
 		}
 	}
-	b := &block{buf: buf}
+	b := &block{buf: buf, slot: slot}
 	sh.lru.Add(k, b)
 	sh.bytes += int64(len(buf))
 	c.bytes.Add(int64(len(buf)))
@@ -347,7 +365,7 @@ func (c *Cache) insertLocked(sh *cacheShard, k blockKey, buf []byte) {
 func (c *Cache) put(k blockKey, buf []byte) {
 	sh := c.shard(k)
 	sh.mu.Lock()
-	c.insertLocked(sh, k, buf)
+	c.insertLocked(sh, k, buf, -1)
 	sh.mu.Unlock()
 }
 
@@ -382,7 +400,9 @@ type Cached struct {
 	g        grid // the blocks; g.size is the file's
 	name     string
 	closed   atomic.Bool
-	mirror   *mirror          // nil: blocks on the Go heap
+	mirror   *mirror          // the blocks' home when the cache can hold the file
+	slots    *slots           // their home when it cannot (a private cache)
+	sec      *sections        // either home's read sections; nil: blocks on the Go heap
 	stripes  [8]counterStripe // by block number: concurrent readers rarely share a line
 }
 
@@ -469,7 +489,17 @@ func newCached(name string, inner Storage, cache *Cache, budget int64, blockSize
 			c.g.pad = 0 // blocks on the Go heap: their own alignment
 		}
 	}
-	c.file, c.table = c.cache.newFile(c.g.count(), c.mirror)
+	var home blockHome
+	switch {
+	case c.mirror != nil:
+		home, c.sec = c.mirror, &c.mirror.sections
+	case c.ownCache:
+		// A shared cache keeps heap blocks: slots freed by one file's
+		// evictions would stay with that file, outside the shared budget.
+		c.slots = newSlots(c.g.bs)
+		home, c.sec = c.slots, &c.slots.sections
+	}
+	c.file, c.table = c.cache.newFile(c.g.count(), home)
 	return c, nil
 }
 
@@ -492,9 +522,9 @@ func (c *Cached) ReadAtTally(p []byte, off int64, t *Tally) (int, error) {
 // read serves p from the cache; fresh lists blocks a batch loaded for this
 // read, which count as its misses.
 func (c *Cached) read(p []byte, off int64, t *Tally, fresh *[]int64) (int, error) {
-	if c.mirror != nil {
-		e := c.mirror.enter()
-		defer c.mirror.exit(e)
+	if c.sec != nil {
+		e := c.sec.enter()
+		defer c.sec.exit(e)
 	}
 	if c.closed.Load() {
 		return 0, closedErr(c.name)
@@ -527,13 +557,25 @@ func (c *Cached) block(blk int64, t *Tally, fresh *[]int64) ([]byte, error) {
 		return buf, nil
 	}
 	claim(fresh, blk) // loaded but evicted already: the read below is the miss
-	b, hit, err := c.cache.get(keyOf(c.file, blk), func() ([]byte, error) {
+	b, hit, err := c.cache.get(keyOf(c.file, blk), func() ([]byte, int32, error) {
 		start, end := c.g.span(blk)
-		buf := make([]byte, end-start)
-		if _, err := c.inner.ReadAt(buf, start); err != nil {
-			return nil, fmt.Errorf("partial: %s: reading block of %d bytes at offset %d: %w", c.name, len(buf), start, err)
+		// Straight into a slot when the blocks live in slots: no heap
+		// buffer per miss for the collector, no copy.
+		buf, slot := []byte(nil), int32(-1)
+		if c.slots != nil {
+			buf, slot = c.slots.take()
 		}
-		return buf, nil
+		if buf == nil {
+			buf, slot = make([]byte, end-start), -1
+		}
+		buf = buf[:end-start]
+		if _, err := c.inner.ReadAt(buf, start); err != nil {
+			if slot >= 0 {
+				c.slots.untake(slot)
+			}
+			return nil, -1, fmt.Errorf("partial: %s: reading block of %d bytes at offset %d: %w", c.name, len(buf), start, err)
+		}
+		return buf, slot, nil
 	})
 	c.count(blk, hit, len(b), t)
 	return b, err
@@ -674,9 +716,9 @@ func (c *Cached) Account(t *Tally) {
 // one is missing or the range is out of bounds. See BlockViewer.
 func (c *Cached) CopyCached(dst []byte, off int64, t *Tally) bool {
 	n := int64(len(dst))
-	if c.mirror != nil {
-		e := c.mirror.enter()
-		defer c.mirror.exit(e)
+	if c.sec != nil {
+		e := c.sec.enter()
+		defer c.sec.exit(e)
 	}
 	if n <= 0 || off < 0 || off+n > c.g.size || c.closed.Load() {
 		return false
@@ -705,8 +747,15 @@ func (c *Cached) Close() error {
 	}
 	c.cache.forget(c.file)
 	err := c.inner.Close()
-	if c.mirror != nil {
-		if e := c.mirror.unmap(); err == nil {
+	var home interface{ release() error }
+	switch {
+	case c.mirror != nil:
+		home = c.mirror
+	case c.slots != nil:
+		home = c.slots
+	}
+	if home != nil {
+		if e := home.release(); err == nil {
 			err = e
 		}
 	}
@@ -715,16 +764,16 @@ func (c *Cached) Close() error {
 
 // EnterRead opens a read section; see BlockViewer.
 func (c *Cached) EnterRead() uint64 {
-	if c.mirror == nil {
+	if c.sec == nil {
 		return 0
 	}
-	return c.mirror.enter()
+	return c.sec.enter()
 }
 
 // ExitRead closes the read section EnterRead opened.
 func (c *Cached) ExitRead(token uint64) {
-	if c.mirror != nil {
-		c.mirror.exit(token)
+	if c.sec != nil {
+		c.sec.exit(token)
 	}
 }
 
@@ -746,8 +795,11 @@ func (c *Cached) Stats() Stats {
 	}
 	s.CacheEvictions = c.cache.Evictions()
 	s.ResidentBytes += c.cache.Bytes()
-	if c.mirror != nil {
+	switch {
+	case c.mirror != nil:
 		s.ResidentBytes += c.mirror.pendingBytes.Load() // evicted, not yet given back
+	case c.slots != nil:
+		s.ResidentBytes += c.slots.pendingBytes.Load() // evicted, not yet reusable
 	}
 	return s
 }

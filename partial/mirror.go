@@ -29,8 +29,7 @@ type mirror struct {
 	mem offheap.Buf // block k at [k·bs, (k+1)·bs); file offset f at pad+f
 	g   grid
 
-	epoch   atomic.Uint64
-	readers [2]atomic.Int64
+	sections
 
 	mapMu sync.RWMutex // read: storing blocks; write: discarding, unmapping
 	dead  bool         // unmapped (under mapMu)
@@ -60,20 +59,48 @@ func newMirror(g grid, huge bool) *mirror {
 	return &mirror{mem: mem, g: g, pending: map[int64]uint64{}}
 }
 
-// enter opens a read section: views of the mirror taken inside it stay
-// valid until exit with the token it returns.
-func (m *mirror) enter() uint64 {
+// sections are read sections with grace periods (the scheme of RCU): a
+// reader's views stay valid from enter to exit, and memory a writer took
+// out of sight is reused or given back only after a grace period (flip)
+// has seen every section that could have seen it end.
+type sections struct {
+	epoch   atomic.Uint64
+	readers [2]atomic.Int64 // open sections by the parity of their epoch
+}
+
+// enter opens a read section; exit closes it with the token enter returned.
+func (s *sections) enter() uint64 {
 	for {
-		e := m.epoch.Load()
-		m.readers[e&1].Add(1)
-		if m.epoch.Load() == e {
+		e := s.epoch.Load()
+		s.readers[e&1].Add(1)
+		if s.epoch.Load() == e {
 			return e
 		}
-		m.readers[e&1].Add(-1) // a grace period began: count in the new epoch
+		s.readers[e&1].Add(-1) // a grace period began: count in the new epoch
 	}
 }
 
-func (m *mirror) exit(e uint64) { m.readers[e&1].Add(-1) }
+func (s *sections) exit(e uint64) { s.readers[e&1].Add(-1) }
+
+// flip ends epoch e (returned) and waits for its sections: those of
+// earlier epochs were waited for by earlier flips, so no section that
+// began at e or before remains, and whatever was taken out of sight at e
+// or before is unseen. One flip at a time.
+func (s *sections) flip() uint64 {
+	e := s.epoch.Add(1) - 1
+	for s.readers[e&1].Load() != 0 {
+		time.Sleep(50 * time.Microsecond)
+	}
+	return e
+}
+
+// drain waits until no section is open (Close: new sections see the
+// backend closed and view nothing).
+func (s *sections) drain() {
+	for s.readers[0].Load()+s.readers[1].Load() != 0 {
+		time.Sleep(50 * time.Microsecond)
+	}
+}
 
 // blockLen is block blk's length (the first and last may be shorter).
 func (m *mirror) blockLen(blk int64) int64 {
@@ -85,11 +112,11 @@ func (m *mirror) blockLen(blk int64) int64 {
 // once the mirror is unmapped. The caller holds the block's shard lock.
 // Rewriting a block that sections may still view (evicted, not yet
 // discarded) is harmless: the file's bytes do not change.
-func (m *mirror) store(blk int64, buf []byte) []byte {
+func (m *mirror) store(blk int64, buf []byte) ([]byte, int32) {
 	m.mapMu.RLock()
 	defer m.mapMu.RUnlock()
 	if m.dead {
-		return nil
+		return nil, 0
 	}
 	start, _ := m.g.span(blk)
 	at := m.g.pad + start
@@ -101,12 +128,12 @@ func (m *mirror) store(blk int64, buf []byte) []byte {
 		m.pendingBytes.Add(-m.blockLen(blk))
 	}
 	m.mu.Unlock()
-	return dst
+	return dst, 0
 }
 
 // evicted queues block blk for discarding once the sections open now have
 // ended. The caller has already taken it out of the hit table.
-func (m *mirror) evicted(blk int64) {
+func (m *mirror) evicted(blk int64, _ int32) {
 	m.mu.Lock()
 	if _, ok := m.pending[blk]; !ok {
 		m.pendingBytes.Add(m.blockLen(blk))
@@ -132,14 +159,7 @@ func (m *mirror) reclaim() {
 			return
 		}
 		m.mu.Unlock()
-		// After flipping from e, wait for the sections of epoch e: those of
-		// earlier epochs were waited for by earlier flips, so no section
-		// that began at e or before remains, and every block evicted at e
-		// or before is out of sight.
-		e := m.epoch.Add(1) - 1
-		for m.readers[e&1].Load() != 0 {
-			time.Sleep(50 * time.Microsecond)
-		}
+		e := m.flip() // every block evicted at e or before is out of sight
 		m.mapMu.Lock()
 		m.mu.Lock()
 		free = free[:0]
@@ -178,10 +198,8 @@ func (m *mirror) reclaim() {
 
 // unmap releases the mapping once every open section has ended. The
 // caller has made new sections see the file closed (they view nothing).
-func (m *mirror) unmap() error {
-	for m.readers[0].Load()+m.readers[1].Load() != 0 {
-		time.Sleep(50 * time.Microsecond)
-	}
+func (m *mirror) release() error {
+	m.drain()
 	m.mapMu.Lock()
 	defer m.mapMu.Unlock()
 	m.dead = true

@@ -185,7 +185,15 @@ func TestMirrorCloseWaitsForSections(t *testing.T) {
 func TestMirrorConcurrentChurn(t *testing.T) {
 	const bs = 4096
 	data := pattern(256 * bs)
-	c := mirrored(t, data, 32*bs)
+	churn(t, mirrored(t, data, 32*bs), data)
+}
+
+// churn has 4 readers view and read random ranges of c (over data) in
+// read sections for 300 ms while c's small budget evicts all the time,
+// checking every byte, then closes c.
+func churn(t *testing.T, c *Cached, data []byte) {
+	t.Helper()
+	const bs = 4096
 	defer c.Close()
 	var wg sync.WaitGroup
 	deadline := time.Now().Add(300 * time.Millisecond)
@@ -312,6 +320,74 @@ func mirrorsWork() bool {
 	if m == nil {
 		return false
 	}
-	m.unmap()
+	m.release()
 	return true
+}
+
+// slotted is a Cached over data in blocks of 4 KiB whose blocks live in
+// recycled slots (a private cache smaller than the file).
+func slotted(t *testing.T, data []byte, budget int64) *Cached {
+	t.Helper()
+	c, err := NewCached("mem", NewMemory("mem", data), nil, budget, 4096)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.slots == nil {
+		t.Fatalf("budget %d for a file of %d: no slots", budget, len(data))
+	}
+	return c
+}
+
+// TestSlotsReusedAfterSections: an evicted block's slot is not reused
+// while a section that could have seen it is open (its bytes stay put
+// while other blocks come and go), and is reused after.
+func TestSlotsReusedAfterSections(t *testing.T) {
+	const bs = 4096
+	data := pattern(256 * bs)
+	c := slotted(t, data, 16*bs) // one block per shard
+	defer c.Close()
+	e, open := c.EnterRead(), true
+	defer func() {
+		if open {
+			c.ExitRead(e)
+		}
+	}()
+	if _, err := c.ReadAt(make([]byte, 1), 0); err != nil {
+		t.Fatal(err)
+	}
+	v, ok := c.ViewBlock(0, bs, nil)
+	if !ok {
+		t.Fatal("block 0 not cached")
+	}
+	for round := 0; round < 4; round++ { // evictions go on, slots are in demand
+		for blk := int64(1); blk < 256; blk++ {
+			if _, err := c.ReadAt(make([]byte, 1), blk*bs); err != nil {
+				t.Fatal(err)
+			}
+		}
+		time.Sleep(5 * reclaimPause)
+	}
+	if !bytes.Equal(v, data[:bs]) {
+		t.Fatal("an evicted block's slot was reused under an open section")
+	}
+	held := c.slots.heldBytes()
+	c.ExitRead(e)
+	open = false
+	waitFor(t, "the pending slots' reuse", func() bool { return c.slots.pendingBytes.Load() == 0 })
+	for blk := int64(1); blk < 256; blk++ {
+		if _, err := c.ReadAt(make([]byte, 1), blk*bs); err != nil {
+			t.Fatal(err)
+		}
+	}
+	time.Sleep(5 * reclaimPause)
+	if got := c.slots.heldBytes(); got > held+slotsPerChunk*bs {
+		t.Errorf("slots grew from %d to %d bytes with no section open: freed slots were not reused", held, got)
+	}
+}
+
+// TestSlotsConcurrentChurn: TestMirrorConcurrentChurn with slots.
+func TestSlotsConcurrentChurn(t *testing.T) {
+	const bs = 4096
+	data := pattern(256 * bs)
+	churn(t, slotted(t, data, 32*bs), data)
 }

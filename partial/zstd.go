@@ -193,23 +193,23 @@ func (z *Zstd) frame(i int, t *Tally) ([]byte, error) {
 		return unsafe.Slice(p, z.frames[i].dSize), nil
 	}
 	f := z.frames[i]
-	b, hit, err := z.cache.get(keyOf(z.file, int64(i)), func() ([]byte, error) {
+	b, hit, err := z.cache.get(keyOf(z.file, int64(i)), func() ([]byte, int32, error) {
 		src := make([]byte, f.cSize)
 		if _, err := z.raw.ReadAt(src, f.cOff); err != nil {
-			return nil, err
+			return nil, -1, err
 		}
 		dst := make([]byte, f.dSize)
 		n, err := zstdDecompress(dst, src)
 		if err != nil {
-			return nil, fmt.Errorf("partial: zstd: %s: frame %d at byte %d: %w", z.name, i, f.cOff, err)
+			return nil, -1, fmt.Errorf("partial: zstd: %s: frame %d at byte %d: %w", z.name, i, f.cOff, err)
 		}
 		if int64(n) != f.dSize {
-			return nil, fmt.Errorf("partial: zstd: %s: frame %d at byte %d decompressed to %d bytes, the seek table says %d", z.name, i, f.cOff, n, f.dSize)
+			return nil, -1, fmt.Errorf("partial: zstd: %s: frame %d at byte %d decompressed to %d bytes, the seek table says %d", z.name, i, f.cOff, n, f.dSize)
 		}
 		if sum := uint32(xxhash.Sum64(dst)); f.hasSum && sum != f.sum {
-			return nil, fmt.Errorf("partial: zstd: %s: frame %d at byte %d: checksum %#08x does not match the seek table's %#08x", z.name, i, f.cOff, sum, f.sum)
+			return nil, -1, fmt.Errorf("partial: zstd: %s: frame %d at byte %d: checksum %#08x does not match the seek table's %#08x", z.name, i, f.cOff, sum, f.sum)
 		}
-		return dst, nil
+		return dst, -1, nil
 	})
 	if hit {
 		z.hits.Add(1)
