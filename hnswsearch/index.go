@@ -365,6 +365,14 @@ func (x *Index) Warm(maxBytes int64) error {
 	}
 	buf := make([]byte, 1<<20)
 	for _, s := range secs {
+		if f, ok := x.st.(partial.Filler); ok {
+			n := min(s.Len, maxBytes)
+			if err := f.Fill(s.Offset, n); err != nil {
+				return fmt.Errorf("hnswsearch: warming %s: %w", s.Name, err)
+			}
+			maxBytes -= n
+			continue
+		}
 		for off := int64(0); off < s.Len && maxBytes > 0; off += int64(len(buf)) {
 			n := min(int64(len(buf)), s.Len-off, maxBytes)
 			if _, err := x.st.ReadAt(buf[:n], s.Offset+off); err != nil {

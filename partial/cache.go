@@ -762,6 +762,48 @@ func (c *Cached) Close() error {
 	return err
 }
 
+// fillRead is how much Fill reads from the inner backend at once.
+const fillRead = 1 << 20
+
+// Fill caches the blocks of [off, off+n) that are not cached yet, reading
+// the range from the inner backend 1 MiB at a time: a warm-up costs a few
+// large reads instead of a device round trip per block (pread files have
+// the kernel's read-ahead off). The cache's budget applies as to any read.
+func (c *Cached) Fill(off, n int64) error {
+	if c.closed.Load() {
+		return closedErr(c.name)
+	}
+	if n <= 0 {
+		return nil
+	}
+	if err := rangeCheck(c.name, off, n, c.g.size); err != nil {
+		return err
+	}
+	per := max(1, fillRead/c.g.bs) // blocks per inner read
+	buf := make([]byte, per*c.g.bs)
+	first, last := c.g.blk(off), c.g.blk(off+n-1)
+	for b := first; b <= last; b += per {
+		e := min(b+per-1, last)
+		start, _ := c.g.span(b)
+		_, end := c.g.span(e)
+		if _, err := c.inner.ReadAt(buf[:end-start], start); err != nil {
+			return fmt.Errorf("partial: %s: filling %d bytes at offset %d: %w", c.name, end-start, start, err)
+		}
+		for k := b; k <= e; k++ {
+			if c.table.lookup(k) {
+				continue
+			}
+			s, t := c.g.span(k)
+			blk := buf[s-start : t-start]
+			if c.sec == nil {
+				blk = slices.Clone(blk) // a heap block: its own buffer, not a piece of buf
+			}
+			c.cache.put(keyOf(c.file, k), blk) // copied into the home, if any
+		}
+	}
+	return nil
+}
+
 // EnterRead opens a read section; see BlockViewer.
 func (c *Cached) EnterRead() uint64 {
 	if c.sec == nil {

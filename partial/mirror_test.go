@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"math/rand/v2"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 	"unsafe"
@@ -390,4 +391,61 @@ func TestSlotsConcurrentChurn(t *testing.T) {
 	const bs = 4096
 	data := pattern(256 * bs)
 	churn(t, slotted(t, data, 32*bs), data)
+}
+
+// countingMemory is a Memory that counts the reads made of it.
+type countingMemory struct {
+	*Memory
+	reads atomic.Int64
+}
+
+func (m *countingMemory) ReadAt(p []byte, off int64) (int, error) {
+	m.reads.Add(1)
+	return m.Memory.ReadAt(p, off)
+}
+
+// TestCachedFill: Fill caches a range's blocks, byte for byte, in a few
+// large inner reads, for every home (mirror, slots, heap), and leaves the
+// blocks outside the range alone.
+func TestCachedFill(t *testing.T) {
+	const bs = 4096
+	data := pattern(600*bs + 100)
+	shared := NewCache(2 << 20) // below the file: heap blocks
+	for _, tc := range []struct {
+		name   string
+		cache  *Cache
+		budget int64
+	}{{"mirror", nil, 4 << 20}, {"slots", nil, 2 << 20}, {"heap", shared, 0}} {
+		inner := &countingMemory{Memory: NewMemory("mem", data)}
+		c, err := NewCachedAligned("mem", inner, tc.cache, tc.budget, bs, 58)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := [3]bool{c.mirror != nil, c.slots != nil, c.sec == nil}; tc.name == "mirror" && !got[0] || tc.name == "slots" && !got[1] || tc.name == "heap" && !got[2] {
+			t.Fatalf("%s: homes %v", tc.name, got)
+		}
+		off, n := int64(3*bs+7), int64(200*bs) // 201 blocks, under every budget
+		if err := c.Fill(off, n); err != nil {
+			t.Fatal(err)
+		}
+		if r := inner.reads.Load(); r > 2 {
+			t.Errorf("%s: Fill of %d bytes made %d inner reads, want at most 2", tc.name, n, r)
+		}
+		e := c.EnterRead()
+		for at := off; at < off+n; at += bs / 2 {
+			m := min(int64(100), off+n-at)
+			dst := make([]byte, m)
+			if !c.CopyCached(dst, at, nil) || !bytes.Equal(dst, data[at:at+m]) {
+				t.Fatalf("%s: bytes at %d not cached as the file's", tc.name, at)
+			}
+		}
+		if c.CopyCached(make([]byte, 10), off+n+2*bs, nil) {
+			t.Errorf("%s: a block past the range was cached", tc.name)
+		}
+		c.ExitRead(e)
+		if err := c.Fill(int64(len(data))-10, 20); err == nil {
+			t.Errorf("%s: Fill past the end succeeded", tc.name)
+		}
+		c.Close()
+	}
 }

@@ -54,3 +54,8 @@ func procField(b []byte, key string) int64 {
 	}
 	return 0
 }
+
+// adviseRandom turns off the kernel's read-ahead for f (POSIX_FADV_RANDOM):
+// the block cache reads exactly the blocks it misses, and warm-ups read
+// large ranges themselves (Cached.Fill).
+func adviseRandom(f *os.File) { _ = unix.Fadvise(int(f.Fd()), 0, 0, unix.FADV_RANDOM) }

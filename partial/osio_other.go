@@ -5,6 +5,7 @@ package partial
 import (
 	"errors"
 	"fmt"
+	"os"
 )
 
 // EvictPageCache is only implemented on Linux.
@@ -16,3 +17,6 @@ func EvictPageCache(path string) error {
 func ProcessIO() (readBytes, rss int64, err error) {
 	return 0, 0, fmt.Errorf("partial: /proc/self/io: %w", errors.ErrUnsupported)
 }
+
+// adviseRandom is a no-op where posix_fadvise is not available.
+func adviseRandom(*os.File) {}

@@ -24,6 +24,7 @@ func OpenFile(path string) (*File, error) {
 	if err != nil {
 		return nil, err
 	}
+	adviseRandom(f)
 	p := &File{f: f, name: path, size: size}
 	p.life.free = f.Close
 	return p, nil

@@ -147,6 +147,12 @@ type BlockViewer interface {
 	Account(t *Tally)
 }
 
+// Filler is implemented by block caches that can fill themselves with a
+// range in large reads (a warm-up), rather than one block per read.
+type Filler interface {
+	Fill(off, n int64) error
+}
+
 // WillNeeder is implemented by backends that can ask the kernel to read a
 // range ahead (mmap: MADV_WILLNEED).
 type WillNeeder interface {
