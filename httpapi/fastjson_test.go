@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"bytes"
+	"encoding/binary"
 	"encoding/json"
 	"math"
 	"math/rand/v2"
@@ -202,4 +203,43 @@ func FuzzExactDecimal(f *testing.F) {
 func exactDecimal(t []byte) (float64, bool) {
 	f, end, exact, ok := decimal(t, 0)
 	return f, ok && exact && end == len(t)
+}
+
+// TestEightDigits: the 8-digit step accepts exactly eight ASCII digits (a
+// non-digit anywhere, just below '0' or above '9' included, is refused) and
+// reads their value.
+func TestEightDigits(t *testing.T) {
+	r := rand.New(rand.NewPCG(8, 8))
+	for range 20000 {
+		var w [8]byte
+		for j := range w {
+			w[j] = '0' + byte(r.IntN(10))
+		}
+		v := binary.LittleEndian.Uint64(w[:])
+		want, _ := strconv.ParseUint(string(w[:]), 10, 64)
+		if !eightDigits(v) || eightValue(v) != want {
+			t.Fatalf("%q: digits %v value %d, want true %d", w, eightDigits(v), eightValue(v), want)
+		}
+		for _, bad := range []byte{' ', '/', ':', '.', 'e', '-', 0, 0x7F, 0x80, 0xB0, 0xFF} {
+			x := w
+			x[r.IntN(8)] = bad
+			if eightDigits(binary.LittleEndian.Uint64(x[:])) {
+				t.Fatalf("%q taken for eight digits", x)
+			}
+		}
+	}
+	for _, c := range []struct {
+		s   string
+		ok  bool
+		end int
+	}{{"1.0 000000", true, 3}, {"0.1234567e", false, 10}, {"0.12345678", true, 10}, {"-0.00000000123456789012", true, 23}} {
+		f, end, exact, ok := decimal([]byte(c.s), 0)
+		if ok != c.ok || end != c.end {
+			t.Errorf("decimal(%q): ok %v end %d, want %v %d", c.s, ok, end, c.ok, c.end)
+			continue
+		}
+		if want, err := strconv.ParseFloat(c.s[:end], 64); ok && (!exact || err != nil || f != want) {
+			t.Errorf("decimal(%q) = %v (exact %v), strconv %v %v", c.s, f, exact, want, err)
+		}
+	}
 }
