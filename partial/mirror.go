@@ -196,7 +196,7 @@ func (m *mirror) reclaim() {
 	}
 }
 
-// unmap releases the mapping once every open section has ended. The
+// release unmaps the mirror once every open section has ended. The
 // caller has made new sections see the file closed (they view nothing).
 func (m *mirror) release() error {
 	m.drain()

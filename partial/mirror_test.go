@@ -33,6 +33,26 @@ func pattern(n int) []byte {
 	return data
 }
 
+// viewBlock0 opens a read section on c, caches block 0 and views it whole.
+// exit closes the section; later calls do nothing (defer it before a
+// Close, which waits for open sections).
+func viewBlock0(t *testing.T, c *Cached) (v []byte, exit func()) {
+	t.Helper()
+	e := c.EnterRead()
+	var once sync.Once
+	exit = func() { once.Do(func() { c.ExitRead(e) }) }
+	if _, err := c.ReadAt(make([]byte, 1), 0); err != nil {
+		exit()
+		t.Fatal(err)
+	}
+	v, ok := c.ViewBlock(0, c.BlockSize(), nil)
+	if !ok {
+		exit()
+		t.Fatal("block 0 not cached")
+	}
+	return v, exit
+}
+
 // waitFor polls cond for up to 5 s.
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
@@ -96,19 +116,8 @@ func TestMirrorDiscardAfterSections(t *testing.T) {
 	data := pattern(64 * bs)
 	c := mirrored(t, data, 16*bs) // one block per shard
 	defer c.Close()
-	e, open := c.EnterRead(), true
-	defer func() { // before Close, which would wait for the section
-		if open {
-			c.ExitRead(e)
-		}
-	}()
-	if _, err := c.ReadAt(make([]byte, 1), 0); err != nil {
-		t.Fatal(err)
-	}
-	v, ok := c.ViewBlock(0, bs, nil)
-	if !ok {
-		t.Fatal("block 0 not cached")
-	}
+	v, exit := viewBlock0(t, c)
+	defer exit()                           // before Close, which would wait for the section
 	for blk := int64(1); blk < 64; blk++ { // evicts block 0 (and most others)
 		if _, err := c.ReadAt(make([]byte, 1), blk*bs); err != nil {
 			t.Fatal(err)
@@ -125,8 +134,7 @@ func TestMirrorDiscardAfterSections(t *testing.T) {
 		t.Fatal("no evicted bytes pending while the section is open")
 	}
 	before := c.Stats().ResidentBytes
-	c.ExitRead(e)
-	open = false
+	exit()
 	waitFor(t, "the evicted blocks' discard", func() bool { return c.mirror.pendingBytes.Load() == 0 })
 	if !bytes.Equal(c.mirror.mem.B[:bs], make([]byte, bs)) {
 		t.Error("block 0's pages were not given back (still hold its bytes)")
@@ -347,19 +355,8 @@ func TestSlotsReusedAfterSections(t *testing.T) {
 	data := pattern(256 * bs)
 	c := slotted(t, data, 16*bs) // one block per shard
 	defer c.Close()
-	e, open := c.EnterRead(), true
-	defer func() {
-		if open {
-			c.ExitRead(e)
-		}
-	}()
-	if _, err := c.ReadAt(make([]byte, 1), 0); err != nil {
-		t.Fatal(err)
-	}
-	v, ok := c.ViewBlock(0, bs, nil)
-	if !ok {
-		t.Fatal("block 0 not cached")
-	}
+	v, exit := viewBlock0(t, c)
+	defer exit()                         // before Close, which would wait for the section
 	for round := 0; round < 4; round++ { // evictions go on, slots are in demand
 		for blk := int64(1); blk < 256; blk++ {
 			if _, err := c.ReadAt(make([]byte, 1), blk*bs); err != nil {
@@ -372,8 +369,7 @@ func TestSlotsReusedAfterSections(t *testing.T) {
 		t.Fatal("an evicted block's slot was reused under an open section")
 	}
 	held := c.slots.heldBytes()
-	c.ExitRead(e)
-	open = false
+	exit()
 	waitFor(t, "the pending slots' reuse", func() bool { return c.slots.pendingBytes.Load() == 0 })
 	for blk := int64(1); blk < 256; blk++ {
 		if _, err := c.ReadAt(make([]byte, 1), blk*bs); err != nil {
