@@ -152,68 +152,31 @@ func (c *pool) push(id int32, d float32) {
 // FAISS scans down from the top: the first valid slot is the running best,
 // replaced only by a strictly smaller distance. With no NaN in a valid
 // slot that is "the highest slot holding the minimum", which
-// distance.MinSlot finds with SIMD for pools of simdPool slots or more;
-// smaller pools take the single pass below (the predictable d < best test
-// first), which measured faster there (clustered 100k: ef 64 went from
-// 74-79 µs to 80-87 µs per query with SIMD at every size, ef 256 from
-// 485-512 to 353-378). The literal scan runs when the first valid slot
-// from the top holds +Inf or NaN, or MinSlot meets a NaN.
+// distance.MinSlot2 finds (with SIMD on amd64). The literal scan runs when
+// a valid slot holds a NaN.
 //
 // next is a hint: the id of a valid entry no larger than any other left
-// (the runner-up of the scan), or −1 when the scan did not track one (SIMD
-// path, literal scan, nothing left). Callers may prefetch its data.
+// (the runner-up), or −1 when there is none or the literal scan ran.
+// Callers may prefetch its data.
 func (c *pool) popMin() (id int32, d0 float32, next int32) {
 	dis, ids := c.dis[:c.k], c.ids[:c.k]
-	best, bd := -1, float32(math.Inf(1))
-	second := -1
-	if len(dis) >= simdPool {
-		var ok bool
-		if best, ok = distance.MinSlot(dis, ids); !ok {
-			id, d0 = c.popMinLiteral()
-			return id, d0, -1
-		}
-		if best < 0 {
-			return -1, 0, -1
-		}
-		bd = dis[best]
-	} else {
-		bd2 := float32(math.Inf(1))
-		for i := len(dis) - 1; i >= 0; i-- {
-			if d := dis[i]; d < bd2 && ids[i] != -1 {
-				if d < bd {
-					second, bd2 = best, bd
-					best, bd = i, d
-				} else {
-					second, bd2 = i, d
-				}
-			}
-		}
-		if best < 0 || !firstValidFinite(dis, ids) {
-			id, d0 = c.popMinLiteral()
-			return id, d0, -1
-		}
+	best, second, ok := distance.MinSlot2(dis, ids)
+	if !ok {
+		id, d0 = c.popMinLiteral()
+		return id, d0, -1
+	}
+	if best < 0 {
+		return -1, 0, -1
+	}
+	next = -1
+	if second >= 0 {
+		next = ids[second]
 	}
 	id = ids[best]
 	ids[best] = -1
 	c.nvalid--
 	c.popped++
-	next = -1
-	if second >= 0 {
-		next = ids[second]
-	}
-	return id, bd, next
-}
-
-// simdPool is the pool size from which popMin uses distance.MinSlot.
-const simdPool = 128
-
-func firstValidFinite(dis []float32, ids []int32) bool {
-	for i := len(ids) - 1; i >= 0; i-- {
-		if ids[i] != -1 {
-			return dis[i] <= math.MaxFloat32 // false for +Inf and NaN
-		}
-	}
-	return true
+	return id, dis[best], next
 }
 
 // popMinLiteral is FAISS 1.7.3's MinimaxHeap::pop_min, step by step.

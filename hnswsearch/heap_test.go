@@ -16,7 +16,7 @@ func TestAtLeastBelow(t *testing.T) {
 		var c pool
 		n := 1 + r.IntN(12)
 		if trial%2 == 0 {
-			n = simdPool + r.IntN(12) // the SIMD path
+			n = 64 + r.IntN(200) // pools of ef 64 to 256
 		}
 		c.reset(n, trial%2 == 0)
 		for step := range 60 {
@@ -43,7 +43,7 @@ func TestAtLeastBelow(t *testing.T) {
 }
 
 // TestPopMinMatchesLiteral: popMin pops what FAISS's literal scan pops
-// (ties, +Inf and NaN included) on both paths, and its next hint, when
+// (ties, +Inf and NaN included) at every pool size, and its next hint, when
 // given, is a valid entry whose distance none left undercuts.
 func TestPopMinMatchesLiteral(t *testing.T) {
 	r := rand.New(rand.NewPCG(3, 5))
@@ -54,7 +54,7 @@ func TestPopMinMatchesLiteral(t *testing.T) {
 		var c, lit pool
 		n := 1 + r.IntN(40)
 		if trial%3 == 0 {
-			n = simdPool + r.IntN(12)
+			n = 64 + r.IntN(200)
 		}
 		c.reset(n, trial%2 == 0)
 		lit.reset(n, trial%2 == 0)

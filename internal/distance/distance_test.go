@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"math"
 	"math/rand/v2"
+	"strconv"
 	"testing"
 )
 
@@ -116,10 +117,11 @@ func itoa(d int) string {
 	return string(rune('0'+d/100%10)) + string(rune('0'+d/10%10)) + string(rune('0'+d%10))
 }
 
-// TestMinSlot: the assembly and Go versions pick FAISS's pop_min slot —
-// the highest among the minima of the slots not popped — on random pools
-// with ties, ±0, +Inf, popped slots and NaN, every length up to 70.
-func TestMinSlot(t *testing.T) {
+// TestMinSlot2: the assembly and Go versions pick FAISS's pop_min slot —
+// the highest among the minima of the slots not popped — and a runner-up
+// holding the smallest distance of the others, on random pools with ties,
+// ±0, +Inf, popped slots and NaN, every length up to 70.
+func TestMinSlot2(t *testing.T) {
 	r := rand.New(rand.NewPCG(3, 4))
 	vals := []float32{0, float32(math.Copysign(0, -1)), 1, 1, 2, float32(math.Inf(1)), float32(math.NaN())}
 	literal := func(dis []float32, ids []int32) (int, bool) {
@@ -155,10 +157,49 @@ func TestMinSlot(t *testing.T) {
 			}
 		}
 		ws, wok := literal(dis, ids)
-		for name, f := range map[string]func([]float32, []int32) (int, bool){"go": minSlotGo, "fast": MinSlot} {
-			if s, ok := f(dis, ids); s != ws || ok != wok {
-				t.Fatalf("%s n=%d: (%d, %v), want (%d, %v)\ndis %v\nids %v", name, n, s, ok, ws, wok, dis, ids)
+		// The runner-up's distance: the smallest over the other valid slots.
+		wr, rd := -1, float32(0)
+		if wok && ws >= 0 {
+			for i := range dis {
+				if ids[i] != -1 && i != ws && (wr < 0 || dis[i] < rd) {
+					wr, rd = i, dis[i]
+				}
 			}
 		}
+		for name, f := range map[string]func([]float32, []int32) (int, int, bool){"go": minSlot2Go, "fast": MinSlot2} {
+			s, r, ok := f(dis, ids)
+			if s != ws || ok != wok {
+				t.Fatalf("%s n=%d: (%d, %v), want (%d, %v)\ndis %v\nids %v", name, n, s, ok, ws, wok, dis, ids)
+			}
+			if !ok {
+				continue
+			}
+			switch {
+			case wr < 0 && r != -1:
+				t.Fatalf("%s n=%d: runner-up %d, want none\ndis %v\nids %v", name, n, r, dis, ids)
+			case wr >= 0 && (r < 0 || r == s || ids[r] == -1 || dis[r] != rd):
+				t.Fatalf("%s n=%d: runner-up %d, want a valid slot other than %d holding %v\ndis %v\nids %v", name, n, r, s, rd, dis, ids)
+			}
+		}
+	}
+}
+
+// BenchmarkMinSlot2 times the candidate pool's pop_min scan at the pool
+// sizes of ef 16, 64 and 256, half its slots popped.
+func BenchmarkMinSlot2(b *testing.B) {
+	for _, n := range []int{16, 64, 256} {
+		dis, ids := make([]float32, n), make([]int32, n)
+		r := rand.New(rand.NewPCG(1, 2))
+		for i := range dis {
+			dis[i], ids[i] = r.Float32(), int32(i)
+			if i%2 == 1 {
+				ids[i] = -1
+			}
+		}
+		b.Run(strconv.Itoa(n), func(b *testing.B) {
+			for b.Loop() {
+				MinSlot2(dis, ids)
+			}
+		})
 	}
 }

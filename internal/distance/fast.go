@@ -8,11 +8,13 @@ var (
 	IPFast  func(q []float32, x []byte) float32 = ipGo4
 	L2FastF func(q, x []float32) float32        = l2Go4F
 	IPFastF func(q, x []float32) float32        = ipGo4F
-	// MinSlot returns the highest index i with ids[i] ≠ −1 whose dis[i] is
+	// MinSlot2 returns the highest index i with ids[i] ≠ −1 whose dis[i] is
 	// the smallest among those slots (−1 when there is none), the choice
-	// FAISS's candidate pool makes in pop_min; ok is false when such a slot
-	// holds a NaN, where callers must follow FAISS's scan step by step.
-	MinSlot func(dis []float32, ids []int32) (slot int, ok bool) = minSlotGo
+	// FAISS's candidate pool makes in pop_min, and a runner-up: another
+	// such slot whose distance is the smallest of the rest (−1 when none).
+	// ok is false when one of those slots holds a NaN, where callers must
+	// follow FAISS's scan step by step.
+	MinSlot2 func(dis []float32, ids []int32) (slot, runner int, ok bool) = minSlot2Go
 	// FastImpl names the implementation in use ("avx2" or "go").
 	FastImpl = "go"
 )
@@ -85,20 +87,24 @@ func ipGo4F(q, x []float32) float32 {
 	return (a0 + a1) + (a2 + a3)
 }
 
-func minSlotGo(dis []float32, ids []int32) (int, bool) {
+func minSlot2Go(dis []float32, ids []int32) (int, int, bool) {
 	ids = ids[:len(dis)]
-	best, bd := -1, float32(0)
+	best, second := -1, -1
+	var bd, sd float32
 	for i := len(dis) - 1; i >= 0; i-- {
 		if ids[i] == -1 {
 			continue
 		}
 		d := dis[i]
-		if d != d {
-			return -1, false
-		}
-		if best < 0 || d < bd {
+		switch {
+		case d != d:
+			return -1, -1, false
+		case best < 0 || d < bd:
+			second, sd = best, bd
 			best, bd = i, d
+		case second < 0 || d < sd:
+			second, sd = i, d
 		}
 	}
-	return best, true
+	return best, second, true
 }

@@ -15,7 +15,7 @@ import (
 func init() {
 	if cpu.X86.HasAVX2 && cpu.X86.HasFMA {
 		L2Fast, IPFast, L2FastF, IPFastF = l2Bytes, ipBytes, l2Floats, ipFloats
-		MinSlot = minSlotAVX2
+		MinSlot2 = minSlot2AVX2
 		FastImpl = "avx2"
 	}
 }
@@ -61,33 +61,56 @@ func Prefetch(b []byte) {
 	}
 }
 
-// minSlotAVX2 is MinSlot with the whole blocks of 8 slots in assembly: a
-// pass for the minimum, then one from the top for its highest slot.
-func minSlotAVX2(dis []float32, ids []int32) (int, bool) {
+// minSlot2AVX2 is MinSlot2 with the whole blocks of 8 slots in assembly: a
+// pass for the two smallest distances, then scans from the top for the
+// highest slot holding the smallest and for a slot holding the second.
+func minSlot2AVX2(dis []float32, ids []int32) (int, int, bool) {
 	n := len(dis)
 	ids = ids[:n]
 	blocks := n / 8
-	m, nan := float32(math.Inf(1)), false
+	inf := float32(math.Inf(1))
+	m1, m2, nan := inf, inf, false
 	if blocks > 0 {
-		m, nan = minValid8(&dis[0], &ids[0], blocks)
+		m1, m2, nan = min2Valid8(&dis[0], &ids[0], blocks)
 	}
 	for i := blocks * 8; i < n; i++ {
-		if ids[i] != -1 {
-			d := dis[i]
-			nan = nan || d != d
-			m = min(m, d)
+		if ids[i] == -1 {
+			continue
+		}
+		switch d := dis[i]; {
+		case d != d:
+			nan = true
+		case d <= m1:
+			m1, m2 = d, m1
+		case d < m2:
+			m2 = d
 		}
 	}
 	if nan {
-		return -1, false
+		return -1, -1, false
 	}
-	for i := n - 1; i >= blocks*8; i-- {
+	best := lastEqualBelow(dis, ids, n, m1)
+	if best < 0 {
+		return -1, -1, true
+	}
+	limit := n
+	if m2 == m1 { // a tie: the runner-up lies below the highest minimum
+		limit = best
+	}
+	return best, lastEqualBelow(dis, ids, limit, m2), true
+}
+
+// lastEqualBelow returns the highest i < limit with ids[i] ≠ −1 and
+// dis[i] == m, or −1.
+func lastEqualBelow(dis []float32, ids []int32, limit int, m float32) int {
+	blocks := limit / 8
+	for i := limit - 1; i >= blocks*8; i-- {
 		if ids[i] != -1 && dis[i] == m {
-			return i, true
+			return i
 		}
 	}
 	if blocks > 0 {
-		return lastEqual8(&dis[0], &ids[0], blocks, m), true
+		return lastEqual8(&dis[0], &ids[0], blocks, m)
 	}
-	return -1, true
+	return -1
 }

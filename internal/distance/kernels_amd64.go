@@ -13,8 +13,8 @@ func ipAVX2(q *byte, x *byte, n int) float32
 // prefetchT0 asks the CPU to bring the n bytes at p into the caches (PREFETCHT0 per 64-byte line they touch); it never faults.
 func prefetchT0(p *byte, n int)
 
-// minValid8 returns the minimum of dis[i] over the 8·blocks slots with ids[i] ≠ −1 (+Inf if none) and whether one of them is NaN (AVX2).
-func minValid8(dis *float32, ids *int32, blocks int) (m float32, nan bool)
+// min2Valid8 returns the smallest and second smallest of dis[i] over the 8·blocks slots with ids[i] ≠ −1 (m2 == m1 when the minimum occurs twice; +Inf for what is missing) and whether one of them is NaN (AVX2).
+func min2Valid8(dis *float32, ids *int32, blocks int) (m1 float32, m2 float32, nan bool)
 
 // lastEqual8 returns the highest i < 8·blocks with ids[i] ≠ −1 and dis[i] == m, or −1 (AVX2).
 func lastEqual8(dis *float32, ids *int32, blocks int, m float32) int

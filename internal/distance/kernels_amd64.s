@@ -157,56 +157,99 @@ prefetch_loop:
 prefetch_done:
 	RET
 
-// func minValid8(dis *float32, ids *int32, blocks int) (m float32, nan bool)
-// Requires: AVX, AVX2, SSE, SSE2
-TEXT ·minValid8(SB), NOSPLIT, $0-29
+// func min2Valid8(dis *float32, ids *int32, blocks int) (m1 float32, m2 float32, nan bool)
+// Requires: AVX, AVX2, SSE
+TEXT ·min2Valid8(SB), NOSPLIT, $0-33
 	MOVQ         dis+0(FP), AX
 	MOVQ         ids+8(FP), CX
 	MOVQ         blocks+16(FP), DX
 	VPCMPEQD     Y0, Y0, Y0
 	MOVL         $0x7f800000, BX
-	MOVD         BX, X1
+	VMOVD        BX, X1
 	VBROADCASTSS X1, Y1
-	VXORPS       Y2, Y2, Y2
+	VMOVAPS      Y1, Y2
+	VMOVAPS      Y1, Y3
+	VMOVAPS      Y1, Y4
+	VXORPS       Y5, Y5, Y5
 
-minvalid_loop:
+min2_loop2:
+	CMPQ     DX, $0x02
+	JL       min2_last
+	VMOVUPS  (AX), Y6
+	VPCMPEQD (CX), Y0, Y7
+	VCMPPS   $0x03, Y6, Y6, Y8
+	VANDNPS  Y8, Y7, Y8
+	VORPS    Y8, Y5, Y5
+	VORPS    Y7, Y6, Y6
+	VMAXPS   Y6, Y1, Y7
+	VMINPS   Y2, Y7, Y2
+	VMINPS   Y1, Y6, Y1
+	VMOVUPS  32(AX), Y6
+	VPCMPEQD 32(CX), Y0, Y7
+	VCMPPS   $0x03, Y6, Y6, Y8
+	VANDNPS  Y8, Y7, Y8
+	VORPS    Y8, Y5, Y5
+	VORPS    Y7, Y6, Y6
+	VMAXPS   Y6, Y3, Y7
+	VMINPS   Y4, Y7, Y4
+	VMINPS   Y3, Y6, Y3
+	ADDQ     $0x40, AX
+	ADDQ     $0x40, CX
+	SUBQ     $0x02, DX
+	JMP      min2_loop2
+
+min2_last:
 	CMPQ     DX, $0x00
-	JE       minvalid_reduce
-	VMOVUPS  (AX), Y3
-	VPCMPEQD (CX), Y0, Y4
-	VCMPPS   $0x03, Y3, Y3, Y5
-	VANDNPS  Y5, Y4, Y5
-	VORPS    Y5, Y2, Y2
-	VORPS    Y4, Y3, Y3
-	VMINPS   Y1, Y3, Y1
-	ADDQ     $0x20, AX
-	ADDQ     $0x20, CX
-	DECQ     DX
-	JMP      minvalid_loop
+	JE       min2_reduce
+	VMOVUPS  (AX), Y6
+	VPCMPEQD (CX), Y0, Y0
+	VCMPPS   $0x03, Y6, Y6, Y7
+	VANDNPS  Y7, Y0, Y7
+	VORPS    Y7, Y5, Y5
+	VORPS    Y0, Y6, Y6
+	VMAXPS   Y6, Y1, Y0
+	VMINPS   Y2, Y0, Y2
+	VMINPS   Y1, Y6, Y1
 
-minvalid_reduce:
+min2_reduce:
+	VMAXPS       Y3, Y1, Y0
+	VMINPS       Y4, Y2, Y2
+	VMINPS       Y0, Y2, Y2
+	VMINPS       Y3, Y1, Y1
 	VEXTRACTF128 $0x01, Y1, X0
+	VEXTRACTF128 $0x01, Y2, X3
+	VMAXPS       X0, X1, X4
+	VMINPS       X3, X2, X2
+	VMINPS       X4, X2, X2
 	VMINPS       X0, X1, X1
 	VMOVHLPS     X1, X1, X0
+	VMOVHLPS     X2, X2, X3
+	VMAXPS       X0, X1, X4
+	VMINPS       X3, X2, X2
+	VMINPS       X4, X2, X2
 	VMINPS       X0, X1, X1
 	VMOVSHDUP    X1, X0
-	VMINSS       X0, X1, X1
-	VMOVMSKPS    Y2, AX
+	VMOVSHDUP    X2, X3
+	VMAXPS       X0, X1, X4
+	VMINPS       X3, X2, X2
+	VMINPS       X4, X2, X2
+	VMINPS       X0, X1, X1
+	VMOVMSKPS    Y5, AX
 	TESTL        AX, AX
 	SETNE        AL
 	VZEROUPPER
-	MOVSS        X1, m+24(FP)
-	MOVB         AL, nan+28(FP)
+	MOVSS        X1, m1+24(FP)
+	MOVSS        X2, m2+28(FP)
+	MOVB         AL, nan+32(FP)
 	RET
 
 // func lastEqual8(dis *float32, ids *int32, blocks int, m float32) int
-// Requires: AVX, AVX2, SSE
+// Requires: AVX, AVX2
 TEXT ·lastEqual8(SB), NOSPLIT, $0-40
 	MOVQ         dis+0(FP), AX
 	MOVQ         ids+8(FP), CX
 	MOVQ         blocks+16(FP), DX
-	MOVSS        m+24(FP), X0
-	VBROADCASTSS X0, Y0
+	VBROADCASTSS m+24(FP), Y0
 	VPCMPEQD     Y1, Y1, Y1
 
 lasteq_loop:
