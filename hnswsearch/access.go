@@ -58,6 +58,37 @@ func (x *Index) prefetchList(v int32, l int) {
 	}
 }
 
+// prefetchCodes starts loading the vectors of the ids in list (neighbor
+// list bytes) on zero-copy backends, so that the greedy descent's
+// distances, computed one after the other, overlap their cache misses.
+// Ids out of range are skipped here and reported by the caller's checks.
+func (x *Index) prefetchCodes(list []byte) {
+	cs := int64(x.codeSize)
+	for j := 0; j+4 <= len(list); j += 4 {
+		v := int32(binary.LittleEndian.Uint32(list[j:]))
+		if v < 0 || v >= x.n {
+			return
+		}
+		switch {
+		case x.codesView != nil:
+			distance.Prefetch(x.codesView[int64(v)*cs : int64(v+1)*cs])
+		case x.blocks != nil && x.batch == nil:
+			if b, ok := x.blocks.ViewBlock(x.codes.Offset+int64(v)*cs, cs, nil); ok {
+				distance.Prefetch(b)
+			}
+		default:
+			return
+		}
+	}
+}
+
+// prefetchWindow is how many vectors ahead the greedy descent prefetches:
+// about 16 KiB of them, a third of L1. Prefetching a whole upper-level list
+// of 784-d vectors (16 × 3136 bytes) ran 10% slower than none.
+func prefetchWindow(codeSize int) int {
+	return max(1, 16384/max(codeSize, 1))
+}
+
 // readAt reads through the backend, attributing its I/O to the query.
 func (x *Index) readAt(s *scratch, p []byte, off int64) (int, error) {
 	if x.tally != nil {

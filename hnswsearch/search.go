@@ -254,10 +254,16 @@ func (x *Index) greedy(s *scratch, nearest int32, dn float32, level int) (int32,
 		if err != nil {
 			return 0, 0, err
 		}
+		// Vectors are prefetched a window ahead of the distances.
+		w := 4 * x.window
+		x.prefetchCodes(list[:min(w, len(list))])
 		for j := 0; j+4 <= len(list); j += 4 {
 			v := int32(binary.LittleEndian.Uint32(list[j:]))
 			if v < 0 {
 				break
+			}
+			if a := j + w; a+4 <= len(list) {
+				x.prefetchCodes(list[a : a+4])
 			}
 			if err := x.checkNeighbor(prev, level, v); err != nil {
 				return 0, 0, err
