@@ -5,7 +5,8 @@
 #   /usr/bin/python3 bench/gen_search_data.py   # once: builds bench-data/{fmnist,clustered}.*
 #   bash bench/search_vs_faiss.sh [SECONDS]
 # PAIRS=N (default 1) repeats the FAISS / full-mode pair N times, alternating,
-# and prints each ratio: FAISS's own QPS moves 10-20% between runs here.
+# and prints each ratio, then their median and range: FAISS's own QPS moves
+# 10-20% between runs here.
 # DATASETS="clustered" (default "fmnist clustered") picks the data sets.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -18,6 +19,7 @@ for ds in ${DATASETS:-fmnist clustered}; do
   idx=bench-data/$ds.faiss q=bench-data/$ds.queries.fvecs gt=bench-data/$ds.gt.ivecs
   [ -f "$idx" ] || { echo "missing $idx: run bench/gen_search_data.py" >&2; exit 1; }
   for ef in 16 64 256; do
+    ratios=()
     for pair in $(seq "${PAIRS:-1}"); do
       f=$(/usr/bin/python3 bench/faiss_time.py "$idx" "$q" "$gt" 10 "$ef" "$secs")
       fq=$(echo "$f" | field qps)
@@ -31,9 +33,13 @@ for ds in ${DATASETS:-fmnist clustered}; do
         [ "${backend:-}" = mmap ] && args+=(--warmup) # "a warm mmap": populated on huge pages
         o=$("$bin" "${args[@]}")
         oq=$(echo "$o" | field qps)
-        printf "%-10s %4s  %-28s %10.0f %8.4f %8.2f\n" "$ds" "$ef" "sidecar $mode${backend:+/$backend} $thr thr" "$oq" "$(echo "$o" | field recall)" \
-          "$(/usr/bin/python3 -c "print($oq / $fq)")"
+        r=$(/usr/bin/python3 -c "print($oq / $fq)")
+        [ "$mode:$thr" = full:1 ] && ratios+=("$r")
+        printf "%-10s %4s  %-28s %10.0f %8.4f %8.2f\n" "$ds" "$ef" "sidecar $mode${backend:+/$backend} $thr thr" "$oq" "$(echo "$o" | field recall)" "$r"
       done
     done
+    [ "${#ratios[@]}" -gt 1 ] && printf "%-10s %4s  full 1 thr ×FAISS over %d pairs: median %s, range %s\n" "$ds" "$ef" "${#ratios[@]}" \
+      "$(/usr/bin/python3 -c "import statistics,sys; print('%.2f' % statistics.median(map(float, sys.argv[1:])))" "${ratios[@]}")" \
+      "$(/usr/bin/python3 -c "import sys; v=sorted(map(float, sys.argv[1:])); print('%.2f-%.2f' % (v[0], v[-1]))" "${ratios[@]}")"
   done
 done
