@@ -203,3 +203,38 @@ func BenchmarkMinSlot2(b *testing.B) {
 		})
 	}
 }
+
+// FuzzMinSlot2 compares the assembly with the Go version on arbitrary
+// pools: 8 bytes a slot, a float32 distance and an int32 id (−1: popped).
+// The slot must be the same; runner-ups may differ only among equal
+// distances.
+func FuzzMinSlot2(f *testing.F) {
+	f.Add([]byte{})
+	f.Add(binary.LittleEndian.AppendUint32(binary.LittleEndian.AppendUint32(nil, math.Float32bits(1)), 0))
+	seed := make([]byte, 0, 8*40)
+	for i := range 40 {
+		seed = binary.LittleEndian.AppendUint32(seed, math.Float32bits(float32(i%7)))
+		id := uint32(i)
+		if i%5 == 0 {
+			id = math.MaxUint32 // −1
+		}
+		seed = binary.LittleEndian.AppendUint32(seed, id)
+	}
+	f.Add(seed)
+	f.Fuzz(func(t *testing.T, b []byte) {
+		n := len(b) / 8
+		dis, ids := make([]float32, n), make([]int32, n)
+		for i := range n {
+			dis[i] = math.Float32frombits(binary.LittleEndian.Uint32(b[8*i:]))
+			ids[i] = int32(binary.LittleEndian.Uint32(b[8*i+4:]))
+		}
+		ws, wr, wok := minSlot2Go(dis, ids)
+		s, r, ok := MinSlot2(dis, ids)
+		if s != ws || ok != wok {
+			t.Fatalf("slot (%d, %v), Go (%d, %v)\ndis %v\nids %v", s, ok, ws, wok, dis, ids)
+		}
+		if ok && (r < 0) != (wr < 0) || r >= 0 && wr >= 0 && dis[r] != dis[wr] {
+			t.Fatalf("runner-up %d, Go %d\ndis %v\nids %v", r, wr, dis, ids)
+		}
+	})
+}
