@@ -7,7 +7,10 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
+	"runtime"
 	"slices"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -70,33 +73,104 @@ func reportP50(b *testing.B, lat []time.Duration) {
 //
 //	go test -run='^$' -bench=HandlerParallel -cpu 1,2 ./httpapi
 func BenchmarkHandlerParallel(b *testing.B) {
-	s, f := benchServer(b)
+	s, bodies := handlerBench(b)
 	defer s.Close()
+	h := s.Handler()
+	b.RunParallel(func(pb *testing.PB) {
+		c := newHandlerClient(h, bodies)
+		for pb.Next() {
+			if code := c.call(); code != 200 {
+				b.Fatal(code)
+			}
+		}
+	})
+}
+
+// BenchmarkHandlerScaling alternates one and two cores (GOMAXPROCS and
+// clients alike) for rounds of 300 ms each and reports the median of the
+// per-round throughput ratios. Neighbours on a shared machine make a block
+// of -cpu 1 runs and a later block of -cpu 2 runs drift apart; rounds side
+// by side do not:
+//
+//	go test -run='^$' -bench=HandlerScaling -benchtime 1x ./httpapi
+func BenchmarkHandlerScaling(b *testing.B) {
+	s, bodies := handlerBench(b)
+	defer s.Close()
+	h := s.Handler()
+	prev := runtime.GOMAXPROCS(0)
+	defer runtime.GOMAXPROCS(prev)
+	rate := func(procs int) float64 {
+		runtime.GOMAXPROCS(procs)
+		var total atomic.Int64
+		var wg sync.WaitGroup
+		stop := time.Now().Add(300 * time.Millisecond)
+		for range procs {
+			wg.Go(func() {
+				c := newHandlerClient(h, bodies)
+				n := int64(0)
+				for ; time.Now().Before(stop); n++ {
+					if code := c.call(); code != 200 {
+						b.Error(code)
+						return
+					}
+				}
+				total.Add(n)
+			})
+		}
+		wg.Wait()
+		return float64(total.Load()) / 0.3
+	}
+	rate(2) // warm-up
+	var ratios []float64
+	for b.Loop() {
+		for range 15 {
+			one := rate(1)
+			ratios = append(ratios, rate(2)/one)
+		}
+	}
+	slices.Sort(ratios)
+	b.ReportMetric(ratios[len(ratios)/2], "2core/1core")
+	b.ReportMetric(ratios[0], "min-ratio")
+	b.ReportMetric(ratios[len(ratios)-1], "max-ratio")
+}
+
+// handlerBench loads the bench index and makes a request body per query.
+func handlerBench(b *testing.B) (*Server, [][]byte) {
+	s, f := benchServer(b)
 	bodies := make([][]byte, len(f.Queries))
 	for i, q := range f.Queries {
 		bodies[i] = []byte(fmt.Sprintf(`{"vector":%s,"k":10}`, vectorJSON(q)))
 	}
-	h := s.Handler()
-	b.RunParallel(func(pb *testing.PB) {
-		// Like a server's connection, each client reuses its request and
-		// response objects: a fresh httptest request and recorder per call
-		// allocated more than the handler itself (a 4 KiB bufio.Reader each).
-		req := httptest.NewRequest("POST", "/indexes/b/_search", nil)
-		body := &bytes.Reader{}
-		w := &discardWriter{h: http.Header{}}
-		i := 0
-		for pb.Next() {
-			body.Reset(bodies[i%len(bodies)])
-			req.Body, req.ContentLength = io.NopCloser(body), int64(body.Len())
-			clear(w.h)
-			w.code = 0
-			h.ServeHTTP(w, req)
-			if w.code != 200 {
-				b.Fatal(w.code)
-			}
-			i++
-		}
-	})
+	return s, bodies
+}
+
+// handlerClient calls the search handler in process. Like a server's
+// connection, it reuses its request and response objects: a fresh
+// httptest request and recorder per call allocated more than the handler
+// itself (a 4 KiB bufio.Reader each).
+type handlerClient struct {
+	h      http.Handler
+	bodies [][]byte
+	req    *http.Request
+	body   *bytes.Reader
+	w      *discardWriter
+	i      int
+}
+
+func newHandlerClient(h http.Handler, bodies [][]byte) *handlerClient {
+	return &handlerClient{h: h, bodies: bodies, req: httptest.NewRequest("POST", "/indexes/b/_search", nil),
+		body: &bytes.Reader{}, w: &discardWriter{h: http.Header{}}}
+}
+
+// call searches the next query and returns the status.
+func (c *handlerClient) call() int {
+	c.body.Reset(c.bodies[c.i%len(c.bodies)])
+	c.req.Body, c.req.ContentLength = io.NopCloser(c.body), int64(c.body.Len())
+	clear(c.w.h)
+	c.w.code = 0
+	c.h.ServeHTTP(c.w, c.req)
+	c.i++
+	return c.w.code
 }
 
 // discardWriter is a reusable http.ResponseWriter that keeps the status.
