@@ -167,7 +167,7 @@ func TestMinSlot2(t *testing.T) {
 			}
 		}
 		for name, f := range map[string]func([]float32, []int32) (int, int, bool){"go": minSlot2Go, "fast": MinSlot2} {
-			s, r, ok := f(dis, ids)
+			s, ru, ok := f(dis, ids)
 			if s != ws || ok != wok {
 				t.Fatalf("%s n=%d: (%d, %v), want (%d, %v)\ndis %v\nids %v", name, n, s, ok, ws, wok, dis, ids)
 			}
@@ -175,10 +175,10 @@ func TestMinSlot2(t *testing.T) {
 				continue
 			}
 			switch {
-			case wr < 0 && r != -1:
-				t.Fatalf("%s n=%d: runner-up %d, want none\ndis %v\nids %v", name, n, r, dis, ids)
-			case wr >= 0 && (r < 0 || r == s || ids[r] == -1 || dis[r] != rd):
-				t.Fatalf("%s n=%d: runner-up %d, want a valid slot other than %d holding %v\ndis %v\nids %v", name, n, r, s, rd, dis, ids)
+			case wr < 0 && ru != -1:
+				t.Fatalf("%s n=%d: runner-up %d, want none\ndis %v\nids %v", name, n, ru, dis, ids)
+			case wr >= 0 && (ru < 0 || ru == s || ids[ru] == -1 || dis[ru] != rd):
+				t.Fatalf("%s n=%d: runner-up %d, want a valid slot other than %d holding %v\ndis %v\nids %v", name, n, ru, s, rd, dis, ids)
 			}
 		}
 	}
