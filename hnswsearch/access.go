@@ -61,7 +61,8 @@ func (x *Index) prefetchList(v int32, l int) {
 // prefetchCodes starts loading the vectors of the ids in list (neighbor
 // list bytes) on zero-copy backends, so that the greedy descent's
 // distances, computed one after the other, overlap their cache misses.
-// Ids out of range are skipped here and reported by the caller's checks.
+// It stops at the list's end (−1) or at an id out of range, which the
+// caller's checks report.
 func (x *Index) prefetchCodes(list []byte) {
 	cs := int64(x.codeSize)
 	for j := 0; j+4 <= len(list); j += 4 {

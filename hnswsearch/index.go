@@ -135,7 +135,6 @@ type Index struct {
 	n        int32
 	d        int // float dimension, or bits for binary
 	codeSize int
-	window   int // vectors the greedy descent prefetches ahead (prefetchWindow)
 	binary   bool
 	metric   faissfmt.Metric
 	kind     distKind
@@ -182,7 +181,6 @@ func New(f *faissfmt.File, s partial.Storage, o Options) (*Index, error) {
 	st := f.Storage
 	x.codes, _ = st.Section("codes")
 	x.codeSize = int(st.CodeSize)
-	x.window = prefetchWindow(x.codeSize)
 	x.nb = g.HNSW.Neighbors
 	if f.IDMap != nil {
 		s, _ := f.IDMap.Section("id_map")

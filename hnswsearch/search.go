@@ -255,7 +255,7 @@ func (x *Index) greedy(s *scratch, nearest int32, dn float32, level int) (int32,
 			return 0, 0, err
 		}
 		// Vectors are prefetched a window ahead of the distances.
-		w := 4 * x.window
+		w := 4 * prefetchWindow(x.codeSize)
 		x.prefetchCodes(list[:min(w, len(list))])
 		for j := 0; j+4 <= len(list); j += 4 {
 			v := int32(binary.LittleEndian.Uint32(list[j:]))

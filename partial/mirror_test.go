@@ -117,12 +117,8 @@ func TestMirrorDiscardAfterSections(t *testing.T) {
 	c := mirrored(t, data, 16*bs) // one block per shard
 	defer c.Close()
 	v, exit := viewBlock0(t, c)
-	defer exit()                           // before Close, which would wait for the section
-	for blk := int64(1); blk < 64; blk++ { // evicts block 0 (and most others)
-		if _, err := c.ReadAt(make([]byte, 1), blk*bs); err != nil {
-			t.Fatal(err)
-		}
-	}
+	defer exit()             // before Close, which would wait for the section
+	touchBlocks(t, c, 1, 64) // evicts block 0 (and most others)
 	if _, ok := c.ViewBlock(0, 1, nil); ok {
 		t.Fatal("block 0 still cached")
 	}
@@ -358,11 +354,7 @@ func TestSlotsReusedAfterSections(t *testing.T) {
 	v, exit := viewBlock0(t, c)
 	defer exit()                         // before Close, which would wait for the section
 	for round := 0; round < 4; round++ { // evictions go on, slots are in demand
-		for blk := int64(1); blk < 256; blk++ {
-			if _, err := c.ReadAt(make([]byte, 1), blk*bs); err != nil {
-				t.Fatal(err)
-			}
-		}
+		touchBlocks(t, c, 1, 256)
 		time.Sleep(5 * reclaimPause)
 	}
 	if !bytes.Equal(v, data[:bs]) {
@@ -371,11 +363,7 @@ func TestSlotsReusedAfterSections(t *testing.T) {
 	held := c.slots.heldBytes()
 	exit()
 	waitFor(t, "the pending slots' reuse", func() bool { return c.slots.pendingBytes.Load() == 0 })
-	for blk := int64(1); blk < 256; blk++ {
-		if _, err := c.ReadAt(make([]byte, 1), blk*bs); err != nil {
-			t.Fatal(err)
-		}
-	}
+	touchBlocks(t, c, 1, 256)
 	time.Sleep(5 * reclaimPause)
 	if got := c.slots.heldBytes(); got > held+slotsPerChunk*bs {
 		t.Errorf("slots grew from %d to %d bytes with no section open: freed slots were not reused", held, got)
@@ -443,5 +431,15 @@ func TestCachedFill(t *testing.T) {
 			t.Errorf("%s: Fill past the end succeeded", tc.name)
 		}
 		c.Close()
+	}
+}
+
+// touchBlocks reads a byte of each block in [from, to), loading each one.
+func touchBlocks(t *testing.T, c *Cached, from, to int64) {
+	t.Helper()
+	for blk := from; blk < to; blk++ {
+		if _, err := c.ReadAt(make([]byte, 1), blk*c.BlockSize()); err != nil {
+			t.Fatal(err)
+		}
 	}
 }
