@@ -191,6 +191,51 @@ func TestDirectAlignedBatch(t *testing.T) {
 	}
 }
 
+// TestDirectReadBatchEach: each request is handed over exactly once, with
+// its bytes in place when it is; aligned and bounced, with few reads in
+// flight (so completions are handled while submission waits) and with the
+// ring's depth; a read past the end is handed over with its error.
+func TestDirectReadBatchEach(t *testing.T) {
+	path, want := patternFile(t, 1<<20+100)
+	d, err := partial.OpenDirect(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	for _, depth := range []int{2, 0} {
+		for _, shift := range []int64{0, 7} { // 7: unaligned, bounced
+			d.Parallel = depth
+			var reqs []partial.ReadReq
+			for i := 0; i < 300; i++ {
+				reqs = append(reqs, partial.ReadReq{Off: int64((i*37)%256*4096) + shift, Buf: d.AlignedBuffer(4096)})
+			}
+			reqs = append(reqs, partial.ReadReq{Off: 1 << 20, Buf: d.AlignedBuffer(4096)}) // runs past the end
+			calls := make([]int, len(reqs))
+			err := d.ReadBatchEach(reqs, func(i int) {
+				calls[i]++
+				q := reqs[i]
+				if i == len(reqs)-1 {
+					if !errors.Is(q.Err, io.ErrUnexpectedEOF) {
+						t.Errorf("depth %d shift %d: read past the end handed over with %v", depth, shift, q.Err)
+					}
+					return
+				}
+				if q.Err != nil || !bytes.Equal(q.Buf, want[q.Off:q.Off+4096]) {
+					t.Errorf("depth %d shift %d: request %d handed over before its bytes (err %v)", depth, shift, i, q.Err)
+				}
+			})
+			if !errors.Is(err, io.ErrUnexpectedEOF) {
+				t.Errorf("depth %d shift %d: batch error %v, want the read past the end", depth, shift, err)
+			}
+			for i, n := range calls {
+				if n != 1 {
+					t.Fatalf("depth %d shift %d: request %d handed over %d times", depth, shift, i, n)
+				}
+			}
+		}
+	}
+}
+
 // TestCachedBatchAttribution: a batch reads its missing blocks once and
 // counts each as a miss of the first request that reads it; requests
 // sharing a block count a hit. A nil-tally ViewBlock (a peek) counts nothing.

@@ -174,7 +174,7 @@ type directBatch struct {
 	res   []int32
 	rs    []uringReq
 	sem   chan struct{}
-	wg    sync.WaitGroup
+	done  chan int32 // completed request indices, from the ring's reaper
 	arena []byte
 }
 
@@ -183,9 +183,22 @@ type directBatch struct {
 // length and buffer) are read in place; the others read their covering
 // aligned range into a pooled bounce arena and are copied out. Without
 // io_uring, Parallel goroutines issue reads.
-func (d *Direct) ReadBatch(reqs []ReadReq) error {
+func (d *Direct) ReadBatch(reqs []ReadReq) error { return d.ReadBatchEach(reqs, nil) }
+
+// ReadBatchEach is ReadBatch calling each(i), in the calling goroutine, as
+// soon as request i is complete (its Buf filled, or its Err set), while
+// later requests are still in flight: work on the first bytes to arrive
+// overlaps the wait for the last. Every request gets one call, in
+// completion order (request order without io_uring, after all complete).
+func (d *Direct) ReadBatchEach(reqs []ReadReq, each func(i int)) error {
 	if d.ring == nil {
-		return readBatchParallel(d, reqs, max(d.Parallel, 1))
+		err := readBatchParallel(d, reqs, max(d.Parallel, 1))
+		if each != nil {
+			for i := range reqs {
+				each(i)
+			}
+		}
+		return err
 	}
 	if !d.life.acquire() {
 		return closedErr(d.name)
@@ -199,6 +212,9 @@ func (d *Direct) ReadBatch(reqs []ReadReq) error {
 	n := len(reqs)
 	if cap(b.res) < n {
 		b.bufs, b.offs, b.res, b.rs = make([][]byte, n), make([]int64, n), make([]int32, n), make([]uringReq, n)
+	}
+	if cap(b.done) < n {
+		b.done = make(chan int32, n)
 	}
 	b.bufs, b.offs, b.res, b.rs = b.bufs[:n], b.offs[:n], b.res[:n], b.rs[:n]
 	var sem chan struct{} // nil: as many in flight as the ring holds
@@ -231,48 +247,63 @@ func (d *Direct) ReadBatch(reqs []ReadReq) error {
 		b.bufs[i], b.offs[i] = b.arena[at:at+end-start:at+end-start], start
 		at += end - start
 	}
-	d.ring.readBatch(d.fd, b.bufs, b.offs, b.res, b.rs, sem, &b.wg)
 	var first error
-	for i := range reqs {
+	d.ring.readBatch(d.fd, b.bufs, b.offs, b.res, b.rs, sem, b.done, func(i int) {
 		q := &reqs[i]
-		n := int(b.res[i])
-		if bounce && n >= 0 {
-			// The bytes that exist of q's range, then q's part of them.
-			lead := int(q.Off - b.offs[i])
-			got := max(0, min(n-lead, len(q.Buf)))
-			copy(q.Buf, b.bufs[i][lead:lead+got])
-			d.osRead(n)
-			q.IO.DeviceReads++
-			q.IO.DeviceBytes += int64(n)
-			switch {
-			case got == len(q.Buf):
-			case q.Off+int64(got) < d.size: // short before the end: finish it
-				_, q.Err = d.ReadAtTally(q.Buf[got:], q.Off+int64(got), &q.IO)
-			default:
-				q.Err = fmt.Errorf("partial: %s: read of %d bytes at offset %d runs past the end (file size %d): %w", d.name, len(q.Buf), q.Off, d.size, io.ErrUnexpectedEOF)
-			}
-			if q.Err != nil && first == nil {
-				first = q.Err
-			}
-			continue
+		if bounce {
+			d.finishBounced(q, b.bufs[i], b.offs[i], int(b.res[i]))
+		} else {
+			d.finishInPlace(q, int(b.res[i]))
 		}
-		switch {
-		case n < 0:
-			q.Err = fmt.Errorf("partial: %s: O_DIRECT read of %d bytes at offset %d: %w", d.name, len(q.Buf), q.Off, unix.Errno(-n))
-		case n < len(q.Buf) && q.Off+int64(n) < d.size && n%int(d.align) == 0 && n > 0:
-			// A short read before the end: finish it the ordinary way.
-			_, q.Err = d.ReadAt(q.Buf[n:], q.Off+int64(n))
-		case n < len(q.Buf):
-			q.Err = fmt.Errorf("partial: %s: read of %d bytes at offset %d runs past the end (file size %d): %w", d.name, len(q.Buf), q.Off, d.size, io.ErrUnexpectedEOF)
-		}
-		d.osRead(max(n, 0))
-		q.IO.DeviceReads++
-		q.IO.DeviceBytes += int64(max(n, 0))
 		if q.Err != nil && first == nil {
 			first = q.Err
 		}
-	}
+		if each != nil {
+			each(i)
+		}
+	})
 	return first
+}
+
+// finishInPlace sets q.Err from the kernel's result n for q read straight
+// into q.Buf, finishing a short read that stopped before the file's end.
+func (d *Direct) finishInPlace(q *ReadReq, n int) {
+	switch {
+	case n < 0:
+		q.Err = fmt.Errorf("partial: %s: O_DIRECT read of %d bytes at offset %d: %w", d.name, len(q.Buf), q.Off, unix.Errno(-n))
+	case n < len(q.Buf) && q.Off+int64(n) < d.size && n%int(d.align) == 0 && n > 0:
+		// A short read before the end: finish it the ordinary way.
+		_, q.Err = d.ReadAt(q.Buf[n:], q.Off+int64(n))
+	case n < len(q.Buf):
+		q.Err = fmt.Errorf("partial: %s: read of %d bytes at offset %d runs past the end (file size %d): %w", d.name, len(q.Buf), q.Off, d.size, io.ErrUnexpectedEOF)
+	}
+	d.osRead(max(n, 0))
+	q.IO.DeviceReads++
+	q.IO.DeviceBytes += int64(max(n, 0))
+}
+
+// finishBounced copies q's part of its covering range buf (read at off,
+// kernel result n) into q.Buf, or sets q.Err.
+func (d *Direct) finishBounced(q *ReadReq, buf []byte, off int64, n int) {
+	if n < 0 {
+		q.Err = fmt.Errorf("partial: %s: O_DIRECT read of %d bytes at offset %d: %w", d.name, len(q.Buf), q.Off, unix.Errno(-n))
+		q.IO.DeviceReads++
+		return
+	}
+	// The bytes that exist of q's range, then q's part of them.
+	lead := int(q.Off - off)
+	got := max(0, min(n-lead, len(q.Buf)))
+	copy(q.Buf, buf[lead:lead+got])
+	d.osRead(n)
+	q.IO.DeviceReads++
+	q.IO.DeviceBytes += int64(n)
+	switch {
+	case got == len(q.Buf):
+	case q.Off+int64(got) < d.size: // short before the end: finish it
+		_, q.Err = d.ReadAtTally(q.Buf[got:], q.Off+int64(got), &q.IO)
+	default:
+		q.Err = fmt.Errorf("partial: %s: read of %d bytes at offset %d runs past the end (file size %d): %w", d.name, len(q.Buf), q.Off, d.size, io.ErrUnexpectedEOF)
+	}
 }
 
 // span is the aligned range covering q (it may run past the file's end).

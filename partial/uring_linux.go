@@ -70,11 +70,12 @@ type cqe struct {
 
 // uringReq is one read; done receives when res is set.
 type uringReq struct {
-	buf  []byte
-	res  int32
-	done chan struct{}
-	wg   *sync.WaitGroup // batch requests signal this instead of done
-	sem  chan struct{}   // batch requests release their in-flight token here
+	buf   []byte
+	res   int32
+	done  chan struct{}
+	batch chan int32    // batch requests send their index here instead
+	idx   int32         // the request's index in its batch
+	sem   chan struct{} // batch requests release their in-flight token here
 }
 
 var uringReqPool = sync.Pool{New: func() any { return &uringReq{done: make(chan struct{}, 1)} }}
@@ -241,18 +242,32 @@ func (u *uring) flush() unix.Errno {
 
 // readBatch reads every request through the ring, queueing up to 32 SQEs
 // per system call, with at most cap(sem) reads outstanding (nil sem: the
-// ring's size), and waits for all of them. res[i] is the kernel's result;
-// rs (len(bufs)) and wg are the caller's scratch.
-func (u *uring) readBatch(fd int, bufs [][]byte, offs []int64, res []int32, rs []uringReq, sem chan struct{}, wg *sync.WaitGroup) {
+// ring's size). It calls finish(i), in this goroutine, as soon as request
+// i is complete (res[i] set to the kernel's result), also while later
+// requests wait for a token, and returns after the last. rs (len(bufs))
+// and done (capacity ≥ len(bufs)) are the caller's scratch.
+func (u *uring) readBatch(fd int, bufs [][]byte, offs []int64, res []int32, rs []uringReq, sem chan struct{}, done chan int32, finish func(i int)) {
 	clear(rs)
-	wg.Add(len(bufs))
+	finished := 0
+	handle := func(i int32) {
+		res[i] = rs[i].res
+		finish(int(i))
+		finished++
+	}
 	for i := range bufs {
 		if sem != nil {
 			select {
 			case sem <- struct{}{}:
 			default:
 				u.flush() // at the cap: make sure what is queued is running
-				sem <- struct{}{}
+				for acquired := false; !acquired; {
+					select {
+					case sem <- struct{}{}:
+						acquired = true
+					case j := <-done: // use the wait: finish what has arrived
+						handle(j)
+					}
+				}
 			}
 			rs[i].sem = sem
 		}
@@ -264,7 +279,7 @@ func (u *uring) readBatch(fd int, bufs [][]byte, offs []int64, res []int32, rs [
 			slot = <-u.free
 		}
 		r := &rs[i]
-		r.buf, r.wg = bufs[i], wg
+		r.buf, r.batch, r.idx = bufs[i], done, int32(i)
 		u.queue(sqe{opcode: ioringOpRead, fd: int32(fd), off: uint64(offs[i]),
 			addr: uint64(uintptr(unsafe.Pointer(unsafe.SliceData(bufs[i])))), len: uint32(len(bufs[i])), userData: slot}, r, slot)
 		if (i+1)%32 == 0 {
@@ -276,9 +291,8 @@ func (u *uring) readBatch(fd int, bufs [][]byte, offs []int64, res []int32, rs [
 	if errno := u.flush(); errno != 0 {
 		u.failQueued(-int32(errno))
 	}
-	wg.Wait()
-	for i := range rs {
-		res[i] = rs[i].res
+	for finished < len(bufs) {
+		handle(<-done)
 	}
 }
 
@@ -302,8 +316,8 @@ func (u *uring) complete(r *uringReq) {
 	if r.sem != nil {
 		<-r.sem
 	}
-	if r.wg != nil {
-		r.wg.Done()
+	if r.batch != nil {
+		r.batch <- r.idx
 	} else {
 		r.done <- struct{}{}
 	}

@@ -227,22 +227,27 @@ func (s *Store) viewDirect(labels []int32, st *FetchStats, use func(int, []byte)
 		reqs[j] = partial.ReadReq{Off: sp.lo, Buf: arena[at : at+sp.hi-sp.lo]}
 		at += sp.hi - sp.lo
 	}
-	if err := s.direct.ReadBatch(reqs); err != nil {
-		// The last block may be short at the end of the file: read those alone.
-		for j := range reqs {
-			if reqs[j].Err != nil {
-				if _, err := s.direct.ReadAt(reqs[j].Buf[:min(int64(len(reqs[j].Buf)), size-reqs[j].Off)], reqs[j].Off); err != nil {
-					return fmt.Errorf("rerank: %s: %w", s.Path, err)
-				}
+	// Each span's distances are computed as soon as it arrives, while the
+	// later reads are in flight.
+	var failed error
+	s.direct.ReadBatchEach(reqs, func(j int) {
+		q := &reqs[j]
+		if q.Err != nil {
+			// The last block may be short at the end of the file: read it alone.
+			if _, err := s.direct.ReadAt(q.Buf[:min(int64(len(q.Buf)), size-q.Off)], q.Off); err != nil {
+				failed = cmp.Or(failed, fmt.Errorf("rerank: %s: %w", s.Path, err))
+				return
 			}
 		}
-	}
-	for j, sp := range spans {
+		sp := spans[j]
 		for k := sp.first; k < sp.first+sp.n; k++ {
 			i := order[k]
 			off := s.Base + int64(labels[i])*s.Stride
-			use(i, reqs[j].Buf[off-sp.lo:off-sp.lo+vlen])
+			use(i, q.Buf[off-sp.lo:off-sp.lo+vlen])
 		}
+	})
+	if failed != nil {
+		return failed
 	}
 	if st != nil {
 		st.Reads += len(spans)
