@@ -9,7 +9,7 @@ RUN CGO_ENABLED=1 go build -trimpath -ldflags="-s -w" -o /out/faiss-sidecar ./cm
 
 # Runtime: small Debian base (glibc for cgo), non-root user, index files in /data.
 FROM debian:bookworm-slim
-RUN useradd --system --uid 10001 --home-dir /nonexistent --shell /usr/sbin/nologin sidecar \
+RUN useradd --no-log-init --uid 10001 --no-create-home --home-dir /nonexistent --shell /usr/sbin/nologin sidecar \
  && mkdir -p /data && chown sidecar /data
 COPY --from=build /out/faiss-sidecar /usr/local/bin/faiss-sidecar
 USER sidecar

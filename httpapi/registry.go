@@ -224,7 +224,7 @@ func (r *Registry) open(spec LoadSpec) (*handle, error) {
 		return nil, err
 	}
 	opts := hnswsearch.Options{Semantics: sem, Kernel: ker}
-	cacheBytes := partial.Options{CacheBytes: spec.CacheBytes}.CacheBudget(backend)
+	cacheBytes := partial.Options{CacheBytes: spec.CacheBytes}.CacheBudgetFor(backend, pf.Size)
 	need := pf.ResidentBytes() + cacheBytes
 	if backend == "memory" {
 		need += pf.Size

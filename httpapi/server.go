@@ -788,9 +788,15 @@ func (s *Server) ListenAndServe(ctx context.Context, addr string, grace time.Dur
 		return err
 	case <-ctx.Done():
 	}
+	s.log.Info("shutting down: finishing in-flight requests", "grace", grace.String())
 	sctx, cancel := context.WithTimeout(context.Background(), grace)
 	defer cancel()
 	err := srv.Shutdown(sctx)
 	s.Close()
+	if err != nil {
+		s.log.Warn("in-flight requests cut off after the grace period", "grace", grace.String(), "error", err.Error())
+	} else {
+		s.log.Info("stopped")
+	}
 	return err
 }

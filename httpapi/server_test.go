@@ -218,19 +218,27 @@ func TestBadRequests(t *testing.T) {
 }
 
 // TestMemoryBudget: a load that cannot fit is a 429 with the numbers;
-// caches shrink to make room first.
+// caches shrink to make room first. A cache is charged no more than it can
+// hold: the file, and an eighth for the mirror.
 func TestMemoryBudget(t *testing.T) {
-	s, ts := newTestServer(t, Config{MemoryBudget: 3 << 20})
+	s, ts := newTestServer(t, Config{MemoryBudget: 2_400_000})
 	if r := call(t, ts, "PUT", "/indexes/a", `{"path":"hnsw_flat_large.faiss","backend":"pread","cache_bytes":2097152}`); r.Status != 200 {
 		t.Fatalf("%s", r.Raw)
 	}
-	// 1.2 MB file in full mode: fits only after a's cache shrinks toward 1 MiB.
+	_, l, _ := s.Reg.acquire("a")
+	capped := l.h.cache().Budget()
+	l.release()
+	const size = 1199386 // hnsw_flat_large.faiss
+	if capped < size+size/8 || capped > size+size/8+2*4096 {
+		t.Errorf("a's cache budget %d; want the 2 MiB asked capped at the mirror's need, %d", capped, size+size/8+2*4096)
+	}
+	// 1.2 MB file in full mode: fits only after a's cache shrinks.
 	if r := call(t, ts, "PUT", "/indexes/b", `{"path":"hnsw_flat_large.faiss","mode":"full"}`); r.Status != 200 {
 		t.Fatalf("load with shrink: %d %s", r.Status, r.Raw)
 	}
-	_, l, _ := s.Reg.acquire("a")
-	if got := l.h.cache().Budget(); got >= 2<<20 {
-		t.Errorf("a's cache budget %d did not shrink", got)
+	_, l, _ = s.Reg.acquire("a")
+	if got := l.h.cache().Budget(); got >= capped || got < cacheFloor {
+		t.Errorf("a's cache budget %d did not shrink from %d toward the floor", got, capped)
 	}
 	l.release()
 	r := call(t, ts, "PUT", "/indexes/c", `{"path":"hnsw_flat_large.faiss","mode":"full"}`)

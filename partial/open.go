@@ -91,6 +91,24 @@ func (o Options) CacheBudget(backend string) int64 {
 	return o.CacheBytes
 }
 
+// CacheBudgetFor is CacheBudget for a file of size bytes. A private block
+// cache (pread, direct) never holds more than the file's blocks, and from
+// mirrorMinBudget(size) on it mirrors the whole file, so a larger budget
+// is capped there, two blocks of slack included: the memory a load is
+// charged is then what the cache can ever hold (a 70 KB index is not
+// charged the 64 MiB default).
+func (o Options) CacheBudgetFor(backend string, size int64) int64 {
+	b := o.CacheBudget(backend)
+	if (backend == "pread" || backend == "direct") && o.Cache == nil && b > 0 {
+		bs := int64(o.BlockSize)
+		if bs == 0 {
+			bs = 4096
+		}
+		b = min(b, mirrorMinBudget(size)+2*bs)
+	}
+	return b
+}
+
 // Open opens path with the backend o names.
 func Open(path string, o Options) (Storage, error) {
 	backend := o.Backend

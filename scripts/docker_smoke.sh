@@ -6,9 +6,12 @@
 # switches modes.
 #   bash scripts/docker_smoke.sh
 # Env: DOCKER (docker or podman; default docker), BUILD_ARGS and RUN_ARGS
-# (extra flags, e.g. for podman in a sandbox: BUILD_ARGS="--isolation chroot
-# --format docker" RUN_ARGS="--ulimit nofile=4096:4096 --ulimit nproc=4096:4096"),
-# PORT (host port; default 18080).
+# (extra flags), PORT (host port; default 18080). Podman as root in a VM with
+# cgroups v1 and no systemd (passed this way on 2026-11-30):
+#   DOCKER="podman --runtime runc" BUILD_ARGS="--isolation chroot --format docker --network host" \
+#   RUN_ARGS="--ulimit nofile=4096:4096 --ulimit nproc=4096:4096" bash scripts/docker_smoke.sh
+# Without a registry, the two base images (golang:1.26-bookworm with gcc,
+# debian:bookworm-slim) must be tagged locally first.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 docker=${DOCKER:-docker}
