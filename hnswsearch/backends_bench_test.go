@@ -14,12 +14,13 @@ import (
 
 // BenchmarkBackendsInterleaved compares memory_efficient with full mode in
 // one process: full mode (the file copied into memory, vectors on cache
-// lines), mmap (warmed: 2 MiB page-cache folios) and pread (a 1 GiB block
-// cache, warmed), and full mode without the alignment, searching one data set of bench-data/ at k 10 and ef $EF
-// (default 16) in turns of 400 queries, 31 turns each. Separate processes
-// on this shared machine move ±20% from run to run; turns a few
-// milliseconds apart see the same neighbours. It reports the median of the
-// per-turn speed ratios to full mode and logs their quartiles.
+// lines), mmap (warmed: 2 MiB page-cache folios), pread (a 1 GiB block
+// cache, warmed) and full mode with the vectors at the file's offsets
+// search one data set of bench-data/ at k 10 and ef $EF (default 16) in
+// turns of 400 queries, 31 turns each. Separate processes on this shared
+// machine move ±20% from run to run; turns a few milliseconds apart see the
+// same neighbours. It reports the median of the per-turn speed ratios to
+// full mode and logs their quartiles.
 //
 //	DS=fmnist EF=16 go test -run='^$' -bench=BackendsInterleaved -benchtime 1x ./hnswsearch
 func BenchmarkBackendsInterleaved(b *testing.B) {
