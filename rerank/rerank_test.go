@@ -213,3 +213,21 @@ func TestBadVectorFiles(t *testing.T) {
 		t.Errorf("label out of range: %v", err)
 	}
 }
+
+// TestFetchAfterClose: a closed store reports it, on every strategy, rather
+// than scoring buffers nothing was read into.
+func TestFetchAfterClose(t *testing.T) {
+	_, vs := flatVectors(t, filepath.Join(fixtures, "hnsw_flat_l2.faiss"))
+	path := writeVecFile(t, vs)
+	for _, strategy := range Strategies {
+		s, err := Open(path, strategy)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.Close()
+		_, err = s.Rescore(vs[0], []int32{0, 7, 300}, 2, false, nil)
+		if err == nil || !strings.Contains(err.Error(), "closed") {
+			t.Errorf("%s: Rescore after Close: err = %v, want one saying the file is closed", strategy, err)
+		}
+	}
+}

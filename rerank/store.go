@@ -230,7 +230,9 @@ func (s *Store) viewDirect(labels []int32, st *FetchStats, use func(int, []byte)
 	// Each span's distances are computed as soon as it arrives, while the
 	// later reads are in flight.
 	var failed error
-	s.direct.ReadBatchEach(reqs, func(j int) {
+	handed := 0
+	err := s.direct.ReadBatchEach(reqs, func(j int) {
+		handed++
 		q := &reqs[j]
 		if q.Err != nil {
 			// The last block may be short at the end of the file: read it alone.
@@ -248,6 +250,9 @@ func (s *Store) viewDirect(labels []int32, st *FetchStats, use func(int, []byte)
 	})
 	if failed != nil {
 		return failed
+	}
+	if err != nil && handed < len(reqs) { // the batch never ran (e.g. the file is closed)
+		return fmt.Errorf("rerank: %s: %w", s.Path, err)
 	}
 	if st != nil {
 		st.Reads += len(spans)
