@@ -36,29 +36,29 @@ type Result struct {
 
 // Stats describes one query's work.
 type Stats struct {
-	NDis        int   // distances computed
-	NDisLevel0  int   // distances on level 0 (FAISS's hnsw_stats.n3)
-	Expanded    int   // level-0 nodes whose neighbor lists were read
-	ExactScan   bool  // answered by an exact scan of the allowed ids
-	PoolEmptied bool  // the level-0 loop ended with an empty pool (FAISS's n2)
-	Reads       int64 // storage reads issued (0 on zero-copy backends)
-	BytesRead   int64 // bytes requested from storage (or touched in views)
+	NDis        int   `json:"ndis"`         // distances computed
+	NDisLevel0  int   `json:"ndis_level0"`  // distances on level 0 (FAISS's hnsw_stats.n3)
+	Expanded    int   `json:"expanded"`     // level-0 nodes whose neighbor lists were read
+	ExactScan   bool  `json:"exact_scan"`   // answered by an exact scan of the allowed ids
+	PoolEmptied bool  `json:"pool_emptied"` // the level-0 loop ended with an empty pool (FAISS's n2)
+	Reads       int64 `json:"reads"`        // storage reads issued (0 on zero-copy backends)
+	BytesRead   int64 `json:"bytes_read"`   // bytes requested from storage (or touched in views)
 	// IO is the backend's own account of this query: cache hits and misses
 	// and device reads (pread, direct, zstd backends).
-	IO partial.Tally
+	IO partial.Tally `json:"io"`
 	// Where the other bytes came from: pinned neighbor lists, and vectors
 	// served by the vector cache (Options.VectorCacheBytes).
-	BytesPinned      int64
-	BytesVectorCache int64
-	VectorCacheHits  int64
+	BytesPinned      int64 `json:"bytes_pinned"`
+	BytesVectorCache int64 `json:"bytes_vector_cache"`
+	VectorCacheHits  int64 `json:"vector_cache_hits"`
 	// ReadAhead counts vectors read ahead for the neighbors of the pool's
 	// two best candidates (into the vector cache, with the current batch).
-	ReadAhead int64
+	ReadAhead int64 `json:"read_ahead"`
 	// Batches counts batched reads issued (each one round trip to storage).
-	Batches int64
+	Batches int64 `json:"batches"`
 	// PoolCapacity is the candidate pool's size; poppedEvictions counts
 	// where FAISS 1.7.3 and ≥ 1.7.4 pools diverge (tests only).
-	PoolCapacity    int
+	PoolCapacity    int `json:"pool_capacity"`
 	poppedEvictions int
 }
 

@@ -36,9 +36,10 @@ func newTestServer(t *testing.T, cfg Config) (*Server, *httptest.Server) {
 }
 
 type resp struct {
-	Status int
-	Body   map[string]any
-	Raw    string
+	Status      int
+	Body        map[string]any
+	Raw         string
+	ContentType string
 }
 
 func call(t *testing.T, ts *httptest.Server, method, path, body string, hdr ...string) resp {
@@ -54,7 +55,7 @@ func call(t *testing.T, ts *httptest.Server, method, path, body string, hdr ...s
 	}
 	defer r.Body.Close()
 	raw, _ := io.ReadAll(r.Body)
-	out := resp{Status: r.StatusCode, Raw: string(raw)}
+	out := resp{Status: r.StatusCode, Raw: string(raw), ContentType: r.Header.Get("Content-Type")}
 	json.Unmarshal(raw, &out.Body)
 	return out
 }
@@ -91,8 +92,8 @@ func TestSearchMatchesFAISS(t *testing.T) {
 				body += `,"filter":{"ids":` + string(b) + `}`
 			}
 			r := call(t, ts, "POST", "/indexes/v/_search", body+`,"profile":true}`)
-			if r.Status != 200 {
-				t.Fatalf("search: %d %s", r.Status, r.Raw)
+			if r.Status != 200 || r.ContentType != "application/json; charset=utf-8" {
+				t.Fatalf("search: %d (%s) %s", r.Status, r.ContentType, r.Raw)
 			}
 			hits := r.Body["hits"].([]any)
 			n := 0
@@ -107,7 +108,7 @@ func TestSearchMatchesFAISS(t *testing.T) {
 				}
 				n++
 			}
-			if len(hits) != n || r.Body["profile"].(map[string]any)["NDis"].(float64) <= 0 {
+			if len(hits) != n || r.Body["profile"].(map[string]any)["ndis"].(float64) <= 0 {
 				t.Fatalf("%d hits for %d FAISS results, profile %v", len(hits), n, r.Body["profile"])
 			}
 		}
@@ -291,7 +292,7 @@ func TestMemoryBudgetPolicy(t *testing.T) {
 			}
 		}
 		prof := r.Body["profile"].(map[string]any)
-		if _, ok := prof["BytesVectorCache"]; !ok || prof["BytesPinned"].(float64) <= 0 {
+		if _, ok := prof["bytes_vector_cache"]; !ok || prof["bytes_pinned"].(float64) <= 0 {
 			t.Fatalf("profile lacks where bytes came from: %v", prof)
 		}
 	}

@@ -44,9 +44,9 @@ func (s *Store) arena(n int) []byte {
 
 // FetchStats describes one Fetch.
 type FetchStats struct {
-	Vectors   int   // vectors fetched
-	Reads     int   // read requests issued (after coalescing)
-	BytesRead int64 // bytes those requests read (alignment included)
+	Vectors   int   `json:"vectors"`    // vectors fetched
+	Reads     int   `json:"reads"`      // read requests issued (after coalescing)
+	BytesRead int64 `json:"bytes_read"` // bytes those requests read (alignment included)
 }
 
 // Open opens the vector file at path with strategy.
