@@ -489,20 +489,24 @@ func (s *Server) bind(c *gin.Context, req any) (e *entry, l lease, ok bool) {
 }
 
 func (s *Server) search(c *gin.Context) {
-	var req SearchRequest
-	e, l, ok := s.bind(c, &req)
+	// The request decodes into the scratch's own, reusing its vector's array.
+	sc := scratchPool.Get().(*queryScratch)
+	defer scratchPool.Put(sc)
+	req := &sc.req
+	*req = SearchRequest{Vector: req.Vector[:0]}
+	defer func() {
+		if cap(req.Vector) > 1<<16 { // a huge vector's array is not kept
+			req.Vector = nil
+		}
+	}()
+	e, l, ok := s.bind(c, req)
 	if !ok {
 		return
 	}
 	defer l.release()
 	h := l.h
-	sc := scratchPool.Get().(*queryScratch)
-	defer func() {
-		putFloats(req.Vector)
-		scratchPool.Put(sc)
-	}()
 	start := time.Now()
-	hits, prof, err := s.searchOne(h, &req, sc)
+	hits, prof, err := s.searchOne(h, req, sc)
 	took := time.Since(start)
 	if err != nil {
 		e.stats.failed(l.stripe)
@@ -581,6 +585,7 @@ type Profile struct {
 // queryScratch is one query's buffers, reused across requests (nil: the
 // query allocates its own, as _msearch's do since they outlive the call).
 type queryScratch struct {
+	req  SearchRequest // the request, decoded (search only)
 	q    []float32
 	qb   []byte
 	res  []hnswsearch.Result

@@ -8,7 +8,6 @@ import (
 	"math"
 	"math/bits"
 	"strconv"
-	"sync"
 )
 
 // Vector is a JSON array of numbers. Decoding one through encoding/json's
@@ -21,7 +20,7 @@ type Vector []float64
 func (v *Vector) UnmarshalJSON(b []byte) error {
 	dst := (*v)[:0]
 	if n := bytes.Count(b, []byte{','}) + 1; cap(dst) < n {
-		dst = takeFloats(n) // once, not regrown per append
+		dst = make([]float64, 0, n) // once, not regrown per append
 	}
 	if out, ok := parseNumbers(b, dst); ok {
 		*v = out
@@ -278,23 +277,3 @@ func roundTop(x uint64, sticky bool, e int) float64 {
 
 var pow10 = [...]float64{1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10,
 	1e11, 1e12, 1e13, 1e14, 1e15, 1e16, 1e17, 1e18, 1e19, 1e20, 1e21, 1e22}
-
-// floatPool recycles vectors' backing arrays: a handler that is done with
-// a decoded Vector hands it back with putFloats.
-var floatPool sync.Pool
-
-// takeFloats returns an empty slice with room for n floats.
-func takeFloats(n int) []float64 {
-	if p, ok := floatPool.Get().(*[]float64); ok && cap(*p) >= n {
-		return (*p)[:0]
-	}
-	return make([]float64, 0, n)
-}
-
-// putFloats recycles v's array; v must not be used afterwards.
-func putFloats(v Vector) {
-	if cap(v) > 0 && cap(v) <= 1<<16 {
-		f := []float64(v[:0])
-		floatPool.Put(&f)
-	}
-}
