@@ -19,15 +19,7 @@ import (
 // pages depends on the kernel and file system, and is logged.
 func TestMmapPopulate(t *testing.T) {
 	path, data := patternFile(t, 9<<20)
-	m, err := partial.OpenMmap(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer m.Close()
-	all, err := m.View(0, int64(len(data)))
-	if err != nil {
-		t.Fatal(err)
-	}
+	m, all := mapWhole(t, path)
 	for _, r := range [][2]int64{{3<<20 + 100, 5<<20 + 7}, {0, int64(len(data))}} {
 		if err := m.Populate(r[0], r[1]); err != nil {
 			t.Fatal(err)
@@ -52,6 +44,22 @@ func TestMmapPopulate(t *testing.T) {
 		t.Error("Populate past the end succeeded")
 	}
 	t.Logf("mapped on huge pages: %d KiB", pmdMapped(t, uintptr(unsafe.Pointer(&all[0]))))
+}
+
+// mapWhole maps the file at path and views all of it; the mapping closes
+// with the test.
+func mapWhole(t *testing.T, path string) (*partial.Mmap, []byte) {
+	t.Helper()
+	m, err := partial.OpenMmap(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { m.Close() })
+	all, err := m.View(0, m.Size())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m, all
 }
 
 // pmdMapped reads FilePmdMapped of the mapping at addr from smaps.
@@ -101,15 +109,7 @@ func TestMmapPopulateWholeHugePages(t *testing.T) {
 		f.ReadAt(make([]byte, 1), off)
 	}
 	f.Close()
-	m, err := partial.OpenMmap(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer m.Close()
-	all, err := m.View(0, int64(len(data)))
-	if err != nil {
-		t.Fatal(err)
-	}
+	m, all := mapWhole(t, path)
 	base := uintptr(unsafe.Pointer(&all[0]))
 	if base%(2<<20) != 0 {
 		t.Skipf("the kernel placed the mapping at %#x, off a 2 MiB boundary: no huge pages possible", base)
