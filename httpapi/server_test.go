@@ -389,3 +389,27 @@ func TestCompressedIndexAutoDetected(t *testing.T) {
 		t.Fatalf("compressed %s, plain %s", a.Raw, b.Raw)
 	}
 }
+
+// TestSearchScratchReuse: a search decodes into pooled scratch that keeps
+// the last vector's array; a shorter vector after a longer one is read at
+// its own length, and the longer one again gives the same hits.
+func TestSearchScratchReuse(t *testing.T) {
+	_, ts := newTestServer(t, Config{})
+	if r := call(t, ts, "PUT", "/indexes/v", `{"path":"idmap_hnsw.faiss"}`); r.Status != 200 {
+		t.Fatalf("load: %d %s", r.Status, r.Raw)
+	}
+	q := loadRuns(t, "idmap_hnsw").Queries[0]
+	body := `{"vector":` + vectorJSON(q) + `,"k":5}`
+	first := call(t, ts, "POST", "/indexes/v/_search", body)
+	if first.Status != 200 {
+		t.Fatalf("search: %d %s", first.Status, first.Raw)
+	}
+	short := call(t, ts, "POST", "/indexes/v/_search", `{"vector":[1,2,3],"k":5}`)
+	if short.Status != 400 || !strings.Contains(short.Raw, fmt.Sprintf("vector has 3 values, index idmap_hnsw.faiss expects %d", len(q))) {
+		t.Fatalf("short vector: %d %s", short.Status, short.Raw)
+	}
+	again := call(t, ts, "POST", "/indexes/v/_search", body)
+	if again.Status != 200 || fmt.Sprint(again.Body["hits"]) != fmt.Sprint(first.Body["hits"]) {
+		t.Fatalf("the same query again: %d %s; first %s", again.Status, again.Raw, first.Raw)
+	}
+}
