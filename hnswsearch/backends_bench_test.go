@@ -7,8 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/faiss-sidecar/faiss-sidecar/faissfmt"
-	"github.com/faiss-sidecar/faiss-sidecar/internal/vecio"
 	"github.com/faiss-sidecar/faiss-sidecar/partial"
 )
 
@@ -51,27 +49,12 @@ func BenchmarkBackendsInterleaved(b *testing.B) {
 	}
 	idx := make([]*Index, len(configs))
 	for i, c := range configs {
-		s, err := partial.Open(path, c.o)
-		if err != nil {
-			b.Fatal(err)
-		}
-		defer s.Close()
-		f, err := faissfmt.Open(s, s.Size())
-		if err != nil {
-			b.Fatal(err)
-		}
-		if idx[i], err = New(f, s, Options{}); err != nil {
-			b.Fatal(err)
-		}
-		defer idx[i].Close()
+		idx[i] = benchIndex(b, path, c.o)
 		if err := idx[i].Warm(1 << 30); err != nil {
 			b.Fatal(err)
 		}
 	}
-	m, err := vecio.ReadFile("../bench-data/" + ds + ".queries.fvecs")
-	if err != nil {
-		b.Fatal(err)
-	}
+	m := benchQueries(b, ds)
 	dst := make([]Result, 0, 10)
 	const turn = 400
 	qi := 0
