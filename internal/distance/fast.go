@@ -15,7 +15,7 @@ var (
 	// ok is false when one of those slots holds a NaN, where callers must
 	// follow FAISS's scan step by step.
 	MinSlot2 func(dis []float32, ids []int32) (slot, runner int, ok bool) = minSlot2Go
-	// FastImpl names the implementation in use ("avx2" or "go").
+	// FastImpl names the implementation in use ("avx512", "avx2" or "go").
 	FastImpl = "go"
 )
 

@@ -4,6 +4,7 @@ package distance
 
 import (
 	"math"
+	"os"
 	"unsafe"
 
 	"golang.org/x/sys/cpu"
@@ -12,20 +13,38 @@ import (
 // On amd64 with AVX2 and FMA the fast kernels are the avo-generated
 // assembly in kernels_amd64.s (regenerate with internal/distance/asm);
 // chosen once at start-up. Build with -tags purego for the Go kernels.
+//
+// Where the CPU has AVX-512 (F and DQ) the two float kernels use 64-byte
+// loads, with results bit-identical to the AVX2 kernels, so a search
+// returns the same distances on either kind of machine. Set
+// FAISS_SIDECAR_NO_AVX512=1 to keep AVX2.
 func init() {
-	if cpu.X86.HasAVX2 && cpu.X86.HasFMA {
-		L2Fast, IPFast, L2FastF, IPFastF = l2Bytes, ipBytes, l2Floats, ipFloats
-		MinSlot2 = minSlot2AVX2
-		FastImpl = "avx2"
+	if !cpu.X86.HasAVX2 || !cpu.X86.HasFMA {
+		return
+	}
+	L2Fast, IPFast, L2FastF, IPFastF = l2Bytes, ipBytes, l2Floats, ipFloats
+	MinSlot2 = minSlot2AVX2
+	FastImpl = "avx2"
+	if hasAVX512() && os.Getenv("FAISS_SIDECAR_NO_AVX512") == "" {
+		l2Kernel, ipKernel = l2AVX512, ipAVX512
+		FastImpl = "avx512"
 	}
 }
+
+func hasAVX512() bool {
+	c := cpu.X86
+	return c.HasAVX512F && c.HasAVX512DQ
+}
+
+// The float kernels behind L2Fast, IPFast, L2FastF and IPFastF.
+var l2Kernel, ipKernel = l2AVX2, ipAVX2
 
 func l2Bytes(q []float32, x []byte) float32 {
 	if len(q) == 0 {
 		return 0
 	}
 	x = x[:4*len(q)]
-	return l2AVX2((*byte)(unsafe.Pointer(&q[0])), &x[0], len(q))
+	return l2Kernel((*byte)(unsafe.Pointer(&q[0])), &x[0], len(q))
 }
 
 func ipBytes(q []float32, x []byte) float32 {
@@ -33,7 +52,7 @@ func ipBytes(q []float32, x []byte) float32 {
 		return 0
 	}
 	x = x[:4*len(q)]
-	return ipAVX2((*byte)(unsafe.Pointer(&q[0])), &x[0], len(q))
+	return ipKernel((*byte)(unsafe.Pointer(&q[0])), &x[0], len(q))
 }
 
 func l2Floats(q, x []float32) float32 {
@@ -41,7 +60,7 @@ func l2Floats(q, x []float32) float32 {
 		return 0
 	}
 	x = x[:len(q)]
-	return l2AVX2((*byte)(unsafe.Pointer(&q[0])), (*byte)(unsafe.Pointer(&x[0])), len(q))
+	return l2Kernel((*byte)(unsafe.Pointer(&q[0])), (*byte)(unsafe.Pointer(&x[0])), len(q))
 }
 
 func ipFloats(q, x []float32) float32 {
@@ -49,14 +68,14 @@ func ipFloats(q, x []float32) float32 {
 		return 0
 	}
 	x = x[:len(q)]
-	return ipAVX2((*byte)(unsafe.Pointer(&q[0])), (*byte)(unsafe.Pointer(&x[0])), len(q))
+	return ipKernel((*byte)(unsafe.Pointer(&q[0])), (*byte)(unsafe.Pointer(&x[0])), len(q))
 }
 
 // Prefetch asks the CPU to load b into its caches without waiting, so
 // several vectors' cache misses overlap (on amd64 with AVX2; a no-op
 // elsewhere).
 func Prefetch(b []byte) {
-	if len(b) > 0 && FastImpl == "avx2" {
+	if len(b) > 0 && FastImpl != "go" {
 		prefetchT0(&b[0], len(b))
 	}
 }

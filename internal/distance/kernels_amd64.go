@@ -10,6 +10,12 @@ func l2AVX2(q *byte, x *byte, n int) float32
 // ipAVX2 returns Σ q[j]·x[j] over n float32 at q and x (AVX2+FMA, 4×8 lanes).
 func ipAVX2(q *byte, x *byte, n int) float32
 
+// l2AVX512 is l2AVX2 with 64-byte loads (AVX-512 F and DQ), bit-identical to it: two 16-lane accumulators are its four 8-lane ones side by side.
+func l2AVX512(q *byte, x *byte, n int) float32
+
+// ipAVX512 is ipAVX2 with 64-byte loads, bit-identical to it (see l2AVX512).
+func ipAVX512(q *byte, x *byte, n int) float32
+
 // prefetchT0 asks the CPU to bring the n bytes at p into the caches (PREFETCHT0 per 64-byte line they touch); it never faults.
 func prefetchT0(p *byte, n int)
 

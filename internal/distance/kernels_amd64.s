@@ -136,6 +136,134 @@ ipAVX2_done:
 	MOVSS X0, ret+24(FP)
 	RET
 
+// func l2AVX512(q *byte, x *byte, n int) float32
+// Requires: AVX, AVX512DQ, AVX512F, FMA3, SSE
+TEXT ·l2AVX512(SB), NOSPLIT, $0-28
+	MOVQ   q+0(FP), AX
+	MOVQ   x+8(FP), CX
+	MOVQ   n+16(FP), DX
+	VXORPS Z0, Z0, Z0
+	VXORPS Z1, Z1, Z1
+	CMPQ   DX, $0x20
+	JL     l2AVX512_split
+
+l2AVX512_loop32:
+	VMOVUPS     (AX), Z2
+	VSUBPS      (CX), Z2, Z2
+	VFMADD231PS Z2, Z2, Z0
+	VMOVUPS     64(AX), Z2
+	VSUBPS      64(CX), Z2, Z2
+	VFMADD231PS Z2, Z2, Z1
+	ADDQ        $0x80, AX
+	ADDQ        $0x80, CX
+	SUBQ        $0x20, DX
+	CMPQ        DX, $0x20
+	JGE         l2AVX512_loop32
+
+l2AVX512_split:
+	VEXTRACTF32X8 $0x01, Z0, Y2
+	VEXTRACTF32X8 $0x01, Z1, Y3
+
+l2AVX512_loop8:
+	CMPQ        DX, $0x08
+	JL          l2AVX512_reduce
+	VMOVUPS     (AX), Y4
+	VSUBPS      (CX), Y4, Y4
+	VFMADD231PS Y4, Y4, Y0
+	ADDQ        $0x20, AX
+	ADDQ        $0x20, CX
+	SUBQ        $0x08, DX
+	JMP         l2AVX512_loop8
+
+l2AVX512_reduce:
+	VADDPS       Y2, Y0, Y0
+	VADDPS       Y3, Y1, Y1
+	VADDPS       Y1, Y0, Y0
+	VEXTRACTF128 $0x01, Y0, X1
+	VADDPS       X1, X0, X0
+	VMOVHLPS     X0, X0, X1
+	VADDPS       X1, X0, X0
+	VMOVSHDUP    X0, X1
+	VADDSS       X1, X0, X0
+
+l2AVX512_tail:
+	CMPQ        DX, $0x00
+	JE          l2AVX512_done
+	VMOVSS      (AX), X1
+	VSUBSS      (CX), X1, X1
+	VFMADD231SS X1, X1, X0
+	ADDQ        $0x04, AX
+	ADDQ        $0x04, CX
+	DECQ        DX
+	JMP         l2AVX512_tail
+
+l2AVX512_done:
+	VZEROUPPER
+	MOVSS X0, ret+24(FP)
+	RET
+
+// func ipAVX512(q *byte, x *byte, n int) float32
+// Requires: AVX, AVX512DQ, AVX512F, FMA3, SSE
+TEXT ·ipAVX512(SB), NOSPLIT, $0-28
+	MOVQ   q+0(FP), AX
+	MOVQ   x+8(FP), CX
+	MOVQ   n+16(FP), DX
+	VXORPS Z0, Z0, Z0
+	VXORPS Z1, Z1, Z1
+	CMPQ   DX, $0x20
+	JL     ipAVX512_split
+
+ipAVX512_loop32:
+	VMOVUPS     (AX), Z2
+	VFMADD231PS (CX), Z2, Z0
+	VMOVUPS     64(AX), Z2
+	VFMADD231PS 64(CX), Z2, Z1
+	ADDQ        $0x80, AX
+	ADDQ        $0x80, CX
+	SUBQ        $0x20, DX
+	CMPQ        DX, $0x20
+	JGE         ipAVX512_loop32
+
+ipAVX512_split:
+	VEXTRACTF32X8 $0x01, Z0, Y2
+	VEXTRACTF32X8 $0x01, Z1, Y3
+
+ipAVX512_loop8:
+	CMPQ        DX, $0x08
+	JL          ipAVX512_reduce
+	VMOVUPS     (AX), Y4
+	VFMADD231PS (CX), Y4, Y0
+	ADDQ        $0x20, AX
+	ADDQ        $0x20, CX
+	SUBQ        $0x08, DX
+	JMP         ipAVX512_loop8
+
+ipAVX512_reduce:
+	VADDPS       Y2, Y0, Y0
+	VADDPS       Y3, Y1, Y1
+	VADDPS       Y1, Y0, Y0
+	VEXTRACTF128 $0x01, Y0, X1
+	VADDPS       X1, X0, X0
+	VMOVHLPS     X0, X0, X1
+	VADDPS       X1, X0, X0
+	VMOVSHDUP    X0, X1
+	VADDSS       X1, X0, X0
+
+ipAVX512_tail:
+	CMPQ        DX, $0x00
+	JE          ipAVX512_done
+	VMOVSS      (AX), X1
+	VFMADD231SS (CX), X1, X0
+	ADDQ        $0x04, AX
+	ADDQ        $0x04, CX
+	DECQ        DX
+	JMP         ipAVX512_tail
+
+ipAVX512_done:
+	VZEROUPPER
+	MOVSS X0, ret+24(FP)
+	RET
+
 // func prefetchT0(p *byte, n int)
 // Requires: MMX+
 TEXT ·prefetchT0(SB), NOSPLIT, $0-16

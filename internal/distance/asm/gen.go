@@ -1,4 +1,4 @@
-// Command asm generates the AVX2+FMA distance kernels of package distance
+// Command asm generates the AVX2+FMA and AVX-512 distance kernels of package distance
 // with avo. It lives in its own module so avo stays out of the main go.mod.
 //
 //	cd internal/distance/asm && go run . -out ../kernels_amd64.s -stubs ../kernels_amd64.go -pkg distance
@@ -14,6 +14,8 @@ func main() {
 	ConstraintExpr("!purego")
 	kernel("l2AVX2", "l2AVX2 returns Σ (q[j]−x[j])² over n float32 at q and x (AVX2+FMA, 4×8 lanes).", true)
 	kernel("ipAVX2", "ipAVX2 returns Σ q[j]·x[j] over n float32 at q and x (AVX2+FMA, 4×8 lanes).", false)
+	kernel512("l2AVX512", "l2AVX512 is l2AVX2 with 64-byte loads (AVX-512 F and DQ), bit-identical to it: two 16-lane accumulators are its four 8-lane ones side by side.", true)
+	kernel512("ipAVX512", "ipAVX512 is ipAVX2 with 64-byte loads, bit-identical to it (see l2AVX512).", false)
 	prefetch()
 	min2Valid()
 	lastEqual()
@@ -57,6 +59,12 @@ func kernel(name, doc string, l2 bool) {
 	SUBQ(Imm(32), n)
 	JMP(LabelRef(name + "_loop32"))
 
+	tail(name, l2, q, x, n, acc)
+}
+
+// tail finishes a kernel once fewer than 32 floats remain: blocks of 8 into
+// acc[0], the reduction of the four accumulators, then one float at a time.
+func tail(name string, l2 bool, q, x, n Register, acc []VecVirtual) {
 	Label(name + "_loop8")
 	CMPQ(n, Imm(8))
 	JL(LabelRef(name + "_reduce"))
@@ -93,6 +101,57 @@ func kernel(name, doc string, l2 bool) {
 	VZEROUPPER()
 	Store(lo, ReturnIndex(0))
 	RET()
+}
+
+// kernel512 writes l2AVX2's or ipAVX2's loop over 32 floats with two ZMM
+// accumulators: ZMM a holds what AVX2's accumulators 2a and 2a+1 hold, and
+// each lane sees the same operations in the same order, so the sums are
+// bit-identical. The rest (blocks of 8, the reduction, the scalar tail) is
+// AVX2's own code on the four YMM halves.
+//
+// A FAISS file puts its vectors at 58 mod 64, and a mapping keeps the
+// file's offsets, so most loads from x span two cache lines. With 64-byte
+// loads that costs little: on this machine's Xeon a 784-d distance took 35
+// ns at 58 mod 64 and 33 on a line, against AVX2's 49 and 42 (the loop
+// waits on its two FMA chains, not on loads). Reading whole lines and
+// shifting them into place with VPERMT2B was slower, 58 ns.
+func kernel512(name, doc string, l2 bool) {
+	TEXT(name, NOSPLIT, "func(q, x *byte, n int) float32")
+	Doc(doc)
+	q := Load(Param("q"), GP64())
+	x := Load(Param("x"), GP64())
+	n := Load(Param("n"), GP64())
+	z := []VecVirtual{ZMM(), ZMM()}
+	for _, a := range z {
+		VXORPS(a, a, a)
+	}
+	acc := []VecVirtual{z[0].AsY().(VecVirtual), YMM(), z[1].AsY().(VecVirtual), YMM()}
+	lineStep := func(a, b Op, acc VecVirtual) { // acc += (q−b)², or q·b
+		t := ZMM()
+		VMOVUPS(a, t)
+		if l2 {
+			VSUBPS(b, t, t)
+			VFMADD231PS(t, t, acc)
+		} else {
+			VFMADD231PS(b, t, acc)
+		}
+	}
+	CMPQ(n, Imm(32))
+	JL(LabelRef(name + "_split"))
+	Label(name + "_loop32")
+	for i, a := range z {
+		lineStep(Mem{Base: q, Disp: 64 * i}, Mem{Base: x, Disp: 64 * i}, a)
+	}
+	ADDQ(Imm(128), q)
+	ADDQ(Imm(128), x)
+	SUBQ(Imm(32), n)
+	CMPQ(n, Imm(32))
+	JGE(LabelRef(name + "_loop32"))
+
+	Label(name + "_split")
+	VEXTRACTF32X8(Imm(1), z[0], acc[1])
+	VEXTRACTF32X8(Imm(1), z[1], acc[3])
+	tail(name, l2, q, x, n, acc)
 }
 
 // prefetch issues PREFETCHT0 for every 64-byte line of [p, p+n).
