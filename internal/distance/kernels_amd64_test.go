@@ -119,3 +119,33 @@ func BenchmarkKernelsL1(b *testing.B) {
 	}
 	_ = sink
 }
+
+// FuzzAVX512MatchesAVX2: any bit patterns (NaN payloads, subnormals,
+// infinities), any dimension and any offset of x within a cache line give
+// the AVX2 kernels' bits.
+func FuzzAVX512MatchesAVX2(f *testing.F) {
+	if !hasAVX512() {
+		f.Skip("no AVX-512 F and DQ on this CPU")
+	}
+	f.Add([]byte("\x00\x00\x80\x7f\x01\x00\xc0\x7f\x00\x00\x80\x3f\x00\x00\x00\x00"), uint8(58))
+	f.Add(make([]byte, 8*40), uint8(2))
+	qbuf, xbuf := make([]byte, 4096+64), make([]byte, 4096+64)
+	f.Fuzz(func(t *testing.T, data []byte, off uint8) {
+		d := min(len(data)/8, 1024)
+		if d == 0 {
+			return
+		}
+		q, x := at(qbuf, 0, 4*d), at(xbuf, int(off)%64, 4*d)
+		copy(q, data[:4*d])
+		copy(x, data[4*d:8*d])
+		for _, k := range []struct {
+			name      string
+			avx2, new func(q, x *byte, n int) float32
+		}{{"l2", l2AVX2, l2AVX512}, {"ip", ipAVX2, ipAVX512}} {
+			want, got := k.avx2(&q[0], &x[0], d), k.new(&q[0], &x[0], d)
+			if math.Float32bits(want) != math.Float32bits(got) {
+				t.Fatalf("%s d=%d x at %d mod 64: AVX-512 %#x, AVX2 %#x", k.name, d, off%64, math.Float32bits(got), math.Float32bits(want))
+			}
+		}
+	})
+}
