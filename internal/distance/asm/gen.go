@@ -37,12 +37,15 @@ func step(l2 bool, a Op, b Mem, t, acc Register, scalar bool) {
 	}
 }
 
-func kernel(name, doc string, l2 bool) {
+// kernelText starts a kernel's function and loads its arguments.
+func kernelText(name, doc string) (q, x, n Register) {
 	TEXT(name, NOSPLIT, "func(q, x *byte, n int) float32")
 	Doc(doc)
-	q := Load(Param("q"), GP64())
-	x := Load(Param("x"), GP64())
-	n := Load(Param("n"), GP64())
+	return Load(Param("q"), GP64()), Load(Param("x"), GP64()), Load(Param("n"), GP64())
+}
+
+func kernel(name, doc string, l2 bool) {
+	q, x, n := kernelText(name, doc)
 	acc := []VecVirtual{YMM(), YMM(), YMM(), YMM()}
 	for _, a := range acc {
 		VXORPS(a, a, a)
@@ -110,37 +113,22 @@ func tail(name string, l2 bool, q, x, n Register, acc []VecVirtual) {
 // AVX2's own code on the four YMM halves.
 //
 // A FAISS file puts its vectors at 58 mod 64, and a mapping keeps the
-// file's offsets, so most loads from x span two cache lines. With 64-byte
-// loads that costs little: on this machine's Xeon a 784-d distance took 35
-// ns at 58 mod 64 and 33 on a line, against AVX2's 49 and 42 (the loop
-// waits on its two FMA chains, not on loads). Reading whole lines and
-// shifting them into place with VPERMT2B was slower, 58 ns.
+// file's offsets, so loads from x span two cache lines. On this machine's
+// Xeon a 784-d distance in L1 took 31 ns on a line and 36 at 58 mod 64,
+// against AVX2's 43 and 50. Reading whole lines and shifting them into
+// place with VPERMT2B was slower, 58 ns, and slower inside the search too.
 func kernel512(name, doc string, l2 bool) {
-	TEXT(name, NOSPLIT, "func(q, x *byte, n int) float32")
-	Doc(doc)
-	q := Load(Param("q"), GP64())
-	x := Load(Param("x"), GP64())
-	n := Load(Param("n"), GP64())
+	q, x, n := kernelText(name, doc)
 	z := []VecVirtual{ZMM(), ZMM()}
 	for _, a := range z {
 		VXORPS(a, a, a)
 	}
 	acc := []VecVirtual{z[0].AsY().(VecVirtual), YMM(), z[1].AsY().(VecVirtual), YMM()}
-	lineStep := func(a, b Op, acc VecVirtual) { // acc += (q−b)², or q·b
-		t := ZMM()
-		VMOVUPS(a, t)
-		if l2 {
-			VSUBPS(b, t, t)
-			VFMADD231PS(t, t, acc)
-		} else {
-			VFMADD231PS(b, t, acc)
-		}
-	}
 	CMPQ(n, Imm(32))
 	JL(LabelRef(name + "_split"))
 	Label(name + "_loop32")
 	for i, a := range z {
-		lineStep(Mem{Base: q, Disp: 64 * i}, Mem{Base: x, Disp: 64 * i}, a)
+		step(l2, Mem{Base: q, Disp: 64 * i}, Mem{Base: x, Disp: 64 * i}, ZMM(), a, false)
 	}
 	ADDQ(Imm(128), q)
 	ADDQ(Imm(128), x)
