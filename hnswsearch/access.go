@@ -83,6 +83,30 @@ func (x *Index) prefetchCodes(list []byte) {
 	}
 }
 
+// prefetchViewed starts loading the vectors of cand from the zero-copy
+// view, all of them, so their cache misses overlap. Vectors of 1 KiB and
+// more get two passes: first the line holding each one's first byte, then
+// each whole vector, so every vector's memory access starts at once rather
+// than one vector's lines after another's. BenchmarkHeadsFirst: on
+// fashion-mnist (784-d, 49 lines a vector) search ran 2.5–7% faster in
+// full mode and over mmap; on 128-d vectors (8 lines) 0.5–2.5% slower, so
+// smaller vectors take the one pass.
+func (x *Index) prefetchViewed(cand []int32) {
+	cs := int64(x.codeSize)
+	if cs >= headsFirstBytes {
+		for _, v := range cand {
+			distance.Prefetch(x.codesView[int64(v)*cs : int64(v)*cs+1])
+		}
+	}
+	for _, v := range cand {
+		distance.Prefetch(x.codesView[int64(v)*cs : int64(v+1)*cs])
+	}
+}
+
+// headsFirstBytes is the vector size from which prefetchViewed makes two
+// passes (a variable for BenchmarkHeadsFirst).
+var headsFirstBytes int64 = 1024
+
 // prefetchWindow is how many vectors ahead the greedy descent prefetches:
 // about 16 KiB of them, a third of L1. Prefetching a whole upper-level list
 // of 784-d vectors (16 × 3136 bytes) ran 10% slower than none.

@@ -1,13 +1,17 @@
 package hnswsearch
 
 import (
+	"io"
+	"math"
 	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"testing"
 	"time"
 
 	"github.com/faiss-sidecar/faiss-sidecar/partial"
+	"golang.org/x/sys/unix"
 )
 
 // BenchmarkBackendsInterleaved compares memory_efficient with full mode in
@@ -22,14 +26,7 @@ import (
 //
 //	DS=fmnist EF=16 go test -run='^$' -bench=BackendsInterleaved -benchtime 1x ./hnswsearch
 func BenchmarkBackendsInterleaved(b *testing.B) {
-	ds := os.Getenv("DS")
-	if ds == "" {
-		ds = "fmnist"
-	}
-	ef := 16
-	if v, err := strconv.Atoi(os.Getenv("EF")); err == nil {
-		ef = v
-	}
+	ds, ef := benchSet()
 	path := "../bench-data/" + ds + ".faiss"
 	probe, err := Probe(path, "pread")
 	if err != nil {
@@ -47,10 +44,101 @@ func BenchmarkBackendsInterleaved(b *testing.B) {
 		// must: the cost of alignment alone.
 		{"full-fileoffsets", partial.Options{Backend: "memory"}},
 	}
-	idx := make([]*Index, len(configs))
+	arms := make([]arm, len(configs))
 	for i, c := range configs {
-		idx[i] = benchIndex(b, path, c.o)
-		if err := idx[i].Warm(1 << 30); err != nil {
+		arms[i] = arm{name: c.name, x: benchIndex(b, path, c.o)}
+	}
+	interleave(b, ds, ef, arms)
+}
+
+// BenchmarkHeadsFirst measures prefetchViewed's first pass (the line
+// holding each vector's start, then the whole vectors) against one pass,
+// in full mode and over mmap, interleaved as BenchmarkBackendsInterleaved
+// is; ratios are to full mode with one pass. The headsfirst arms make the
+// first pass whatever the vector size, so DS=clustered (128-d) shows why
+// vectors under headsFirstBytes skip it.
+//
+//	DS=fmnist EF=16 go test -run='^$' -bench=HeadsFirst -benchtime 1x ./hnswsearch
+func BenchmarkHeadsFirst(b *testing.B) {
+	ds, ef := benchSet()
+	path := "../bench-data/" + ds + ".faiss"
+	probe, err := Probe(path, "pread")
+	if err != nil {
+		b.Skipf("no bench data (%v): run bench/gen_search_data.py", err)
+	}
+	defer func(v int64) { headsFirstBytes = v }(headsFirstBytes)
+	onePass := func() { headsFirstBytes = math.MaxInt64 }
+	heads := func() { headsFirstBytes = 0 }
+	// Every arm searches its own memory: arms run the same queries, and
+	// one sharing the previous arm's data would find it in the L3. The
+	// second mapping is of a copy of the file, so of other page-cache pages.
+	clone := filepath.Join(b.TempDir(), "copy.faiss")
+	if err := copyFile(clone, path); err != nil {
+		b.Fatal(err)
+	}
+	full := partial.Options{Backend: "memory", AlignOffset: AlignOffset(probe)}
+	mmap := partial.Options{Backend: "mmap"}
+	interleave(b, ds, ef, []arm{
+		{"full-onepass", benchIndex(b, path, full), onePass}, {"full-headsfirst", benchIndex(b, path, full), heads},
+		{"mmap-onepass", benchIndex(b, path, mmap), onePass}, {"mmap-headsfirst", benchIndex(b, clone, mmap), heads},
+	})
+}
+
+func copyFile(dst, src string) error {
+	in, err := os.Open(src)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	out, err := os.Create(dst)
+	if err != nil {
+		return err
+	}
+	_, err = io.Copy(out, in)
+	if err == nil {
+		err = out.Sync()
+	}
+	if err == nil {
+		// Out of the page cache, so the warm-up reads it back on 2 MiB
+		// pages as it does the original (written pages are small ones).
+		err = unix.Fadvise(int(out.Fd()), 0, 0, unix.FADV_DONTNEED)
+	}
+	if cerr := out.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+// benchSet reads the data set ($DS, default fmnist) and ef ($EF, default
+// 16) of the interleaved benchmarks.
+func benchSet() (string, int) {
+	ds := os.Getenv("DS")
+	if ds == "" {
+		ds = "fmnist"
+	}
+	ef := 16
+	if v, err := strconv.Atoi(os.Getenv("EF")); err == nil {
+		ef = v
+	}
+	return ds, ef
+}
+
+// arm is one configuration of an interleaved benchmark: an index, and what
+// to set before each of its turns (or nil).
+type arm struct {
+	name  string
+	x     *Index
+	setup func()
+}
+
+// interleave warms the arms' indexes and searches them in turns of 400
+// queries at k 10 and ef, 31 turns each, the arms one after another on the
+// same queries (so arms should not share memory: see BenchmarkHeadsFirst). It
+// reports each arm's median µs per query and the median of its per-turn
+// speed ratios to arms[0], and logs their quartiles.
+func interleave(b *testing.B, ds string, ef int, arms []arm) {
+	for _, a := range arms {
+		if err := a.x.Warm(1 << 30); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -58,38 +146,42 @@ func BenchmarkBackendsInterleaved(b *testing.B) {
 	dst := make([]Result, 0, 10)
 	const turn = 400
 	qi := 0
-	search := func(x *Index) float64 {
+	search := func(a arm) float64 {
+		if a.setup != nil {
+			a.setup()
+		}
 		start := time.Now()
 		for j := range turn {
-			if dst, _, err = x.Search(m.RowF32((qi+j)%m.N), Params{K: 10, EfSearch: ef}, dst[:0]); err != nil {
+			var err error
+			if dst, _, err = a.x.Search(m.RowF32((qi+j)%m.N), Params{K: 10, EfSearch: ef}, dst[:0]); err != nil {
 				b.Fatal(err)
 			}
 		}
 		return float64(time.Since(start).Microseconds()) / turn
 	}
-	for _, x := range idx { // untimed: the scratch pools and caches fill
-		search(x)
+	for _, a := range arms { // untimed: the scratch pools and caches fill
+		search(a)
 	}
-	us := make([][]float64, len(idx))
+	us := make([][]float64, len(arms))
 	for b.Loop() {
 		for range 31 {
-			for i, x := range idx {
-				us[i] = append(us[i], search(x))
+			for i, a := range arms {
+				us[i] = append(us[i], search(a))
 			}
 			qi += turn
 		}
 	}
-	for i, c := range configs {
+	for i, a := range arms {
 		ratios := make([]float64, len(us[i]))
 		for t := range ratios {
-			ratios[t] = us[0][t] / us[i][t] // speed relative to full mode
+			ratios[t] = us[0][t] / us[i][t] // speed relative to arms[0]
 		}
 		slices.Sort(ratios)
 		med := slices.Sorted(slices.Values(us[i]))[len(us[i])/2]
-		b.ReportMetric(med, c.name+"-us/query")
+		b.ReportMetric(med, a.name+"-us/query")
 		if i > 0 {
-			b.ReportMetric(ratios[len(ratios)/2], c.name+"/full")
-			b.Logf("%s/full: median %.3f, quartiles %.3f–%.3f over %d turns", c.name,
+			b.ReportMetric(ratios[len(ratios)/2], a.name+"/"+arms[0].name)
+			b.Logf("%s/%s: median %.3f, quartiles %.3f–%.3f over %d turns", a.name, arms[0].name,
 				ratios[len(ratios)/2], ratios[len(ratios)/4], ratios[3*len(ratios)/4], len(ratios))
 		}
 	}

@@ -342,19 +342,21 @@ func (x *Index) searchLevel(s *scratch, level int, r *resultHeap, efStop int) (i
 				return 0, err
 			}
 		case x.codesView != nil:
-			cs := int64(x.codeSize)
-			for _, v1 := range s.cand {
-				distance.Prefetch(x.codesView[int64(v1)*cs : int64(v1+1)*cs])
-			}
+			x.prefetchViewed(s.cand)
 		case x.blocks != nil:
 			// Views taken here serve the distances below (one lookup per
 			// vector); they stay valid for the query's read section.
+			// Large vectors: heads first, as prefetchViewed does.
 			cs, bs := int64(x.codeSize), x.blocks.BlockSize()
+			heads := cs >= headsFirstBytes
 			for _, v1 := range s.cand {
 				off := x.codes.Offset + int64(v1)*cs
 				b, ok := x.blocks.ViewBlock(off, cs, &s.st.IO)
 				s.views = append(s.views, b)
 				if ok {
+					if heads {
+						b = b[:1]
+					}
 					distance.Prefetch(b)
 					continue
 				}
@@ -370,6 +372,11 @@ func (x *Index) searchLevel(s *scratch, level int, r *resultHeap, efStop int) (i
 				}
 				if b, ok := x.blocks.ViewBlock(off+first, cs-first, nil); ok {
 					distance.Prefetch(b)
+				}
+			}
+			if heads {
+				for _, b := range s.views {
+					distance.Prefetch(b) // a no-op on nil
 				}
 			}
 		}
