@@ -26,13 +26,7 @@ import (
 //
 //	DS=fmnist EF=16 go test -run='^$' -bench=BackendsInterleaved -benchtime 1x ./hnswsearch
 func BenchmarkBackendsInterleaved(b *testing.B) {
-	ds, ef := benchSet()
-	path := "../bench-data/" + ds + ".faiss"
-	probe, err := Probe(path, "pread")
-	if err != nil {
-		b.Skipf("no bench data (%v): run bench/gen_search_data.py", err)
-	}
-	align := AlignOffset(probe)
+	ds, ef, path, align := benchSet(b)
 	configs := []struct {
 		name string
 		o    partial.Options
@@ -60,12 +54,7 @@ func BenchmarkBackendsInterleaved(b *testing.B) {
 //
 //	DS=fmnist EF=16 go test -run='^$' -bench=HeadsFirst -benchtime 1x ./hnswsearch
 func BenchmarkHeadsFirst(b *testing.B) {
-	ds, ef := benchSet()
-	path := "../bench-data/" + ds + ".faiss"
-	probe, err := Probe(path, "pread")
-	if err != nil {
-		b.Skipf("no bench data (%v): run bench/gen_search_data.py", err)
-	}
+	ds, ef, path, align := benchSet(b)
 	defer func(v int64) { headsFirstBytes = v }(headsFirstBytes)
 	onePass := func() { headsFirstBytes = math.MaxInt64 }
 	heads := func() { headsFirstBytes = 0 }
@@ -76,7 +65,7 @@ func BenchmarkHeadsFirst(b *testing.B) {
 	if err := copyFile(clone, path); err != nil {
 		b.Fatal(err)
 	}
-	full := partial.Options{Backend: "memory", AlignOffset: AlignOffset(probe)}
+	full := partial.Options{Backend: "memory", AlignOffset: align}
 	mmap := partial.Options{Backend: "mmap"}
 	interleave(b, ds, ef, []arm{
 		{"full-onepass", benchIndex(b, path, full), onePass}, {"full-headsfirst", benchIndex(b, path, full), heads},
@@ -110,17 +99,23 @@ func copyFile(dst, src string) error {
 }
 
 // benchSet reads the data set ($DS, default fmnist) and ef ($EF, default
-// 16) of the interleaved benchmarks.
-func benchSet() (string, int) {
-	ds := os.Getenv("DS")
+// 16) of the interleaved benchmarks, and returns the index file's path and
+// its AlignOffset; it skips the benchmark when bench-data/ lacks the file.
+func benchSet(b *testing.B) (ds string, ef int, path string, align int64) {
+	ds = os.Getenv("DS")
 	if ds == "" {
 		ds = "fmnist"
 	}
-	ef := 16
+	ef = 16
 	if v, err := strconv.Atoi(os.Getenv("EF")); err == nil {
 		ef = v
 	}
-	return ds, ef
+	path = "../bench-data/" + ds + ".faiss"
+	probe, err := Probe(path, "pread")
+	if err != nil {
+		b.Skipf("no bench data (%v): run bench/gen_search_data.py", err)
+	}
+	return ds, ef, path, AlignOffset(probe)
 }
 
 // arm is one configuration of an interleaved benchmark: an index, and what
