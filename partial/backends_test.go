@@ -121,12 +121,7 @@ func TestUnknownBackend(t *testing.T) {
 // aligned or not (bounced), at a small depth and at the ring's, twice each,
 // read exactly the file's bytes.
 func TestDirectLargeBatches(t *testing.T) {
-	path, want := patternFile(t, 4<<20+333)
-	d, err := partial.OpenDirect(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer d.Close()
+	d, want := directPattern(t, 4<<20+333)
 	for _, depth := range []int{3, 0} {
 		d.Parallel = depth
 		var wg sync.WaitGroup
@@ -166,12 +161,7 @@ func TestDirectLargeBatches(t *testing.T) {
 // TestDirectAlignedBatch: aligned batches go through the ring in one call
 // and read exactly the file's bytes, the last block short at the tail.
 func TestDirectAlignedBatch(t *testing.T) {
-	path, want := patternFile(t, 1<<20+100)
-	d, err := partial.OpenDirect(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer d.Close()
+	d, want := directPattern(t, 1<<20+100)
 	var reqs []partial.ReadReq
 	for i := 0; i < 300; i++ { // more than the ring holds at once
 		off := int64((i * 37) % 256 * 4096)
@@ -196,12 +186,7 @@ func TestDirectAlignedBatch(t *testing.T) {
 // flight (so completions are handled while submission waits) and with the
 // ring's depth; a read past the end is handed over with its error.
 func TestDirectReadBatchEach(t *testing.T) {
-	path, want := patternFile(t, 1<<20+100)
-	d, err := partial.OpenDirect(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer d.Close()
+	d, want := directPattern(t, 1<<20+100)
 	for _, depth := range []int{2, 0} {
 		for _, shift := range []int64{0, 7} { // 7: unaligned, bounced
 			d.Parallel = depth
@@ -326,4 +311,17 @@ func patternFile(t *testing.T, n int) (string, []byte) {
 		t.Fatal(err)
 	}
 	return path, data
+}
+
+// directPattern opens a patternFile of n bytes with O_DIRECT, closed when
+// the test ends, and returns it with the file's contents.
+func directPattern(t *testing.T, n int) (*partial.Direct, []byte) {
+	t.Helper()
+	path, data := patternFile(t, n)
+	d, err := partial.OpenDirect(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { d.Close() })
+	return d, data
 }
