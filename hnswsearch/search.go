@@ -162,13 +162,24 @@ func (x *Index) SearchBinary(q []byte, p Params, dst []Result) ([]Result, Stats,
 	return x.run(s, p, dst)
 }
 
-func (x *Index) checkParams(p Params) error {
+// Validate checks p's sizes against MaxK and MaxEfSearch. Callers that
+// allocate per k or per ef (result buffers, shortlists) call it first, so
+// the one rule also guards their allocations.
+func (p Params) Validate() error {
 	switch {
 	case p.K < 1 || p.K > MaxK:
 		return fmt.Errorf("%w: k=%d is out of range [1, %d]", ErrBadQuery, p.K, MaxK)
 	case p.EfSearch < 0 || p.EfSearch > MaxEfSearch:
 		return fmt.Errorf("%w: ef_search=%d is out of range [1, %d] (0: the stored value)", ErrBadQuery, p.EfSearch, MaxEfSearch)
-	case x.closed.Load():
+	}
+	return nil
+}
+
+func (x *Index) checkParams(p Params) error {
+	if err := p.Validate(); err != nil {
+		return err
+	}
+	if x.closed.Load() {
 		return fmt.Errorf("hnswsearch: index is closed")
 	}
 	return nil
