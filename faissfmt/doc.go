@@ -21,7 +21,7 @@
 //	├─ cum_nneighbor_per_level vec<i32> [RAM]
 //	├─ levels    vec<i32>  [streamed once → node table in RAM]
 //	├─ offsets   vec<u64>  [streamed once, checked against levels]
-//	├─ neighbors vec<i32>  [on disk]
+//	├─ neighbors vec<i32>  [on disk; the entry point's lists checked at open]
 //	├─ entry_point, max_level, efConstruction, efSearch, upper_beam
 //	└─ storage ────────────┐                └─ storage ────────────┐
 //	                       ▼                                       ▼
@@ -37,12 +37,15 @@
 //
 // A file written by OpenSearch's k-NN plugin carries a 16-byte Lucene codec
 // footer after the FAISS bytes; Open detects it (File.Footer) and
-// VerifyFooterCRC or Verify check its CRC-32.
+// CheckFooterCRC (at load), VerifyFooterCRC or Verify check its CRC-32.
 //
 // Other fourccs (IVF, PQ, Cagra, "null" storage, …) are refused with an
 // ErrUnsupported error naming the fourcc and its byte offset. All format
 // errors are *FormatError values (field, byte offset, message) wrapping
 // ErrFormat and one of ErrTruncated, ErrUnsupported, ErrInvalid.
+//
+// HNSW.CheckNeighbors applies the neighbor-list rules to every list at load
+// (as FAISS ≥ 1.14 does on read) and stops at the first violation.
 //
 // Verify streams the big sections and checks what Open does not read:
 // neighbor ids, padding, per-level consistency, IxM2 id uniqueness, finite

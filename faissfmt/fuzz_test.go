@@ -2,6 +2,7 @@ package faissfmt
 
 import (
 	"bytes"
+	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
@@ -44,8 +45,27 @@ func FuzzOpen(f *testing.F) {
 				}
 			}
 		}
-		if _, err := Verify(bytes.NewReader(data), file, VerifyOptions{Reachability: true}); err != nil {
+		rep, err := Verify(bytes.NewReader(data), file, VerifyOptions{Reachability: true})
+		if err != nil {
 			t.Fatalf("Verify failed on a file Open accepted: %v", err)
+		}
+		if g := file.Graph; g != nil {
+			// The load check stops at Verify's first neighbor-list violation.
+			h := g.HNSW
+			e1 := h.CheckNeighbors(bytes.NewReader(data))
+			e2 := h.CheckNeighborBytes(data[h.Neighbors.Offset : h.Neighbors.Offset+h.Neighbors.Len])
+			want := ""
+			for _, v := range rep.Violations {
+				if v.Kind == "neighbor_range" || v.Kind == "padding" || v.Kind == "neighbor_level" {
+					want = "faissfmt: " + v.Msg
+					break
+				}
+			}
+			for _, e := range []error{e1, e2} {
+				if got := fmt.Sprint(e); (e == nil) != (want == "") || (e != nil && got != want) {
+					t.Fatalf("CheckNeighbors: %v; Verify's first neighbor violation: %q", e, want)
+				}
+			}
 		}
 	})
 }

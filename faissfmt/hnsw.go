@@ -220,7 +220,11 @@ func readHNSW(c *cursor, ntotal int64) (*HNSW, error) {
 	h.EfConstruction = int32(binary.LittleEndian.Uint32(tail[8:]))
 	h.EfSearch = int32(binary.LittleEndian.Uint32(tail[12:]))
 	h.UpperBeam = int32(binary.LittleEndian.Uint32(tail[16:]))
-	return h, h.checkEntry(ntotal, at)
+	if err := h.checkEntry(ntotal, at); err != nil {
+		return nil, err
+	}
+	// Every search reads the entry point's lists: check them now.
+	return h, h.checkEntryLists(c.r)
 }
 
 func (h *HNSW) buildNodes(c *cursor, ntotal int64) error {

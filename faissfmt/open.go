@@ -16,11 +16,14 @@ const (
 // Open parses the FAISS file in r (size bytes): headers, small arrays and the
 // compact node table are loaded; levels, offsets, neighbors, codes and id
 // maps are recorded as Sections. levels and offsets are streamed once to
-// validate them. Open never allocates by a count it has not checked against
-// the bytes left, and returns a *FormatError for any malformed input.
+// validate them, and the entry point's neighbor lists on levels 0 …
+// max_level, which every search reads, are read and checked (the rules of
+// CheckNeighbors). Open never allocates by a count it has not checked
+// against the bytes left, and returns a *FormatError for any malformed input.
 //
 // A trailing 16-byte Lucene codec footer (OpenSearch k-NN files) is detected
-// and kept out of the parse; its CRC is checked by VerifyFooterCRC.
+// and kept out of the parse; its CRC is checked by CheckFooterCRC (or
+// VerifyFooterCRC, Verify).
 func Open(r io.ReaderAt, size int64) (*File, error) {
 	root, warn, err := parse(r, size)
 	if err != nil {

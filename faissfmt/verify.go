@@ -180,25 +180,24 @@ func (v *verifier) graph(x *Index) error {
 			b, e := h.NeighborSlots(int32(i), l)
 			deg, pad := 0, false
 			for slot := b; slot < e; slot++ {
-				id32, err := sr.next()
+				id, err := sr.next()
 				if err != nil {
 					return err
 				}
-				id, at := int64(id32), h.Neighbors.Offset+slot*4
+				at := h.Neighbors.Offset + slot*4
+				f := h.checkSlot(id, l, pad)
 				switch {
 				case id == -1:
 					pad = true
-				case id < -1 || id >= n:
-					v.add("neighbor_range", at, "neighbor id %d at node %d level %d is out of range [0, %d) (byte %d)", id, i, l, n, at)
-				case pad:
-					v.add("padding", at, "neighbor id %d at node %d level %d follows a -1 padding slot (byte %d)", id, i, l, at)
-				default:
+				case f == faultRange || f == faultPadding:
+					v.add(f.kind(), at, "%s", h.faultMsg(f, id, i, l, int(slot-b), at))
+				default: // a link, even to a node not on this level
 					deg++
-					if id == i {
+					if int64(id) == i {
 						stats[l].SelfLinks++
 					}
-					if top := h.NumLevels(id32) - 1; top < l {
-						v.add("neighbor_level", at, "neighbor id %d at node %d level %d is not on level %d (its top level is %d) (byte %d)", id, i, l, l, top, at)
+					if f == faultLevel {
+						v.add(f.kind(), at, "%s", h.faultMsg(f, id, i, l, int(slot-b), at))
 					}
 				}
 			}
@@ -318,10 +317,11 @@ func (v *verifier) footer() error {
 		return err
 	}
 	v.progress(v.f.Size)
-	ok := uint64(crc) == v.f.Footer.Checksum
+	mismatch := v.f.footerMismatch(crc)
+	ok := mismatch == nil
 	v.rep.FooterCRC, v.rep.FooterCRCOK = &crc, &ok
 	if !ok {
-		v.add("footer_crc", v.f.Footer.Off+8, "Lucene footer checksum %#x at byte %d does not match the file's CRC-32 %#x", v.f.Footer.Checksum, v.f.Footer.Off+8, crc)
+		v.add("footer_crc", v.f.Footer.Off+8, "%s", mismatch.(*FormatError).Msg)
 	}
 	return nil
 }
