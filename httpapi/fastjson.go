@@ -31,7 +31,8 @@ func searchFast(b []byte, r *SearchRequest) bool {
 				bit, ok = 1, p.vector(&r.Vector)
 			case "k":
 				bit = 2
-				r.K, ok = p.integer()
+				r.K.V, ok = p.integer()
+				r.K.Set = true
 			case "method_parameters":
 				bit = 4
 				r.MethodParameters = &MethodParameters{}
@@ -42,9 +43,7 @@ func searchFast(b []byte, r *SearchRequest) bool {
 				ok = p.object("ids", func() bool { return p.ids(&r.Filter.IDs) })
 			case "rescore":
 				bit = 16
-				r.Rescore = &struct {
-					OversampleFactor float64 `json:"oversample_factor"`
-				}{}
+				r.Rescore = &Rescore{}
 				ok = p.object("oversample_factor", func() bool { v, ok := p.float(); r.Rescore.OversampleFactor = v; return ok })
 			case "profile":
 				bit = 32

@@ -53,7 +53,55 @@ type handle struct {
 	// resident is what the handle counts against the memory budget: the
 	// full copy or the cache budget, plus the small arrays.
 	resident atomic.Int64
+	// failed holds why the handle stopped answering (its file changed under
+	// it); set once, it stays until the handle is replaced.
+	failed atomic.Pointer[error]
 }
+
+// markFailed records that h's file changed; it reports whether this call
+// was the first to do so.
+func (h *handle) markFailed(err error) bool { return h.failed.CompareAndSwap(nil, &err) }
+
+// usable is nil while h answers queries, else the 503 it answers with.
+func (h *handle) usable() error {
+	if p := h.failed.Load(); p != nil {
+		return h.failure(*p)
+	}
+	return nil
+}
+
+// failure turns an error that says h's file changed into the 503 every
+// such query answers with; other errors pass through.
+func (h *handle) failure(err error) error {
+	if !isFileChanged(err) {
+		return err
+	}
+	return &apiError{503, "index_file_changed", fmt.Sprintf(
+		"index file %s changed after it was loaded (%v); reload it with PUT /indexes/{name}/_mode or DELETE it", h.spec.Path, err)}
+}
+
+// fileChecker is the storage capability that compares a served file with
+// what was opened.
+type fileChecker interface{ CheckFile() error }
+
+// checkFile compares h's files (index and rerank vectors) with what was
+// opened.
+func (h *handle) checkFile() error {
+	if fc, ok := h.st.(fileChecker); ok {
+		if err := fc.CheckFile(); err != nil {
+			return err
+		}
+	}
+	if h.rer != nil {
+		if fc, ok := any(h.rer).(fileChecker); ok {
+			return fc.CheckFile()
+		}
+	}
+	return nil
+}
+
+// errFileChanged is what storage reports when a served file changed.
+var errFileChanged = errors.New("TEMP file changed")
 
 // acquire takes a lease unless the handle is retired.
 func (h *handle) acquire() (lease, bool) {
@@ -161,6 +209,8 @@ func errStatus(err error) (int, string) {
 		return 400, "bad_request"
 	case errors.Is(err, faissfmt.ErrFormat), errors.Is(err, rerank.ErrVectors):
 		return 422, "bad_index_file"
+	case errors.Is(err, errFileChanged):
+		return 503, "index_file_changed"
 	case errors.Is(err, hnswsearch.ErrCorrupt):
 		return 500, "corrupt_index"
 	case strings.Contains(err.Error(), "no such file"):

@@ -31,8 +31,11 @@ func BenchmarkHTTPOverhead(b *testing.B) {
 		var lat []time.Duration
 		for b.Loop() {
 			t0 := time.Now()
-			req := SearchRequest{Vector: f.Queries[0], K: 10}
-			if _, _, err := s.searchOne(h, &req, nil); err != nil {
+			qp, err := s.plan(h, IntParam{V: 10, Set: true}, nil, nil, nil)
+			if err != nil {
+				b.Fatal(err)
+			}
+			if _, _, err := s.searchOne(h, &qp, f.Queries[0], nil); err != nil {
 				b.Fatal(err)
 			}
 			lat = append(lat, time.Since(t0))
@@ -214,12 +217,15 @@ func BenchmarkSearchOneParallel(b *testing.B) {
 	_, l, _ := s.Reg.acquire("b")
 	defer l.release()
 	h := l.h
+	qp, err := s.plan(h, IntParam{V: 10, Set: true}, nil, nil, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
 	b.RunParallel(func(pb *testing.PB) {
 		sc := new(queryScratch)
 		i := 0
 		for pb.Next() {
-			req := SearchRequest{Vector: f.Queries[i%len(f.Queries)], K: 10}
-			if _, _, err := s.searchOne(h, &req, sc); err != nil {
+			if _, _, err := s.searchOne(h, &qp, f.Queries[i%len(f.Queries)], sc); err != nil {
 				b.Fatal(err)
 			}
 			i++

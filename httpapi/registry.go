@@ -1,6 +1,8 @@
 package httpapi
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"math/rand/v2"
@@ -26,16 +28,38 @@ const cacheFloor = 1 << 20
 type entry struct {
 	name    string
 	cur     atomic.Pointer[handle]
-	mu      sync.Mutex // one load, switch or delete at a time
+	mu      sync.Mutex // one load or switch at a time (a delete never waits for it)
 	stats   queryStats
-	state   atomic.Value // string: "serving", "switching", …
+	state   atomic.Value // string: "loading", "serving", "switching"
 	lastErr atomic.Value // string: why the last switch failed
+	// deleted is set by Delete; cancel ends the switch in progress, if any.
+	deleted  atomic.Bool
+	cancelMu sync.Mutex
+	cancel   context.CancelFunc
+}
+
+// setCancel records (or, with nil, clears) the running switch's cancel.
+func (e *entry) setCancel(c context.CancelFunc) {
+	e.cancelMu.Lock()
+	e.cancel = c
+	e.cancelMu.Unlock()
+}
+
+// cancelSwitch ends a switch in progress (DELETE).
+func (e *entry) cancelSwitch() {
+	e.cancelMu.Lock()
+	if e.cancel != nil {
+		e.cancel()
+	}
+	e.cancelMu.Unlock()
 }
 
 // Registry holds the served indexes and the node-wide memory budget.
 type Registry struct {
 	roots  []string // data roots, symlinks resolved
+	given  []string // data roots as configured (absolute), for the check before any lookup
 	budget int64    // bytes; 0 = unlimited
+	limits Limits
 
 	// entries is never changed in place: a load or delete stores a changed
 	// copy (under mu), so a lookup is one atomic load with no lock (a read
@@ -47,7 +71,7 @@ type Registry struct {
 
 // NewRegistry serves indexes from files under roots within budget bytes.
 func NewRegistry(roots []string, budget int64) (*Registry, error) {
-	r := &Registry{budget: budget}
+	r := &Registry{budget: budget, limits: Limits{}.withDefaults()}
 	r.entries.Store(&map[string]*entry{})
 	for _, root := range roots {
 		abs, err := filepath.Abs(root)
@@ -58,6 +82,9 @@ func NewRegistry(roots []string, budget int64) (*Registry, error) {
 			return nil, fmt.Errorf("data root %s: %w", root, err)
 		}
 		r.roots = append(r.roots, abs)
+		if given, err := filepath.Abs(root); err == nil {
+			r.given = append(r.given, given)
+		}
 	}
 	if len(r.roots) == 0 {
 		return nil, fmt.Errorf("at least one data root is needed")
@@ -66,13 +93,24 @@ func NewRegistry(roots []string, budget int64) (*Registry, error) {
 }
 
 // resolve maps a request path (relative to the first data root, or
-// absolute) to a file that lies, after symlinks, inside a data root.
+// absolute) to a regular file that lies, after symlinks, inside a data
+// root. A path outside every root is a 403 whether or not it exists: the
+// check comes before any lookup, so the answer tells nothing about the
+// file system outside the roots.
 func (r *Registry) resolve(p string) (string, error) {
 	if p == "" {
 		return "", badRequest("path is required")
 	}
+	if strings.IndexByte(p, 0) >= 0 {
+		return "", badRequest("path %q holds a NUL byte", p)
+	}
 	if !filepath.IsAbs(p) {
 		p = filepath.Join(r.roots[0], p)
+	}
+	p = filepath.Clean(p)
+	outside := &apiError{403, "forbidden_path", fmt.Sprintf("%s is outside the data roots", p)}
+	if !within(r.roots, p) && !within(r.given, p) {
+		return "", outside
 	}
 	real, err := filepath.EvalSymlinks(p)
 	if err != nil {
@@ -81,12 +119,27 @@ func (r *Registry) resolve(p string) (string, error) {
 		}
 		return "", &apiError{403, "forbidden_path", fmt.Sprintf("cannot resolve %s", p)}
 	}
-	for _, root := range r.roots {
-		if rel, err := filepath.Rel(root, real); err == nil && rel != ".." && !strings.HasPrefix(rel, ".."+string(filepath.Separator)) {
-			return real, nil
+	if !within(r.roots, real) {
+		return "", outside
+	}
+	fi, err := os.Stat(real)
+	if err != nil {
+		return "", &apiError{403, "forbidden_path", fmt.Sprintf("cannot stat %s", p)}
+	}
+	if !fi.Mode().IsRegular() {
+		return "", badRequest("%s is not a regular file (%s)", p, fi.Mode().Type())
+	}
+	return real, nil
+}
+
+// within reports whether path p lies inside one of roots.
+func within(roots []string, p string) bool {
+	for _, root := range roots {
+		if rel, err := filepath.Rel(root, p); err == nil && rel != ".." && !strings.HasPrefix(rel, ".."+string(filepath.Separator)) {
+			return true
 		}
 	}
-	return "", &apiError{403, "forbidden_path", fmt.Sprintf("%s is outside the data roots", p)}
+	return false
 }
 
 func (r *Registry) get(name string) *entry {
@@ -199,6 +252,9 @@ func (r *Registry) open(spec LoadSpec) (*handle, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := backendFits(path, backend); err != nil {
+		return nil, err
+	}
 	if spec.MemoryBudget > 0 && spec.Backend == "" && backend != "zstd" {
 		backend = "direct" // the policy reads misses in batches with direct I/O
 	}
@@ -249,7 +305,9 @@ func (r *Registry) open(spec LoadSpec) (*handle, error) {
 	h := &handle{spec: spec, path: path, st: st}
 	h.resident.Store(need)
 	if h.file, err = faissfmt.Open(st, st.Size()); err == nil {
-		h.idx, err = hnswsearch.New(h.file, st, opts)
+		if h.idx, err = hnswsearch.New(h.file, st, opts); err != nil && !errors.Is(err, partial.ErrBadOption) {
+			err = &apiError{422, "index_not_servable", err.Error()}
+		}
 	}
 	if err != nil {
 		st.Close()
@@ -272,6 +330,21 @@ func (r *Registry) open(spec LoadSpec) (*handle, error) {
 		}
 	}
 	return h, nil
+}
+
+// backendFits refuses, with a 400, a backend that cannot read the file as
+// it is stored: zstd on a plain file, another backend on a zstd file.
+func backendFits(path, backend string) error {
+	z, err := partial.IsSeekableZstd(path)
+	switch {
+	case err != nil:
+		return err
+	case backend == "zstd" && !z:
+		return badRequest("backend zstd reads files in the zstd seekable format (faiss-sidecar compress); %s is not one", filepath.Base(path))
+	case backend != "zstd" && z:
+		return badRequest("%s is zstd-compressed (seekable format): load it with backend zstd, or leave backend out", filepath.Base(path))
+	}
+	return nil
 }
 
 func (h *handle) openRerank(r *Registry, rs *RerankSpec) error {
@@ -310,8 +383,8 @@ func (h *handle) openRerank(r *Registry, rs *RerankSpec) error {
 
 // Load serves spec under name; a name already served is a 409.
 func (r *Registry) Load(name string, spec LoadSpec) error {
-	if name == "" || strings.ContainsAny(name, "/ ") || strings.HasPrefix(name, "_") {
-		return badRequest("invalid index name %q", name)
+	if err := checkName(name); err != nil {
+		return err
 	}
 	r.mu.Lock()
 	if _, ok := r.all()[name]; ok {
@@ -325,9 +398,15 @@ func (r *Registry) Load(name string, spec LoadSpec) error {
 	r.mu.Unlock()
 	defer e.mu.Unlock()
 	h, err := r.open(spec)
+	if err == nil && e.deleted.Load() {
+		h.retire()
+		err = &apiError{409, "index_deleted", fmt.Sprintf("index %q was deleted while it loaded", name)}
+	}
 	if err != nil {
 		r.mu.Lock()
-		r.setLocked(name, nil)
+		if r.all()[name] == e {
+			r.setLocked(name, nil)
+		}
 		r.mu.Unlock()
 		return err
 	}
@@ -336,20 +415,21 @@ func (r *Registry) Load(name string, spec LoadSpec) error {
 	return nil
 }
 
-// Delete stops serving name and waits (up to wait) for its in-flight
-// queries before the handle closes.
+// Delete stops serving name at once, cancelling a switch in progress, and
+// waits (up to wait) for its in-flight queries before the handle closes.
+// It never waits for a load or switch.
 func (r *Registry) Delete(name string, wait time.Duration) error {
 	r.mu.Lock()
 	e, ok := r.all()[name]
 	if ok {
 		r.setLocked(name, nil)
+		e.deleted.Store(true)
 	}
 	r.mu.Unlock()
 	if !ok {
 		return notFound(name)
 	}
-	e.mu.Lock()
-	defer e.mu.Unlock()
+	e.cancelSwitch()
 	if h := e.cur.Swap(nil); h != nil {
 		h.retire()
 		deadline := time.Now().Add(wait)
@@ -373,22 +453,31 @@ type SwitchSpec struct {
 	Warm         bool   `json:"warm"`
 	// VerifyQueries random queries must give identical results on the old
 	// and the new handle before the swap (default 8; 0 after an explicit
-	// semantics or kernel change, which changes results by design).
+	// semantics or kernel change, which changes results by design; at most
+	// Limits.MaxVerifyQueries).
 	VerifyQueries *int `json:"verify_queries"`
 }
 
+// defaultVerifyQueries is how many check queries a switch runs by default.
+const defaultVerifyQueries = 8
+
 // Switch moves name to another mode/backend while it keeps serving: the new
 // handle opens (and warms) beside the old one, a few queries are compared,
-// the pointer swaps, and the old handle closes after its last query.
-func (r *Registry) Switch(name string, sw SwitchSpec) error {
+// the pointer swaps, and the old handle closes after its last query. A
+// second switch of the same index while one runs is a 409; the switch is
+// abandoned when ctx ends, after Limits.SwitchTimeout, or on a DELETE,
+// and the old mode keeps serving.
+func (r *Registry) Switch(ctx context.Context, name string, sw SwitchSpec) error {
 	e := r.get(name)
 	if e == nil {
 		return notFound(name)
 	}
-	e.mu.Lock()
+	if !e.mu.TryLock() {
+		return &apiError{409, "switch_in_progress", fmt.Sprintf("index %q is being loaded or switched; retry when GET /indexes/%s shows it serving", name, name)}
+	}
 	defer e.mu.Unlock()
 	old := e.cur.Load()
-	if old == nil {
+	if old == nil || e.deleted.Load() {
 		return notFound(name)
 	}
 	spec := old.spec
@@ -413,7 +502,7 @@ func (r *Registry) Switch(name string, sw SwitchSpec) error {
 	if spec.Mode == "full" || (sw.Backend != "" && sw.MemoryBudget == 0) {
 		spec.MemoryBudget = 0 // a budget is planned for one backend; say it again with another
 	}
-	verify := 8
+	verify := defaultVerifyQueries
 	if sw.Semantics != "" || sw.Kernel != "" {
 		verify = 0
 	}
@@ -423,9 +512,19 @@ func (r *Registry) Switch(name string, sw SwitchSpec) error {
 	if sw.Kernel != "" {
 		spec.Kernel = sw.Kernel
 	}
-	if sw.VerifyQueries != nil {
-		verify = *sw.VerifyQueries
+	if v := sw.VerifyQueries; v != nil {
+		if *v < 0 || *v > r.limits.MaxVerifyQueries {
+			return badRequest("verify_queries=%d is out of range [0, %d] (max_verify_queries)", *v, r.limits.MaxVerifyQueries)
+		}
+		verify = *v
 	}
+	if old.failed.Load() != nil {
+		verify = 0 // the old handle cannot answer: its file changed
+	}
+	ctx, cancel := context.WithTimeout(ctx, r.limits.SwitchTimeout)
+	defer cancel()
+	e.setCancel(cancel)
+	defer e.setCancel(nil)
 	e.state.Store("switching")
 	fail := func(err error) error {
 		e.state.Store("serving")
@@ -436,15 +535,23 @@ func (r *Registry) Switch(name string, sw SwitchSpec) error {
 	if err != nil {
 		return fail(err)
 	}
-	if sw.Warm {
-		if err := h.warm(); err != nil {
-			h.retire()
-			return fail(err)
-		}
-	}
-	if err := sameAnswers(old, h, verify); err != nil {
+	abandon := func(err error) error {
 		h.retire()
 		return fail(err)
+	}
+	if err := sameShape(old, h); err != nil {
+		return abandon(err)
+	}
+	if sw.Warm {
+		if err := h.warm(); err != nil {
+			return abandon(err)
+		}
+	}
+	if err := sameAnswers(func() error { return switchDone(ctx, e) }, old, h, verify); err != nil {
+		return abandon(err)
+	}
+	if err := switchDone(ctx, e); err != nil {
+		return abandon(err)
 	}
 	e.cur.Store(h)
 	old.retire()
@@ -453,37 +560,65 @@ func (r *Registry) Switch(name string, sw SwitchSpec) error {
 	return nil
 }
 
+// switchDone reports why a switch must be abandoned now, if it must.
+func switchDone(ctx context.Context, e *entry) error {
+	switch {
+	case e.deleted.Load():
+		return notFound(e.name)
+	case errors.Is(ctx.Err(), context.DeadlineExceeded):
+		return &apiError{504, "switch_timeout", "switch abandoned: it did not finish within the switch timeout; the old mode keeps serving"}
+	case ctx.Err() != nil:
+		return &apiError{409, "switch_cancelled", "switch cancelled; the old mode keeps serving"}
+	}
+	return nil
+}
+
+// sameShape refuses a switch to a file that clients cannot query as before:
+// another dimension, metric or vector type.
+func sameShape(a, b *handle) error {
+	x, y := a.idx, b.idx
+	if x.Dim() != y.Dim() || x.Binary() != y.Binary() || x.Metric() != y.Metric() {
+		return &apiError{409, "index_shape_changed", fmt.Sprintf(
+			"switch aborted: %s now holds d=%d %s (binary %v), the served index has d=%d %s (binary %v); load it under another name or DELETE first",
+			b.spec.Path, y.Dim(), y.Metric(), y.Binary(), x.Dim(), x.Metric(), x.Binary())}
+	}
+	return nil
+}
+
 // sameAnswers runs n random queries on both handles and requires identical
-// ids and distances.
-func sameAnswers(a, b *handle, n int) error {
+// ids and distances; before each it asks stop whether to give up.
+func sameAnswers(stop func() error, a, b *handle, n int) error {
 	if n <= 0 || a.idx.NTotal() == 0 {
 		return nil
 	}
 	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 1))
+	p := hnswsearch.Params{K: 10}
+	var ra, rb []hnswsearch.Result
+	q := make([]float32, a.idx.Dim())
+	qb := make([]byte, a.idx.Dim())
 	for i := range n {
-		p := hnswsearch.Params{K: 10}
-		var ra, rb []hnswsearch.Result
+		if err := stop(); err != nil {
+			return err
+		}
 		var ea, eb error
 		if a.idx.Binary() {
-			q := make([]byte, a.idx.Dim())
-			for j := range q {
-				q[j] = byte(rng.Uint32())
+			for j := range qb {
+				qb[j] = byte(rng.Uint32())
 			}
-			ra, _, ea = a.idx.SearchBinary(q, p, nil)
-			rb, _, eb = b.idx.SearchBinary(q, p, nil)
+			ra, _, ea = a.idx.SearchBinary(qb, p, ra[:0])
+			rb, _, eb = b.idx.SearchBinary(qb, p, rb[:0])
 		} else {
-			q := make([]float32, a.idx.Dim())
 			for j := range q {
 				q[j] = float32(rng.NormFloat64())
 			}
-			ra, _, ea = a.idx.Search(q, p, nil)
-			rb, _, eb = b.idx.Search(q, p, nil)
+			ra, _, ea = a.idx.Search(q, p, ra[:0])
+			rb, _, eb = b.idx.Search(q, p, rb[:0])
 		}
 		if ea != nil || eb != nil {
-			return fmt.Errorf("switch check query %d failed: old: %v, new: %v", i, ea, eb)
+			return &apiError{409, "switch_verification_failed", fmt.Sprintf("switch aborted: check query %d failed: old: %v, new: %v; the old mode keeps serving", i, ea, eb)}
 		}
 		if !slices.Equal(ra, rb) {
-			return &apiError{500, "switch_verification_failed", fmt.Sprintf("switch aborted: query %d gives different results in the new mode; the old mode keeps serving", i)}
+			return &apiError{409, "switch_verification_failed", fmt.Sprintf("switch aborted: check query %d gives different results in the new mode; the old mode keeps serving", i)}
 		}
 	}
 	return nil

@@ -6,13 +6,13 @@ package httpapi
 import (
 	"bytes"
 	"context"
+	"crypto/subtle"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"maps"
-	"math"
 	"net/http"
 	"net/http/pprof"
 	"strconv"
@@ -26,9 +26,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
-	"github.com/faiss-sidecar/faiss-sidecar/hnswsearch"
+	"github.com/faiss-sidecar/faiss-sidecar/internal/buildinfo"
 	"github.com/faiss-sidecar/faiss-sidecar/partial"
-	"github.com/faiss-sidecar/faiss-sidecar/rerank"
 )
 
 // Config configures a Server.
@@ -38,8 +37,9 @@ type Config struct {
 	Token          string        // bearer token required when not empty
 	MaxBodyBytes   int64         // default 16 MiB
 	RequestTimeout time.Duration // default 30 s
-	Pprof          bool          // serve /debug/pprof
+	Pprof          bool          // serve /debug/pprof (behind the token when one is set)
 	Logger         *slog.Logger
+	Limits         Limits // bounds on what requests may ask; zero fields take defaults
 }
 
 // Server is the HTTP API.
@@ -49,6 +49,11 @@ type Server struct {
 	log     *slog.Logger
 	engine  *gin.Engine
 	metrics *metrics
+	limits  Limits
+	adm     *admission
+	bearer  []byte // "Bearer " + token, compared in constant time
+	stop    chan struct{}
+	closeMu sync.Once
 }
 
 type metrics struct {
@@ -61,6 +66,8 @@ type metrics struct {
 	// keep one shared counter per series, written by every core on every
 	// request.
 	requestsDesc, latencyDesc, cacheDesc *prometheus.Desc
+	failedDesc                           *prometheus.Desc
+	registry                             *Registry
 	byRoute                              cowMap[*cowMap[*counter]]
 	byIndex                              cowMap[*indexMetrics]
 }
@@ -89,6 +96,7 @@ func (m *metrics) Describe(ch chan<- *prometheus.Desc) {
 	ch <- m.requestsDesc
 	ch <- m.latencyDesc
 	ch <- m.cacheDesc
+	ch <- m.failedDesc
 }
 
 // Collect sums the striped metrics' stripes.
@@ -104,6 +112,20 @@ func (m *metrics) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(m.cacheDesc, prometheus.CounterValue, float64(im.hits.value()), name, "hit")
 		ch <- prometheus.MustNewConstMetric(m.cacheDesc, prometheus.CounterValue, float64(im.misses.value()), name, "miss")
 	}
+	for name, e := range m.registry.all() {
+		failed := 0.0
+		if h := e.cur.Load(); h != nil && h.failed.Load() != nil {
+			failed = 1
+		}
+		ch <- prometheus.MustNewConstMetric(m.failedDesc, prometheus.GaugeValue, failed, name)
+	}
+}
+
+// forget drops an index's per-index series (DELETE).
+func (m *metrics) forget(name string) {
+	m.byIndex.remove(name)
+	m.resident.DeleteLabelValues(name)
+	m.switches.DeletePartialMatch(prometheus.Labels{"index": name})
 }
 
 // cowMap is a copy-on-write map for a small, rarely growing key set: reads
@@ -138,6 +160,22 @@ func (c *cowMap[V]) get(key string, mk func() V) V {
 	return v
 }
 
+// remove drops key.
+func (c *cowMap[V]) remove(key string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	old := c.m.Load()
+	if old == nil {
+		return
+	}
+	if _, ok := (*old)[key]; !ok {
+		return
+	}
+	n := maps.Clone(*old)
+	delete(n, key)
+	c.m.Store(&n)
+}
+
 // all is the current map (read-only; nil before the first get).
 func (c *cowMap[V]) all() map[string]V {
 	if m := c.m.Load(); m != nil {
@@ -157,28 +195,36 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.NewJSONHandler(io.Discard, nil))
 	}
+	cfg.Limits = cfg.Limits.withDefaults()
 	reg, err := NewRegistry(cfg.DataRoots, cfg.MemoryBudget)
 	if err != nil {
 		return nil, err
 	}
-	s := &Server{cfg: cfg, Reg: reg, log: cfg.Logger, metrics: newMetrics()}
+	s := &Server{cfg: cfg, Reg: reg, log: cfg.Logger, limits: cfg.Limits, stop: make(chan struct{}),
+		adm: newAdmission(cfg.Limits.MaxConcurrentSearches, cfg.Limits.MaxQueuedSearches)}
+	reg.limits = cfg.Limits
+	s.metrics = newMetrics(reg)
+	if cfg.Token != "" {
+		s.bearer = []byte("Bearer " + cfg.Token)
+	}
 	gin.SetMode(gin.ReleaseMode)
 	e := gin.New()
-	e.Use(s.recoverPanics, s.accessLog, s.limits)
+	e.Use(s.recoverPanics, s.accessLog, s.limitBody)
+	e.GET("/", s.root)
 	e.GET("/_health", s.health)
 	e.GET("/metrics", gin.WrapH(promhttp.HandlerFor(s.metrics.reg, promhttp.HandlerOpts{})))
 	if cfg.Pprof {
-		e.Any("/debug/pprof/*path", gin.WrapF(pprof.Index))
+		e.Any("/debug/pprof/*path", s.auth, pprofHandler)
 	}
 	api := e.Group("/", s.auth)
 	api.GET("/indexes", s.listIndexes)
-	api.GET("/indexes/:name", s.getIndex)
-	api.PUT("/indexes/:name", s.loadIndex)
-	api.DELETE("/indexes/:name", s.deleteIndex)
-	api.POST("/indexes/:name/_search", s.search)
-	api.POST("/indexes/:name/_msearch", s.msearch)
-	api.PUT("/indexes/:name/_mode", s.switchMode)
-	api.POST("/indexes/:name/_warmup", s.warmup)
+	api.GET("/indexes/:name", s.named(s.getIndex))
+	api.PUT("/indexes/:name", s.named(s.loadIndex))
+	api.DELETE("/indexes/:name", s.named(s.deleteIndex))
+	api.POST("/indexes/:name/_search", s.named(s.search))
+	api.POST("/indexes/:name/_msearch", s.named(s.msearch))
+	api.PUT("/indexes/:name/_mode", s.named(s.switchMode))
+	api.POST("/indexes/:name/_warmup", s.named(s.warmup))
 	e.NoRoute(func(c *gin.Context) {
 		s.fail(c, &apiError{404, "no_route", fmt.Sprintf("no endpoint %s %s", c.Request.Method, c.Request.URL.Path)})
 	})
@@ -187,11 +233,87 @@ func New(cfg Config) (*Server, error) {
 	})
 	e.HandleMethodNotAllowed = true
 	s.engine = e
+	go s.watchFiles()
 	return s, nil
 }
 
-func newMetrics() *metrics {
+// named refuses, with a 400, a request whose index name is not one an
+// index may have, before the handler sees it.
+func (s *Server) named(h gin.HandlerFunc) gin.HandlerFunc {
+	return func(c *gin.Context) {
+		if err := checkName(c.Param("name")); err != nil {
+			s.fail(c, err)
+			return
+		}
+		h(c)
+	}
+}
+
+// pprofHandler serves every /debug/pprof endpoint: the index, the named
+// profiles, and the four that are functions of their own.
+func pprofHandler(c *gin.Context) {
+	switch strings.TrimPrefix(c.Param("path"), "/") {
+	case "cmdline":
+		pprof.Cmdline(c.Writer, c.Request)
+	case "profile":
+		pprof.Profile(c.Writer, c.Request)
+	case "symbol":
+		pprof.Symbol(c.Writer, c.Request)
+	case "trace":
+		pprof.Trace(c.Writer, c.Request)
+	default:
+		pprof.Index(c.Writer, c.Request)
+	}
+}
+
+// fileCheckInterval is how often served files are compared with what was
+// opened (a replaced file is otherwise only seen by the queries' checks).
+const fileCheckInterval = time.Second
+
+// watchFiles marks failed every served index whose file changed, until the
+// server closes.
+func (s *Server) watchFiles() {
+	t := time.NewTicker(fileCheckInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-s.stop:
+			return
+		case <-t.C:
+		}
+		for name, e := range s.Reg.all() {
+			s.checkFile(name, e)
+		}
+	}
+}
+
+// checkFile compares e's served file with what was opened, marking the
+// handle failed when it changed.
+func (s *Server) checkFile(name string, e *entry) {
+	defer func() {
+		if p := recover(); p != nil {
+			s.log.Error("panic checking a served file", "index", name, "panic", fmt.Sprint(p))
+		}
+	}()
+	_, l, err := s.Reg.acquire(name)
+	if err != nil || l.h.failed.Load() != nil {
+		if err == nil {
+			l.release()
+		}
+		return
+	}
+	defer l.release()
+	if err := l.h.checkFile(); err != nil && l.h.markFailed(err) {
+		s.log.Error("index file changed under a served index; searches answer 503 until it is reloaded or switched",
+			"index", name, "path", l.h.spec.Path, "error", err.Error())
+	}
+}
+
+func newMetrics(reg *Registry) *metrics {
 	m := &metrics{
+		registry: reg,
+		failedDesc: prometheus.NewDesc("faiss_sidecar_index_failed",
+			"1 when an index's file changed under it and its searches answer 503 until it is reloaded.", []string{"index"}, nil),
 		reg: prometheus.NewRegistry(),
 		requestsDesc: prometheus.NewDesc("faiss_sidecar_requests_total",
 			"HTTP requests by route and status.", []string{"route", "status"}, nil),
@@ -217,6 +339,7 @@ func (s *Server) Handler() http.Handler { return s.engine }
 
 // Close unloads every index.
 func (s *Server) Close() {
+	s.closeMu.Do(func() { close(s.stop) })
 	for n := range s.Reg.all() {
 		s.Reg.Delete(n, 5*time.Second)
 	}
@@ -229,6 +352,7 @@ func errorBody(status int, typ, reason string) gin.H {
 // fail writes the one error envelope every failure uses.
 func (s *Server) fail(c *gin.Context, err error) {
 	status, typ := errStatus(err)
+	setRetryAfter(c.Writer, err)
 	c.AbortWithStatusJSON(status, errorBody(status, typ, err.Error()))
 }
 
@@ -269,7 +393,7 @@ var statusCodes = func() []string {
 	return t
 }()
 
-func (s *Server) limits(c *gin.Context) {
+func (s *Server) limitBody(c *gin.Context) {
 	c.Request.Body = http.MaxBytesReader(c.Writer, c.Request.Body, s.cfg.MaxBodyBytes)
 	c.Next()
 }
@@ -278,7 +402,7 @@ func (s *Server) auth(c *gin.Context) {
 	if s.cfg.Token == "" {
 		return
 	}
-	if c.GetHeader("Authorization") != "Bearer "+s.cfg.Token {
+	if subtle.ConstantTimeCompare([]byte(c.GetHeader("Authorization")), s.bearer) != 1 {
 		s.fail(c, &apiError{401, "unauthorized", "a valid bearer token is required"})
 	}
 }
@@ -328,9 +452,21 @@ func decode(c *gin.Context, v any) error {
 	return nil
 }
 
+// root names the service and its build (GET /).
+func (s *Server) root(c *gin.Context) {
+	c.JSON(200, gin.H{"name": buildinfo.Name, "version": buildinfo.Version(), "build": buildinfo.Get()})
+}
+
 func (s *Server) health(c *gin.Context) {
 	used, hs := s.Reg.usage()
-	c.JSON(200, gin.H{"status": "ok", "indexes": len(hs), "memory_used_bytes": used, "memory_budget_bytes": s.Reg.budget})
+	failed := 0
+	for _, h := range hs {
+		if h.failed.Load() != nil {
+			failed++
+		}
+	}
+	c.JSON(200, gin.H{"status": "ok", "version": buildinfo.Version(), "indexes": len(hs), "failed_indexes": failed,
+		"memory_used_bytes": used, "memory_budget_bytes": s.Reg.budget})
 }
 
 // indexInfo describes one served index (GET /indexes/{name}).
@@ -342,6 +478,11 @@ func (s *Server) indexInfo(e *entry, h *handle) gin.H {
 		"d": x.Dim(), "ntotal": x.NTotal(), "metric": x.Metric().String(), "binary": x.Binary(),
 		"ef_search_stored": x.StoredEfSearch(), "resident_bytes": h.resident.Load(),
 		"queries_served": e.stats.queries(), "query_errors": e.stats.errors(), "switch_state": e.state.Load(),
+		"state": "serving",
+	}
+	if p := h.failed.Load(); p != nil {
+		info["state"] = "failed"
+		info["failure"] = h.failure(*p).Error()
 	}
 	if x.Binary() {
 		info["metric"] = "Hamming"
@@ -382,6 +523,11 @@ func (s *Server) getIndex(c *gin.Context) {
 		return
 	}
 	defer l.release()
+	if l.h.failed.Load() == nil {
+		if err := l.h.checkFile(); err != nil {
+			l.h.markFailed(err)
+		}
+	}
 	c.JSON(200, s.indexInfo(e, l.h))
 }
 
@@ -406,7 +552,7 @@ func (s *Server) deleteIndex(c *gin.Context) {
 		s.fail(c, err)
 		return
 	}
-	s.metrics.resident.DeleteLabelValues(name)
+	s.metrics.forget(name)
 	c.JSON(200, gin.H{"acknowledged": true, "index": name})
 }
 
@@ -418,7 +564,7 @@ func (s *Server) switchMode(c *gin.Context) {
 	}
 	name := c.Param("name")
 	start := time.Now()
-	if err := s.Reg.Switch(name, sw); err != nil {
+	if err := s.Reg.Switch(context.WithoutCancel(c.Request.Context()), name, sw); err != nil {
 		s.metrics.switches.WithLabelValues(name, "failed").Inc()
 		s.log.Warn("mode switch failed", "index", name, "error", err)
 		s.fail(c, err)
@@ -445,351 +591,23 @@ func (s *Server) warmup(c *gin.Context) {
 	c.JSON(200, gin.H{"acknowledged": true, "took_ms": time.Since(start).Milliseconds()})
 }
 
-// MethodParameters are the HNSW search parameters of a request.
-type MethodParameters struct {
-	EfSearch int `json:"ef_search"`
-}
-
-// IDFilter allows only these external ids.
-type IDFilter struct {
-	IDs []int64 `json:"ids"`
-}
-
-// SearchRequest is the body of POST /indexes/{name}/_search.
-type SearchRequest struct {
-	Vector           Vector            `json:"vector"`
-	K                int               `json:"k"`
-	MethodParameters *MethodParameters `json:"method_parameters"`
-	Filter           *IDFilter         `json:"filter"`
-	Rescore          *struct {
-		OversampleFactor float64 `json:"oversample_factor"`
-	} `json:"rescore"`
-	Profile bool `json:"profile"`
-}
-
-// Hit is one search result.
-type Hit struct {
-	ID       int64   `json:"id"`
-	Distance float64 `json:"distance"`
-	Score    float64 `json:"score"`
-}
-
 // bind decodes the body into req and takes a lease on the index the path
 // names; on failure it has answered the request and ok is false.
 func (s *Server) bind(c *gin.Context, req any) (e *entry, l lease, ok bool) {
 	err := decode(c, req)
 	if err == nil {
 		e, l, err = s.Reg.acquire(c.Param("name"))
+		if err == nil {
+			if err = l.h.usable(); err != nil {
+				l.release()
+			}
+		}
 	}
 	if err != nil {
 		s.fail(c, err)
 		return nil, lease{}, false
 	}
 	return e, l, true
-}
-
-func (s *Server) search(c *gin.Context) {
-	// The request decodes into the scratch's own, reusing its vector's array.
-	sc := scratchPool.Get().(*queryScratch)
-	defer scratchPool.Put(sc)
-	req := &sc.req
-	*req = SearchRequest{Vector: req.Vector[:0]}
-	defer func() {
-		if cap(req.Vector) > 1<<16 { // a huge vector's array is not kept
-			req.Vector = nil
-		}
-	}()
-	e, l, ok := s.bind(c, req)
-	if !ok {
-		return
-	}
-	defer l.release()
-	h := l.h
-	start := time.Now()
-	hits, prof, err := s.searchOne(h, req, sc)
-	took := time.Since(start)
-	if err != nil {
-		e.stats.failed(l.stripe)
-		s.fail(c, err)
-		return
-	}
-	e.stats.ok(l.stripe, took, 1)
-	im := s.metrics.index(e.name)
-	im.latency.observe(l.stripe, took)
-	if prof.IO.CacheHits > 0 {
-		im.hits.add(l.stripe, uint64(prof.IO.CacheHits))
-	}
-	if prof.IO.CacheMisses > 0 {
-		im.misses.add(l.stripe, uint64(prof.IO.CacheMisses))
-	}
-	buf := respPool.Get().(*[]byte)
-	b := appendSearchResponse((*buf)[:0], took, hits)
-	if req.Profile {
-		pj, err := json.Marshal(prof)
-		if err != nil {
-			s.fail(c, err)
-			return
-		}
-		b = append(append(b[:len(b)-1], `,"profile":`...), pj...)
-		b = append(b, '}')
-	}
-	writeJSON(c, b)
-	*buf = b
-	respPool.Put(buf)
-}
-
-var respPool = sync.Pool{New: func() any { b := make([]byte, 0, 4096); return &b }}
-
-// jsonContentType is shared by every response: net/http only reads header
-// values, and one slice saves the three allocations of c.Data (its render
-// value, the header's slice and the MIME key's canonical form) per search.
-var jsonContentType = []string{"application/json; charset=utf-8"}
-
-// writeJSON sends b, a JSON document, with status 200.
-func writeJSON(c *gin.Context, b []byte) {
-	c.Writer.Header()["Content-Type"] = jsonContentType
-	c.Status(200)
-	c.Writer.Write(b)
-}
-
-// appendSearchResponse writes {"took":…,"hits":[{"id","distance","score"}…]}
-// directly (encoding/json's reflection over maps cost more than the search
-// of a small index). Distances are the shortest text that reads back as the
-// same float32.
-func appendSearchResponse(b []byte, took time.Duration, hits []Hit) []byte {
-	b = append(b, `{"took":`...)
-	b = strconv.AppendFloat(b, float64(took.Microseconds())/1000, 'g', -1, 64)
-	b = append(b, `,"hits":[`...)
-	for i, h := range hits {
-		if i > 0 {
-			b = append(b, ',')
-		}
-		b = append(b, `{"id":`...)
-		b = strconv.AppendInt(b, h.ID, 10)
-		b = append(b, `,"distance":`...)
-		b = strconv.AppendFloat(b, h.Distance, 'g', -1, 32)
-		b = append(b, `,"score":`...)
-		b = strconv.AppendFloat(b, h.Score, 'g', -1, 64)
-		b = append(b, '}')
-	}
-	return append(b, "]}"...)
-}
-
-// Profile is a query's search statistics and I/O.
-type Profile struct {
-	hnswsearch.Stats
-	Rerank *rerank.FetchStats `json:"rerank,omitempty"`
-	Micros float64            `json:"search_us"`
-}
-
-// queryScratch is one query's buffers, reused across requests (nil: the
-// query allocates its own, as _msearch's do since they outlive the call).
-type queryScratch struct {
-	req  SearchRequest // the request, decoded (search only)
-	q    []float32
-	qb   []byte
-	res  []hnswsearch.Result
-	hits []Hit
-}
-
-var scratchPool = sync.Pool{New: func() any { return new(queryScratch) }}
-
-// grow returns b[:n], reallocated only when its capacity is short.
-func grow[T any](b []T, n int) []T {
-	if cap(b) < n {
-		return make([]T, n)
-	}
-	return b[:n]
-}
-
-// searchOne validates and runs one query on h, in sc's buffers when sc is
-// not nil (the hits then live there until sc is reused).
-func (s *Server) searchOne(h *handle, req *SearchRequest, sc *queryScratch) ([]Hit, Profile, error) {
-	if sc == nil {
-		sc = new(queryScratch)
-	}
-	var prof Profile
-	x := h.idx
-	if req.K == 0 {
-		req.K = 10
-	}
-	p := hnswsearch.Params{K: req.K}
-	if mp := req.MethodParameters; mp != nil {
-		if mp.EfSearch <= 0 {
-			return nil, prof, badRequest("method_parameters.ef_search must be positive, got %d", mp.EfSearch)
-		}
-		p.EfSearch = mp.EfSearch
-	}
-	if req.Filter != nil {
-		p.Filter = req.Filter.IDs
-		if p.Filter == nil {
-			p.Filter = []int64{}
-		}
-	}
-	if req.Vector == nil {
-		return nil, prof, badRequest("vector is required")
-	}
-	want := x.Dim() // components, or bytes (0–255) for a binary index
-	if len(req.Vector) != want {
-		return nil, prof, badRequest("vector has %d values, index %s expects %d", len(req.Vector), h.spec.Path, want)
-	}
-	var q []float32
-	var qb []byte
-	if x.Binary() {
-		qb = grow(sc.qb, want)
-		sc.qb = qb
-		for j, v := range req.Vector {
-			if v != math.Trunc(v) || v < 0 || v > 255 {
-				return nil, prof, badRequest("binary vector value %d is %v; bytes 0–255 expected", j, v)
-			}
-			qb[j] = byte(v)
-		}
-	} else {
-		q = grow(sc.q, want)
-		sc.q = q
-		var norm float64
-		for j, v := range req.Vector {
-			if !finite32(v) {
-				return nil, prof, badRequest("vector value %d (%v) is not a finite float32", j, v)
-			}
-			q[j] = float32(v)
-			norm += v * v
-		}
-		if h.space == "cosinesimil" { // OpenSearch normalises queries for cosine
-			if norm == 0 {
-				return nil, prof, badRequest("a zero vector has no cosine similarity")
-			}
-			inv := 1 / math.Sqrt(norm)
-			for j := range q {
-				q[j] = float32(float64(q[j]) * inv)
-			}
-		}
-	}
-	k := req.K
-	rescore := h.rer != nil && (req.Rescore == nil || req.Rescore.OversampleFactor >= 0)
-	if req.Rescore != nil && h.rer == nil {
-		return nil, prof, badRequest("rescore needs an index loaded with rerank.vectors_path")
-	}
-	if rescore {
-		if k < 1 || k > hnswsearch.MaxK {
-			return nil, prof, badRequest("k=%d is out of range [1, %d]", k, hnswsearch.MaxK)
-		}
-		f := h.spec.Rerank.OversampleFactor
-		if req.Rescore != nil && req.Rescore.OversampleFactor > 0 {
-			f = req.Rescore.OversampleFactor
-		}
-		if f <= 0 {
-			f = rerank.DefaultOversample(h.rer.Dim)
-		}
-		p.K = rerank.ShortlistSize(k, f)
-	}
-	t0 := time.Now()
-	res := grow(sc.res, p.K)[:0] // the search appends no more
-	defer func() { sc.res = res[:0] }()
-	var st hnswsearch.Stats
-	var err error
-	if x.Binary() {
-		res, st, err = x.SearchBinary(qb, p, res)
-	} else {
-		res, st, err = x.Search(q, p, res)
-	}
-	if err != nil {
-		return nil, prof, err
-	}
-	prof.Stats = st
-	if rescore && !x.Binary() {
-		labels := make([]int32, 0, len(res))
-		for _, r := range res {
-			if r.Label >= 0 {
-				labels = append(labels, r.Label)
-			}
-		}
-		var fs rerank.FetchStats
-		rh, err := h.rer.Rescore(q, labels, k, h.space != "l2", &fs)
-		if err != nil {
-			return nil, prof, err
-		}
-		prof.Rerank = &fs
-		res = res[:0]
-		for _, r := range rh {
-			id, err := x.ExternalID(r.Label)
-			if err != nil {
-				return nil, prof, err
-			}
-			res = append(res, hnswsearch.Result{ID: id, Distance: r.Distance, Label: r.Label})
-		}
-	}
-	prof.Micros = float64(time.Since(t0).Nanoseconds()) / 1e3
-	hits := grow(sc.hits, len(res))[:0]
-	defer func() { sc.hits = hits[:0] }()
-	for _, r := range res {
-		if r.ID < 0 {
-			continue // OpenSearch returns only real hits
-		}
-		hits = append(hits, Hit{ID: r.ID, Distance: float64(r.Distance), Score: score(h.space, r.Distance)})
-	}
-	return hits, prof, nil
-}
-
-// MSearchRequest is the body of POST /indexes/{name}/_msearch.
-type MSearchRequest struct {
-	Vectors          []Vector          `json:"vectors"`
-	K                int               `json:"k"`
-	MethodParameters *MethodParameters `json:"method_parameters"`
-	Filter           *IDFilter         `json:"filter"`
-	Profile          bool              `json:"profile"`
-}
-
-func (s *Server) msearch(c *gin.Context) {
-	var req MSearchRequest
-	e, l, ok := s.bind(c, &req)
-	if !ok {
-		return
-	}
-	defer l.release()
-	h := l.h
-	if len(req.Vectors) == 0 {
-		s.fail(c, badRequest("vectors must hold at least one vector"))
-		return
-	}
-	start := time.Now()
-	type one struct {
-		Hits    []Hit    `json:"hits"`
-		Profile *Profile `json:"profile,omitempty"`
-		Error   gin.H    `json:"error,omitempty"`
-	}
-	out := make([]one, len(req.Vectors))
-	done := make(chan struct{})
-	work := make(chan int)
-	workers := min(len(req.Vectors), 4)
-	for range workers {
-		go func() {
-			for i := range work {
-				r := SearchRequest{Vector: req.Vectors[i], K: req.K, MethodParameters: req.MethodParameters, Filter: req.Filter}
-				hits, prof, err := s.searchOne(h, &r, nil)
-				if err != nil {
-					st, typ := errStatus(err)
-					out[i].Error = gin.H{"type": typ, "reason": err.Error(), "status": st}
-					continue
-				}
-				out[i].Hits = hits
-				if req.Profile {
-					out[i].Profile = &prof
-				}
-			}
-			done <- struct{}{}
-		}()
-	}
-	for i := range req.Vectors {
-		work <- i
-	}
-	close(work)
-	for range workers {
-		<-done
-	}
-	took := time.Since(start)
-	e.stats.ok(l.stripe, took/time.Duration(len(req.Vectors)), int64(len(req.Vectors)))
-	c.JSON(200, gin.H{"took": float64(took.Microseconds()) / 1000, "responses": out})
 }
 
 // ListenAndServe serves on addr until ctx ends, then shuts down gracefully,

@@ -172,6 +172,9 @@ func TestBadRequests(t *testing.T) {
 	os.WriteFile(filepath.Join(outside, "secret.faiss"), src, 0o644)
 	os.Symlink(filepath.Join(outside, "secret.faiss"), filepath.Join(root, "link.faiss"))
 	os.WriteFile(filepath.Join(root, "trunc.faiss"), src[:5000], 0o644)
+	flat, _ := os.ReadFile(filepath.Join(fixtures, "flat_l2.faiss"))
+	os.WriteFile(filepath.Join(root, "flat.faiss"), flat, 0o644)
+	os.Mkdir(filepath.Join(root, "dir"), 0o755)
 	_, ts := newTestServer(t, Config{DataRoots: []string{root}, Token: "s3cret", MaxBodyBytes: 1 << 16})
 	auth := []string{"Authorization", "Bearer s3cret"}
 	if r := call(t, ts, "PUT", "/indexes/i", `{"path":"idx.faiss"}`, auth...); r.Status != 200 {
@@ -189,10 +192,44 @@ func TestBadRequests(t *testing.T) {
 		{"POST", "/indexes/i/_search", `{"vector":[1,2,3]}`, 400, "vector has 3 values, index idx.faiss expects 32"},
 		{"POST", "/indexes/i/_search", `{"vector":` + strings.Replace(q, "0", "1e39", 1) + `}`, 400, "is not a finite float32"},
 		{"POST", "/indexes/i/_search", `{"vector":` + q + `,"k":20000}`, 400, "k=20000 is out of range"},
-		{"POST", "/indexes/i/_search", `{"vector":` + q + `,"method_parameters":{"ef_search":-4}}`, 400, "ef_search must be positive"},
+		{"POST", "/indexes/i/_search", `{"vector":` + q + `,"method_parameters":{"ef_search":-4}}`, 400, "ef_search=-4 is out of range [1, 100000]"},
+		{"POST", "/indexes/i/_search", `{"vector":` + q + `,"method_parameters":{"ef_search":100001}}`, 400, "ef_search=100001 is out of range"},
+		// k: an explicit 0, null or negative k is a 400; so is a huge one,
+		// before anything is sized by it.
+		{"POST", "/indexes/i/_search", `{"vector":` + q + `,"k":0}`, 400, "k=0 is out of range [1, 10000]"},
+		{"POST", "/indexes/i/_search", `{"vector":` + q + `,"k":null}`, 400, "k is null"},
+		{"POST", "/indexes/i/_search", `{"vector":` + q + `,"k":-1}`, 400, "k=-1 is out of range"},
+		{"POST", "/indexes/i/_search", `{"vector":` + q + `,"k":10000000000}`, 400, "k=10000000000 is out of range"},
+		{"POST", "/indexes/i/_search", `{"vector":` + q + `,"k":1e30}`, 400, "malformed JSON"},
+		{"POST", "/indexes/i/_msearch", `{"vectors":[` + q + `],"k":-1}`, 400, "k=-1 is out of range"},
+		{"POST", "/indexes/i/_msearch", `{"vectors":[` + q + `],"k":0}`, 400, "k=0 is out of range"},
+		{"POST", "/indexes/i/_msearch", `{"vectors":[` + q + `],"k":10000000000}`, 400, "k=10000000000 is out of range"},
+		{"POST", "/indexes/i/_msearch", `{"vectors":[]}`, 400, "at least one vector"},
+		{"POST", "/indexes/i/_msearch", `{"vectors":[` + strings.Repeat(`[0],`, 1000) + `[0]]}`, 400, "_msearch has 1001 vectors, at most 1000"},
+		{"POST", "/indexes/i/_msearch", `{"vectors":[` + strings.Repeat(`[0],`, 500) + `[0]],"k":10000}`, 400, "above the limit of 4194304 (max_request_work)"},
+		// Names.
+		{"PUT", "/indexes/%ff%fe", `{"path":"idx.faiss"}`, 400, "not valid UTF-8"},
+		{"PUT", "/indexes/a*b", `{"path":"idx.faiss"}`, 400, `character '*' is not allowed`},
+		{"PUT", "/indexes/a%23b", `{"path":"idx.faiss"}`, 400, `character '#' is not allowed`},
+		{"PUT", "/indexes/a%20b", `{"path":"idx.faiss"}`, 400, `character ' ' is not allowed`},
+		{"PUT", "/indexes/a%00b", `{"path":"idx.faiss"}`, 400, `is not allowed`},
+		{"PUT", "/indexes/_x", `{"path":"idx.faiss"}`, 400, "must not start with _"},
+		{"PUT", "/indexes/" + strings.Repeat("n", 256), `{"path":"idx.faiss"}`, 400, "256 bytes, at most 255"},
+		{"POST", "/indexes/%ff/_search", `{"vector":` + q + `}`, 400, "not valid UTF-8"},
+		// Paths: outside the roots is a 403 whether or not the file exists;
+		// not a regular file is a 400; not a servable index a 422.
+		{"PUT", "/indexes/j", `{"path":"/etc/nope-nothing-here"}`, 403, "outside the data roots"},
+		{"PUT", "/indexes/j", `{"path":"/etc/shadow"}`, 403, "outside the data roots"},
+		{"PUT", "/indexes/j", `{"path":"dir"}`, 400, "is not a regular file"},
+		{"PUT", "/indexes/j", `{"path":"/dev/zero"}`, 403, "outside the data roots"},
+		{"PUT", "/indexes/j", `{"path":"flat.faiss"}`, 422, "has no HNSW graph"},
+		{"PUT", "/indexes/j", `{"path":"nothing.faiss"}`, 404, "no file"},
+		{"PUT", "/indexes/j", `{"path":"idx.faiss","backend":"zstd"}`, 400, "backend zstd reads files in the zstd seekable format"},
+		{"PUT", "/indexes/i/_mode", `{"verify_queries":1000000000}`, 400, "verify_queries=1000000000 is out of range [0, 1000]"},
+		{"PUT", "/indexes/i/_mode", `{"verify_queries":-1}`, 400, "verify_queries=-1 is out of range"},
 		{"POST", "/indexes/nope/_search", `{"vector":` + q + `}`, 404, `no index named "nope"`},
 		{"PUT", "/indexes/j", `{"path":"link.faiss"}`, 403, "outside the data roots"},
-		{"PUT", "/indexes/j", `{"path":"../etc/passwd"}`, 404, "no file"},
+		{"PUT", "/indexes/j", `{"path":"../etc/passwd"}`, 403, "outside the data roots"},
 		{"PUT", "/indexes/j", `{"path":"idx.faiss","mode":"warm"}`, 400, `unknown mode "warm"`},
 		{"PUT", "/indexes/j", `{"path":"idx.faiss","backend":"tape"}`, 400, `unknown backend "tape"`},
 		{"PUT", "/indexes/j", `{"path":"idx.faiss","space_type":"cosine"}`, 400, `unknown space_type "cosine"`},

@@ -1,0 +1,187 @@
+package httpapi
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// TestDefaultK: a request without k gets DefaultK hits; _search and
+// _msearch spell the same hits the same way (float32 distances in their
+// shortest form).
+func TestDefaultK(t *testing.T) {
+	_, ts := newTestServer(t, Config{})
+	require.Equal(t, 200, call(t, ts, "PUT", "/indexes/d", `{"path":"hnsw_flat_large.faiss"}`).Status)
+	f := loadRuns(t, "hnsw_flat_large")
+	for _, q := range f.Queries[:5] {
+		one := call(t, ts, "POST", "/indexes/d/_search", `{"vector":`+vectorJSON(q)+`}`)
+		require.Equal(t, 200, one.Status, one.Raw)
+		require.Len(t, one.Body["hits"], DefaultK)
+		many := call(t, ts, "POST", "/indexes/d/_msearch", `{"vectors":[`+vectorJSON(q)+`]}`)
+		require.Equal(t, 200, many.Status, many.Raw)
+		require.Equal(t, hitsText(t, one.Raw), hitsText(t, many.Raw), "the same hits, spelled the same")
+		// The shortest float32 form: no float64 widening digits.
+		assert.NotRegexp(t, `"distance":-?[0-9]+\.[0-9]{10,}`, many.Raw)
+	}
+}
+
+// hitsText is the text of the first "hits" array of a response.
+func hitsText(t *testing.T, raw string) string {
+	t.Helper()
+	m := regexp.MustCompile(`"hits":(\[[^\]]*\])`).FindStringSubmatch(raw)
+	require.NotNil(t, m, raw)
+	return m[1]
+}
+
+// TestShedLoad: with every search slot taken and the queue full, a search
+// is answered at once with 429 and Retry-After; a queued one runs when a
+// slot frees.
+func TestShedLoad(t *testing.T) {
+	s, ts := newTestServer(t, Config{Limits: Limits{MaxConcurrentSearches: 1, MaxQueuedSearches: 1}})
+	require.Equal(t, 200, call(t, ts, "PUT", "/indexes/s", `{"path":"hnsw_flat_l2.faiss"}`).Status)
+	body := `{"vector":` + vectorJSON(make([]float64, 32)) + `}`
+	s.adm.slots <- struct{}{} // a search in flight
+	queued := make(chan resp)
+	go func() { queued <- call(t, ts, "POST", "/indexes/s/_search", body) }()
+	require.Eventually(t, func() bool { return s.adm.waiting.Load() == 1 }, 5*time.Second, time.Millisecond)
+	req, _ := http.NewRequest("POST", ts.URL+"/indexes/s/_msearch", strings.NewReader(`{"vectors":[`+vectorJSON(make([]float64, 32))+`]}`))
+	r, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	r.Body.Close()
+	assert.Equal(t, 429, r.StatusCode)
+	assert.Equal(t, "1", r.Header.Get("Retry-After"))
+	<-s.adm.slots // the search in flight ends
+	q := <-queued
+	assert.Equal(t, 200, q.Status, q.Raw)
+	assert.Len(t, s.adm.slots, 0, "every slot is given back")
+}
+
+// TestSwitchNeverBlocks: a switch in progress answers a second switch with
+// 409 and never holds up a DELETE; a switch past its deadline is abandoned
+// with the old mode serving.
+func TestSwitchNeverBlocks(t *testing.T) {
+	s, ts := newTestServer(t, Config{Limits: Limits{SwitchTimeout: time.Nanosecond}})
+	require.Equal(t, 200, call(t, ts, "PUT", "/indexes/w", `{"path":"hnsw_flat_large.faiss","mode":"full"}`).Status)
+	r := call(t, ts, "PUT", "/indexes/w/_mode", `{"mode":"memory_efficient","verify_queries":1000}`)
+	assert.Equal(t, 504, r.Status, r.Raw)
+	assert.Contains(t, r.Raw, "the old mode keeps serving")
+	info := call(t, ts, "GET", "/indexes/w", ``)
+	assert.Equal(t, "full", info.Body["mode"])
+	assert.Equal(t, "serving", info.Body["switch_state"])
+
+	e := s.Reg.get("w")
+	e.mu.Lock() // a switch in progress
+	r = call(t, ts, "PUT", "/indexes/w/_mode", `{"mode":"memory_efficient"}`)
+	assert.Equal(t, 409, r.Status, r.Raw)
+	assert.Contains(t, r.Raw, "switch_in_progress")
+	done := make(chan resp)
+	go func() { done <- call(t, ts, "DELETE", "/indexes/w", ``) }()
+	select {
+	case r = <-done:
+		assert.Equal(t, 200, r.Status, r.Raw)
+	case <-time.After(5 * time.Second):
+		t.Fatal("DELETE waited for the switch")
+	}
+	e.mu.Unlock()
+	assert.Equal(t, 404, call(t, ts, "GET", "/indexes/w", ``).Status)
+}
+
+// TestSwitchCancelledByDelete: a DELETE during a switch's check queries
+// ends the switch; the new handle is closed, nothing is served.
+func TestSwitchCancelledByDelete(t *testing.T) {
+	s, ts := newTestServer(t, Config{})
+	require.Equal(t, 200, call(t, ts, "PUT", "/indexes/c", `{"path":"hnsw_flat_large.faiss","mode":"full"}`).Status)
+	errc := make(chan error, 1)
+	go func() {
+		errc <- s.Reg.Switch(context.Background(), "c", SwitchSpec{Mode: "memory_efficient", VerifyQueries: ptr(1000)})
+	}()
+	e := s.Reg.get("c")
+	require.Eventually(t, func() bool { return e.state.Load() == "switching" }, 5*time.Second, time.Microsecond)
+	require.NoError(t, s.Reg.Delete("c", time.Second))
+	err := <-errc
+	if err != nil { // the switch may have finished first on a fast machine
+		st, _ := errStatus(err)
+		assert.Contains(t, []int{404, 409}, st, err.Error())
+	}
+	assert.Nil(t, e.cur.Load(), "a deleted index serves nothing")
+}
+
+func ptr[T any](v T) *T { return &v }
+
+// TestSwitchRefusals: a switch whose check queries disagree is a 409, and
+// so is one to a file that now holds another dimension.
+func TestSwitchRefusals(t *testing.T) {
+	root := t.TempDir()
+	src, err := os.ReadFile(filepath.Join(fixtures, "hnsw_flat_large.faiss"))
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(filepath.Join(root, "x.faiss"), src, 0o644))
+	_, ts := newTestServer(t, Config{DataRoots: []string{root}})
+	require.Equal(t, 200, call(t, ts, "PUT", "/indexes/x", `{"path":"x.faiss","mode":"full","kernel":"fast"}`).Status)
+	// The exact kernel sums in another order: some distance differs.
+	r := call(t, ts, "PUT", "/indexes/x/_mode", `{"kernel":"exact","verify_queries":200}`)
+	assert.Equal(t, 409, r.Status, r.Raw)
+	assert.Contains(t, r.Raw, "switch_verification_failed")
+
+	other, err := os.ReadFile(filepath.Join(fixtures, "hnsw_flat_l2.faiss")) // d = 32, not 64
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(filepath.Join(root, "x.faiss.new"), other, 0o644))
+	require.NoError(t, os.Rename(filepath.Join(root, "x.faiss.new"), filepath.Join(root, "x.faiss")))
+	r = call(t, ts, "PUT", "/indexes/x/_mode", `{"mode":"memory_efficient"}`)
+	assert.Equal(t, 409, r.Status, r.Raw)
+	assert.Contains(t, r.Raw, "index_shape_changed")
+	assert.Equal(t, "full", call(t, ts, "GET", "/indexes/x", ``).Body["mode"])
+}
+
+// TestMetricsForgottenOnDelete: DELETE removes an index's series, and a
+// name that is not valid UTF-8 never reaches /metrics.
+func TestMetricsForgottenOnDelete(t *testing.T) {
+	_, ts := newTestServer(t, Config{})
+	require.Equal(t, 200, call(t, ts, "PUT", "/indexes/gone", `{"path":"hnsw_flat_l2.faiss","backend":"pread"}`).Status)
+	call(t, ts, "POST", "/indexes/gone/_search", `{"vector":`+vectorJSON(make([]float64, 32))+`}`)
+	call(t, ts, "PUT", "/indexes/gone/_mode", `{"backend":"mmap"}`)
+	require.Contains(t, call(t, ts, "GET", "/metrics", ``).Raw, `index="gone"`)
+	require.Equal(t, 200, call(t, ts, "DELETE", "/indexes/gone", ``).Status)
+	assert.Equal(t, 400, call(t, ts, "PUT", "/indexes/%ff%fe", `{"path":"hnsw_flat_l2.faiss"}`).Status)
+	m := call(t, ts, "GET", "/metrics", ``)
+	assert.Equal(t, 200, m.Status, m.Raw)
+	assert.NotContains(t, m.Raw, `index="gone"`)
+}
+
+// TestPprofBehindToken: with a token every /debug/pprof path needs it, and
+// every pprof endpoint answers.
+func TestPprofBehindToken(t *testing.T) {
+	_, ts := newTestServer(t, Config{Token: "tok", Pprof: true})
+	paths := []string{"/debug/pprof/", "/debug/pprof/goroutine?debug=1", "/debug/pprof/heap", "/debug/pprof/cmdline",
+		"/debug/pprof/symbol", "/debug/pprof/profile?seconds=1", "/debug/pprof/trace?seconds=0.05", "/debug/pprof/allocs"}
+	for _, p := range paths {
+		assert.Equal(t, 401, call(t, ts, "GET", p, ``).Status, p)
+		assert.Equal(t, 401, call(t, ts, "GET", p, ``, "Authorization", "Bearer tok2").Status, p)
+	}
+	var wg sync.WaitGroup
+	for _, p := range paths {
+		wg.Go(func() {
+			r := call(t, ts, "GET", p, ``, "Authorization", "Bearer tok")
+			assert.Equal(t, 200, r.Status, fmt.Sprintf("%s: %.200s", p, r.Raw))
+		})
+	}
+	wg.Wait()
+}
+
+// TestVersion: GET / and /_health name the build.
+func TestVersion(t *testing.T) {
+	_, ts := newTestServer(t, Config{})
+	r := call(t, ts, "GET", "/", ``)
+	require.Equal(t, 200, r.Status)
+	assert.Contains(t, r.Body["version"], "faiss-sidecar")
+	assert.Contains(t, call(t, ts, "GET", "/_health", ``).Body["version"], "faiss-sidecar")
+}

@@ -1,0 +1,163 @@
+package httpapi
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"time"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/faiss-sidecar/faiss-sidecar/hnswsearch"
+)
+
+// Limits bound what requests may ask of the server, so that no request can
+// take more memory or time than an operator allowed. Zero fields take the
+// defaults of withDefaults, which is where every default lives.
+type Limits struct {
+	// MaxEfSearch bounds method_parameters.ef_search and an index's
+	// ef_search (default 100000; hnswsearch.MaxEfSearch at most).
+	MaxEfSearch int `json:"max_ef_search"`
+	// MaxMsearchVectors bounds the vectors of one _msearch (default 1000).
+	MaxMsearchVectors int `json:"max_msearch_vectors"`
+	// MaxRequestWork bounds the sum, over a request's queries, of
+	// max(candidates kept, ef_search): what the result pools hold and,
+	// roughly, the distances computed (default 4194304).
+	MaxRequestWork int64 `json:"max_request_work"`
+	// MaxConcurrentSearches is how many _search/_msearch requests run at
+	// once (default 4 per core, at least 16); MaxQueuedSearches how many
+	// more wait for a slot (default 4 × MaxConcurrentSearches). Past both,
+	// requests are shed with 429 and Retry-After.
+	MaxConcurrentSearches int `json:"max_concurrent_searches"`
+	MaxQueuedSearches     int `json:"max_queued_searches"`
+	// MaxVerifyQueries bounds a mode switch's verify_queries (default 1000).
+	MaxVerifyQueries int `json:"max_verify_queries"`
+	// SwitchTimeout bounds a mode switch: open, warm-up and check queries
+	// (default 5 minutes). A switch past it is abandoned; the old mode
+	// keeps serving.
+	SwitchTimeout time.Duration `json:"-"`
+}
+
+// DefaultK is the k of a search request that does not name one.
+const DefaultK = 10
+
+func (l Limits) withDefaults() Limits {
+	if l.MaxEfSearch <= 0 || l.MaxEfSearch > hnswsearch.MaxEfSearch {
+		l.MaxEfSearch = min(100000, hnswsearch.MaxEfSearch)
+	}
+	if l.MaxMsearchVectors <= 0 {
+		l.MaxMsearchVectors = 1000
+	}
+	if l.MaxRequestWork <= 0 {
+		l.MaxRequestWork = 4 << 20
+	}
+	if l.MaxConcurrentSearches <= 0 {
+		l.MaxConcurrentSearches = max(16, 4*runtime.GOMAXPROCS(0))
+	}
+	if l.MaxQueuedSearches <= 0 {
+		l.MaxQueuedSearches = 4 * l.MaxConcurrentSearches
+	}
+	if l.MaxVerifyQueries <= 0 {
+		l.MaxVerifyQueries = 1000
+	}
+	if l.SwitchTimeout <= 0 {
+		l.SwitchTimeout = 5 * time.Minute
+	}
+	return l
+}
+
+// admission bounds the searches in flight: a slot each, a bounded queue of
+// requests waiting for one, and load shed past that (429 + Retry-After)
+// rather than goroutines and bodies piling up without limit.
+type admission struct {
+	slots   chan struct{}
+	waiting atomic.Int64
+	maxWait int64
+}
+
+func newAdmission(slots, queue int) *admission {
+	return &admission{slots: make(chan struct{}, slots), maxWait: int64(queue)}
+}
+
+// errOverloaded is the shed-load answer; fail adds Retry-After to it.
+var errOverloaded = &apiError{429, "too_many_requests", "too many searches in flight; retry later"}
+
+// enter takes a slot, waiting in the queue until ctx ends or deadline.
+func (a *admission) enter(ctx context.Context, deadline time.Time) error {
+	select {
+	case a.slots <- struct{}{}:
+		return nil
+	default:
+	}
+	if a.waiting.Add(1) > a.maxWait {
+		a.waiting.Add(-1)
+		return errOverloaded
+	}
+	defer a.waiting.Add(-1)
+	t := time.NewTimer(time.Until(deadline))
+	defer t.Stop()
+	select {
+	case a.slots <- struct{}{}:
+		return nil
+	case <-ctx.Done():
+		return errOverloaded
+	case <-t.C:
+		return errOverloaded
+	}
+}
+
+// tryEnter takes a slot only if one is free (an _msearch's extra workers).
+func (a *admission) tryEnter() bool {
+	select {
+	case a.slots <- struct{}{}:
+		return true
+	default:
+		return false
+	}
+}
+
+func (a *admission) exit() { <-a.slots }
+
+// retryAfter is the Retry-After a shed request is given, in seconds.
+const retryAfter = "1"
+
+// setRetryAfter tells a shed client when to come back.
+func setRetryAfter(w http.ResponseWriter, err error) {
+	if err == errOverloaded {
+		w.Header().Set("Retry-After", retryAfter)
+	}
+}
+
+// maxNameBytes is the longest index name, as OpenSearch's.
+const maxNameBytes = 255
+
+// checkName enforces a safe index name, like OpenSearch's: valid UTF-8, at
+// most 255 bytes, none of / \ * ? " < > | , # or white space or control
+// characters, not "." or "..", not starting with _, - or +.
+func checkName(name string) error {
+	bad := func(why string) error {
+		return badRequest("invalid index name %s: %s", strconv.Quote(name), why)
+	}
+	switch {
+	case name == "":
+		return bad("empty")
+	case !utf8.ValidString(name):
+		return bad("not valid UTF-8")
+	case len(name) > maxNameBytes:
+		return bad(fmt.Sprintf("%d bytes, at most %d", len(name), maxNameBytes))
+	case name == "." || name == "..":
+		return bad("reserved")
+	case strings.IndexAny(name[:1], "_-+") == 0:
+		return bad("must not start with _, - or +")
+	}
+	for _, r := range name {
+		if strings.ContainsRune(`/\*?"<>|,#:`, r) || unicode.IsSpace(r) || unicode.IsControl(r) || r == utf8.RuneError {
+			return bad(fmt.Sprintf("character %q is not allowed", r))
+		}
+	}
+	return nil
+}
