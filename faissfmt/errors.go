@@ -41,6 +41,12 @@ func truncated(field string, off, need, left int64) error {
 
 func unsupported(fourcc string, off int64, why string) error {
 	msg := fmt.Sprintf("unsupported FAISS index type %s at byte %d", quoteFourCC(fourcc), off)
+	// A zstd frame (28 b5 2f fd) or skippable frame (5? 2a 4d 18) is a
+	// compressed file read through the wrong backend, or a truncated one.
+	if len(fourcc) == 4 && (fourcc == "\x28\xb5\x2f\xfd" || fourcc[0]&0xf0 == 0x50 && fourcc[1:] == "\x2a\x4d\x18") {
+		why = "zstd-compressed data, not a FAISS index: open it with backend zstd (--backend zstd); " +
+			"if that fails too, the file is truncated or plain zstd: decompress it"
+	}
 	if why != "" {
 		msg += " (" + why + ")"
 	}

@@ -91,15 +91,22 @@ func (o Options) CacheBudget(backend string) int64 {
 	return o.CacheBytes
 }
 
-// CacheBudgetFor is CacheBudget for a file of size bytes. A private block
-// cache (pread, direct) never holds more than the file's blocks, and from
-// mirrorMinBudget(size) on it mirrors the whole file, so a larger budget
-// is capped there, two blocks of slack included: the memory a load is
-// charged is then what the cache can ever hold (a 70 KB index is not
-// charged the 64 MiB default).
+// CacheBudgetFor is CacheBudget for a file of size bytes (for zstd, the
+// decompressed size: Storage.Size). A private block cache never holds more
+// than the file, so a larger budget is capped at what it can ever hold,
+// and the memory a load is charged is that (a 70 KB index is not charged
+// the 64 MiB default): for zstd the decoded frames, size bytes (OpenZstd
+// then never evicts); for pread and direct the blocks, mirrored whole from
+// mirrorMinBudget(size) on, two blocks of slack included.
 func (o Options) CacheBudgetFor(backend string, size int64) int64 {
 	b := o.CacheBudget(backend)
-	if (backend == "pread" || backend == "direct") && o.Cache == nil && b > 0 {
+	if o.Cache != nil || b <= 0 {
+		return b
+	}
+	switch backend {
+	case "zstd":
+		b = min(b, size)
+	case "pread", "direct":
 		bs := int64(o.BlockSize)
 		if bs == 0 {
 			bs = 4096

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"sort"
 	"unsafe"
@@ -47,7 +48,12 @@ func seekTable(r interface {
 		return nil, 0, err
 	}
 	if binary.LittleEndian.Uint32(foot[5:]) != seekableMagic {
-		return nil, 0, fmt.Errorf("partial: zstd: %s has no seek table (last 4 bytes are not 0x8F92EAB1)", name)
+		var head [4]byte
+		if _, err := r.ReadAt(head[:], 0); err == nil && IsZstdMagic(head[:]) {
+			return nil, 0, fmt.Errorf("partial: zstd: %s starts with a zstd frame but has no seek table at its end: "+
+				"it is truncated, or plain zstd rather than the seekable format (faiss-sidecar compress writes that; or decompress it)", name)
+		}
+		return nil, 0, fmt.Errorf("partial: zstd: %s is not zstd-compressed: no zstd frame at its start, no seek table at its end (last 4 bytes are not 0x8F92EAB1)", name)
 	}
 	n := int64(binary.LittleEndian.Uint32(foot[0:]))
 	desc := foot[4]
@@ -94,6 +100,46 @@ func seekTable(r interface {
 		return nil, 0, fmt.Errorf("partial: zstd: %s: frames cover %d bytes but the seek table starts at byte %d", name, cOff, start)
 	}
 	return frames, dOff, nil
+}
+
+// Every zstd frame starts with zstdFrameMagic; skippable frames (a seek
+// table among them) with 0x184D2A50 … 0x184D2A5F. Both little-endian.
+const (
+	zstdFrameMagic     = 0xFD2FB528
+	skippableMagicMask = 0xFFFFFFF0
+)
+
+// IsZstdMagic reports whether b starts with a zstd frame or a skippable
+// frame: compressed data, not a file to read in place.
+func IsZstdMagic(b []byte) bool {
+	if len(b) < 4 {
+		return false
+	}
+	m := binary.LittleEndian.Uint32(b)
+	return m == zstdFrameMagic || m&skippableMagicMask == skippableMagic&skippableMagicMask
+}
+
+// IsZstd reports whether the file at path is zstd-compressed in any form: a
+// zstd (or skippable) frame at its start, or a seek table at its end.
+func IsZstd(path string) (bool, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return false, err
+	}
+	defer f.Close()
+	var head [4]byte
+	if n, err := f.ReadAt(head[:], 0); err != nil && n < len(head) && !errors.Is(err, io.EOF) {
+		return false, err
+	}
+	if IsZstdMagic(head[:]) {
+		return true, nil
+	}
+	st, err := f.Stat()
+	if err != nil {
+		return false, err
+	}
+	_, _, err = seekTable(f, st.Size(), path)
+	return err == nil, nil
 }
 
 // ZstdSupported reports whether this build can decompress zstd (it needs cgo).
@@ -146,6 +192,12 @@ func OpenZstd(path string, cache *Cache, budget int64) (*Zstd, error) {
 	}
 	if cache == nil {
 		cache = NewCache(budget)
+		if budget >= size {
+			// The frames bound what a private cache of the whole file holds, so
+			// it never needs to evict; its shards each get the whole budget,
+			// lest a frame be refused for landing in a full shard.
+			cache.SetBudget(budget * int64(len(cache.shards)))
+		}
 	}
 	z := &Zstd{raw: raw, name: path, frames: frames, size: size, cache: cache}
 	z.file, z.table = cache.newFile(int64(len(frames)), nil)
