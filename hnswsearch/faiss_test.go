@@ -148,20 +148,7 @@ func TestFAISS173Parity(t *testing.T) {
 					if batch {
 						name += "+batch-reads"
 					}
-					// pread also runs with all neighbor lists pinned in memory,
-					// direct with those of the most-linked nodes within 16 KiB.
-					o := Options{Semantics: FAISS173, Kernel: Exact, BatchReads: batch}
-					switch name {
-					case "pread+batch-reads":
-						o.PinNeighbors = true
-					case "direct+batch-reads":
-						o.PinBytes = 16 << 10
-					case "direct-uncached", "direct-uncached+batch-reads":
-						// Room for ~40 vectors: searches evict, and sometimes
-						// overwrite vectors they hold, so the re-read path runs.
-						o.PinBytes = 16 << 10
-						o.VectorCacheBytes = vectorCacheFor(t, s, 40)
-					}
+					o := parityOptions(t, name, s, batch)
 					x := openIndex(t, s, o)
 					for ri, run := range fr.Runs {
 						p := Params{K: run.K, Filter: run.AllowIDs}
@@ -206,6 +193,27 @@ func TestFAISS173Parity(t *testing.T) {
 			}
 		})
 	}
+}
+
+// parityOptions are the parity tests' options for the backend called name
+// (see backends; "+batch-reads" when batch): faiss-1.7.3 semantics, the
+// exact kernel, and per backend the ways of holding data that must not
+// change results. pread with batched reads also pins every neighbor list,
+// direct those of the most-linked nodes within 16 KiB.
+func parityOptions(t *testing.T, name string, s partial.Storage, batch bool) Options {
+	o := Options{Semantics: FAISS173, Kernel: Exact, BatchReads: batch}
+	switch name {
+	case "pread+batch-reads":
+		o.PinNeighbors = true
+	case "direct+batch-reads":
+		o.PinBytes = 16 << 10
+	case "direct-uncached", "direct-uncached+batch-reads":
+		// Room for ~40 vectors: searches evict, and sometimes
+		// overwrite vectors they hold, so the re-read path runs.
+		o.PinBytes = 16 << 10
+		o.VectorCacheBytes = vectorCacheFor(t, s, 40)
+	}
+	return o
 }
 
 func TestBadQueries(t *testing.T) {

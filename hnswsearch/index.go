@@ -97,6 +97,24 @@ type Options struct {
 	// cache gets the rest. It overrides PinNeighbors, PinVectors, PinBytes
 	// and VectorCacheBytes; Options() reports the outcome.
 	HeldBytes int64
+	// IndexEfSearch > 0 searches as if the file had been written with
+	// efSearch = IndexEfSearch: FAISS's index.hnsw.efSearch attribute
+	// (OpenSearch's index-level ef_search). It replaces the stored value
+	// wherever the search uses it (the stop rule without Params.EfSearch,
+	// FAISS 1.7.3's pool capacity, the upper_beam variant); Params.EfSearch
+	// still overrides it per query as SearchParametersHNSW does. 0 keeps
+	// the stored value; others must pass CheckIndexEfSearch.
+	IndexEfSearch int
+	// FullMode says the front end read the whole file into memory (loading
+	// mode full). Every byte is read anyway, so New also checks every
+	// neighbor list (ids in range, on the level they are listed at, −1
+	// only as trailing padding; FAISS ≥ 1.14 checks the same on read) and
+	// the Lucene footer's CRC-32, failing with a faissfmt.ErrFormat error.
+	FullMode bool
+	// VerifyChecksum checks the Lucene footer's CRC-32 of an OpenSearch
+	// file at New (one pass over the file; implied by FullMode). A file
+	// without a footer has no checksum to check.
+	VerifyChecksum bool
 }
 
 // DefaultExactFilterMax is where an exact scan of the allowed ids stops
@@ -115,8 +133,9 @@ const (
 
 // Errors callers can test with errors.Is.
 var (
-	ErrBadQuery = errors.New("hnswsearch: bad query")
-	ErrCorrupt  = errors.New("hnswsearch: corrupt index")
+	ErrBadQuery  = errors.New("hnswsearch: bad query")
+	ErrCorrupt   = errors.New("hnswsearch: corrupt index")
+	ErrBadOption = errors.New("hnswsearch: bad option")
 )
 
 const fltMax = math.MaxFloat32
@@ -132,6 +151,7 @@ type Index struct {
 	blocks   partial.BlockViewer // cached blocks served without copying
 	opts     Options
 	h        *faissfmt.HNSW
+	efSearch int32 // the efSearch searches use: Options.IndexEfSearch or the stored one
 	n        int32
 	d        int // float dimension, or bits for binary
 	codeSize int
@@ -177,6 +197,13 @@ func New(f *faissfmt.File, s partial.Storage, o Options) (*Index, error) {
 	x := &Index{st: s, opts: o, h: g.HNSW, n: int32(g.NTotal), d: g.D, binary: g.Binary, metric: g.Metric}
 	if g.NTotal > math.MaxInt32 {
 		return nil, fmt.Errorf("hnswsearch: %d vectors exceed FAISS's 32-bit node ids", g.NTotal)
+	}
+	x.efSearch = g.HNSW.EfSearch
+	if o.IndexEfSearch != 0 {
+		if err := CheckIndexEfSearch(o.IndexEfSearch); err != nil {
+			return nil, err
+		}
+		x.efSearch = int32(o.IndexEfSearch)
 	}
 	st := f.Storage
 	x.codes, _ = st.Section("codes")
@@ -226,6 +253,12 @@ func New(f *faissfmt.File, s partial.Storage, o Options) (*Index, error) {
 			return nil, err
 		}
 		x.viewer = v
+	}
+	if err := x.verify(f); err != nil {
+		if x.viewer != nil {
+			x.viewer.Release()
+		}
+		return nil, err
 	}
 	if x.viewer == nil && x.n > 0 {
 		if err := x.hold(&o); err != nil {
@@ -277,6 +310,46 @@ func (x *Index) NTotal() int64 { return int64(x.n) }
 
 // StoredEfSearch is the efSearch saved in the file.
 func (x *Index) StoredEfSearch() int { return int(x.h.EfSearch) }
+
+// CheckIndexEfSearch checks an index-level efSearch (Options.IndexEfSearch
+// when set): 1 … MaxEfSearch.
+func CheckIndexEfSearch(n int) error {
+	if n < 1 || n > MaxEfSearch {
+		return fmt.Errorf("%w: index ef_search %d is out of range [1, %d]", ErrBadOption, n, MaxEfSearch)
+	}
+	return nil
+}
+
+// EfSearch is the efSearch searches use without Params.EfSearch:
+// Options.IndexEfSearch when set, else the stored one.
+func (x *Index) EfSearch() int { return int(x.efSearch) }
+
+// verify runs the load-time checks the options ask for (Options.FullMode,
+// Options.VerifyChecksum), on the zero-copy views where there are some.
+func (x *Index) verify(f *faissfmt.File) error {
+	if x.opts.FullMode && x.n > 0 {
+		var err error
+		if x.nbView != nil {
+			err = x.h.CheckNeighborBytes(x.nbView)
+		} else {
+			err = x.h.CheckNeighbors(x.st)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	if (x.opts.FullMode || x.opts.VerifyChecksum) && f.Footer != nil {
+		if x.viewer != nil {
+			b, err := x.viewer.View(0, f.Size-8)
+			if err != nil {
+				return err
+			}
+			return faissfmt.CheckFooterCRCBytes(b, f)
+		}
+		return faissfmt.CheckFooterCRC(x.st, f)
+	}
+	return nil
+}
 
 // Options returns the options the Index was made with.
 func (x *Index) Options() Options { return x.opts }

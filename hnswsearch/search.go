@@ -227,7 +227,7 @@ func (x *Index) run(s *scratch, p Params, dst []Result) ([]Result, Stats, error)
 func (x *Index) searchGraph(s *scratch, p Params) error {
 	h := x.h
 	modern := x.opts.Semantics == Modern
-	efObj := int(h.EfSearch)
+	efObj := int(x.efSearch) // the index's efSearch (Options.IndexEfSearch or stored)
 	efStop := efObj
 	if p.EfSearch > 0 {
 		efStop = p.EfSearch
@@ -445,10 +445,10 @@ func (x *Index) beamSearch(s *scratch, k int) error {
 		}
 		s.advance()
 		if l == 0 {
-			_, err = x.searchLevel(s, 0, &s.res, int(h.EfSearch))
+			_, err = x.searchLevel(s, 0, &s.res, int(x.efSearch))
 		} else {
 			s.beam.n = 0
-			_, err = x.searchLevel(s, l, &s.beam, int(h.EfSearch))
+			_, err = x.searchLevel(s, l, &s.beam, int(x.efSearch))
 		}
 		if err != nil {
 			return err

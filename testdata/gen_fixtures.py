@@ -6,6 +6,11 @@ Run with Debian's FAISS (1.7.3):
     apt-get install -y python3-faiss python3-numpy
     /usr/bin/python3 testdata/gen_fixtures.py
 
+FAISS's multi-threaded HNSW build makes each full run's graphs differ; to add
+only the NAME.index_ef.json references (searches with index.hnsw.efSearch
+set, computed from the existing .faiss files, the same bytes every run):
+    /usr/bin/python3 testdata/gen_fixtures.py --index-ef-only
+
 Every expected value in the JSON files is read back from the live FAISS
 object (header fields, HNSW arrays, id maps, SQ parameters, code bytes), never
 computed by faiss-sidecar. Two fixtures (sq_bf16, sq_8bit_direct_signed) use SQ
@@ -316,6 +321,7 @@ def main():
     save("hnsw_beam2", ix, tree(ix, "IHNf", (hnsw_children(ix), "IxF2")))
 
     search_fixtures()
+    index_ef_fixtures()
 
     total = sum(os.path.getsize(os.path.join(OUT, f)) for f in os.listdir(OUT))
     print("wrote %d files, %d bytes, FAISS %s" % (len(os.listdir(OUT)), total, faiss.__version__), file=sys.stderr)
@@ -421,5 +427,84 @@ def search_fixtures():
             f.write("\n")
 
 
+INDEX_EF_FIXTURES = ["hnsw_flat_l2", "hnsw_flat_ip", "idmap_hnsw", "hnsw_beam2", "bin_hnsw"]
+
+
+def index_ef_fixtures():
+    """FAISS 1.7.3's results with the efSearch *attribute* set: NAME.index_ef.json.
+
+    Each run sets index.hnsw.efSearch = index_ef_search on the object read
+    from NAME.faiss (what FAISS 1.7.x code and OpenSearch's index-level
+    ef_search do) and searches with k, no SearchParameters when neither a
+    filter nor ef_search is given. A filter needs SearchParametersHNSW in
+    1.7.3 (plain SearchParameters are refused); its efSearch is then the
+    attribute's value unless the run names ef_search (a per-query value on
+    top of the attribute). The .faiss files are only read, so this part can
+    be run alone (--index-ef-only) without rebuilding the other fixtures.
+    """
+    rng = np.random.default_rng(20261201)
+    for name in INDEX_EF_FIXTURES:
+        path = os.path.join(OUT, name + ".faiss")
+        binary = name.startswith("bin_")
+        outer = faiss.read_index_binary(path) if binary else faiss.read_index(path)
+        idmap = None
+        inner = outer
+        if name.startswith("idmap"):
+            idmap = arr(outer.id_map)
+            inner = faiss.downcast_index(outer.index)
+        n = inner.ntotal
+        nq = 5
+        if binary:
+            base = arr(faiss.downcast_IndexBinary(inner.storage).xb).reshape(-1, inner.code_size)
+            q = rng.integers(0, 256, (nq, inner.code_size)).astype("uint8")
+            q[:1] = base[rng.integers(0, n, 1)]
+        else:
+            # Near stored vectors (the first one exactly on one).
+            base = inner.reconstruct_n(0, n)
+            q = base[rng.integers(0, n, nq)] + rng.standard_normal((nq, inner.d)).astype("float32")
+            q[0] = base[rng.integers(0, n)]
+            q = q.astype("float32")
+        # Filters: beam search and 1.7.3's binary HNSW take no parameters.
+        filtered = not binary and name != "hnsw_beam2"
+        allowed = np.sort(rng.permutation(n)[: n // 4])
+        configs = []
+        for N in (16, 64, 256):
+            for k in (1, 10, 100):
+                configs.append((N, k, None, None))
+                if filtered:
+                    configs.append((N, k, None, allowed))
+        if filtered:
+            configs += [(64, 10, 16, None), (16, 10, 64, None), (256, 10, 32, allowed)]
+        stored = int(inner.hnsw.efSearch)
+        runs = []
+        for N, k, ef, sel in configs:
+            inner.hnsw.efSearch = N
+            stats_reset()
+            if sel is None and ef is None:
+                D, I = inner.search(q, k)
+            else:
+                kw = {"efSearch": int(ef if ef is not None else N)}
+                if sel is not None:
+                    kw["sel"] = faiss.IDSelectorBatch(sel.astype("int64"))
+                D, I = inner.search(q, k, params=faiss.SearchParametersHNSW(**kw))
+            st = stats_get()
+            if idmap is not None:
+                I = np.where(I >= 0, idmap[np.maximum(I, 0)], -1)
+            ext = None
+            if sel is not None:
+                ext = (idmap[sel] if idmap is not None else sel).tolist()
+            runs.append({"index_ef_search": N, "k": k, "ef_search": ef, "allow_ids": ext, "ids": I.tolist(),
+                         "distances": [[int(v) for v in r] if binary else fl(r) for r in D], "faiss_stats": st})
+        out = {"fixture": name, "faiss_version": faiss.__version__, "binary": binary,
+               "stored_ef_search": stored,
+               "queries": q.astype(int).tolist() if binary else [fl(r) for r in q], "runs": runs}
+        with open(os.path.join(OUT, name + ".index_ef.json"), "w") as f:
+            json.dump(out, f, separators=(",", ":"))
+            f.write("\n")
+
+
 if __name__ == "__main__":
-    main()
+    if sys.argv[1:] == ["--index-ef-only"]:
+        index_ef_fixtures()
+    else:
+        main()
