@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -9,6 +10,8 @@ import (
 	"runtime"
 	"runtime/debug"
 	"runtime/metrics"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/faiss-sidecar/faiss-sidecar/faissfmt"
@@ -26,6 +29,8 @@ type indexFlags struct {
 	exactFilterMax                   int
 	memoryBudget                     int64
 	warmup                           bool
+	indexEf                          indexEfFlag
+	verifyChecksum                   bool
 }
 
 func (f *indexFlags) register(fs *flag.FlagSet) {
@@ -39,6 +44,26 @@ func (f *indexFlags) register(fs *flag.FlagSet) {
 	fs.Int64Var(&f.memoryBudget, "memory-budget", 0, "memory_efficient: bytes the index may hold; leaves the Go heap its share, pins the neighbor lists (all when they fit, else the hubs'), gives the rest to a vector cache and reads misses in batches (default backend direct)")
 	fs.BoolVar(&f.warmup, "warmup", false, "after open, pull the graph (then vectors, up to the cache budget) in with large sequential reads")
 	fs.BoolVar(&f.batchReads, "batch-reads", false, "pread/direct: read an expanded node's unvisited neighbors' vectors as one parallel batch")
+	fs.Var(&f.indexEf, "index-ef-search", "search as if the index had been written with efSearch N (FAISS's index.hnsw.efSearch, OpenSearch's index-level ef_search; 1.7.3 also sizes the candidate pool by it); --ef-search still sets the per-query value (default: the stored efSearch)")
+	fs.BoolVar(&f.verifyChecksum, "verify-checksum", false, "check an OpenSearch file's Lucene footer CRC-32 at load (one pass over the file; mode full always does, and checks every neighbor id)")
+}
+
+// indexEfFlag is --index-ef-search: 0 when not given, else a value
+// hnswsearch.CheckIndexEfSearch accepts (checked as the flag is parsed).
+type indexEfFlag int
+
+func (e *indexEfFlag) String() string { return strconv.Itoa(int(*e)) }
+
+func (e *indexEfFlag) Set(s string) error {
+	n, err := strconv.Atoi(s)
+	if err != nil {
+		return fmt.Errorf("%q is not an integer", s)
+	}
+	if err := hnswsearch.CheckIndexEfSearch(n); err != nil {
+		return errors.New(strings.TrimPrefix(err.Error(), hnswsearch.ErrBadOption.Error()+": "))
+	}
+	*e = indexEfFlag(n)
+	return nil
 }
 
 // loadedIndex is an opened storage + parsed file + search index.
@@ -89,7 +114,8 @@ func (f *indexFlags) open(path string) (*loadedIndex, error) {
 		return nil, usagef("%v", err)
 	}
 	start := time.Now()
-	opts := hnswsearch.Options{Semantics: sem, Kernel: ker, BatchReads: f.batchReads, ExactFilterMax: f.exactFilterMax}
+	opts := hnswsearch.Options{Semantics: sem, Kernel: ker, BatchReads: f.batchReads, ExactFilterMax: f.exactFilterMax,
+		IndexEfSearch: int(f.indexEf), FullMode: f.mode == "full", VerifyChecksum: f.verifyChecksum}
 	cacheBytes := f.cacheBytes
 	var heapBytes int64
 	if f.memoryBudget > 0 {
