@@ -455,6 +455,15 @@ func NewCachedAligned(name string, inner Storage, cache *Cache, budget int64, bl
 	return newCached(name, inner, cache, budget, blockSize, align, false)
 }
 
+// CheckBlockSize reports whether blockSize (0: the default 4096) is a
+// block size a block cache accepts: a power of two ≥ 512.
+func CheckBlockSize(blockSize int) error {
+	if blockSize != 0 && (blockSize < 512 || blockSize&(blockSize-1) != 0) {
+		return fmt.Errorf("%w: block size %d is not a power of two ≥ 512", ErrBadOption, blockSize)
+	}
+	return nil
+}
+
 // mirrorMinBudget is the smallest cache budget that gets a mirror for a
 // file of size bytes.
 func mirrorMinBudget(size int64) int64 { return size + size/8 }
@@ -470,8 +479,8 @@ func newCached(name string, inner Storage, cache *Cache, budget int64, blockSize
 	if blockSize == 0 {
 		blockSize = 4096
 	}
-	if blockSize < 512 || blockSize&(blockSize-1) != 0 {
-		return nil, fmt.Errorf("partial: block size %d is not a power of two ≥ 512", blockSize)
+	if err := CheckBlockSize(blockSize); err != nil {
+		return nil, err
 	}
 	c := &Cached{inner: inner, cache: cache, name: name,
 		g: grid{lg: uint(bits.TrailingZeros(uint(blockSize))), bs: int64(blockSize), size: inner.Size()}}

@@ -14,6 +14,15 @@ type CompressResult struct {
 	Frames  int
 }
 
+// CheckFrameSize reports whether frameSize is a frame size CompressSeekable
+// accepts (and readers decompress): 1 byte to 1 GiB.
+func CheckFrameSize(frameSize int) error {
+	if frameSize <= 0 || frameSize > maxFrameDecomp {
+		return fmt.Errorf("zstd frame size %d out of range (1 … %d)", frameSize, maxFrameDecomp)
+	}
+	return nil
+}
+
 // CompressSeekable writes src (n bytes) to dst in the zstd seekable format:
 // frames of frameSize uncompressed bytes (the last may be shorter), each an
 // independent zstd frame at level, then the seek table with each frame's
@@ -21,8 +30,8 @@ type CompressResult struct {
 // progress, if not nil, is called with the bytes consumed so far.
 func CompressSeekable(dst io.Writer, src io.Reader, frameSize, level int, progress func(done int64)) (CompressResult, error) {
 	var res CompressResult
-	if frameSize <= 0 || frameSize > maxFrameDecomp {
-		return res, fmt.Errorf("partial: zstd frame size %d out of range (1 … %d)", frameSize, maxFrameDecomp)
+	if err := CheckFrameSize(frameSize); err != nil {
+		return res, err
 	}
 	in := make([]byte, frameSize)
 	var out []byte
