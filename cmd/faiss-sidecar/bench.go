@@ -42,7 +42,8 @@ type searchBenchResult struct {
 	Threads        int      `json:"threads"`
 	Queries        int      `json:"queries"`
 	K              int      `json:"k"`
-	EfSearch       int      `json:"ef_search"`
+	EfSearch       int      `json:"ef_search"`        // --ef-search, else --index-ef-search, else the stored value
+	EfSearchStored int      `json:"ef_search_stored"` // the efSearch saved in the file
 	Searches       int      `json:"searches"`
 	Seconds        float64  `json:"seconds"`
 	QPS            float64  `json:"qps"`
@@ -105,10 +106,21 @@ func runBenchSearch(args []string, stdout io.Writer) error {
 		return err
 	}
 	if len(pos) != 1 || *queries == "" {
-		return usagef("usage: faiss-sidecar bench INDEX --queries Q --k K --ef-search EF [--threads N] [--mode M] [--backend B] [--gt GT.ivecs] --json\n   or: faiss-sidecar bench storage FILE --backend NAME [--cold] --json")
+		return usageOf("bench")
 	}
-	if *threads < 1 {
+	if err := checkQuery(*k, *ef); err != nil {
+		return err
+	}
+	switch {
+	case *threads < 1:
 		return usagef("--threads must be ≥ 1")
+	case *maxQueries < 0:
+		return usagef("--max-queries %d is negative (0: all)", *maxQueries)
+	case *duration <= 0:
+		return usagef("--duration %v must be positive", *duration)
+	}
+	if err := rr.validate(); err != nil {
+		return err
 	}
 	l, qs, err := ix.openWithQueries(pos[0], *queries, *maxQueries)
 	if err != nil {
@@ -161,6 +173,9 @@ func runBenchSearch(args []string, stdout io.Writer) error {
 	}
 	res := searchBenchResult{Index: pos[0], Mode: ix.mode, Backend: l.backend, Semantics: ix.semantics, Kernel: ix.kernel,
 		KernelImpl: distance.FastImpl, Threads: *threads, Queries: len(qs), K: *k, EfSearch: *ef, OpenMs: float64(l.openDur.Microseconds()) / 1e3}
+	if res.EfSearchStored = l.idx.StoredEfSearch(); res.EfSearch == 0 {
+		res.EfSearch = l.idx.EfSearch() // the stored value, or --index-ef-search
+	}
 	if ix.kernel == "exact" {
 		res.KernelImpl = "sequential"
 	}
@@ -321,7 +336,7 @@ func runBenchSearch(args []string, stdout io.Writer) error {
 		return printJSON(stdout, res)
 	}
 	fmt.Fprintf(stdout, "%s (%s/%s, %s, %s kernel): %d threads, k=%d ef=%d: %.0f QPS, p50 %.1f µs, p99 %.1f µs, %.0f distances/query, %.0f bytes read/query",
-		pos[0], ix.mode, l.backend, ix.semantics, res.KernelImpl, *threads, *k, *ef, res.QPS, res.P50us, res.P99us, res.NDisMean, res.BytesPerQuery)
+		pos[0], ix.mode, l.backend, ix.semantics, res.KernelImpl, *threads, *k, res.EfSearch, res.QPS, res.P50us, res.P99us, res.NDisMean, res.BytesPerQuery)
 	if res.Recall != nil {
 		fmt.Fprintf(stdout, ", recall@%d %.4f", *k, *res.Recall)
 	}
@@ -371,10 +386,16 @@ func runBenchStorage(args []string, stdout io.Writer) error {
 		return err
 	}
 	if len(pos) != 1 {
-		return usagef("usage: faiss-sidecar bench storage FILE --backend NAME [--cold] [--reads N] [--inflight K] [--json]")
+		return usageOf("bench storage")
 	}
 	if *reads <= 0 || *size <= 0 || *inflight <= 0 {
 		return usagef("--reads, --read-size and --inflight must be positive")
+	}
+	if *cacheBytes < 0 {
+		return usagef("--cache-bytes %d is negative", *cacheBytes)
+	}
+	if err := checkBackend(*backend); err != nil {
+		return err
 	}
 	path := pos[0]
 	if *cold {

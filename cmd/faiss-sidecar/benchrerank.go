@@ -6,6 +6,7 @@ import (
 	"io"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/faiss-sidecar/faiss-sidecar/partial"
@@ -42,8 +43,14 @@ func runBenchRerank(args []string, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
-	if len(pos) != 0 || *vectors == "" || *n <= 0 || *trials <= 0 {
-		return usagef("usage: faiss-sidecar bench rerank --vectors FILE --shortlist N --trials T --strategy S [--workers W] [--cold] --json")
+	if len(pos) != 0 || *vectors == "" {
+		return usageOf("bench rerank")
+	}
+	switch {
+	case *n <= 0 || *trials <= 0 || *workers <= 0:
+		return usagef("--shortlist, --trials and --workers must be positive")
+	case !slices.Contains(rerank.Strategies, *strategy):
+		return usagef("unknown --strategy %q (known: %s)", *strategy, strings.Join(rerank.Strategies, ", "))
 	}
 	s, err := rerank.Open(*vectors, *strategy)
 	if err != nil {

@@ -6,21 +6,26 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 
 	"github.com/faiss-sidecar/faiss-sidecar/partial"
 )
 
 func runCompress(args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("compress", flag.ContinueOnError)
-	frame := fs.Int("frame-size", 64<<10, "uncompressed bytes per zstd frame (the unit of random access and caching)")
-	level := fs.Int("level", 3, "zstd compression level")
+	frame := fs.Int("frame-size", 64<<10, "uncompressed bytes per zstd frame (the unit of random access and caching), 1 … 1 GiB")
+	level := fs.Int("level", 3, "zstd compression level, 1 (fastest) … 22 (smallest)")
 	pos, err := parseArgs(fs, args)
 	if err != nil {
 		return err
 	}
 	if len(pos) != 2 {
-		return usagef("usage: faiss-sidecar compress IN OUT [--frame-size N] [--level L]")
+		return usageOf("compress")
+	}
+	if err := partial.CheckFrameSize(*frame); err != nil {
+		return usagef("--frame-size: %v", err)
+	}
+	if *level < 1 || *level > 22 {
+		return usagef("--level %d: zstd levels run from 1 (fastest) to 22 (smallest)", *level)
 	}
 	in, err := os.Open(pos[0])
 	if err != nil {
@@ -31,32 +36,22 @@ func runCompress(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	// Write to a temporary file beside OUT and rename, so OUT is never half-written.
-	tmp, err := os.CreateTemp(filepath.Dir(pos[1]), ".compress-*")
-	if err != nil {
+	if z, err := partial.IsZstd(pos[0]); err != nil {
 		return err
+	} else if z {
+		return fmt.Errorf("%s is zstd-compressed already (read it with --backend zstd; to recompress, decompress it first)", pos[0])
 	}
-	defer os.Remove(tmp.Name())
 	var prog *progressBar
 	if isTerminal(os.Stderr) {
 		prog = newProgressBar(os.Stderr, "compress")
 	}
-	w := bufio.NewWriterSize(tmp, 1<<20)
-	res, err := partial.CompressSeekable(w, bufio.NewReaderSize(in, 1<<20), *frame, *level, func(done int64) { prog.Update(done, st.Size()) })
+	var res partial.CompressResult
+	err = writeFile(pos[1], func(w *bufio.Writer) (err error) {
+		res, err = partial.CompressSeekable(w, bufio.NewReaderSize(in, 1<<20), *frame, *level, func(done int64) { prog.Update(done, st.Size()) })
+		return err
+	})
 	prog.Done()
-	if err == nil {
-		err = w.Flush()
-	}
-	if err == nil {
-		err = tmp.Sync()
-	}
-	if cerr := tmp.Close(); err == nil {
-		err = cerr
-	}
 	if err != nil {
-		return fmt.Errorf("%s: %w", pos[1], err)
-	}
-	if err := os.Rename(tmp.Name(), pos[1]); err != nil {
 		return err
 	}
 	ratio := 0.0

@@ -101,6 +101,9 @@ func (l *loadedIndex) Close() {
 }
 
 func (f *indexFlags) open(path string) (*loadedIndex, error) {
+	if err := f.validate(); err != nil {
+		return nil, err
+	}
 	backend, err := partial.ModeBackend(f.mode, f.backend, path)
 	if err != nil {
 		return nil, usagef("%v", err)
@@ -119,9 +122,6 @@ func (f *indexFlags) open(path string) (*loadedIndex, error) {
 	cacheBytes := f.cacheBytes
 	var heapBytes int64
 	if f.memoryBudget > 0 {
-		if f.mode != "memory_efficient" {
-			return nil, usagef("--memory-budget applies to --mode memory_efficient")
-		}
 		if f.backend == "" && backend != "zstd" {
 			backend = "direct"
 		}

@@ -20,7 +20,10 @@ func runInspect(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	if len(pos) != 1 {
-		return usagef("usage: faiss-sidecar inspect FILE [--json] [--verify] [--backend NAME]")
+		return usageOf("inspect")
+	}
+	if err := checkBackend(*backend); err != nil {
+		return err
 	}
 	path := pos[0]
 	src, err := openSource(path, *backend, 0)
@@ -55,6 +58,9 @@ func runInspect(args []string, stdout, stderr io.Writer) error {
 		prog.Done()
 		if err != nil {
 			return fmt.Errorf("%s: %w", path, err)
+		}
+		if vr.Violations == nil {
+			vr.Violations = []faissfmt.Violation{} // "violations": [] when there are none
 		}
 		rep.Verify = vr
 		if rep.Footer != nil && vr.FooterCRCOK != nil {

@@ -5,8 +5,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"os"
-	"path/filepath"
 	"strconv"
 
 	"github.com/faiss-sidecar/faiss-sidecar/hnswsearch"
@@ -23,13 +21,21 @@ func runSearch(args []string, stdout, stderr io.Writer) error {
 	threads := fs.Int("threads", 0, "worker goroutines (0: GOMAXPROCS)")
 	var rr rerankFlags
 	rr.register(fs)
-	usage := "usage: faiss-sidecar search INDEX --queries Q --k K [--ef-search EF] [--mode full|memory_efficient] [--backend NAME] [--semantics S] [--kernel K] [--allow-ids FILE] [--rerank-vectors FILE [--oversample F] [--rerank-strategy S]] --out OUT.jsonl"
 	pos, err := parseArgs(fs, args)
 	if err != nil {
 		return err
 	}
 	if len(pos) != 1 || *queries == "" {
-		return usagef("%s", usage)
+		return usageOf("search")
+	}
+	if err := checkQuery(*k, *ef); err != nil {
+		return err
+	}
+	if *threads < 0 {
+		return usagef("--threads %d is negative (0: GOMAXPROCS)", *threads)
+	}
+	if err := rr.validate(); err != nil {
+		return err
 	}
 	l, qs, err := ix.openWithQueries(pos[0], *queries, 0)
 	if err != nil {
@@ -74,12 +80,15 @@ func runSearch(args []string, stdout, stderr io.Writer) error {
 			}
 		}
 	}
-	return writeOutput(*out, stdout, func(w *bufio.Writer) {
+	return writeOutput(*out, stdout, func(w *bufio.Writer) error {
 		buf := make([]byte, 0, 4096)
 		for i, r := range res {
 			buf = appendResultLine(buf[:0], i, r.Hits, l.idx.Binary())
-			w.Write(buf)
+			if _, err := w.Write(buf); err != nil {
+				return err
+			}
 		}
+		return nil
 	})
 }
 
@@ -115,29 +124,4 @@ func appendResultLine(b []byte, i int, hits []hnswsearch.Result, binary bool) []
 		}
 	}
 	return append(b, "]}\n"...)
-}
-
-// writeOutput writes to path ("-": stdout) through a temporary file renamed
-// into place, so a failed run never leaves half a file.
-func writeOutput(path string, stdout io.Writer, write func(*bufio.Writer)) error {
-	if path == "-" || path == "" {
-		w := bufio.NewWriter(stdout)
-		write(w)
-		return w.Flush()
-	}
-	tmp, err := os.CreateTemp(filepath.Dir(path), ".out-*")
-	if err != nil {
-		return err
-	}
-	defer os.Remove(tmp.Name())
-	w := bufio.NewWriterSize(tmp, 1<<20)
-	write(w)
-	if err := w.Flush(); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Close(); err != nil {
-		return err
-	}
-	return os.Rename(tmp.Name(), path)
 }

@@ -145,8 +145,8 @@ func TestSearchCLIErrors(t *testing.T) {
 	}{
 		{[]string{"search", idx, "--queries", short}, 1, "queries have 1 values, the index expects 32 components"},
 		{[]string{"search", idx, "--queries", nan}, 1, "query component 3 is NaN"},
-		{[]string{"search", idx, "--queries", q, "--k", "0"}, 1, "k=0 is out of range"},
-		{[]string{"search", idx, "--queries", q, "--k", "100000"}, 1, "k=100000 is out of range"},
+		{[]string{"search", idx, "--queries", q, "--k", "0"}, 2, "k=0 is out of range"},
+		{[]string{"search", idx, "--queries", q, "--k", "100000"}, 2, "k=100000 is out of range"},
 		{[]string{"search", idx, "--queries", q, "--mode", "full", "--backend", "mmap"}, 2, "mode full reads the whole file"},
 		{[]string{"search", idx, "--queries", q, "--mode", "warm"}, 2, `unknown mode "warm"`},
 		{[]string{"search", idx, "--queries", q, "--semantics", "faiss-2"}, 2, `unknown semantics "faiss-2"`},

@@ -8,7 +8,9 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
+	neturl "net/url"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -19,6 +21,7 @@ import (
 	"time"
 
 	"github.com/faiss-sidecar/faiss-sidecar/httpapi"
+	"github.com/faiss-sidecar/faiss-sidecar/internal/buildinfo"
 )
 
 //go:embed demo/demo.faiss
@@ -65,7 +68,15 @@ func runServe(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	if len(pos) != 0 {
-		return usagef("usage: faiss-sidecar serve [--config FILE] [--listen ADDR] [--data-root DIR]… [--memory-budget BYTES] [--token T]")
+		return usageOf("serve")
+	}
+	switch {
+	case *budget < -1:
+		return usagef("--memory-budget %d is negative (0: unlimited)", *budget)
+	case *maxBody < 0:
+		return usagef("--max-body-bytes %d is negative", *maxBody)
+	case *timeout < 0:
+		return usagef("--request-timeout %v is negative", *timeout)
 	}
 	var cfg serveConfig
 	if *configPath != "" {
@@ -73,10 +84,15 @@ func runServe(args []string, stdout, stderr io.Writer) error {
 		if err != nil {
 			return err
 		}
+		// A config that does not parse (an unknown key, a wrong type) is a
+		// usage error, as a bad flag is.
 		d := json.NewDecoder(strings.NewReader(string(b)))
 		d.DisallowUnknownFields()
 		if err := d.Decode(&cfg); err != nil {
-			return fmt.Errorf("%s: %w", *configPath, err)
+			return usagef("%s: %v", *configPath, err)
+		}
+		if d.More() {
+			return usagef("%s: more than one JSON value", *configPath)
 		}
 	}
 	// Environment over the file, flags over both.
@@ -89,7 +105,7 @@ func runServe(args []string, stdout, stderr io.Writer) error {
 	if v := os.Getenv("FAISS_SIDECAR_MEMORY_BUDGET"); v != "" {
 		n, err := strconv.ParseInt(v, 10, 64)
 		if err != nil {
-			return fmt.Errorf("FAISS_SIDECAR_MEMORY_BUDGET=%q: %w", v, err)
+			return usagef("FAISS_SIDECAR_MEMORY_BUDGET=%q is not a byte count", v)
 		}
 		cfg.MemoryBudget = n
 	}
@@ -121,6 +137,15 @@ func runServe(args []string, stdout, stderr io.Writer) error {
 	if cfg.Listen == "" {
 		cfg.Listen = "127.0.0.1:8080"
 	}
+	if err := checkListen(cfg.Listen); err != nil {
+		return err
+	}
+	switch {
+	case cfg.MemoryBudget < 0:
+		return usagef("memory_budget %d is negative (0: unlimited)", cfg.MemoryBudget)
+	case cfg.MaxBodyBytes < 0:
+		return usagef("max_body_bytes %d is negative", cfg.MaxBodyBytes)
+	}
 	var level slog.Level
 	if err := level.UnmarshalText([]byte(orDefault(cfg.LogLevel, "info"))); err != nil {
 		return usagef("log level %q: %v", cfg.LogLevel, err)
@@ -130,6 +155,9 @@ func runServe(args []string, stdout, stderr io.Writer) error {
 	if cfg.RequestTimeout != "" {
 		if reqTimeout, err = time.ParseDuration(cfg.RequestTimeout); err != nil {
 			return usagef("request_timeout %q: %v", cfg.RequestTimeout, err)
+		}
+		if reqTimeout < 0 {
+			return usagef("request_timeout %q is negative", cfg.RequestTimeout)
 		}
 	}
 	// Nothing configured: serve the embedded demo index from a temporary root.
@@ -159,6 +187,8 @@ func runServe(args []string, stdout, stderr io.Writer) error {
 		names = append(names, n)
 	}
 	sort.Strings(names)
+	log.Info("starting", "version", buildinfo.Version(), "listen", cfg.Listen, "data_roots", cfg.DataRoots,
+		"memory_budget", cfg.MemoryBudget, "token_set", cfg.Token != "", "indexes", names)
 	for _, n := range names {
 		if err := srv.Reg.Load(n, cfg.Indexes[n]); err != nil {
 			return fmt.Errorf("index %s: %w", n, err)
@@ -177,6 +207,19 @@ func runServe(args []string, stdout, stderr io.Writer) error {
 	return nil
 }
 
+// checkListen checks a listen address (host:port, host may be empty) before
+// anything starts, so a typo is a usage error rather than a failed bind.
+func checkListen(addr string) error {
+	_, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return usagef("listen address %q: %v", addr, err)
+	}
+	if _, err := strconv.ParseUint(port, 10, 16); err != nil {
+		return usagef("listen address %q: port %q is not a number from 0 to 65535", addr, port)
+	}
+	return nil
+}
+
 func orDefault(s, d string) string {
 	if s == "" {
 		return d
@@ -188,8 +231,15 @@ func orDefault(s, d string) string {
 func runHealth(args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("health", flag.ContinueOnError)
 	url := fs.String("url", "http://127.0.0.1:8080/_health", "health endpoint")
-	if _, err := parseArgs(fs, args); err != nil {
+	pos, err := parseArgs(fs, args)
+	if err != nil {
 		return err
+	}
+	if len(pos) != 0 {
+		return usageOf("health")
+	}
+	if u, err := neturl.Parse(*url); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return usagef("--url %q is not an http:// or https:// URL", *url)
 	}
 	c := &http.Client{Timeout: 3 * time.Second}
 	r, err := c.Get(*url)

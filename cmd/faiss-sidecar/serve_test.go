@@ -59,7 +59,7 @@ func TestServeBadConfig(t *testing.T) {
 	p := filepath.Join(t.TempDir(), "c.json")
 	os.WriteFile(p, []byte(`{"listen":"127.0.0.1:1","lissen":2}`), 0o644)
 	code, _, errOut := runCLI("serve", "--config", p)
-	if code != 1 || !strings.Contains(errOut, `unknown field "lissen"`) || strings.Count(errOut, "\n") != 1 {
+	if code != 2 || !strings.Contains(errOut, `unknown field "lissen"`) || strings.Count(errOut, "\n") != 1 {
 		t.Fatalf("exit %d: %q", code, errOut)
 	}
 	os.WriteFile(p, []byte(`{"data_roots":["`+t.TempDir()+`"],"indexes":{"x":{"path":"missing.faiss"}}}`), 0o644)

@@ -21,7 +21,7 @@ func openSource(path, backend string, cacheBytes int64) (partial.Storage, error)
 func openSourceBlocks(path, backend string, cacheBytes int64, blockSize int, align int64) (partial.Storage, error) {
 	s, err := partial.Open(path, partial.Options{Backend: backend, CacheBytes: cacheBytes, BlockSize: blockSize, AlignOffset: align})
 	if errors.Is(err, partial.ErrBadOption) {
-		return nil, usagef("%v", err)
+		return nil, badOption(err)
 	}
 	return s, err
 }

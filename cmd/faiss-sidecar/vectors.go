@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bufio"
 	"flag"
 	"fmt"
 	"io"
@@ -21,7 +22,7 @@ func runExportVectors(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	if len(pos) != 2 {
-		return usagef("usage: faiss-sidecar export-vectors IN(.fvecs|.npy|FAISS file) OUT.vec")
+		return usageOf("export-vectors")
 	}
 	in, out := pos[0], pos[1]
 	var dim int
@@ -50,27 +51,15 @@ func runExportVectors(args []string, stdout, stderr io.Writer) error {
 		closeIn = func() { s.Close() }
 	}
 	defer closeIn()
-	tmp, err := os.CreateTemp(filepath.Dir(out), ".vec-*")
-	if err != nil {
-		return err
-	}
-	defer os.Remove(tmp.Name())
 	var prog *progressBar
 	if isTerminal(os.Stderr) {
 		prog = newProgressBar(os.Stderr, "export")
 	}
-	err = rerank.WriteVec(tmp, dim, count, next, func(done int64) { prog.Update(done, count) })
+	err = writeFile(out, func(w *bufio.Writer) error {
+		return rerank.WriteVec(w, dim, count, next, func(done int64) { prog.Update(done, count) })
+	})
 	prog.Done()
-	if err == nil {
-		err = tmp.Sync()
-	}
-	if cerr := tmp.Close(); err == nil {
-		err = cerr
-	}
 	if err != nil {
-		return fmt.Errorf("%s: %w", out, err)
-	}
-	if err := os.Rename(tmp.Name(), out); err != nil {
 		return err
 	}
 	fmt.Fprintf(stdout, "%s: %d vectors of dimension %d → %s (records of %d bytes on 4096-byte boundaries)\n", in, count, dim, out, (int64(dim)*4+4095)/4096*4096)
