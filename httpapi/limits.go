@@ -42,6 +42,25 @@ type Limits struct {
 	SwitchTimeout time.Duration `json:"-"`
 }
 
+// Check refuses negative limits (zero means the default).
+func (l Limits) Check() error {
+	for _, f := range []struct {
+		name string
+		v    int64
+	}{{"max_ef_search", int64(l.MaxEfSearch)}, {"max_msearch_vectors", int64(l.MaxMsearchVectors)},
+		{"max_request_work", l.MaxRequestWork}, {"max_concurrent_searches", int64(l.MaxConcurrentSearches)},
+		{"max_queued_searches", int64(l.MaxQueuedSearches)}, {"max_verify_queries", int64(l.MaxVerifyQueries)},
+		{"switch_timeout", int64(l.SwitchTimeout)}} {
+		if f.v < 0 {
+			return fmt.Errorf("%s %d is negative (0: the default)", f.name, f.v)
+		}
+	}
+	if l.MaxEfSearch > hnswsearch.MaxEfSearch {
+		return fmt.Errorf("max_ef_search %d is above %d", l.MaxEfSearch, hnswsearch.MaxEfSearch)
+	}
+	return nil
+}
+
 // DefaultK is the k of a search request that does not name one.
 const DefaultK = 10
 

@@ -43,6 +43,10 @@ type serveConfig struct {
 	Pprof          bool                        `json:"pprof"`
 	LogLevel       string                      `json:"log_level"`
 	Indexes        map[string]httpapi.LoadSpec `json:"indexes"`
+	// Request limits (max_ef_search, max_msearch_vectors, max_request_work,
+	// max_concurrent_searches, max_queued_searches, max_verify_queries).
+	httpapi.Limits
+	SwitchTimeout string `json:"switch_timeout"`
 }
 
 type stringList []string
@@ -160,6 +164,14 @@ func runServe(args []string, stdout, stderr io.Writer) error {
 			return usagef("request_timeout %q is negative", cfg.RequestTimeout)
 		}
 	}
+	if err := cfg.Limits.Check(); err != nil {
+		return usagef("%v", err)
+	}
+	if cfg.SwitchTimeout != "" {
+		if cfg.Limits.SwitchTimeout, err = time.ParseDuration(cfg.SwitchTimeout); err != nil || cfg.Limits.SwitchTimeout < 0 {
+			return usagef("switch_timeout %q: a positive duration such as 5m is expected", cfg.SwitchTimeout)
+		}
+	}
 	// Nothing configured: serve the embedded demo index from a temporary root.
 	useDemo := *demo || (len(cfg.DataRoots) == 0 && len(cfg.Indexes) == 0)
 	if useDemo {
@@ -178,7 +190,7 @@ func runServe(args []string, stdout, stderr io.Writer) error {
 		cfg.Indexes["demo"] = httpapi.LoadSpec{Path: filepath.Join(dir, "demo.faiss"), Mode: "full"}
 	}
 	srv, err := httpapi.New(httpapi.Config{DataRoots: cfg.DataRoots, MemoryBudget: cfg.MemoryBudget, Token: cfg.Token,
-		MaxBodyBytes: cfg.MaxBodyBytes, RequestTimeout: reqTimeout, Pprof: cfg.Pprof, Logger: log})
+		MaxBodyBytes: cfg.MaxBodyBytes, RequestTimeout: reqTimeout, Pprof: cfg.Pprof, Logger: log, Limits: cfg.Limits})
 	if err != nil {
 		return err
 	}

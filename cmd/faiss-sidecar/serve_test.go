@@ -55,12 +55,52 @@ func TestServeDemo(t *testing.T) {
 	}
 }
 
+// TestServeLimits: the config file's request limits reach the server.
+func TestServeLimits(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	serveContext = func() (context.Context, context.CancelFunc) { return ctx, cancel }
+	p := filepath.Join(t.TempDir(), "c.json")
+	addr := freeAddr(t)
+	os.WriteFile(p, []byte(`{"listen":"`+addr+`","max_msearch_vectors":2,"switch_timeout":"1m"}`), 0o644)
+	done := make(chan int)
+	go func() { code, _, _ := runCLI("serve", "--demo", "--config", p); done <- code }()
+	v := "[" + strings.TrimSuffix(strings.Repeat("0.5,", 20), ",") + "]"
+	var body string
+	for range 100 {
+		r, err := http.Post("http://"+addr+"/indexes/demo/_msearch", "application/json",
+			strings.NewReader(`{"vectors":[`+v+`,`+v+`,`+v+`]}`))
+		if err == nil {
+			b, _ := io.ReadAll(r.Body)
+			r.Body.Close()
+			body = string(b)
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	cancel()
+	<-done
+	if !strings.Contains(body, "_msearch has 3 vectors, at most 2 (max_msearch_vectors)") {
+		t.Fatalf("msearch over the configured limit: %q", body)
+	}
+}
+
 func TestServeBadConfig(t *testing.T) {
 	p := filepath.Join(t.TempDir(), "c.json")
 	os.WriteFile(p, []byte(`{"listen":"127.0.0.1:1","lissen":2}`), 0o644)
 	code, _, errOut := runCLI("serve", "--config", p)
 	if code != 2 || !strings.Contains(errOut, `unknown field "lissen"`) || strings.Count(errOut, "\n") != 1 {
 		t.Fatalf("exit %d: %q", code, errOut)
+	}
+	for body, want := range map[string]string{
+		`{"max_msearch_vectors":-1}`:  "max_msearch_vectors -1 is negative",
+		`{"max_ef_search":2000000}`:   "max_ef_search 2000000 is above",
+		`{"switch_timeout":"soon"}`:   `switch_timeout "soon"`,
+		`{"max_request_work":"many"}`: "cannot unmarshal",
+	} {
+		os.WriteFile(p, []byte(body), 0o644)
+		if code, _, errOut := runCLI("serve", "--config", p); code != 2 || !strings.Contains(errOut, want) {
+			t.Errorf("%s: exit %d: %q, want 2 and %q", body, code, errOut, want)
+		}
 	}
 	os.WriteFile(p, []byte(`{"data_roots":["`+t.TempDir()+`"],"indexes":{"x":{"path":"missing.faiss"}}}`), 0o644)
 	if code, _, errOut := runCLI("serve", "--config", p); code != 1 || !strings.Contains(errOut, "index x: no file at") {
