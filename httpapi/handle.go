@@ -28,6 +28,13 @@ type LoadSpec struct {
 	Semantics    string      `json:"semantics"`
 	Kernel       string      `json:"kernel"`
 	Rerank       *RerankSpec `json:"rerank,omitempty"`
+	// EfSearch > 0 serves the index as if its file had been written with
+	// this efSearch (FAISS's index.hnsw.efSearch, OpenSearch's index-level
+	// ef_search); method_parameters.ef_search still overrides it per query.
+	EfSearch int `json:"ef_search,omitempty"`
+	// VerifyChecksum checks an OpenSearch file's Lucene footer CRC when the
+	// index opens (mode full always does, and checks every neighbor id).
+	VerifyChecksum bool `json:"verify_checksum,omitempty"`
 }
 
 // RerankSpec configures full-precision rescoring.
@@ -205,7 +212,7 @@ func errStatus(err error) (int, string) {
 		return ae.Status, ae.Type
 	case errors.Is(err, hnswsearch.ErrBadQuery):
 		return 400, "bad_query"
-	case errors.Is(err, partial.ErrBadOption):
+	case errors.Is(err, partial.ErrBadOption), errors.Is(err, hnswsearch.ErrBadOption):
 		return 400, "bad_request"
 	case errors.Is(err, faissfmt.ErrFormat), errors.Is(err, rerank.ErrVectors):
 		return 422, "bad_index_file"

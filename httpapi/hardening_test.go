@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"os"
@@ -184,4 +185,89 @@ func TestVersion(t *testing.T) {
 	require.Equal(t, 200, r.Status)
 	assert.Contains(t, r.Body["version"], "faiss-sidecar")
 	assert.Contains(t, call(t, ts, "GET", "/_health", ``).Body["version"], "faiss-sidecar")
+}
+
+// TestIndexEfSearchREST: "ef_search" in the load and _mode bodies serves
+// the index as FAISS 1.7.3 with index.hnsw.efSearch set
+// (idmap_hnsw.index_ef.json: FAISS's own results).
+func TestIndexEfSearchREST(t *testing.T) {
+	raw, err := os.ReadFile(filepath.Join(fixtures, "idmap_hnsw.index_ef.json"))
+	require.NoError(t, err)
+	var fx struct {
+		Queries [][]float64 `json:"queries"`
+		Runs    []struct {
+			IndexEf  int         `json:"index_ef_search"`
+			K        int         `json:"k"`
+			EfSearch *int        `json:"ef_search"`
+			AllowIDs []int64     `json:"allow_ids"`
+			IDs      [][]int64   `json:"ids"`
+			Dist     [][]float64 `json:"distances"`
+		} `json:"runs"`
+	}
+	require.NoError(t, json.Unmarshal(raw, &fx))
+	_, ts := newTestServer(t, Config{})
+	loaded, checked := 0, 0
+	for _, run := range fx.Runs {
+		switch loaded {
+		case 0:
+			r := call(t, ts, "PUT", "/indexes/ef", fmt.Sprintf(`{"path":"idmap_hnsw.faiss","mode":"full","semantics":"faiss-1.7.3","kernel":"exact","ef_search":%d}`, run.IndexEf))
+			require.Equal(t, 200, r.Status, r.Raw)
+		case run.IndexEf:
+		default:
+			r := call(t, ts, "PUT", "/indexes/ef/_mode", fmt.Sprintf(`{"ef_search":%d}`, run.IndexEf))
+			require.Equal(t, 200, r.Status, r.Raw)
+		}
+		loaded = run.IndexEf
+		require.Equal(t, float64(run.IndexEf), call(t, ts, "GET", "/indexes/ef", ``).Body["ef_search"])
+		for qi, q := range fx.Queries {
+			body := fmt.Sprintf(`{"vector":%s,"k":%d`, vectorJSON(q), run.K)
+			if run.EfSearch != nil {
+				body += fmt.Sprintf(`,"method_parameters":{"ef_search":%d}`, *run.EfSearch)
+			}
+			if run.AllowIDs != nil {
+				b, _ := json.Marshal(run.AllowIDs)
+				body += `,"filter":{"ids":` + string(b) + `}`
+			}
+			r := call(t, ts, "POST", "/indexes/ef/_search", body+`}`)
+			require.Equal(t, 200, r.Status, r.Raw)
+			hits := r.Body["hits"].([]any)
+			j := 0
+			for rank, id := range run.IDs[qi] {
+				if id < 0 {
+					continue
+				}
+				h := hits[j].(map[string]any)
+				require.Equal(t, float64(id), h["id"], "index ef %d k %d query %d rank %d", run.IndexEf, run.K, qi, rank)
+				require.Equal(t, float32(run.Dist[qi][rank]), float32(h["distance"].(float64)))
+				j++
+			}
+			require.Len(t, hits, j)
+			checked++
+		}
+	}
+	require.Greater(t, checked, 100)
+	r := call(t, ts, "PUT", "/indexes/ef/_mode", `{"ef_search":-1}`)
+	require.Equal(t, 200, r.Status, r.Raw)
+	assert.Equal(t, r.Body["ef_search_stored"], r.Body["ef_search"])
+	assert.Equal(t, 400, call(t, ts, "PUT", "/indexes/ef/_mode", `{"ef_search":-5}`).Status)
+	assert.Equal(t, 400, call(t, ts, "PUT", "/indexes/bad", `{"path":"idmap_hnsw.faiss","ef_search":100001}`).Status)
+}
+
+// TestChecksumAtLoad: an OpenSearch file whose Lucene footer CRC does not
+// match is refused (422) by mode full and by verify_checksum, and served
+// on demand without it.
+func TestChecksumAtLoad(t *testing.T) {
+	root := t.TempDir()
+	src, err := os.ReadFile(filepath.Join(fixtures, "opensearch_0_165_vec.faiss"))
+	require.NoError(t, err)
+	src[len(src)-1] ^= 0xff // the stored CRC's last byte
+	require.NoError(t, os.WriteFile(filepath.Join(root, "bad.faiss"), src, 0o644))
+	_, ts := newTestServer(t, Config{DataRoots: []string{root}})
+	r := call(t, ts, "PUT", "/indexes/a", `{"path":"bad.faiss","mode":"full"}`)
+	assert.Equal(t, 422, r.Status, r.Raw)
+	assert.Contains(t, r.Raw, "CRC")
+	r = call(t, ts, "PUT", "/indexes/b", `{"path":"bad.faiss","verify_checksum":true}`)
+	assert.Equal(t, 422, r.Status, r.Raw)
+	r = call(t, ts, "PUT", "/indexes/c", `{"path":"bad.faiss"}`)
+	assert.Equal(t, 200, r.Status, r.Raw)
 }

@@ -279,7 +279,11 @@ func (r *Registry) open(spec LoadSpec) (*handle, error) {
 	if err != nil {
 		return nil, err
 	}
-	opts := hnswsearch.Options{Semantics: sem, Kernel: ker}
+	if spec.EfSearch < 0 || spec.EfSearch > r.limits.MaxEfSearch {
+		return nil, badRequest("ef_search=%d is out of range [1, %d] (0 or absent: the file's)", spec.EfSearch, r.limits.MaxEfSearch)
+	}
+	opts := hnswsearch.Options{Semantics: sem, Kernel: ker, IndexEfSearch: spec.EfSearch,
+		FullMode: spec.Mode == "full", VerifyChecksum: spec.VerifyChecksum}
 	cacheBytes := partial.Options{CacheBytes: spec.CacheBytes}.CacheBudgetFor(backend, pf.Size)
 	need := pf.ResidentBytes() + cacheBytes
 	if backend == "memory" {
@@ -305,7 +309,7 @@ func (r *Registry) open(spec LoadSpec) (*handle, error) {
 	h := &handle{spec: spec, path: path, st: st}
 	h.resident.Store(need)
 	if h.file, err = faissfmt.Open(st, st.Size()); err == nil {
-		if h.idx, err = hnswsearch.New(h.file, st, opts); err != nil && !errors.Is(err, partial.ErrBadOption) {
+		if h.idx, err = hnswsearch.New(h.file, st, opts); err != nil && !errors.Is(err, partial.ErrBadOption) && !errors.Is(err, hnswsearch.ErrBadOption) {
 			err = &apiError{422, "index_not_servable", err.Error()}
 		}
 	}
@@ -451,6 +455,9 @@ type SwitchSpec struct {
 	Semantics    string `json:"semantics"`
 	Kernel       string `json:"kernel"`
 	Warm         bool   `json:"warm"`
+	// EfSearch changes the index-level efSearch (LoadSpec.EfSearch; -1:
+	// back to the file's).
+	EfSearch int `json:"ef_search"`
 	// VerifyQueries random queries must give identical results on the old
 	// and the new handle before the swap (default 8; 0 after an explicit
 	// semantics or kernel change, which changes results by design; at most
@@ -503,8 +510,14 @@ func (r *Registry) Switch(ctx context.Context, name string, sw SwitchSpec) error
 		spec.MemoryBudget = 0 // a budget is planned for one backend; say it again with another
 	}
 	verify := defaultVerifyQueries
-	if sw.Semantics != "" || sw.Kernel != "" {
-		verify = 0
+	if sw.Semantics != "" || sw.Kernel != "" || sw.EfSearch != 0 {
+		verify = 0 // results change by design
+	}
+	switch {
+	case sw.EfSearch == -1:
+		spec.EfSearch = 0
+	case sw.EfSearch != 0:
+		spec.EfSearch = sw.EfSearch
 	}
 	if sw.Semantics != "" {
 		spec.Semantics = sw.Semantics

@@ -107,7 +107,7 @@ func (s *Server) plan(h *handle, k IntParam, mp *MethodParameters, filter *IDFil
 		qp.k = k.V
 	}
 	qp.p.K = qp.k
-	ef := h.idx.StoredEfSearch()
+	ef := h.idx.EfSearch()
 	if mp != nil {
 		if mp.EfSearch < 1 || mp.EfSearch > s.limits.MaxEfSearch {
 			return qp, badRequest("method_parameters.ef_search=%d is out of range [1, %d]", mp.EfSearch, s.limits.MaxEfSearch)

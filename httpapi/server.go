@@ -476,7 +476,7 @@ func (s *Server) indexInfo(e *entry, h *handle) gin.H {
 		"name": e.name, "path": h.spec.Path, "mode": h.spec.Mode, "backend": h.spec.Backend,
 		"space_type": h.space, "semantics": x.Options().Semantics.String(), "kernel": x.Options().Kernel.String(),
 		"d": x.Dim(), "ntotal": x.NTotal(), "metric": x.Metric().String(), "binary": x.Binary(),
-		"ef_search_stored": x.StoredEfSearch(), "resident_bytes": h.resident.Load(),
+		"ef_search_stored": x.StoredEfSearch(), "ef_search": x.EfSearch(), "resident_bytes": h.resident.Load(),
 		"queries_served": e.stats.queries(), "query_errors": e.stats.errors(), "switch_state": e.state.Load(),
 		"state": "serving",
 	}
