@@ -1,6 +1,7 @@
 package faissfmt
 
 import (
+	"bytes"
 	"os"
 	"runtime"
 	"testing"
@@ -43,4 +44,47 @@ func BenchmarkOpenLarge(b *testing.B) {
 	b.ReportMetric(float64(after.HeapAlloc-before.HeapAlloc)/n, "heap-B/vector")
 	b.ReportMetric(float64(f.ResidentBytes())/n, "estimated-B/vector")
 	runtime.KeepAlive(f)
+}
+
+// BenchmarkCheckNeighborsLarge times the load-time neighbor-list check of
+// the large index of BenchmarkOpenLarge over its neighbors section in
+// memory (what mode full runs) and streamed from the file (page cache warm).
+//
+//	go test -run='^$' -bench=CheckNeighborsLarge ./faissfmt
+func BenchmarkCheckNeighborsLarge(b *testing.B) {
+	path := os.Getenv("FAISS_SIDECAR_LARGE_INDEX")
+	if path == "" {
+		path = "../bench-data/hnsw_1m_d32.faiss"
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		b.Skipf("no large index (%v); see BenchmarkOpenLarge", err)
+	}
+	f, err := Open(bytes.NewReader(data), int64(len(data)))
+	if err != nil {
+		b.Fatal(err)
+	}
+	h := f.Graph.HNSW
+	nb := data[h.Neighbors.Offset : h.Neighbors.Offset+h.Neighbors.Len]
+	b.Run("bytes", func(b *testing.B) {
+		b.SetBytes(int64(len(nb)))
+		for b.Loop() {
+			if err := h.CheckNeighborBytes(nb); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("stream", func(b *testing.B) {
+		fh, err := os.Open(path)
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer fh.Close()
+		b.SetBytes(int64(len(nb)))
+		for b.Loop() {
+			if err := h.CheckNeighbors(fh); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
 }

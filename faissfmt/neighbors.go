@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"hash/crc32"
 	"io"
+	"runtime"
+	"sync"
 )
 
 // The neighbor-list rules, in one place for Open (the entry point's lists),
@@ -61,14 +63,25 @@ func (h *HNSW) faultMsg(f slotFault, id int32, node int64, l, k int, at int64) s
 // holds (little-endian int32, as stored; the first at byte off of the
 // file), and returns the first violation as a *FormatError.
 func (h *HNSW) checkList(b []byte, node int64, l int, off int64) error {
-	pad := false
-	for j := 0; j+4 <= len(b); j += 4 {
-		id := int32(binary.LittleEndian.Uint32(b[j:]))
+	pad, n := false, uint64(h.nodes.n)
+	j, rest := 0, b
+	if l == 0 {
+		// checkSlot passes the in-range ids before the first -1 of a level-0
+		// list without a look at the node table: skip them.
+		for len(rest) >= 4 && uint64(binary.LittleEndian.Uint32(rest)) < n {
+			j, rest = j+4, rest[4:]
+		}
+	}
+	for ; len(rest) >= 4; j, rest = j+4, rest[4:] {
+		id := int32(binary.LittleEndian.Uint32(rest))
+		if id == -1 { // passes anywhere
+			pad = true
+			continue
+		}
 		if f := h.checkSlot(id, l, pad); f != slotOK {
 			at := off + int64(j)
 			return invalidf("neighbors", at, "%s", h.faultMsg(f, id, node, l, j/4, at))
 		}
-		pad = pad || id == -1
 	}
 	return nil
 }
@@ -128,13 +141,35 @@ func (h *HNSW) CheckNeighbors(r io.ReaderAt) error {
 }
 
 // CheckNeighborBytes is CheckNeighbors over the neighbors section already
-// in memory (nb: its Neighbors.Len bytes).
+// in memory (nb: its Neighbors.Len bytes), split across GOMAXPROCS
+// goroutines for large graphs; the error is still the first violation in
+// file order.
 func (h *HNSW) CheckNeighborBytes(nb []byte) error {
 	if int64(len(nb)) != h.Neighbors.Len {
 		return fmt.Errorf("faissfmt: CheckNeighborBytes got %d bytes, the neighbors section has %d", len(nb), h.Neighbors.Len)
 	}
-	return h.checkRecords(nb, 0, h.nodes.n)
+	n := h.nodes.n
+	parts := int64(min(runtime.GOMAXPROCS(0), 16))
+	parts = max(1, min(parts, n/checkPartNodes))
+	errs := make([]error, parts)
+	var wg sync.WaitGroup
+	for p := range parts {
+		first, last := n*p/parts, n*(p+1)/parts
+		b := nb[4*h.nodes.offset(first) : 4*h.nodes.offset(last)]
+		wg.Go(func() { errs[p] = h.checkRecords(b, first, last) })
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			return err
+		}
+	}
+	return nil
 }
+
+// checkPartNodes is the fewest nodes CheckNeighborBytes gives a goroutine
+// (tests lower it).
+var checkPartNodes int64 = 1 << 16
 
 // checkRecords checks the lists of nodes [first, last), whose records b
 // holds back to back from node first's.
@@ -143,21 +178,27 @@ func (h *HNSW) checkRecords(b []byte, first, last int64) error {
 		return nil
 	}
 	base := h.nodes.offset(first)
-	cum := h.CumNeighbors
-	s0 := int(cum[1])
+	cum, upper := h.CumNeighbors, h.nodes.upper
+	s0 := 4 * int(cum[1])
+	o := 0 // byte offset of node i's record in b
 	for i := first; i < last; i++ {
-		o := int(h.nodes.offset(i) - base)
-		rec := b[4*o:]
+		at := h.Neighbors.Offset + 4*base + int64(o)
 		// Level 0, every node: ids in range, padding trailing.
-		if err := h.checkList(rec[:4*s0], i, 0, h.Neighbors.Offset+4*(base+int64(o))); err != nil {
+		if err := h.checkList(b[o:o+s0], i, 0, at); err != nil {
 			return err
 		}
-		for l := 1; l < h.nodes.levels(i); l++ {
+		if upper[i>>6]>>uint(i&63)&1 == 0 { // on level 0 only (most nodes)
+			o += s0
+			continue
+		}
+		lv := h.nodes.levels(i)
+		for l := 1; l < lv; l++ {
 			lo, hi := 4*int(cum[l]), 4*int(cum[l+1])
-			if err := h.checkList(rec[lo:hi], i, l, h.Neighbors.Offset+4*(base+int64(o))+int64(lo)); err != nil {
+			if err := h.checkList(b[o+lo:o+hi], i, l, at+int64(lo)); err != nil {
 				return err
 			}
 		}
+		o += 4 * int(cum[lv])
 	}
 	return nil
 }

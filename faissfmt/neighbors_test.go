@@ -5,6 +5,8 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"runtime"
+	"slices"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -182,6 +184,33 @@ func TestCheckNeighbors(t *testing.T) {
 			assert.Contains(t, err.Error(), cases[0].msg)
 		}
 	})
+}
+
+// TestCheckNeighborBytesParts: split across goroutines, the in-memory
+// check still reports the first violation in file order, wherever the
+// parts' boundaries fall.
+func TestCheckNeighborBytesParts(t *testing.T) {
+	defer func(v int64) { checkPartNodes = v }(checkPartNodes)
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(0))
+	src := readFixture(t, "hnsw_flat_large")
+	f := mustOpen(t, src)
+	h := f.Graph.HNSW
+	nbOf := func(b []byte) []byte { return b[h.Neighbors.Offset : h.Neighbors.Offset+h.Neighbors.Len] }
+	for _, procs := range []int{1, 3, 8} {
+		runtime.GOMAXPROCS(procs)
+		checkPartNodes = 100
+		for _, nodes := range [][]int32{{2999}, {0}, {1499, 1500}, {2250, 751}, {1, 2998}} {
+			b := bytes.Clone(src)
+			for _, v := range nodes {
+				putU32(b, slotAt(h, v, 0, 0), 5000)
+			}
+			err := h.CheckNeighborBytes(nbOf(b))
+			first := slices.Min(nodes)
+			require.Error(t, err, "procs %d nodes %v", procs, nodes)
+			assert.Contains(t, err.Error(), fmt.Sprintf("neighbor id 5000 at node %d level 0", first), "procs %d", procs)
+		}
+		require.NoError(t, h.CheckNeighborBytes(nbOf(src)))
+	}
 }
 
 type countingReader struct {
