@@ -29,6 +29,7 @@ type Direct struct {
 	batches  sync.Pool // *directBatch scratch of ReadBatch
 	ring     *uring    // nil: plain pread (io_uring unavailable)
 	life     life
+	w        fileWatch
 	counters
 	// Parallel is the number of reads ReadBatch keeps in flight (default 64).
 	Parallel int
@@ -68,11 +69,13 @@ func OpenDirect(path string) (*Direct, error) {
 	d.pool.New = func() any { b := alignedBuf(bounceSize, d.memAlign); return &b }
 	d.ring, _ = newUring(256) // falls back to pread where io_uring is unavailable
 	d.life.free = func() error {
+		d.w.stop()
 		if d.ring != nil {
 			d.ring.close()
 		}
 		return unix.Close(fd)
 	}
+	d.w.start(path, fd, &d.life, idOf(&st))
 	return d, nil
 }
 
@@ -150,10 +153,10 @@ func (d *Direct) pread(buf []byte, off int64, want int, t *Tally) (int, error) {
 			continue
 		}
 		if err != nil {
-			return got, fmt.Errorf("partial: %s: O_DIRECT read of %d bytes at offset %d: %w", d.name, len(buf)-got, off+int64(got), err)
+			return got, d.w.explain(fmt.Errorf("partial: %s: O_DIRECT read of %d bytes at offset %d: %w", d.name, len(buf)-got, off+int64(got), err))
 		}
 		if n == 0 {
-			return got, fmt.Errorf("partial: %s: read at offset %d: %w", d.name, off+int64(got), io.ErrUnexpectedEOF)
+			return got, d.w.explain(fmt.Errorf("partial: %s: read at offset %d: %w", d.name, off+int64(got), io.ErrUnexpectedEOF))
 		}
 		got += n
 		if int64(got)%d.align != 0 { // short read at end of file
@@ -161,7 +164,7 @@ func (d *Direct) pread(buf []byte, off int64, want int, t *Tally) (int, error) {
 		}
 	}
 	if got < want {
-		return got, fmt.Errorf("partial: %s: read at offset %d: %w", d.name, off+int64(got), io.ErrUnexpectedEOF)
+		return got, d.w.explain(fmt.Errorf("partial: %s: read at offset %d: %w", d.name, off+int64(got), io.ErrUnexpectedEOF))
 	}
 	return got, nil
 }
@@ -270,12 +273,12 @@ func (d *Direct) ReadBatchEach(reqs []ReadReq, each func(i int)) error {
 func (d *Direct) finishInPlace(q *ReadReq, n int) {
 	switch {
 	case n < 0:
-		q.Err = fmt.Errorf("partial: %s: O_DIRECT read of %d bytes at offset %d: %w", d.name, len(q.Buf), q.Off, unix.Errno(-n))
+		q.Err = d.w.explain(fmt.Errorf("partial: %s: O_DIRECT read of %d bytes at offset %d: %w", d.name, len(q.Buf), q.Off, unix.Errno(-n)))
 	case n < len(q.Buf) && q.Off+int64(n) < d.size && n%int(d.align) == 0 && n > 0:
 		// A short read before the end: finish it the ordinary way.
 		_, q.Err = d.ReadAt(q.Buf[n:], q.Off+int64(n))
 	case n < len(q.Buf):
-		q.Err = fmt.Errorf("partial: %s: read of %d bytes at offset %d runs past the end (file size %d): %w", d.name, len(q.Buf), q.Off, d.size, io.ErrUnexpectedEOF)
+		q.Err = d.w.explain(fmt.Errorf("partial: %s: read of %d bytes at offset %d runs past the end (file size %d): %w", d.name, len(q.Buf), q.Off, d.size, io.ErrUnexpectedEOF))
 	}
 	d.osRead(max(n, 0))
 	q.IO.DeviceReads++
@@ -286,7 +289,7 @@ func (d *Direct) finishInPlace(q *ReadReq, n int) {
 // kernel result n) into q.Buf, or sets q.Err.
 func (d *Direct) finishBounced(q *ReadReq, buf []byte, off int64, n int) {
 	if n < 0 {
-		q.Err = fmt.Errorf("partial: %s: O_DIRECT read of %d bytes at offset %d: %w", d.name, len(q.Buf), q.Off, unix.Errno(-n))
+		q.Err = d.w.explain(fmt.Errorf("partial: %s: O_DIRECT read of %d bytes at offset %d: %w", d.name, len(q.Buf), q.Off, unix.Errno(-n)))
 		q.IO.DeviceReads++
 		return
 	}
@@ -302,7 +305,7 @@ func (d *Direct) finishBounced(q *ReadReq, buf []byte, off int64, n int) {
 	case q.Off+int64(got) < d.size: // short before the end: finish it
 		_, q.Err = d.ReadAtTally(q.Buf[got:], q.Off+int64(got), &q.IO)
 	default:
-		q.Err = fmt.Errorf("partial: %s: read of %d bytes at offset %d runs past the end (file size %d): %w", d.name, len(q.Buf), q.Off, d.size, io.ErrUnexpectedEOF)
+		q.Err = d.w.explain(fmt.Errorf("partial: %s: read of %d bytes at offset %d runs past the end (file size %d): %w", d.name, len(q.Buf), q.Off, d.size, io.ErrUnexpectedEOF))
 	}
 }
 
@@ -331,3 +334,9 @@ func (d *Direct) Close() error { return d.life.close(d.name) }
 // Stats: ResidentBytes is not tracked for the pooled bounce buffers (64 KiB
 // each, one per concurrent reader).
 func (d *Direct) Stats() Stats { return d.snapshot() }
+
+// CheckFile: see FileChecker.
+func (d *Direct) CheckFile() error { return d.w.checkFile() }
+
+// CheckFD: see FileChecker.
+func (d *Direct) CheckFD() error { return d.w.checkFD() }

@@ -1,6 +1,7 @@
 package partial
 
 import (
+	"errors"
 	"fmt"
 	"os"
 
@@ -33,7 +34,8 @@ const hugePage = 2 << 20
 // back, which suits an index its operator asked to keep warm. Readers of
 // the mapping may run meanwhile: an unmapped page faults back in. Kernels
 // without file huge pages or without MADV_POPULATE_READ (before 5.14) fall
-// back to MADV_WILLNEED.
+// back to MADV_WILLNEED. A range the file no longer covers (it was
+// truncated) fails with an error wrapping ErrFileChanged.
 func (m *Mmap) Populate(off, n int64) error {
 	return m.withPages(off, n, func(r []byte, start int64) error {
 		hs := start &^ (hugePage - 1)
@@ -47,7 +49,16 @@ func (m *Mmap) Populate(off, n int64) error {
 				m.dropCached(hs, he-hs)
 			}
 		}
-		if err := unix.Madvise(r, unix.MADV_POPULATE_READ); err != nil {
+		switch err := unix.Madvise(r, unix.MADV_POPULATE_READ); err {
+		case nil:
+		case unix.EFAULT, unix.EIO, unix.EHWPOISON:
+			// A page would have faulted (SIGBUS): the file no longer
+			// covers it, or its device failed.
+			if cerr := m.w.checkFile(); errors.Is(cerr, ErrFileChanged) {
+				return cerr
+			}
+			return m.w.mark(fmt.Sprintf("populating its mapping at offsets [%d, %d): %v: the file no longer covers it, or its device failed", start, off+n, err))
+		default:
 			if err := unix.Madvise(r, unix.MADV_WILLNEED); err != nil {
 				return fmt.Errorf("partial: madvise %s: %w", m.name, err)
 			}

@@ -5,6 +5,7 @@ package partial
 import (
 	"fmt"
 	"os"
+	"runtime/debug"
 
 	"golang.org/x/sys/unix"
 )
@@ -16,38 +17,59 @@ import (
 type Mmap struct {
 	region
 	dev, ino uint64 // the mapped file's identity, checked before Populate drops its pages
+	w        fileWatch
 }
 
 // OpenMmap maps the file at path.
 func OpenMmap(path string) (*Mmap, error) {
-	f, size, err := openRegular(path)
+	f, id, err := openRegularID(path)
 	if err != nil {
 		return nil, err
 	}
-	defer f.Close()
-	m := &Mmap{region: region{name: path}}
-	var st unix.Stat_t
-	if err := unix.Fstat(int(f.Fd()), &st); err == nil {
-		m.dev, m.ino = uint64(st.Dev), uint64(st.Ino)
-	}
-	if size > 0 {
+	m := &Mmap{region: region{name: path}, dev: id.dev, ino: id.ino}
+	if size := id.size; size > 0 {
 		m.data, err = unix.Mmap(int(f.Fd()), 0, int(size), unix.PROT_READ, unix.MAP_SHARED)
 		if err != nil {
+			f.Close()
 			return nil, fmt.Errorf("partial: mmap %s: %w", path, err)
 		}
 		if err := unix.Madvise(m.data, unix.MADV_RANDOM); err != nil {
 			unix.Munmap(m.data)
+			f.Close()
 			return nil, fmt.Errorf("partial: madvise %s: %w", path, err)
 		}
 	}
+	// The descriptor stays open for the file checks (CheckFD's fstat).
 	data := m.data
 	m.life.free = func() error {
-		if data == nil {
-			return nil
+		m.w.stop()
+		err := f.Close()
+		if data != nil {
+			if e := unix.Munmap(data); e != nil {
+				err = e
+			}
 		}
-		return unix.Munmap(data)
+		return err
 	}
+	m.w.start(path, int(f.Fd()), &m.life, id)
 	return m, nil
+}
+
+// ReadAt copies from the mapping; a fault there (the file was truncated)
+// is an error wrapping ErrFileChanged, not a crash.
+func (m *Mmap) ReadAt(p []byte, off int64) (n int, err error) {
+	prev := debug.SetPanicOnFault(true)
+	defer func() {
+		debug.SetPanicOnFault(prev)
+		if r := recover(); r != nil {
+			ferr, ok := FaultError(m, r)
+			if !ok {
+				panic(r)
+			}
+			n, err = 0, ferr
+		}
+	}()
+	return m.region.ReadAt(p, off)
 }
 
 // WillNeed asks the kernel to read the pages of [off, off+n) ahead

@@ -15,18 +15,20 @@ type File struct {
 	name string
 	size int64
 	life life
+	w    fileWatch
 	counters
 }
 
 // OpenFile opens path for positional reads.
 func OpenFile(path string) (*File, error) {
-	f, size, err := openRegular(path)
+	f, id, err := openRegularID(path)
 	if err != nil {
 		return nil, err
 	}
 	adviseRandom(f)
-	p := &File{f: f, name: path, size: size}
-	p.life.free = f.Close
+	p := &File{f: f, name: path, size: id.size}
+	p.life.free = func() error { p.w.stop(); return f.Close() }
+	p.w.start(path, int(f.Fd()), &p.life, id)
 	return p, nil
 }
 
@@ -49,26 +51,38 @@ func (p *File) ReadAt(b []byte, off int64) (int, error) {
 	if err == nil || errors.Is(err, io.EOF) {
 		err = io.ErrUnexpectedEOF // the file shrank under us
 	}
-	return n, fmt.Errorf("partial: %s: read of %d bytes at offset %d: %w", p.name, len(b), off, err)
+	return n, p.w.explain(fmt.Errorf("partial: %s: read of %d bytes at offset %d: %w", p.name, len(b), off, err))
 }
 
 // openRegular opens path for reading and returns its size; directories,
 // devices and other non-regular files are refused.
 func openRegular(path string) (*os.File, int64, error) {
+	f, id, err := openRegularID(path)
+	return f, id.size, err
+}
+
+// openRegularID is openRegular returning the open file's identity (its
+// size included), what the storage's file checks compare with.
+func openRegularID(path string) (*os.File, fileID, error) {
 	f, err := os.Open(path)
 	if err != nil {
-		return nil, 0, err
+		return nil, fileID{}, err
 	}
 	st, err := f.Stat()
 	if err != nil {
 		f.Close()
-		return nil, 0, err
+		return nil, fileID{}, err
 	}
 	if !st.Mode().IsRegular() {
 		f.Close()
-		return nil, 0, fmt.Errorf("partial: %s is not a regular file", path)
+		return nil, fileID{}, fmt.Errorf("partial: %s is not a regular file", path)
 	}
-	return f, st.Size(), nil
+	id, err := fstatID(int(f.Fd()))
+	if err != nil {
+		f.Close()
+		return nil, fileID{}, err
+	}
+	return f, id, nil
 }
 
 // ReadAtTally is ReadAt that counts the read in t (when not nil).

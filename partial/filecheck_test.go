@@ -1,0 +1,268 @@
+package partial_test
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"runtime/debug"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/faiss-sidecar/faiss-sidecar/partial"
+)
+
+// Regression tests for issue 16 at the storage level: every backend that
+// reads a file as it is on disk reports a change since it was opened
+// (partial.FileChecker, errors wrapping partial.ErrFileChanged), reads that
+// fail because of it say so, and a fault on a mapping becomes an error.
+
+// changeOpeners open a file of the test with each backend.
+var changeOpeners = []struct {
+	name string
+	o    partial.Options
+	zstd bool
+}{
+	{"mmap", partial.Options{Backend: "mmap"}, false},
+	{"pread", partial.Options{Backend: "pread", CacheBytes: 4 << 20}, false},
+	{"pread tiny cache", partial.Options{Backend: "pread", CacheBytes: 64 << 10, BlockSize: 512}, false},
+	{"direct", partial.Options{Backend: "direct"}, false},
+	{"direct cached", partial.Options{Backend: "direct", CacheBytes: 4 << 20}, false},
+	{"zstd", partial.Options{Backend: "zstd", CacheBytes: 4 << 20}, true},
+}
+
+// changes are the ways a file changes under a storage: in place (the
+// descriptor sees it) or by rename (only the path does).
+var changes = []struct {
+	name    string
+	inPlace bool
+	apply   func(t *testing.T, path string, data []byte)
+}{
+	{"truncate to 0", true, func(t *testing.T, path string, _ []byte) {
+		require.NoError(t, os.Truncate(path, 0))
+	}},
+	{"cp small big", true, func(t *testing.T, path string, data []byte) {
+		require.NoError(t, os.WriteFile(path, data[:len(data)/3], 0o600))
+	}},
+	{"same size, other bytes", true, func(t *testing.T, path string, data []byte) {
+		f, err := os.OpenFile(path, os.O_WRONLY, 0)
+		require.NoError(t, err)
+		defer f.Close()
+		_, err = f.WriteAt([]byte{data[100] ^ 0xff}, 100)
+		require.NoError(t, err)
+	}},
+	{"replaced by rename", false, func(t *testing.T, path string, data []byte) {
+		require.NoError(t, os.WriteFile(path+".new", data, 0o600))
+		require.NoError(t, os.Rename(path+".new", path))
+	}},
+}
+
+// changeable writes a 1 MiB pattern file (compressed when zstd) and opens
+// it with o; it returns the storage, the path and the bytes on disk.
+func changeable(t *testing.T, o partial.Options, zstd bool) (partial.Storage, string, []byte) {
+	t.Helper()
+	path, data := patternFile(t, 1<<20+123)
+	if zstd {
+		if !partial.ZstdSupported {
+			t.Skip("zstd needs cgo")
+		}
+		path = compress(64<<10)(t, path)
+		var err error
+		data, err = os.ReadFile(path)
+		require.NoError(t, err)
+	}
+	s, err := partial.Open(path, o)
+	require.NoError(t, err)
+	t.Cleanup(func() { s.Close() })
+	return s, path, data
+}
+
+func leaseModes(t *testing.T, fn func(t *testing.T)) {
+	for _, on := range []bool{true, false} {
+		t.Run(fmt.Sprintf("leases=%v", on), func(t *testing.T) {
+			defer partial.SetFileLeases(partial.SetFileLeases(on))
+			fn(t)
+		})
+	}
+}
+
+func TestFileChecks(t *testing.T) {
+	leaseModes(t, func(t *testing.T) {
+		for _, op := range changeOpeners {
+			for _, ch := range changes {
+				t.Run(op.name+"/"+ch.name, func(t *testing.T) {
+					s, path, data := changeable(t, op.o, op.zstd)
+					c, ok := s.(partial.FileChecker)
+					require.True(t, ok, "%T is not a FileChecker", s)
+					buf := make([]byte, 4096)
+					_, err := s.ReadAt(buf, 0)
+					require.NoError(t, err)
+					require.NoError(t, c.CheckFD())
+					require.NoError(t, c.CheckFile())
+					ch.apply(t, path, data)
+					err = c.CheckFD()
+					if ch.inPlace {
+						require.ErrorIs(t, err, partial.ErrFileChanged)
+					} else {
+						// The descriptor reads the old file, intact; its ctime
+						// changed when it was unlinked, which fstat sees (ext4,
+						// tmpfs) but a lease does not.
+						t.Logf("CheckFD after rename: %v", err)
+					}
+					err = c.CheckFile()
+					require.ErrorIs(t, err, partial.ErrFileChanged)
+					assert.Contains(t, err.Error(), "partial: file changed: "+path+": ")
+					assert.Contains(t, err.Error(), "since it was opened")
+					// Sticky, the same error everywhere.
+					require.NoError(t, os.WriteFile(path, data, 0o600))
+					assert.Equal(t, err.Error(), c.CheckFD().Error())
+					assert.Equal(t, err.Error(), c.CheckFile().Error())
+					t.Log(err)
+				})
+			}
+		}
+	})
+}
+
+// TestFileCheckMessages: the error says what changed.
+func TestFileCheckMessages(t *testing.T) {
+	s, path, data := changeable(t, partial.Options{Backend: "mmap"}, false)
+	require.NoError(t, os.Truncate(path, 0))
+	assert.ErrorContains(t, s.(partial.FileChecker).CheckFD(),
+		fmt.Sprintf("partial: file changed: %s: size %d -> 0, mtime ", path, len(data)))
+
+	s, path, _ = changeable(t, partial.Options{Backend: "pread"}, false)
+	require.NoError(t, os.Remove(path))
+	assert.ErrorContains(t, s.(partial.FileChecker).CheckFile(), "the path no longer names a file")
+
+	s, path, data = changeable(t, partial.Options{Backend: "pread"}, false)
+	require.NoError(t, os.WriteFile(path+".new", data, 0o600))
+	require.NoError(t, os.Rename(path+".new", path))
+	assert.ErrorContains(t, s.(partial.FileChecker).CheckFile(), "the path names another file now: inode ")
+}
+
+// TestFileChangedShortReads: a read of a range the file had at open but no
+// longer has fails with the change, not a bare unexpected EOF.
+func TestFileChangedShortReads(t *testing.T) {
+	leaseModes(t, func(t *testing.T) {
+		for _, op := range changeOpeners {
+			t.Run(op.name, func(t *testing.T) {
+				s, path, _ := changeable(t, op.o, op.zstd)
+				require.NoError(t, os.Truncate(path, 0))
+				_, err := s.ReadAt(make([]byte, 4096), s.Size()/2)
+				require.ErrorIs(t, err, partial.ErrFileChanged)
+				if d, ok := s.(partial.BatchReader); ok {
+					reqs := []partial.ReadReq{{Off: 8192, Buf: make([]byte, 4096)}, {Off: 1 << 19, Buf: make([]byte, 100)}}
+					require.ErrorIs(t, d.ReadBatch(reqs), partial.ErrFileChanged)
+				}
+			})
+		}
+	})
+}
+
+// TestMmapFaults: on a truncated mapping ReadAt fails with the change
+// instead of faulting the process, Populate (the warm-up) fails instead
+// of succeeding, and a fault on a view becomes the change through
+// FaultError.
+func TestMmapFaults(t *testing.T) {
+	path, data := patternFile(t, 4<<20)
+	m, all := mapWhole(t, path)
+	require.NoError(t, m.Populate(0, int64(len(data))))
+	require.NoError(t, os.Truncate(path, 4096))
+	_, err := m.ReadAt(make([]byte, 100), 1<<20)
+	require.ErrorIs(t, err, partial.ErrFileChanged)
+	assert.ErrorContains(t, err, fmt.Sprintf("size %d -> 4096", len(data)))
+
+	path2, data2 := patternFile(t, 4<<20)
+	m2, all2 := mapWhole(t, path2)
+	require.NoError(t, os.Truncate(path2, 0))
+	err = m2.Populate(0, int64(len(data2)))
+	require.ErrorIs(t, err, partial.ErrFileChanged, "warm-up of a truncated file")
+
+	err = touch(m, all, 3<<20)
+	require.ErrorIs(t, err, partial.ErrFileChanged)
+	_ = all2
+
+	// A fault outside the mapping, or another panic, is not the file's.
+	_, ok := partial.FaultError(m, errors.New("boom"))
+	assert.False(t, ok)
+	var other []byte
+	r := func() (r any) {
+		defer func() { r = recover() }()
+		prev := debug.SetPanicOnFault(true)
+		defer debug.SetPanicOnFault(prev)
+		return other[5]
+	}()
+	_, ok = partial.FaultError(m, r)
+	assert.False(t, ok, "index out of range: %v", r)
+}
+
+// touch reads the mapped byte at off with faults recovered, as a query
+// does.
+func touch(m *partial.Mmap, all []byte, off int) (err error) {
+	prev := debug.SetPanicOnFault(true)
+	defer func() {
+		debug.SetPanicOnFault(prev)
+		if r := recover(); r != nil {
+			ferr, ok := partial.FaultError(m, r)
+			if !ok {
+				panic(r)
+			}
+			err = ferr
+		}
+	}()
+	faultSink = all[off]
+	return nil
+}
+
+var faultSink byte
+
+// TestMemoryIgnoresChanges: full mode's copy never changes.
+func TestMemoryIgnoresChanges(t *testing.T) {
+	s, path, data := changeable(t, partial.Options{Backend: "memory"}, false)
+	require.NoError(t, os.Truncate(path, 0))
+	c := s.(partial.FileChecker)
+	require.NoError(t, c.CheckFD())
+	require.NoError(t, c.CheckFile())
+	buf := make([]byte, 100)
+	_, err := s.ReadAt(buf, 1<<20)
+	require.NoError(t, err)
+	assert.Equal(t, data[1<<20:1<<20+100], buf)
+}
+
+// TestLeaseWriterNotHeld: under a lease a writer of the file waits only
+// for the storage to give the lease up, and the storage then checks with
+// fstat; closing a storage gives its lease up.
+func TestLeaseWriterNotHeld(t *testing.T) {
+	defer partial.SetFileLeases(partial.SetFileLeases(true))
+	s, path, _ := changeable(t, partial.Options{Backend: "mmap"}, false)
+	c := s.(partial.FileChecker)
+	start := time.Now()
+	f, err := os.OpenFile(path, os.O_WRONLY, 0) // breaks the lease
+	require.NoError(t, err)
+	assert.Less(t, time.Since(start), 5*time.Second)
+	require.NoError(t, c.CheckFD(), "opened for writing, nothing written")
+	_, err = f.WriteAt([]byte("x"), 0)
+	require.NoError(t, err)
+	require.NoError(t, f.Close())
+	require.ErrorIs(t, c.CheckFD(), partial.ErrFileChanged)
+
+	s2, path2, _ := changeable(t, partial.Options{Backend: "pread"}, false)
+	require.NoError(t, s2.Close())
+	start = time.Now()
+	require.NoError(t, os.Truncate(path2, 0))
+	assert.Less(t, time.Since(start), 5*time.Second)
+}
+
+// TestFileCheckAfterClose: checks of a closed storage fail without
+// touching its (closed) descriptor.
+func TestFileCheckAfterClose(t *testing.T) {
+	for _, op := range changeOpeners {
+		s, _, _ := changeable(t, op.o, op.zstd)
+		require.NoError(t, s.Close())
+		require.ErrorIs(t, s.(partial.FileChecker).CheckFile(), partial.ErrClosed, op.name)
+		require.ErrorIs(t, s.(partial.FileChecker).CheckFD(), partial.ErrClosed, op.name)
+	}
+}
