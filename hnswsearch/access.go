@@ -3,6 +3,7 @@ package hnswsearch
 import (
 	"encoding/binary"
 	"fmt"
+	"runtime/debug"
 	"slices"
 
 	"github.com/faiss-sidecar/faiss-sidecar/internal/distance"
@@ -331,16 +332,20 @@ func (x *Index) distCode(s *scratch, c []byte) float32 {
 
 // ExternalID maps a label (internal id) to the external id through the id
 // map, if any; safe for concurrent use.
-func (x *Index) ExternalID(label int32) (int64, error) {
+func (x *Index) ExternalID(label int32) (id int64, err error) {
 	if label < 0 || label >= x.n {
 		return -1, fmt.Errorf("%w: label %d is out of range [0, %d)", ErrBadQuery, label, x.n)
 	}
 	if x.idMap == nil {
 		return int64(label), nil
 	}
+	defer x.catchFaults(debug.SetPanicOnFault(true), &err) // the id map may be mapped
 	s := x.scratch.Get().(*scratch)
-	defer x.scratch.Put(s)
-	return x.externalID(s, label)
+	if id, err = x.externalID(s, label); err == nil {
+		err = x.fileCheck()
+	}
+	x.scratch.Put(s)
+	return id, err
 }
 
 // externalID maps an internal id through the id map, if any.

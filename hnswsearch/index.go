@@ -402,12 +402,12 @@ func (x *Index) streamNeighbors(fn func(v int32, rec []byte)) error {
 	return nil
 }
 
-// Warm pulls the graph and then the vectors into memory ahead of queries:
+// warm pulls the graph and then the vectors into memory ahead of queries:
 // on mmap it populates them on huge pages (partial.Populator; MADV_WILLNEED
 // where that is missing), otherwise it reads them through the block cache
 // with large sequential reads (at most maxBytes, e.g. the cache's budget;
 // ≤ 0 for no limit). Pinned or fully loaded bytes need nothing.
-func (x *Index) Warm(maxBytes int64) error {
+func (x *Index) warm(maxBytes int64) error {
 	secs := []faissfmt.Section{x.nb, x.codes}
 	if x.viewer != nil {
 		for _, s := range secs {

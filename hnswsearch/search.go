@@ -140,12 +140,11 @@ func (x *Index) Search(q []float32, p Params, dst []Result) ([]Result, Stats, er
 		}
 	}
 	s := x.scratch.Get().(*scratch)
-	defer x.scratch.Put(s)
 	copy(s.q, q)
 	if x.kind == sqIntL2 || x.kind == sqIntIP {
 		distance.QueryBytes(s.qb[:x.d], q)
 	}
-	return x.run(s, p, dst)
+	return x.guarded(s, p, dst)
 }
 
 // SearchBinary is Search for binary indexes: q is a code of Dim() bytes.
@@ -157,9 +156,8 @@ func (x *Index) SearchBinary(q []byte, p Params, dst []Result) ([]Result, Stats,
 		return dst, Stats{}, fmt.Errorf("%w: binary query has %d bytes, index codes have %d (%d bits)", ErrBadQuery, len(q), x.codeSize, x.d)
 	}
 	s := x.scratch.Get().(*scratch)
-	defer x.scratch.Put(s)
 	copy(s.qb, q)
-	return x.run(s, p, dst)
+	return x.guarded(s, p, dst)
 }
 
 // Validate checks p's sizes against MaxK and MaxEfSearch. Callers that

@@ -1,0 +1,95 @@
+package hnswsearch
+
+import (
+	"errors"
+	"runtime/debug"
+
+	"github.com/faiss-sidecar/faiss-sidecar/partial"
+)
+
+// A file served in memory_efficient mode may change under the index: an
+// operator truncates it, copies a smaller file over it, rewrites it in
+// place. Queries then must neither crash the process nor answer from a mix
+// of two versions' bytes. So every query entry point (Search,
+// SearchBinary, and SearchBatch through them, ExternalID, Warm):
+//
+//   - runs with runtime/debug.SetPanicOnFault set for its goroutine, so a
+//     fault on a mapped page the file no longer covers (SIGBUS) panics
+//     instead of killing the process; the panic is recovered and, when the
+//     address lies in the storage's mapping, returned as an error wrapping
+//     partial.ErrFileChanged (partial.FaultError). The query's scratch is
+//     then dropped, not pooled: the fault cut it short mid-update;
+//   - ends with the storage's partial.FileChecker.CheckFD after its last
+//     read: a change since the file was opened turns the answer into that
+//     error (see partial's comment on why a match after the query proves
+//     every byte it read was of the opened version). The storage stays
+//     changed, so every later query fails the same way.
+//
+// checkFiles is off only in BenchmarkFileCheck, to measure the check.
+var checkFiles = true
+
+// fileCheck is the storage's per-query check (nil without one).
+func (x *Index) fileCheck() error {
+	if c, ok := x.st.(partial.FileChecker); ok && checkFiles {
+		return c.CheckFD()
+	}
+	return nil
+}
+
+// guarded runs one query on s: faults on mapped memory become errors, and
+// a change of the file since it was opened replaces the answer with the
+// error saying so. s goes back to the pool unless a fault cut the query
+// short.
+func (x *Index) guarded(s *scratch, p Params, dst []Result) (res []Result, st Stats, err error) {
+	n0 := len(dst)
+	prev := debug.SetPanicOnFault(true)
+	defer func() {
+		debug.SetPanicOnFault(prev)
+		if r := recover(); r != nil {
+			ferr, ok := partial.FaultError(x.st, r)
+			if !ok {
+				panic(r)
+			}
+			res, st, err = dst[:n0], Stats{}, ferr
+			return
+		}
+		x.scratch.Put(s)
+	}()
+	res, st, err = x.run(s, p, dst)
+	if err != nil && errors.Is(err, ErrBadQuery) {
+		return res, st, err
+	}
+	if cerr := x.fileCheck(); cerr != nil {
+		return dst[:n0], st, cerr
+	}
+	return res, st, err
+}
+
+// catchFaults, deferred with the value SetPanicOnFault(true) returned,
+// restores it and turns a fault on the storage's mapping into *err.
+func (x *Index) catchFaults(prev bool, err *error) {
+	debug.SetPanicOnFault(prev)
+	if r := recover(); r != nil {
+		ferr, ok := partial.FaultError(x.st, r)
+		if !ok {
+			panic(r)
+		}
+		*err = ferr
+	}
+}
+
+// Warm is warm (below) with the file checked: a fault on the mapping, a
+// read that fails because the file changed, or a change found after the
+// warm-up (partial.FileChecker.CheckFile, which also looks at the path)
+// is an error wrapping partial.ErrFileChanged, so a warm-up never succeeds
+// on a file that queries will then fail on.
+func (x *Index) Warm(maxBytes int64) (err error) {
+	defer x.catchFaults(debug.SetPanicOnFault(true), &err)
+	err = x.warm(maxBytes)
+	if c, ok := x.st.(partial.FileChecker); ok {
+		if cerr := c.CheckFile(); errors.Is(cerr, partial.ErrFileChanged) {
+			return cerr
+		}
+	}
+	return err
+}
