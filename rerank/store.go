@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math"
+	"runtime/debug"
 	"slices"
 	"strings"
 	"sync"
@@ -122,7 +123,13 @@ func (s *Store) Fetch(labels []int32, dst []float32, st *FetchStats) error {
 
 // view reads the vectors of labels and calls use(i, bytes of labels[i]) for
 // each; the bytes are valid only during the call.
-func (s *Store) view(labels []int32, st *FetchStats, use func(i int, b []byte)) error {
+//
+// A vector file that changed since it was opened (truncated, overwritten,
+// replaced) fails the read with an error wrapping partial.ErrFileChanged,
+// as hnswsearch's queries do: a fault on the mapping is recovered into it
+// (mmap-willneed), and every read ends with the storage's per-query check
+// (partial.FileChecker.CheckFD), so no answer mixes two versions' bytes.
+func (s *Store) view(labels []int32, st *FetchStats, use func(i int, b []byte)) (err error) {
 	for _, l := range labels {
 		if l < 0 || int64(l) >= s.Count {
 			return fmt.Errorf("%w: %s: label %d is out of range [0, %d)", ErrVectors, s.Path, l, s.Count)
@@ -133,12 +140,50 @@ func (s *Store) view(labels []int32, st *FetchStats, use func(i int, b []byte)) 
 	}
 	switch s.strategy {
 	case "direct":
-		return s.viewDirect(labels, st, use)
+		err = s.viewDirect(labels, st, use)
 	case "mmap-willneed":
-		return s.viewMmap(labels, st, use)
+		err = s.viewMmapGuarded(labels, st, use)
+	default:
+		err = s.viewPread(labels, st, use)
 	}
-	return s.viewPread(labels, st, use)
+	if cerr := s.checker().CheckFD(); cerr != nil {
+		return fmt.Errorf("rerank: %w", cerr)
+	}
+	return err
 }
+
+// viewMmapGuarded is viewMmap with faults on the mapping (a truncated
+// file) turned into errors.
+func (s *Store) viewMmapGuarded(labels []int32, st *FetchStats, use func(i int, b []byte)) (err error) {
+	prev := debug.SetPanicOnFault(true)
+	defer func() {
+		debug.SetPanicOnFault(prev)
+		if r := recover(); r != nil {
+			ferr, ok := partial.FaultError(s.mm, r)
+			if !ok {
+				panic(r)
+			}
+			err = fmt.Errorf("rerank: %w", ferr)
+		}
+	}()
+	return s.viewMmap(labels, st, use)
+}
+
+// checker is the open vector file's change check.
+func (s *Store) checker() partial.FileChecker {
+	switch {
+	case s.direct != nil:
+		return s.direct
+	case s.mm != nil:
+		return s.mm
+	}
+	return s.file
+}
+
+// CheckFile reports whether the vector file changed since it was opened,
+// through its descriptor or at its path (partial.FileChecker.CheckFile):
+// an error wrapping partial.ErrFileChanged, which stays.
+func (s *Store) CheckFile() error { return s.checker().CheckFile() }
 
 func decode(dst []float32, b []byte) {
 	for j := range dst {
