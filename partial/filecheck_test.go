@@ -266,3 +266,21 @@ func TestFileCheckAfterClose(t *testing.T) {
 		require.ErrorIs(t, s.(partial.FileChecker).CheckFD(), partial.ErrClosed, op.name)
 	}
 }
+
+// TestZstdRewrittenFrame: a frame rewritten in place no longer checks out
+// against the seek table; the read reports the change, not the checksum.
+func TestZstdRewrittenFrame(t *testing.T) {
+	defer partial.SetFileLeases(partial.SetFileLeases(false))
+	s, path, data := changeable(t, partial.Options{Backend: "zstd", CacheBytes: 4 << 20}, true)
+	f, err := os.OpenFile(path, os.O_WRONLY, 0)
+	require.NoError(t, err)
+	bad := make([]byte, len(data)/2)
+	for i := range bad {
+		bad[i] = data[i] ^ 0x5a
+	}
+	_, err = f.WriteAt(bad[100:], 100) // past the first frame's header
+	require.NoError(t, err)
+	require.NoError(t, f.Close())
+	_, err = s.ReadAt(make([]byte, 100), 0)
+	require.ErrorIs(t, err, partial.ErrFileChanged)
+}

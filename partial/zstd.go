@@ -269,6 +269,11 @@ func (z *Zstd) frame(i int, t *Tally) ([]byte, error) {
 		z.misses.Add(1)
 	}
 	t.lookup(hit, f.cSize)
+	if err != nil {
+		// A frame that no longer decodes, or checks, may be another
+		// version's: say so when the file changed.
+		err = z.raw.w.explain(err)
+	}
 	return b, err
 }
 
