@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"runtime/debug"
+	"syscall"
 	"testing"
 	"time"
 
@@ -283,4 +284,26 @@ func TestZstdRewrittenFrame(t *testing.T) {
 	require.NoError(t, f.Close())
 	_, err = s.ReadAt(make([]byte, 100), 0)
 	require.ErrorIs(t, err, partial.ErrFileChanged)
+}
+
+// TestLeaseNonBlockingWriter pins down what a lease does to a writer that
+// opens with O_NONBLOCK (coreutils truncate): the first open fails with
+// EAGAIN, a retry succeeds, and the change is then seen.
+func TestLeaseNonBlockingWriter(t *testing.T) {
+	defer partial.SetFileLeases(partial.SetFileLeases(true))
+	s, path, _ := changeable(t, partial.Options{Backend: "mmap"}, false)
+	c := s.(partial.FileChecker)
+	_, err := os.OpenFile(path, os.O_WRONLY|syscall.O_NONBLOCK, 0)
+	if err == nil {
+		t.Skip("no lease granted here (not the file's owner, or no lease support): nothing to pin down")
+	}
+	require.ErrorIs(t, err, syscall.EAGAIN)
+	var f *os.File
+	require.Eventually(t, func() bool {
+		f, err = os.OpenFile(path, os.O_WRONLY|syscall.O_NONBLOCK, 0)
+		return err == nil
+	}, 5*time.Second, time.Millisecond)
+	require.NoError(t, f.Truncate(0))
+	require.NoError(t, f.Close())
+	require.ErrorIs(t, c.CheckFD(), partial.ErrFileChanged)
 }

@@ -26,7 +26,11 @@ var leaseOff atomic.Bool
 // os/signal: a program must not ignore it), and that writer waits until
 // the storage has switched to the fstat check and given the lease up, a
 // matter of microseconds (at most /proc/sys/fs/lease-break-time, 45 s by
-// default, if the process is stopped).
+// default, if the process is stopped). A writer that opens the file with
+// O_NONBLOCK does not wait: its open fails once with EAGAIN ("Resource
+// temporarily unavailable"; coreutils truncate does this) and succeeds
+// when retried, the lease being given up by then. Turn leases off where
+// that matters more than the check's cost.
 func SetFileLeases(on bool) (prev bool) { return !leaseOff.Swap(!on) }
 
 var leases struct {
