@@ -111,7 +111,9 @@ func (m *mirror) blockLen(blk int64) int64 {
 // store writes block blk's bytes into place and returns them there; nil
 // once the mirror is unmapped. The caller holds the block's shard lock.
 // Rewriting a block that sections may still view (evicted, not yet
-// discarded) is harmless: the file's bytes do not change.
+// discarded) is harmless: the file's bytes do not change (if the file did
+// change, the bytes read came after its mtime moved, and the per-query
+// check, FileChecker.CheckFD, fails every query that could have seen them).
 func (m *mirror) store(blk int64, buf []byte) ([]byte, int32) {
 	m.mapMu.RLock()
 	defer m.mapMu.RUnlock()
