@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"runtime/debug"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -326,7 +327,10 @@ func (x *Index) EfSearch() int { return int(x.efSearch) }
 
 // verify runs the load-time checks the options ask for (Options.FullMode,
 // Options.VerifyChecksum), on the zero-copy views where there are some.
-func (x *Index) verify(f *faissfmt.File) error {
+func (x *Index) verify(f *faissfmt.File) (err error) {
+	// The checksum reads a mapping of the whole file: a file truncated
+	// meanwhile is an error, not a SIGBUS.
+	defer x.catchFaults(debug.SetPanicOnFault(true), &err)
 	if x.opts.FullMode && x.n > 0 {
 		var err error
 		if x.nbView != nil {

@@ -87,28 +87,22 @@ func (h *handle) failure(err error) error {
 		"index file %s changed after it was loaded (%v); reload it with PUT /indexes/{name}/_mode or DELETE it", h.spec.Path, err)}
 }
 
-// fileChecker is the storage capability that compares a served file with
-// what was opened.
-type fileChecker interface{ CheckFile() error }
-
 // checkFile compares h's files (index and rerank vectors) with what was
-// opened.
+// opened: size, times, inode, and the path (a file replaced by rename).
 func (h *handle) checkFile() error {
-	if fc, ok := h.st.(fileChecker); ok {
+	if fc, ok := h.st.(partial.FileChecker); ok {
 		if err := fc.CheckFile(); err != nil {
 			return err
 		}
 	}
 	if h.rer != nil {
-		if fc, ok := any(h.rer).(fileChecker); ok {
-			return fc.CheckFile()
-		}
+		return h.rer.CheckFile()
 	}
 	return nil
 }
 
 // errFileChanged is what storage reports when a served file changed.
-var errFileChanged = errors.New("TEMP file changed")
+var errFileChanged = partial.ErrFileChanged
 
 // acquire takes a lease unless the handle is retired.
 func (h *handle) acquire() (lease, bool) {

@@ -22,6 +22,7 @@ import (
 
 	"github.com/faiss-sidecar/faiss-sidecar/httpapi"
 	"github.com/faiss-sidecar/faiss-sidecar/internal/buildinfo"
+	"github.com/faiss-sidecar/faiss-sidecar/partial"
 )
 
 //go:embed demo/demo.faiss
@@ -47,6 +48,11 @@ type serveConfig struct {
 	// max_concurrent_searches, max_queued_searches, max_verify_queries).
 	httpapi.Limits
 	SwitchTimeout string `json:"switch_timeout"`
+	// FileLeases (default true) takes read leases on served files, making
+	// the per-query check that a file is unchanged nearly free; false
+	// checks with an fstat per query instead (partial.SetFileLeases says
+	// what a lease does to writers).
+	FileLeases *bool `json:"file_leases"`
 }
 
 type stringList []string
@@ -171,6 +177,9 @@ func runServe(args []string, stdout, stderr io.Writer) error {
 		if cfg.Limits.SwitchTimeout, err = time.ParseDuration(cfg.SwitchTimeout); err != nil || cfg.Limits.SwitchTimeout < 0 {
 			return usagef("switch_timeout %q: a positive duration such as 5m is expected", cfg.SwitchTimeout)
 		}
+	}
+	if cfg.FileLeases != nil {
+		partial.SetFileLeases(*cfg.FileLeases)
 	}
 	// Nothing configured: serve the embedded demo index from a temporary root.
 	useDemo := *demo || (len(cfg.DataRoots) == 0 && len(cfg.Indexes) == 0)
