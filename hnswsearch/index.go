@@ -137,6 +137,7 @@ var (
 	ErrBadQuery  = errors.New("hnswsearch: bad query")
 	ErrCorrupt   = errors.New("hnswsearch: corrupt index")
 	ErrBadOption = errors.New("hnswsearch: bad option")
+	ErrDeadline  = errors.New("hnswsearch: search stopped at its deadline")
 )
 
 const fltMax = math.MaxFloat32

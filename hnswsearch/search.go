@@ -7,6 +7,7 @@ import (
 	"math"
 	"math/bits"
 	"slices"
+	"time"
 
 	"github.com/faiss-sidecar/faiss-sidecar/internal/distance"
 	"github.com/faiss-sidecar/faiss-sidecar/partial"
@@ -21,6 +22,18 @@ type Params struct {
 	// Filter, when not nil, allows only these external ids (FAISS's
 	// IDSelector semantics: other nodes are traversed but never returned).
 	Filter []int64
+	// Deadline, when not zero, ends a search still running then with
+	// ErrDeadline (checked every deadlineEvery expansions or distances).
+	Deadline time.Time
+}
+
+// deadlineEvery is how many level-0 expansions (or exact-scan distances)
+// pass between two looks at the clock: a few microseconds of work.
+const deadlineEvery = 64
+
+// pastDeadline reports whether s's query outlived its deadline.
+func (s *scratch) pastDeadline() bool {
+	return s.deadline != 0 && time.Now().UnixNano() > s.deadline
 }
 
 // Result is one hit: the external id and FAISS's distance (squared L2, inner
@@ -91,6 +104,8 @@ type scratch struct {
 	ahead   []int32           // vectors to read ahead into the vector cache
 	aheadB  []byte            // their bytes
 	st      Stats
+	// deadline is Params.Deadline in Unix nanoseconds, 0 for none.
+	deadline int64
 }
 
 func (x *Index) newScratch() *scratch {
@@ -188,6 +203,10 @@ func (x *Index) run(s *scratch, p Params, dst []Result) ([]Result, Stats, error)
 		return dst, Stats{}, err
 	}
 	s.st = Stats{}
+	s.deadline = 0
+	if !p.Deadline.IsZero() {
+		s.deadline = p.Deadline.UnixNano()
+	}
 	modern := x.opts.Semantics == Modern
 	s.res.reset(p.K, modern)
 	s.sel = nil
@@ -304,6 +323,9 @@ func (x *Index) searchLevel(s *scratch, level int, r *resultHeap, efStop int) (i
 	}
 	ndis := 0
 	for c.size() > 0 {
+		if level == 0 && s.st.Expanded%deadlineEvery == 0 && s.pastDeadline() {
+			return 0, ErrDeadline
+		}
 		v0, d0, next := c.popMin()
 		if v0 < 0 {
 			break
@@ -459,11 +481,15 @@ func (x *Index) beamSearch(s *scratch, k int) error {
 // small filters under modern semantics.
 func (x *Index) exactScan(s *scratch) error {
 	s.st.ExactScan = true
+	n := 0
 	for w, word := range s.sel {
 		for word != 0 {
 			bit := word & -word
 			v := int32(w*64 + bits.TrailingZeros64(bit))
 			word ^= bit
+			if n++; n%deadlineEvery == 0 && s.pastDeadline() {
+				return ErrDeadline
+			}
 			d, err := x.dist(s, v)
 			if err != nil {
 				return err

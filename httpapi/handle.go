@@ -210,6 +210,8 @@ func errStatus(err error) (int, string) {
 		return 400, "bad_request"
 	case errors.Is(err, faissfmt.ErrFormat), errors.Is(err, rerank.ErrVectors):
 		return 422, "bad_index_file"
+	case errors.Is(err, hnswsearch.ErrDeadline):
+		return 504, "search_timeout"
 	case errors.Is(err, errFileChanged):
 		return 503, "index_file_changed"
 	case errors.Is(err, hnswsearch.ErrCorrupt):

@@ -271,3 +271,17 @@ func TestChecksumAtLoad(t *testing.T) {
 	r = call(t, ts, "PUT", "/indexes/c", `{"path":"bad.faiss"}`)
 	assert.Equal(t, 200, r.Status, r.Raw)
 }
+
+// TestSearchTimeout: a search that outlives the request timeout stops with
+// a 504, for _search and _msearch, and the index keeps serving.
+func TestSearchTimeout(t *testing.T) {
+	_, ts := newTestServer(t, Config{RequestTimeout: time.Nanosecond})
+	require.Equal(t, 200, call(t, ts, "PUT", "/indexes/t", `{"path":"hnsw_flat_large.faiss"}`).Status)
+	q := vectorJSON(loadRuns(t, "hnsw_flat_large").Queries[0])
+	r := call(t, ts, "POST", "/indexes/t/_search", `{"vector":`+q+`}`)
+	assert.Equal(t, 504, r.Status, r.Raw)
+	assert.Contains(t, r.Raw, "search_timeout")
+	r = call(t, ts, "POST", "/indexes/t/_msearch", `{"vectors":[`+q+`,`+q+`]}`)
+	assert.Equal(t, 504, r.Status, r.Raw)
+	assert.Equal(t, "serving", call(t, ts, "GET", "/indexes/t", ``).Body["state"])
+}

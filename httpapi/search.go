@@ -278,7 +278,8 @@ func (s *Server) admit(c *gin.Context) (deadline time.Time, ok bool) {
 }
 
 func (s *Server) search(c *gin.Context) {
-	if _, ok := s.admit(c); !ok {
+	deadline, ok := s.admit(c)
+	if !ok {
 		return
 	}
 	defer s.adm.exit()
@@ -306,6 +307,7 @@ func (s *Server) search(c *gin.Context) {
 		s.fail(c, err)
 		return
 	}
+	qp.p.Deadline = deadline
 	start := time.Now()
 	hits, prof, err := s.searchOne(h, &qp, req.Vector, sc)
 	took := time.Since(start)
@@ -441,6 +443,7 @@ func (s *Server) msearch(c *gin.Context) {
 		s.fail(c, err)
 		return
 	}
+	qp.p.Deadline = deadline
 	start := time.Now()
 	type one struct {
 		hits []Hit
@@ -476,9 +479,14 @@ func (s *Server) msearch(c *gin.Context) {
 				}()
 				o.hits, o.prof, o.err = s.searchOne(h, &qp, req.Vectors[i], nil)
 			}()
-			if o.err != nil && isFileChanged(o.err) {
+			switch {
+			case o.err == nil:
+			case isFileChanged(o.err):
 				s.queryFailed(e, l, o.err)
 				stop(h.failure(o.err))
+				return
+			case errors.Is(o.err, hnswsearch.ErrDeadline):
+				stop(errTimeout)
 				return
 			}
 		}
