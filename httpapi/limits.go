@@ -26,7 +26,8 @@ type Limits struct {
 	MaxMsearchVectors int `json:"max_msearch_vectors"`
 	// MaxRequestWork bounds the sum, over a request's queries, of
 	// max(candidates kept, ef_search): what the result pools hold and,
-	// roughly, the distances computed (default 4194304).
+	// roughly, the distances computed, and bounds the hits a response
+	// holds (default 1048576: about 80 MB of hits and their JSON).
 	MaxRequestWork int64 `json:"max_request_work"`
 	// MaxConcurrentSearches is how many _search/_msearch requests run at
 	// once (default 4 per core, at least 16); MaxQueuedSearches how many
@@ -72,7 +73,7 @@ func (l Limits) withDefaults() Limits {
 		l.MaxMsearchVectors = 1000
 	}
 	if l.MaxRequestWork <= 0 {
-		l.MaxRequestWork = 4 << 20
+		l.MaxRequestWork = 1 << 20
 	}
 	if l.MaxConcurrentSearches <= 0 {
 		l.MaxConcurrentSearches = max(16, 4*runtime.GOMAXPROCS(0))

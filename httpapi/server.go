@@ -585,7 +585,10 @@ func (s *Server) warmup(c *gin.Context) {
 	h := l.h
 	start := time.Now()
 	if err := h.warm(); err != nil {
-		s.fail(c, err)
+		if isFileChanged(err) {
+			h.markFailed(err)
+		}
+		s.fail(c, h.failure(err))
 		return
 	}
 	c.JSON(200, gin.H{"acknowledged": true, "took_ms": time.Since(start).Milliseconds()})

@@ -206,7 +206,7 @@ func TestBadRequests(t *testing.T) {
 		{"POST", "/indexes/i/_msearch", `{"vectors":[` + q + `],"k":10000000000}`, 400, "k=10000000000 is out of range"},
 		{"POST", "/indexes/i/_msearch", `{"vectors":[]}`, 400, "at least one vector"},
 		{"POST", "/indexes/i/_msearch", `{"vectors":[` + strings.Repeat(`[0],`, 1000) + `[0]]}`, 400, "_msearch has 1001 vectors, at most 1000"},
-		{"POST", "/indexes/i/_msearch", `{"vectors":[` + strings.Repeat(`[0],`, 500) + `[0]],"k":10000}`, 400, "above the limit of 4194304 (max_request_work)"},
+		{"POST", "/indexes/i/_msearch", `{"vectors":[` + strings.Repeat(`[0],`, 104) + `[0]],"k":10000}`, 400, "above the limit of 1048576 (max_request_work)"},
 		// Names.
 		{"PUT", "/indexes/%ff%fe", `{"path":"idx.faiss"}`, 400, "not valid UTF-8"},
 		{"PUT", "/indexes/a*b", `{"path":"idx.faiss"}`, 400, `character '*' is not allowed`},
