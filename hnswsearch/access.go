@@ -339,7 +339,7 @@ func (x *Index) ExternalID(label int32) (id int64, err error) {
 	if x.idMap == nil {
 		return int64(label), nil
 	}
-	defer x.catchFaults(debug.SetPanicOnFault(true), &err) // the id map may be mapped
+	defer partial.RecoverFault(x.st, debug.SetPanicOnFault(true), &err) // the id map may be mapped
 	s := x.scratch.Get().(*scratch)
 	if id, err = x.externalID(s, label); err == nil {
 		err = x.fileCheck()

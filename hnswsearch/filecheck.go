@@ -65,26 +65,13 @@ func (x *Index) guarded(s *scratch, p Params, dst []Result) (res []Result, st St
 	return res, st, err
 }
 
-// catchFaults, deferred with the value SetPanicOnFault(true) returned,
-// restores it and turns a fault on the storage's mapping into *err.
-func (x *Index) catchFaults(prev bool, err *error) {
-	debug.SetPanicOnFault(prev)
-	if r := recover(); r != nil {
-		ferr, ok := partial.FaultError(x.st, r)
-		if !ok {
-			panic(r)
-		}
-		*err = ferr
-	}
-}
-
 // Warm is warm (below) with the file checked: a fault on the mapping, a
 // read that fails because the file changed, or a change found after the
 // warm-up (partial.FileChecker.CheckFile, which also looks at the path)
 // is an error wrapping partial.ErrFileChanged, so a warm-up never succeeds
 // on a file that queries will then fail on.
 func (x *Index) Warm(maxBytes int64) (err error) {
-	defer x.catchFaults(debug.SetPanicOnFault(true), &err)
+	defer partial.RecoverFault(x.st, debug.SetPanicOnFault(true), &err)
 	err = x.warm(maxBytes)
 	if c, ok := x.st.(partial.FileChecker); ok {
 		if cerr := c.CheckFile(); errors.Is(cerr, partial.ErrFileChanged) {

@@ -331,7 +331,7 @@ func (x *Index) EfSearch() int { return int(x.efSearch) }
 func (x *Index) verify(f *faissfmt.File) (err error) {
 	// The checksum reads a mapping of the whole file: a file truncated
 	// meanwhile is an error, not a SIGBUS.
-	defer x.catchFaults(debug.SetPanicOnFault(true), &err)
+	defer partial.RecoverFault(x.st, debug.SetPanicOnFault(true), &err)
 	if x.opts.FullMode && x.n > 0 {
 		var err error
 		if x.nbView != nil {

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
+	"runtime/debug"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -263,20 +264,7 @@ func (m *Memory) CheckFD() error { return nil }
 // names the file and what changed, and s stays marked changed. ok is false
 // for any other value, which the caller should panic with again.
 //
-// Use it with SetPanicOnFault around code that touches mapped bytes (views
-// of an Mmap), in the goroutine that touches them:
-//
-//	prev := debug.SetPanicOnFault(true)
-//	defer func() {
-//		debug.SetPanicOnFault(prev)
-//		if r := recover(); r != nil {
-//			ferr, ok := partial.FaultError(s, r)
-//			if !ok {
-//				panic(r)
-//			}
-//			err = ferr
-//		}
-//	}()
+// RecoverFault wraps it for the usual case.
 func FaultError(s Storage, r any) (err error, ok bool) {
 	re, isRT := r.(runtime.Error)
 	fa, hasAddr := r.(interface{ Addr() uintptr })
@@ -293,6 +281,24 @@ func FaultError(s Storage, r any) (err error, ok bool) {
 		return nil, false
 	}
 	return m.w.fault(addr, int64(addr-base)), true
+}
+
+// RecoverFault, deferred with the value debug.SetPanicOnFault(true)
+// returned, restores that setting and turns a fault inside s's mapping into
+// *err (FaultError); any other panic goes on. Use it around code that
+// touches mapped bytes (views of an Mmap), in the goroutine that touches
+// them:
+//
+//	defer partial.RecoverFault(s, debug.SetPanicOnFault(true), &err)
+func RecoverFault(s Storage, prev bool, err *error) {
+	debug.SetPanicOnFault(prev)
+	if r := recover(); r != nil {
+		ferr, ok := FaultError(s, r)
+		if !ok {
+			panic(r)
+		}
+		*err = ferr
+	}
 }
 
 // mmapOf is the mapping s reads through, if any.

@@ -155,18 +155,15 @@ func (s *Store) view(labels []int32, st *FetchStats, use func(i int, b []byte)) 
 // viewMmapGuarded is viewMmap with faults on the mapping (a truncated
 // file) turned into errors.
 func (s *Store) viewMmapGuarded(labels []int32, st *FetchStats, use func(i int, b []byte)) (err error) {
-	prev := debug.SetPanicOnFault(true)
-	defer func() {
-		debug.SetPanicOnFault(prev)
-		if r := recover(); r != nil {
-			ferr, ok := partial.FaultError(s.mm, r)
-			if !ok {
-				panic(r)
-			}
-			err = fmt.Errorf("rerank: %w", ferr)
-		}
+	var fault error
+	func() {
+		defer partial.RecoverFault(s.mm, debug.SetPanicOnFault(true), &fault)
+		err = s.viewMmap(labels, st, use)
 	}()
-	return s.viewMmap(labels, st, use)
+	if fault != nil {
+		return fmt.Errorf("rerank: %w", fault)
+	}
+	return err
 }
 
 // checker is the open vector file's change check.
