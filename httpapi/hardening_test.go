@@ -220,15 +220,7 @@ func TestIndexEfSearchREST(t *testing.T) {
 		loaded = run.IndexEf
 		require.Equal(t, float64(run.IndexEf), call(t, ts, "GET", "/indexes/ef", ``).Body["ef_search"])
 		for qi, q := range fx.Queries {
-			body := fmt.Sprintf(`{"vector":%s,"k":%d`, vectorJSON(q), run.K)
-			if run.EfSearch != nil {
-				body += fmt.Sprintf(`,"method_parameters":{"ef_search":%d}`, *run.EfSearch)
-			}
-			if run.AllowIDs != nil {
-				b, _ := json.Marshal(run.AllowIDs)
-				body += `,"filter":{"ids":` + string(b) + `}`
-			}
-			r := call(t, ts, "POST", "/indexes/ef/_search", body+`}`)
+			r := call(t, ts, "POST", "/indexes/ef/_search", searchBody(q, run.K, run.EfSearch, run.AllowIDs)+`}`)
 			require.Equal(t, 200, r.Status, r.Raw)
 			hits := r.Body["hits"].([]any)
 			j := 0

@@ -72,6 +72,20 @@ func loadRuns(t testing.TB, name string) fixtureRuns {
 
 func vectorJSON(v []float64) string { b, _ := json.Marshal(v); return string(b) }
 
+// searchBody is a search request for a fixture run's query, without its
+// closing brace: k, the per-query ef_search and the filter when set.
+func searchBody(q []float64, k int, ef *int, allow []int64) string {
+	body := fmt.Sprintf(`{"vector":%s,"k":%d`, vectorJSON(q), k)
+	if ef != nil {
+		body += fmt.Sprintf(`,"method_parameters":{"ef_search":%d}`, *ef)
+	}
+	if allow != nil {
+		b, _ := json.Marshal(allow)
+		body += `,"filter":{"ids":` + string(b) + `}`
+	}
+	return body
+}
+
 // TestSearchMatchesFAISS: the REST search returns FAISS 1.7.3's results
 // (faiss-1.7.3 semantics, exact kernel) with OpenSearch's l2 score.
 func TestSearchMatchesFAISS(t *testing.T) {
@@ -83,14 +97,7 @@ func TestSearchMatchesFAISS(t *testing.T) {
 	for _, ri := range []int{1, 5, 7} { // k=10; ef 16 params; a filter
 		run := f.Runs[ri]
 		for qi, q := range f.Queries {
-			body := fmt.Sprintf(`{"vector":%s,"k":%d`, vectorJSON(q), run.K)
-			if run.EfSearch != nil {
-				body += fmt.Sprintf(`,"method_parameters":{"ef_search":%d}`, *run.EfSearch)
-			}
-			if run.AllowIDs != nil {
-				b, _ := json.Marshal(run.AllowIDs)
-				body += `,"filter":{"ids":` + string(b) + `}`
-			}
+			body := searchBody(q, run.K, run.EfSearch, run.AllowIDs)
 			r := call(t, ts, "POST", "/indexes/v/_search", body+`,"profile":true}`)
 			if r.Status != 200 || r.ContentType != "application/json; charset=utf-8" {
 				t.Fatalf("search: %d (%s) %s", r.Status, r.ContentType, r.Raw)

@@ -21,6 +21,21 @@ func freeAddr(t *testing.T) string {
 	return l.Addr().String()
 }
 
+// postWhenUp posts body to url once the server answers (2 s at most) and
+// returns the answer's body ("" if it never answered).
+func postWhenUp(url, body string) string {
+	for range 100 {
+		r, err := http.Post(url, "application/json", strings.NewReader(body))
+		if err == nil {
+			b, _ := io.ReadAll(r.Body)
+			r.Body.Close()
+			return string(b)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return ""
+}
+
 // TestServeDemo: `serve` with no configuration serves the embedded demo
 // index, answers searches, and shuts down gracefully.
 func TestServeDemo(t *testing.T) {
@@ -29,18 +44,7 @@ func TestServeDemo(t *testing.T) {
 	addr := freeAddr(t)
 	done := make(chan int)
 	go func() { code, _, _ := runCLI("serve", "--listen", addr); done <- code }()
-	var body string
-	for i := 0; i < 100; i++ {
-		r, err := http.Post("http://"+addr+"/indexes/demo/_search", "application/json",
-			strings.NewReader(`{"vector":[0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0],"k":3}`))
-		if err == nil {
-			b, _ := io.ReadAll(r.Body)
-			r.Body.Close()
-			body = string(b)
-			break
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	body := postWhenUp("http://"+addr+"/indexes/demo/_search", `{"vector":[0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0],"k":3}`)
 	if !strings.Contains(body, `"hits":[{"id":`) {
 		t.Fatalf("demo search: %q", body)
 	}
@@ -65,18 +69,7 @@ func TestServeLimits(t *testing.T) {
 	done := make(chan int)
 	go func() { code, _, _ := runCLI("serve", "--demo", "--config", p); done <- code }()
 	v := "[" + strings.TrimSuffix(strings.Repeat("0.5,", 20), ",") + "]"
-	var body string
-	for range 100 {
-		r, err := http.Post("http://"+addr+"/indexes/demo/_msearch", "application/json",
-			strings.NewReader(`{"vectors":[`+v+`,`+v+`,`+v+`]}`))
-		if err == nil {
-			b, _ := io.ReadAll(r.Body)
-			r.Body.Close()
-			body = string(b)
-			break
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	body := postWhenUp("http://"+addr+"/indexes/demo/_msearch", `{"vectors":[`+v+`,`+v+`,`+v+`]}`)
 	cancel()
 	<-done
 	if !strings.Contains(body, "_msearch has 3 vectors, at most 2 (max_msearch_vectors)") {
