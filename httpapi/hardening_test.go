@@ -277,3 +277,17 @@ func TestSearchTimeout(t *testing.T) {
 	assert.Equal(t, 504, r.Status, r.Raw)
 	assert.Equal(t, "serving", call(t, ts, "GET", "/indexes/t", ``).Body["state"])
 }
+
+// TestAdminBodyLimit: loads and switches take bodies of 64 KiB at most,
+// searches up to max_body_bytes.
+func TestAdminBodyLimit(t *testing.T) {
+	_, ts := newTestServer(t, Config{})
+	big := strings.Repeat(" ", 70000)
+	r := call(t, ts, "PUT", "/indexes/j", `{"path":"hnsw_flat_l2.faiss"}`+big)
+	assert.Equal(t, 413, r.Status, r.Raw)
+	assert.Contains(t, r.Raw, "exceeds 65536 bytes")
+	require.Equal(t, 200, call(t, ts, "PUT", "/indexes/j", `{"path":"hnsw_flat_l2.faiss"}`).Status)
+	assert.Equal(t, 413, call(t, ts, "PUT", "/indexes/j/_mode", `{}`+big).Status)
+	r = call(t, ts, "POST", "/indexes/j/_search", `{"vector":`+vectorJSON(make([]float64, 32))+`}`+big)
+	assert.Equal(t, 200, r.Status, r.Raw)
+}

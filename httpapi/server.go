@@ -393,8 +393,17 @@ var statusCodes = func() []string {
 	return t
 }()
 
+// adminBodyBytes bounds the bodies of the requests that are not searches
+// (loads, switches): small JSON objects, read before any admission
+// control, so a flood of large ones cannot hold max_body_bytes each.
+const adminBodyBytes = 64 << 10
+
 func (s *Server) limitBody(c *gin.Context) {
-	c.Request.Body = http.MaxBytesReader(c.Writer, c.Request.Body, s.cfg.MaxBodyBytes)
+	limit := s.cfg.MaxBodyBytes
+	if r := c.FullPath(); !strings.HasSuffix(r, "/_search") && !strings.HasSuffix(r, "/_msearch") {
+		limit = min(limit, adminBodyBytes)
+	}
+	c.Request.Body = http.MaxBytesReader(c.Writer, c.Request.Body, limit)
 	c.Next()
 }
 
