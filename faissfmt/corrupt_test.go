@@ -81,7 +81,7 @@ func putU64(b []byte, off int64, v uint64) { binary.LittleEndian.PutUint64(b[off
 // TestCorruptFields patches one field of a FAISS-written file and checks the
 // error kind and the sentence a person reads.
 func TestCorruptFields(t *testing.T) {
-	ex := readFixture(t, "worked_example") // IxMp(IHNf(d=2,M=2)), 3 vectors, byte map in faiss-format.md §5
+	ex := readFixture(t, "worked_example") // IxMp(IHNf(d=2,M=2)), 3 vectors, byte map in docs/faiss-format.md §5
 	bin := readFixture(t, "bin_idmap_hnsw")
 	sq := readFixture(t, "sq_8bit")
 	binF := mustOpen(t, bin)

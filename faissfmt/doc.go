@@ -3,7 +3,7 @@
 // Open parses a file from an io.ReaderAt: it keeps headers and the small
 // arrays in memory and records every large array as a Section (offset,
 // length, element size) for a storage backend to read on demand. It follows
-// ../shared/docs/faiss-format.md byte for byte (FAISS 1.7.3 layout, which is
+// docs/faiss-format.md byte for byte (FAISS 1.7.3 layout, which is
 // unchanged through 1.15 for these types) and validates every count against
 // the bytes left before allocating anything.
 //

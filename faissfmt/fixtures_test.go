@@ -262,7 +262,7 @@ func compareHNSW(t *testing.T, data []byte, x *Index, e *expected) {
 	}
 }
 
-// TestWorkedExample checks the byte positions of faiss-format.md §5 on the
+// TestWorkedExample checks the byte positions of docs/faiss-format.md §5 on the
 // same index built by FAISS.
 func TestWorkedExample(t *testing.T) {
 	data, err := os.ReadFile(filepath.Join(fixtureDir, "worked_example.faiss"))

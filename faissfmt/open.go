@@ -208,7 +208,7 @@ func (p *parser) binaryIndex(depth int) (*Index, error) {
 	return x, nil
 }
 
-// floatHeader reads IndexHeader (faiss-format.md §2.1).
+// floatHeader reads IndexHeader (docs/faiss-format.md §2.1).
 func (p *parser) floatHeader(x *Index) error {
 	c := p.c
 	at := c.off
@@ -242,7 +242,7 @@ func (p *parser) floatHeader(x *Index) error {
 	return nil
 }
 
-// binaryHeader reads BinaryHeader (faiss-format.md §2.2).
+// binaryHeader reads BinaryHeader (docs/faiss-format.md §2.2).
 func (p *parser) binaryHeader(x *Index) error {
 	c := p.c
 	at := c.off

@@ -16,7 +16,7 @@ func (s Section) Count() int64 { return s.Len / int64(s.Elem) }
 // Metric is FAISS's MetricType.
 type Metric int32
 
-// The metric types FAISS files can carry (faiss-format.md §6).
+// The metric types FAISS files can carry (docs/faiss-format.md §6).
 const (
 	MetricInnerProduct  Metric = 0
 	MetricL2            Metric = 1
@@ -49,7 +49,7 @@ func (m Metric) known() bool { _, ok := metricNames[m]; return ok }
 // QType is a ScalarQuantizer quantizer type.
 type QType int32
 
-// The scalar quantizer types faissfmt reads (faiss-format.md §3, IxSQ).
+// The scalar quantizer types faissfmt reads (docs/faiss-format.md §3, IxSQ).
 const (
 	QT8bit             QType = 0
 	QT4bit             QType = 1
