@@ -7,7 +7,7 @@ import (
 )
 
 // Heaps of (distance, id) pairs in parallel arrays, reproducing FAISS's
-// heap primitives at array level (hnsw-search.md §3, §4): 1-based positions,
+// heap primitives at array level (docs/hnsw-search.md §3, §4): 1-based positions,
 // max-heap under the lexicographic "above" order
 //
 //	a above b  ⇔  a.d > b.d, or a.d == b.d and a.id > b.id
@@ -76,7 +76,7 @@ type resultHeap struct {
 	k   int
 	n   int
 	// finiteOnly: FAISS ≥ 1.8 pre-fills R with (FLT_MAX, −1), so a distance
-	// ≥ FLT_MAX never enters (hnsw-search.md §9 row 4).
+	// ≥ FLT_MAX never enters (docs/hnsw-search.md §9 row 4).
 	finiteOnly bool
 }
 
@@ -87,7 +87,7 @@ func (r *resultHeap) reset(k int, finiteOnly bool) {
 	r.dis, r.ids, r.k, r.n, r.finiteOnly = r.dis[:k], r.ids[:k], k, 0, finiteOnly
 }
 
-// offer is OFFER(d, id) of hnsw-search.md §3.
+// offer is offer(d, id) of docs/hnsw-search.md §3.
 func (r *resultHeap) offer(d float32, id int32) {
 	if r.n < r.k {
 		if r.finiteOnly && !(d < fltMax) {
@@ -100,7 +100,7 @@ func (r *resultHeap) offer(d float32, id int32) {
 	}
 }
 
-// pool is the candidate pool C ("MinimaxHeap", hnsw-search.md §4).
+// pool is the candidate pool C ("MinimaxHeap", docs/hnsw-search.md §4).
 type pool struct {
 	dis    []float32
 	ids    []int32

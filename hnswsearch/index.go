@@ -20,9 +20,10 @@ type Semantics uint8
 
 const (
 	// Modern is FAISS 1.8 … 1.14.2 as bundled by OpenSearch k-NN
-	// (hnsw-search.md §9 rows 1–9 and 12). The default.
+	// (docs/hnsw-search.md §9). The default.
 	Modern Semantics = iota
-	// FAISS173 is Debian's FAISS 1.7.3 exactly (§1–§8), quirks included.
+	// FAISS173 is Debian's FAISS 1.7.3 exactly (docs/hnsw-search.md §1–§8),
+	// quirks included.
 	FAISS173
 )
 

@@ -240,7 +240,7 @@ func (x *Index) run(s *scratch, p Params, dst []Result) ([]Result, Stats, error)
 	return x.output(s, p.K, dst)
 }
 
-// searchGraph is HNSW_SEARCH (hnsw-search.md §5; modern changes §9).
+// searchGraph is the search of docs/hnsw-search.md §5 (modern changes: §9).
 func (x *Index) searchGraph(s *scratch, p Params) error {
 	h := x.h
 	modern := x.opts.Semantics == Modern
@@ -444,7 +444,7 @@ func (x *Index) searchLevel(s *scratch, level int, r *resultHeap, efStop int) (i
 	return r.n, nil
 }
 
-// beamSearch is FAISS 1.7.3's upper_beam > 1 variant (hnsw-search.md §5.5):
+// beamSearch is FAISS 1.7.3's upper_beam > 1 variant (docs/hnsw-search.md §5.5):
 // a pool of upper_beam entries on every level, no parameters or filter.
 func (x *Index) beamSearch(s *scratch, k int) error {
 	h := x.h
@@ -501,7 +501,7 @@ func (x *Index) exactScan(s *scratch) error {
 }
 
 // output sorts R by (distance, internal id), fills to k, applies the
-// metric's sign and the id map (hnsw-search.md §1 steps 5–7, §8).
+// metric's sign and the id map (docs/hnsw-search.md §1 steps 5–7, §8).
 func (x *Index) output(s *scratch, k int, dst []Result) ([]Result, Stats, error) {
 	r := &s.res
 	s.pairs = s.pairs[:0]
