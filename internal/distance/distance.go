@@ -4,7 +4,7 @@
 //
 // Exact kernels reproduce the Debian FAISS 1.7.3 (GENERIC) build bit for
 // bit: strictly sequential float32 with every operation rounded and no FMA
-// (hnsw-search.md §2, §10). Fast kernels reassociate (several accumulators
+// (docs/hnsw-search.md §2, §10). Fast kernels reassociate (several accumulators
 // or SIMD) and may differ in the last bits.
 package distance
 

@@ -5,7 +5,7 @@ import (
 	"math"
 )
 
-// SQ decodes ScalarQuantizer codes per faiss-format.md §3, in float32 with
+// SQ decodes ScalarQuantizer codes per docs/faiss-format.md §3, in float32 with
 // one rounding per operation: float(c)+0.5 (exact), divide (round), multiply
 // by vdiff (round), add vmin (round); never fused.
 type SQ struct {
@@ -99,7 +99,7 @@ func nibble(code []byte, j int) byte {
 }
 
 // IntegerDirect reports whether FAISS computes this quantizer's distances in
-// the integer domain: QT_8bit_direct with d % 16 == 0 (hnsw-search.md §2).
+// the integer domain: QT_8bit_direct with d % 16 == 0 (docs/hnsw-search.md §2).
 func (s *SQ) IntegerDirect() bool { return s.QType == QT8bitDirect && s.D%16 == 0 }
 
 // QueryBytes converts a query for the integer 8bit_direct path: each
