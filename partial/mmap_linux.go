@@ -13,29 +13,18 @@ import (
 const hugePage = 2 << 20
 
 // Populate makes [off, off+n) resident and mapped before it returns, on
-// 2 MiB pages where the kernel can, for warm-up:
-//
-//  1. the 2 MiB regions the range touches, from the one holding its first
-//     byte to the one holding its last (but not one the file's end cuts
-//     short), are advised MADV_HUGEPAGE, so page faults there read the file
-//     into 2 MiB page-cache folios, each mapped by one TLB entry;
-//  2. this mapping's pages in those regions are unmapped (MADV_DONTNEED:
-//     the file keeps its bytes) and the file's cached pages there that no
-//     process maps are dropped (POSIX_FADV_DONTNEED; they are clean file
-//     pages): pages cached in 4 KiB folios, say by a parse's small reads,
-//     would otherwise be mapped as they are;
-//  3. MADV_POPULATE_READ faults the range in.
-//
-// Rounding out to whole regions matters because sections start and end
-// mid-region: before, the edge regions of a 100k-node graph's neighbor
-// lists (a fifth of them) stayed on 4 KiB pages. On a warm 62 MiB index
-// 2 MiB pages measured 10–20% faster searches than 4 KiB ones. The regions
-// keep MADV_HUGEPAGE: should the kernel evict them, a fault reads 2 MiB
-// back, which suits an index its operator asked to keep warm. Readers of
-// the mapping may run meanwhile: an unmapped page faults back in. Kernels
-// without file huge pages or without MADV_POPULATE_READ (before 5.14) fall
-// back to MADV_WILLNEED. A range the file no longer covers (it was
-// truncated) fails with an error wrapping ErrFileChanged.
+// 2 MiB pages where the kernel can (warm-up; searches on a warm index run
+// 10–20% faster on them, docs/design.md). It advises MADV_HUGEPAGE over every
+// whole 2 MiB region the range touches (rounded out, since sections start
+// and end mid-region; not one the file's end cuts short), unmaps this
+// mapping's pages there and drops the file's unmapped cached pages, which a
+// parse's small reads left in 4 KiB folios that would otherwise be mapped
+// as they are, then faults the range in with MADV_POPULATE_READ
+// (MADV_WILLNEED where the kernel lacks it, before 5.14). The regions keep
+// the advice: an evicted region reads 2 MiB back, which suits an index kept
+// warm. Readers may run meanwhile (an unmapped page faults back in). A
+// range the file no longer covers fails with an error wrapping
+// ErrFileChanged.
 func (m *Mmap) Populate(off, n int64) error {
 	return m.withPages(off, n, func(r []byte, start int64) error {
 		hs := start &^ (hugePage - 1)
