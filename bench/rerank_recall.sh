@@ -6,7 +6,7 @@
 # OpenSearch's rule), so recall@100 at k = 100 follows too, where K1 = 100·oversample.
 # ef_search: the file's (16), OpenSearch's default 100, and 500 for k = 100. With
 # efSearch below K1, FAISS's stop rule ends the search before K1 candidates are good
-# ones (hnsw-search.md §5.3): the shortlist is only as good as ef_search lets it be.
+# ones (docs/hnsw-search.md §5.3): the shortlist is only as good as ef_search lets it be.
 #   /usr/bin/python3 bench/gen_search_data.py && bash bench/rerank_recall.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."

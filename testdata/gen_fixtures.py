@@ -260,7 +260,7 @@ def main():
         ix.add_with_ids(bx, (rng.permutation(5000)[:300] + 7).astype("int64"))
         save(name, ix, tree(ix, fourcc, (inner, "IBHf", (hnsw_children(inner, True), "IBxF"))), binary=True)
 
-    # --- the worked example of faiss-format.md §5 ---
+    # --- the worked example of docs/faiss-format.md §5 ---
     inner = faiss.IndexHNSWFlat(2, 2)
     ix = faiss.IndexIDMap(inner)
     ix.add_with_ids(np.array([[0, 0], [1, 0], [0, 2]], dtype="float32"), np.array([10, 20, 30], dtype="int64"))

@@ -20,7 +20,7 @@ func runCLI(args ...string) (code int, stdout, stderr string) {
 }
 
 // TestInspectJSONContract checks the keys a checker reads against FAISS's own
-// values (fixture JSON) and the byte map of faiss-format.md §5.
+// values (fixture JSON) and the byte map of docs/faiss-format.md §5.
 func TestInspectJSONContract(t *testing.T) {
 	code, out, errOut := runCLI("inspect", filepath.Join(fixtures, "worked_example.faiss"), "--json")
 	if code != 0 || errOut != "" {
