@@ -3,11 +3,11 @@ package httpapi
 import (
 	"errors"
 	"fmt"
-	"math"
 	"strings"
 	"sync"
 	"sync/atomic"
 
+	"github.com/faiss-sidecar/faiss-sidecar/engine"
 	"github.com/faiss-sidecar/faiss-sidecar/faissfmt"
 	"github.com/faiss-sidecar/faiss-sidecar/hnswsearch"
 	"github.com/faiss-sidecar/faiss-sidecar/partial"
@@ -48,14 +48,9 @@ type RerankSpec struct {
 // registry holds one while the handle serves. The last release closes it.
 type handle struct {
 	spec      LoadSpec
-	path      string // resolved inside a data root
-	st        partial.Storage
-	file      *faissfmt.File
-	idx       *hnswsearch.Index
-	rer       *rerank.Store
-	rerPath   string
-	space     string
-	users     users // queries in flight, and whether the registry still serves it
+	path      string        // resolved inside a data root
+	x         *engine.Index // the opened index
+	users     users         // queries in flight, and whether the registry still serves it
 	closeOnce sync.Once
 	// resident is what the handle counts against the memory budget: the
 	// full copy or the cache budget, plus the small arrays.
@@ -89,17 +84,7 @@ func (h *handle) failure(err error) error {
 
 // checkFile compares h's files (index and rerank vectors) with what was
 // opened: size, times, inode, and the path (a file replaced by rename).
-func (h *handle) checkFile() error {
-	if fc, ok := h.st.(partial.FileChecker); ok {
-		if err := fc.CheckFile(); err != nil {
-			return err
-		}
-	}
-	if h.rer != nil {
-		return h.rer.CheckFile()
-	}
-	return nil
-}
+func (h *handle) checkFile() error { return h.x.CheckFile() }
 
 // errFileChanged is what storage reports when a served file changed.
 var errFileChanged = partial.ErrFileChanged
@@ -121,65 +106,14 @@ func (h *handle) retire() {
 }
 
 func (h *handle) close() {
-	h.closeOnce.Do(func() {
-		h.idx.Close()
-		if h.rer != nil {
-			h.rer.Close()
-		}
-		h.st.Close()
-	})
+	h.closeOnce.Do(h.x.Close)
 }
 
 // cache returns the handle's block cache, if its backend has one.
-func (h *handle) cache() *partial.Cache {
-	if c, ok := h.st.(*partial.Cached); ok {
-		return c.Cache()
-	}
-	return nil
-}
-
-// Space types and the metric each needs.
-var spaceMetric = map[string]string{"l2": "L2", "innerproduct": "IP", "cosinesimil": "IP", "hamming": "Hamming"}
-
-func defaultSpace(x *hnswsearch.Index) string {
-	switch {
-	case x.Binary():
-		return "hamming"
-	case x.Metric() == faissfmt.MetricInnerProduct:
-		return "innerproduct"
-	}
-	return "l2"
-}
-
-func checkSpace(space string, x *hnswsearch.Index) error {
-	want, ok := spaceMetric[space]
-	if !ok {
-		return badRequest("unknown space_type %q (known: l2, innerproduct, cosinesimil, hamming)", space)
-	}
-	have := x.Metric().String()
-	if x.Binary() {
-		have = "Hamming"
-	}
-	if want != have {
-		return badRequest("space_type %q needs a %s index, this index is %s", space, want, have)
-	}
-	return nil
-}
+func (h *handle) cache() *partial.Cache { return h.x.Cache() }
 
 // score is OpenSearch's translation of a distance to a score.
-func score(space string, d float32) float64 {
-	v := float64(d)
-	switch space {
-	case "innerproduct":
-		if v <= 0 {
-			return 1 / (1 - v)
-		}
-		return v + 1
-	case "cosinesimil":
-		return math.Max((1+v)/2, 0)
-	}
-	return 1 / (1 + v) // l2, hamming
-}
+func score(space string, d float32) float64 { return engine.Score(space, d) }
 
 // apiError is an error with an HTTP status and a type for the envelope.
 type apiError struct {
@@ -204,6 +138,10 @@ func errStatus(err error) (int, string) {
 	switch {
 	case errors.As(err, &ae):
 		return ae.Status, ae.Type
+	case errors.Is(err, engine.ErrNotServable):
+		return 422, "index_not_servable"
+	case errors.Is(err, engine.ErrBadRequest), errors.Is(err, hnswsearch.ErrBudget):
+		return 400, "bad_request"
 	case errors.Is(err, hnswsearch.ErrBadQuery):
 		return 400, "bad_query"
 	case errors.Is(err, partial.ErrBadOption), errors.Is(err, hnswsearch.ErrBadOption):

@@ -12,6 +12,7 @@ import (
 	"unicode"
 	"unicode/utf8"
 
+	"github.com/faiss-sidecar/faiss-sidecar/engine"
 	"github.com/faiss-sidecar/faiss-sidecar/hnswsearch"
 )
 
@@ -63,7 +64,7 @@ func (l Limits) Check() error {
 }
 
 // DefaultK is the k of a search request that does not name one.
-const DefaultK = 10
+const DefaultK = engine.DefaultK
 
 func (l Limits) withDefaults() Limits {
 	if l.MaxEfSearch <= 0 || l.MaxEfSearch > hnswsearch.MaxEfSearch {

@@ -8,17 +8,14 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
-	"runtime"
 	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
-	"github.com/faiss-sidecar/faiss-sidecar/faissfmt"
+	"github.com/faiss-sidecar/faiss-sidecar/engine"
 	"github.com/faiss-sidecar/faiss-sidecar/hnswsearch"
-	"github.com/faiss-sidecar/faiss-sidecar/partial"
-	"github.com/faiss-sidecar/faiss-sidecar/rerank"
 )
 
 // cacheFloor is the smallest a cache shrinks to when the budget is tight.
@@ -239,7 +236,8 @@ func cmpInt(a, b int64) int {
 	return 0
 }
 
-// open builds a handle for spec (normalised) within the budget.
+// open builds a handle for spec (normalised) within the budget: it
+// resolves the paths, and engine checks, plans and opens the index.
 func (r *Registry) open(spec LoadSpec) (*handle, error) {
 	if spec.Mode == "" {
 		spec.Mode = "memory_efficient"
@@ -248,141 +246,38 @@ func (r *Registry) open(spec LoadSpec) (*handle, error) {
 	if err != nil {
 		return nil, err
 	}
-	backend, err := partial.ModeBackend(spec.Mode, spec.Backend, path)
-	if err != nil {
-		return nil, err
-	}
-	if err := backendFits(path, backend); err != nil {
-		return nil, err
-	}
-	if spec.MemoryBudget > 0 && spec.Backend == "" && backend != "zstd" {
-		backend = "direct" // the policy reads misses in batches with direct I/O
-	}
-	spec.Backend = backend
-	sem, err := hnswsearch.ParseSemantics(spec.Semantics)
-	if err != nil {
-		return nil, badRequest("%v", err)
-	}
-	ker, err := hnswsearch.ParseKernel(spec.Kernel)
-	if err != nil {
-		return nil, badRequest("%v", err)
-	}
-	if spec.CacheBytes < 0 || spec.MemoryBudget < 0 {
-		return nil, badRequest("cache_bytes and memory_budget must not be negative")
-	}
-	if spec.MemoryBudget > 0 && spec.Mode != "memory_efficient" {
-		return nil, badRequest("memory_budget applies to mode memory_efficient, not %q", spec.Mode)
-	}
-	// Parse once to learn the resident size before committing memory (the
-	// parse reads only headers and small arrays).
-	pf, err := hnswsearch.Probe(path, backend)
-	if err != nil {
-		return nil, err
-	}
 	if spec.EfSearch < 0 || spec.EfSearch > r.limits.MaxEfSearch {
 		return nil, badRequest("ef_search=%d is out of range [1, %d] (0 or absent: the file's)", spec.EfSearch, r.limits.MaxEfSearch)
 	}
-	opts := hnswsearch.Options{Semantics: sem, Kernel: ker, IndexEfSearch: spec.EfSearch,
-		FullMode: spec.Mode == "full", VerifyChecksum: spec.VerifyChecksum}
-	cacheBytes := partial.Options{CacheBytes: spec.CacheBytes}.CacheBudgetFor(backend, pf.Size)
-	need := pf.ResidentBytes() + cacheBytes
-	if backend == "memory" {
-		need += pf.Size
-	}
-	if spec.MemoryBudget > 0 {
-		plan, err := hnswsearch.PlanBudget(pf, backend, spec.MemoryBudget, runtime.GOMAXPROCS(0))
-		if err != nil {
-			return nil, badRequest("%s: %v", spec.Path, err)
-		}
-		plan.Apply(&opts)
-		cacheBytes, need = plan.BlockCacheBytes, spec.MemoryBudget
-	}
-	r.memMu.Lock()
-	defer r.memMu.Unlock()
-	if err := r.admit(need); err != nil {
-		return nil, err
-	}
-	st, err := partial.Open(path, partial.Options{Backend: backend, CacheBytes: cacheBytes, AlignOffset: hnswsearch.AlignOffset(pf)})
-	if err != nil {
-		return nil, err
-	}
-	h := &handle{spec: spec, path: path, st: st}
-	h.resident.Store(need)
-	if h.file, err = faissfmt.Open(st, st.Size()); err == nil {
-		if h.idx, err = hnswsearch.New(h.file, st, opts); err != nil && !errors.Is(err, partial.ErrBadOption) && !errors.Is(err, hnswsearch.ErrBadOption) {
-			err = &apiError{422, "index_not_servable", err.Error()}
-		}
-	}
-	if err != nil {
-		st.Close()
-		return nil, fmt.Errorf("%s: %w", spec.Path, err)
-	}
-	h.space = spec.SpaceType
-	if h.space == "" {
-		h.space = defaultSpace(h.idx)
-	}
-	if err := checkSpace(h.space, h.idx); err != nil {
-		h.idx.Close()
-		st.Close()
-		return nil, err
-	}
+	es := engine.Spec{Path: path, Label: spec.Path, Mode: spec.Mode, Backend: spec.Backend, CacheBytes: spec.CacheBytes,
+		MemoryBudget: spec.MemoryBudget, Semantics: spec.Semantics, Kernel: spec.Kernel, EfSearch: spec.EfSearch,
+		VerifyChecksum: spec.VerifyChecksum, SpaceType: spec.SpaceType}
 	if rs := spec.Rerank; rs != nil {
-		if err := h.openRerank(r, rs); err != nil {
-			h.idx.Close()
-			st.Close()
+		es.Rerank = &engine.RerankSpec{Label: rs.VectorsPath, Strategy: rs.Strategy, Oversample: rs.OversampleFactor}
+		if es.Rerank.Path, err = r.resolve(rs.VectorsPath); err != nil {
 			return nil, err
 		}
 	}
+	plan, err := engine.Prepare(es)
+	if err != nil {
+		return nil, err
+	}
+	spec.Backend = plan.Backend()
+	if rs := plan.Spec().Rerank; rs != nil {
+		spec.Rerank = &RerankSpec{VectorsPath: spec.Rerank.VectorsPath, Strategy: rs.Strategy, OversampleFactor: rs.Oversample}
+	}
+	r.memMu.Lock()
+	defer r.memMu.Unlock()
+	if err := r.admit(plan.NeedBytes()); err != nil {
+		return nil, err
+	}
+	x, err := plan.Open()
+	if err != nil {
+		return nil, err
+	}
+	h := &handle{spec: spec, path: path, x: x}
+	h.resident.Store(plan.NeedBytes())
 	return h, nil
-}
-
-// backendFits refuses, with a 400, a backend that cannot read the file as
-// it is stored: zstd on a plain file, another backend on a zstd file.
-func backendFits(path, backend string) error {
-	z, err := partial.IsSeekableZstd(path)
-	switch {
-	case err != nil:
-		return err
-	case backend == "zstd" && !z:
-		return badRequest("backend zstd reads files in the zstd seekable format (faiss-sidecar compress); %s is not one", filepath.Base(path))
-	case backend != "zstd" && z:
-		return badRequest("%s is zstd-compressed (seekable format): load it with backend zstd, or leave backend out", filepath.Base(path))
-	}
-	return nil
-}
-
-func (h *handle) openRerank(r *Registry, rs *RerankSpec) error {
-	if rs.Strategy == "" {
-		rs.Strategy = "direct"
-	}
-	if !slices.Contains(rerank.Strategies, rs.Strategy) {
-		return badRequest("unknown rerank strategy %q (known: %s)", rs.Strategy, strings.Join(rerank.Strategies, ", "))
-	}
-	if rs.OversampleFactor < 0 {
-		return badRequest("rerank.oversample_factor must be positive")
-	}
-	p, err := r.resolve(rs.VectorsPath)
-	if err != nil {
-		return err
-	}
-	s, err := rerank.Open(p, rs.Strategy)
-	if err != nil {
-		return err
-	}
-	if h.idx.Binary() {
-		err = nil
-		if s.Count != h.idx.NTotal() {
-			err = fmt.Errorf("%w: %s holds %d vectors, the index has %d", rerank.ErrVectors, rs.VectorsPath, s.Count, h.idx.NTotal())
-		}
-	} else {
-		err = s.Check(h.idx.Dim(), h.idx.NTotal())
-	}
-	if err != nil {
-		s.Close()
-		return err
-	}
-	h.rer, h.rerPath = s, p
-	return nil
 }
 
 // Load serves spec under name; a name already served is a 409.
@@ -589,7 +484,7 @@ func switchDone(ctx context.Context, e *entry) error {
 // sameShape refuses a switch to a file that clients cannot query as before:
 // another dimension, metric or vector type.
 func sameShape(a, b *handle) error {
-	x, y := a.idx, b.idx
+	x, y := a.x, b.x
 	if x.Dim() != y.Dim() || x.Binary() != y.Binary() || x.Metric() != y.Metric() {
 		return &apiError{409, "index_shape_changed", fmt.Sprintf(
 			"switch aborted: %s now holds d=%d %s (binary %v), the served index has d=%d %s (binary %v); load it under another name or DELETE first",
@@ -601,32 +496,33 @@ func sameShape(a, b *handle) error {
 // sameAnswers runs n random queries on both handles and requires identical
 // ids and distances; before each it asks stop whether to give up.
 func sameAnswers(stop func() error, a, b *handle, n int) error {
-	if n <= 0 || a.idx.NTotal() == 0 {
+	if n <= 0 || a.x.NTotal() == 0 {
 		return nil
 	}
 	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 1))
 	p := hnswsearch.Params{K: 10}
 	var ra, rb []hnswsearch.Result
-	q := make([]float32, a.idx.Dim())
-	qb := make([]byte, a.idx.Dim())
+	q := make([]float32, a.x.Dim())
+	qb := make([]byte, a.x.Dim())
 	for i := range n {
 		if err := stop(); err != nil {
 			return err
 		}
 		var ea, eb error
-		if a.idx.Binary() {
+		var hq hnswsearch.Query
+		if a.x.Binary() {
 			for j := range qb {
 				qb[j] = byte(rng.Uint32())
 			}
-			ra, _, ea = a.idx.SearchBinary(qb, p, ra[:0])
-			rb, _, eb = b.idx.SearchBinary(qb, p, rb[:0])
+			hq.Code = qb
 		} else {
 			for j := range q {
 				q[j] = float32(rng.NormFloat64())
 			}
-			ra, _, ea = a.idx.Search(q, p, ra[:0])
-			rb, _, eb = b.idx.Search(q, p, rb[:0])
+			hq.Vector = q
 		}
+		ra, _, ea = a.x.Search(hq, p, ra[:0])
+		rb, _, eb = b.x.Search(hq, p, rb[:0])
 		if ea != nil || eb != nil {
 			return &apiError{409, "switch_verification_failed", fmt.Sprintf("switch aborted: check query %d failed: old: %v, new: %v; the old mode keeps serving", i, ea, eb)}
 		}
@@ -643,5 +539,5 @@ func (h *handle) warm() error {
 	if c := h.cache(); c != nil {
 		limit = c.Budget()
 	}
-	return h.idx.Warm(limit)
+	return h.x.Warm(limit)
 }

@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"math"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -12,8 +11,8 @@ import (
 
 	"github.com/gin-gonic/gin"
 
+	"github.com/faiss-sidecar/faiss-sidecar/engine"
 	"github.com/faiss-sidecar/faiss-sidecar/hnswsearch"
-	"github.com/faiss-sidecar/faiss-sidecar/rerank"
 )
 
 // IntParam is an integer request field that tells an absent field (Set
@@ -70,82 +69,45 @@ type MSearchRequest struct {
 	Profile          bool              `json:"profile"`
 }
 
-// Hit is one search result.
-type Hit struct {
-	ID       int64   `json:"id"`
-	Distance float64 `json:"distance"`
-	Score    float64 `json:"score"`
-}
-
-// Profile is a query's search statistics and I/O.
-type Profile struct {
-	hnswsearch.Stats
-	Rerank *rerank.FetchStats `json:"rerank,omitempty"`
-	Micros float64            `json:"search_us"`
-}
+// Hit is one search result; Profile a query's search statistics and I/O.
+type (
+	Hit     = engine.Hit
+	Profile = engine.Profile
+)
 
 // queryPlan is a request's validated parameters, shared by its queries.
-type queryPlan struct {
-	p       hnswsearch.Params // p.K is the shortlist when rescoring
-	k       int               // hits returned
-	rescore bool
-	work    int64 // max(p.K, ef): what one query may hold
-}
+type queryPlan = engine.QueryPlan
 
 // plan validates a request's k, ef_search, filter and rescore against h and
 // the limits, before anything is allocated by them.
 func (s *Server) plan(h *handle, k IntParam, mp *MethodParameters, filter *IDFilter, rs *Rescore) (queryPlan, error) {
-	var qp queryPlan
+	r := engine.Request{K: k.V, MaxEfSearch: s.limits.MaxEfSearch}
 	switch {
 	case !k.Set:
-		qp.k = DefaultK
+		r.K = DefaultK
 	case k.Null:
-		return qp, badRequest("k is null; give a number in [1, %d] or leave k out (default %d)", hnswsearch.MaxK, DefaultK)
-	case k.V < 1 || k.V > hnswsearch.MaxK:
-		return qp, badRequest("k=%d is out of range [1, %d]", k.V, hnswsearch.MaxK)
-	default:
-		qp.k = k.V
+		return queryPlan{}, badRequest("k is null; give a number in [1, %d] or leave k out (default %d)", hnswsearch.MaxK, DefaultK)
 	}
-	qp.p.K = qp.k
-	ef := h.idx.EfSearch()
 	if mp != nil {
-		if mp.EfSearch < 1 || mp.EfSearch > s.limits.MaxEfSearch {
-			return qp, badRequest("method_parameters.ef_search=%d is out of range [1, %d]", mp.EfSearch, s.limits.MaxEfSearch)
-		}
-		qp.p.EfSearch, ef = mp.EfSearch, mp.EfSearch
+		r.EfSearch, r.EfSearchSet = mp.EfSearch, true
 	}
 	if filter != nil {
-		qp.p.Filter = filter.IDs
-		if qp.p.Filter == nil {
-			qp.p.Filter = []int64{}
+		r.Filter = filter.IDs
+		if r.Filter == nil {
+			r.Filter = []int64{}
 		}
 	}
-	if rs != nil && h.rer == nil {
-		return qp, badRequest("rescore needs an index loaded with rerank.vectors_path")
+	if rs != nil {
+		r.Rescore = &engine.Rescore{Oversample: rs.OversampleFactor}
 	}
-	qp.rescore = h.rer != nil && (rs == nil || rs.OversampleFactor >= 0)
-	if qp.rescore {
-		f := h.spec.Rerank.OversampleFactor
-		if rs != nil && rs.OversampleFactor > 0 {
-			f = rs.OversampleFactor
-		}
-		if f <= 0 {
-			f = rerank.DefaultOversample(h.rer.Dim)
-		}
-		qp.p.K = rerank.ShortlistSize(qp.k, f)
-	}
-	if err := qp.p.Validate(); err != nil {
-		return qp, err
-	}
-	qp.work = int64(max(qp.p.K, ef))
-	return qp, nil
+	return h.x.Plan(r)
 }
 
 // checkWork refuses a request of n queries that would exceed MaxRequestWork.
 func (s *Server) checkWork(qp queryPlan, n int) error {
-	if w := qp.work * int64(n); w > s.limits.MaxRequestWork {
+	if w := qp.Work() * int64(n); w > s.limits.MaxRequestWork {
 		return badRequest("request asks for %d queries × max(k or shortlist, ef_search) %d = %d, above the limit of %d (max_request_work)",
-			n, qp.work, w, s.limits.MaxRequestWork)
+			n, qp.Work(), w, s.limits.MaxRequestWork)
 	}
 	return nil
 }
@@ -153,117 +115,20 @@ func (s *Server) checkWork(qp queryPlan, n int) error {
 // queryScratch is one query's buffers, reused across requests (nil: the
 // query allocates its own, as _msearch's do since they outlive the call).
 type queryScratch struct {
-	req  SearchRequest // the request, decoded (search only)
-	q    []float32
-	qb   []byte
-	res  []hnswsearch.Result
-	hits []Hit
+	req SearchRequest // the request, decoded (search only)
+	eng engine.Scratch
 }
 
 var scratchPool = sync.Pool{New: func() any { return new(queryScratch) }}
 
-// grow returns b[:n], reallocated only when its capacity is short; n has
-// been validated by the caller.
-func grow[T any](b []T, n int) []T {
-	if cap(b) < n {
-		return make([]T, n)
-	}
-	return b[:n]
-}
-
 // searchOne runs one query of plan qp on h, in sc's buffers when sc is not
 // nil (the hits then live there until sc is reused).
 func (s *Server) searchOne(h *handle, qp *queryPlan, vec Vector, sc *queryScratch) ([]Hit, Profile, error) {
-	if sc == nil {
-		sc = new(queryScratch)
+	var es *engine.Scratch
+	if sc != nil {
+		es = &sc.eng
 	}
-	var prof Profile
-	x := h.idx
-	if vec == nil {
-		return nil, prof, badRequest("vector is required")
-	}
-	want := x.Dim() // components, or bytes (0–255) for a binary index
-	if len(vec) != want {
-		return nil, prof, badRequest("vector has %d values, index %s expects %d", len(vec), h.spec.Path, want)
-	}
-	var q []float32
-	var qb []byte
-	if x.Binary() {
-		qb = grow(sc.qb, want)
-		sc.qb = qb
-		for j, v := range vec {
-			if v != math.Trunc(v) || v < 0 || v > 255 {
-				return nil, prof, badRequest("binary vector value %d is %v; bytes 0–255 expected", j, v)
-			}
-			qb[j] = byte(v)
-		}
-	} else {
-		q = grow(sc.q, want)
-		sc.q = q
-		var norm float64
-		for j, v := range vec {
-			if !finite32(v) {
-				return nil, prof, badRequest("vector value %d (%v) is not a finite float32", j, v)
-			}
-			q[j] = float32(v)
-			norm += v * v
-		}
-		if h.space == "cosinesimil" { // OpenSearch normalises queries for cosine
-			if norm == 0 {
-				return nil, prof, badRequest("a zero vector has no cosine similarity")
-			}
-			inv := 1 / math.Sqrt(norm)
-			for j := range q {
-				q[j] = float32(float64(q[j]) * inv)
-			}
-		}
-	}
-	t0 := time.Now()
-	res := grow(sc.res, qp.p.K)[:0] // the search appends no more
-	defer func() { sc.res = res[:0] }()
-	var st hnswsearch.Stats
-	var err error
-	if x.Binary() {
-		res, st, err = x.SearchBinary(qb, qp.p, res)
-	} else {
-		res, st, err = x.Search(q, qp.p, res)
-	}
-	if err != nil {
-		return nil, prof, err
-	}
-	prof.Stats = st
-	if qp.rescore && !x.Binary() {
-		labels := make([]int32, 0, len(res))
-		for _, r := range res {
-			if r.Label >= 0 {
-				labels = append(labels, r.Label)
-			}
-		}
-		var fs rerank.FetchStats
-		rh, err := h.rer.Rescore(q, labels, qp.k, h.space != "l2", &fs)
-		if err != nil {
-			return nil, prof, err
-		}
-		prof.Rerank = &fs
-		res = res[:0]
-		for _, r := range rh {
-			id, err := x.ExternalID(r.Label)
-			if err != nil {
-				return nil, prof, err
-			}
-			res = append(res, hnswsearch.Result{ID: id, Distance: r.Distance, Label: r.Label})
-		}
-	}
-	prof.Micros = float64(time.Since(t0).Nanoseconds()) / 1e3
-	hits := grow(sc.hits, len(res))[:0]
-	defer func() { sc.hits = hits[:0] }()
-	for _, r := range res {
-		if r.ID < 0 {
-			continue // OpenSearch returns only real hits
-		}
-		hits = append(hits, Hit{ID: r.ID, Distance: float64(r.Distance), Score: score(h.space, r.Distance)})
-	}
-	return hits, prof, nil
+	return h.x.Query(qp, vec, es)
 }
 
 // admit takes a search slot for the request, or answers it (429) and
@@ -307,7 +172,7 @@ func (s *Server) search(c *gin.Context) {
 		s.fail(c, err)
 		return
 	}
-	qp.p.Deadline = deadline
+	qp.SetDeadline(deadline)
 	start := time.Now()
 	hits, prof, err := s.searchOne(h, &qp, req.Vector, sc)
 	took := time.Since(start)
@@ -443,7 +308,7 @@ func (s *Server) msearch(c *gin.Context) {
 		s.fail(c, err)
 		return
 	}
-	qp.p.Deadline = deadline
+	qp.SetDeadline(deadline)
 	start := time.Now()
 	type one struct {
 		hits []Hit

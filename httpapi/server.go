@@ -27,7 +27,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/faiss-sidecar/faiss-sidecar/internal/buildinfo"
-	"github.com/faiss-sidecar/faiss-sidecar/partial"
 )
 
 // Config configures a Server.
@@ -480,11 +479,11 @@ func (s *Server) health(c *gin.Context) {
 
 // indexInfo describes one served index (GET /indexes/{name}).
 func (s *Server) indexInfo(e *entry, h *handle) gin.H {
-	x := h.idx
+	x := h.x
 	info := gin.H{
 		"name": e.name, "path": h.spec.Path, "mode": h.spec.Mode, "backend": h.spec.Backend,
-		"space_type": h.space, "semantics": x.Options().Semantics.String(), "kernel": x.Options().Kernel.String(),
-		"d": x.Dim(), "ntotal": x.NTotal(), "metric": x.Metric().String(), "binary": x.Binary(),
+		"space_type": x.Space(), "semantics": x.Options().Semantics.String(), "kernel": x.Options().Kernel.String(),
+		"d": x.Dim(), "ntotal": x.NTotal(), "metric": x.MetricName(), "binary": x.Binary(),
 		"ef_search_stored": x.StoredEfSearch(), "ef_search": x.EfSearch(), "resident_bytes": h.resident.Load(),
 		"queries_served": e.stats.queries(), "query_errors": e.stats.errors(), "switch_state": e.state.Load(),
 		"state": "serving",
@@ -493,19 +492,16 @@ func (s *Server) indexInfo(e *entry, h *handle) gin.H {
 		info["state"] = "failed"
 		info["failure"] = h.failure(*p).Error()
 	}
-	if x.Binary() {
-		info["metric"] = "Hamming"
-	}
 	if le, _ := e.lastErr.Load().(string); le != "" {
 		info["last_switch_error"] = le
 	}
 	p := e.stats.percentiles(0.5, 0.99)
 	info["latency_ms"] = gin.H{"p50": p[0], "p99": p[1]}
-	if sr, ok := h.st.(partial.StatsReporter); ok {
-		info["storage"] = sr.Stats()
+	if st, ok := x.StorageStats(); ok {
+		info["storage"] = st
 	}
-	if h.rer != nil {
-		info["rerank"] = gin.H{"vectors_path": h.spec.Rerank.VectorsPath, "strategy": h.rer.Strategy()}
+	if x.HasRerank() {
+		info["rerank"] = gin.H{"vectors_path": h.spec.Rerank.VectorsPath, "strategy": x.RerankStrategy()}
 	}
 	if h.spec.MemoryBudget > 0 {
 		info["memory_budget"] = gin.H{"budget_bytes": h.spec.MemoryBudget, "pinned_list_bytes": x.PinnedBytes(),

@@ -1,0 +1,138 @@
+package engine
+
+import (
+	"sync"
+
+	"github.com/faiss-sidecar/faiss-sidecar/faissfmt"
+	"github.com/faiss-sidecar/faiss-sidecar/hnswsearch"
+	"github.com/faiss-sidecar/faiss-sidecar/partial"
+	"github.com/faiss-sidecar/faiss-sidecar/rerank"
+)
+
+// Index is one opened index: storage, parsed file, search index and, when
+// asked, rerank vectors. It is safe for concurrent queries; Close ends it.
+type Index struct {
+	spec      Spec
+	backend   string
+	st        partial.Storage
+	file      *faissfmt.File
+	idx       *hnswsearch.Index
+	rer       *rerank.Store
+	space     string
+	closeOnce sync.Once
+}
+
+// Close releases the search index, the rerank vectors and the storage.
+func (x *Index) Close() {
+	x.closeOnce.Do(func() {
+		if x.idx != nil {
+			x.idx.Close()
+		}
+		if x.rer != nil {
+			x.rer.Close()
+		}
+		x.st.Close()
+	})
+}
+
+// Spec is the spec the index was opened with, defaults filled in.
+func (x *Index) Spec() Spec { return x.spec }
+
+// Backend names the storage backend serving the index.
+func (x *Index) Backend() string { return x.backend }
+
+// Dim is the query length: components, or bytes for a binary index.
+func (x *Index) Dim() int                              { return x.idx.Dim() }
+func (x *Index) NTotal() int64                         { return x.idx.NTotal() }
+func (x *Index) Binary() bool                          { return x.idx.Binary() }
+func (x *Index) Metric() faissfmt.Metric               { return x.idx.Metric() }
+func (x *Index) EfSearch() int                         { return x.idx.EfSearch() }
+func (x *Index) StoredEfSearch() int                   { return x.idx.StoredEfSearch() }
+func (x *Index) Options() hnswsearch.Options           { return x.idx.Options() }
+func (x *Index) PinnedBytes() int64                    { return x.idx.PinnedBytes() }
+func (x *Index) VectorCache() partial.RecordCacheStats { return x.idx.VectorCache() }
+
+// MetricName is the metric as the front ends show it: L2, IP or Hamming.
+func (x *Index) MetricName() string {
+	if x.idx.Binary() {
+		return "Hamming"
+	}
+	return x.idx.Metric().String()
+}
+
+// Space is the space type scores are given in.
+func (x *Index) Space() string { return x.space }
+
+// HeldBytes is the parsed small arrays plus what the search index holds
+// outside the Go heap (pinned lists, vector cache); storage's own memory
+// is in StorageStats.
+func (x *Index) HeldBytes() int64 { return x.file.ResidentBytes() + x.idx.HeldBytes() }
+
+// StorageStats is the backend's account of its reads and memory.
+func (x *Index) StorageStats() (partial.Stats, bool) {
+	if sr, ok := x.st.(partial.StatsReporter); ok {
+		return sr.Stats(), true
+	}
+	return partial.Stats{}, false
+}
+
+// Cache is the storage's block cache, nil for backends without one.
+func (x *Index) Cache() *partial.Cache {
+	if c, ok := x.st.(*partial.Cached); ok {
+		return c.Cache()
+	}
+	return nil
+}
+
+// HasRerank reports whether the index rescores with full-precision vectors.
+func (x *Index) HasRerank() bool { return x.rer != nil }
+
+// RerankStrategy names the rerank read strategy ("" without rerank).
+func (x *Index) RerankStrategy() string {
+	if x.rer == nil {
+		return ""
+	}
+	return x.rer.Strategy()
+}
+
+// RerankDim is the rerank vectors' dimension (0 without rerank).
+func (x *Index) RerankDim() int {
+	if x.rer == nil {
+		return 0
+	}
+	return x.rer.Dim
+}
+
+// Warm pulls the graph, then the vectors up to limit bytes, into the cache
+// or the page cache with large sequential reads.
+func (x *Index) Warm(limit int64) error { return x.idx.Warm(limit) }
+
+// CheckFile compares the index's files (index and rerank vectors) with
+// what was opened: size, times, inode and path. It fails with
+// partial.ErrFileChanged.
+func (x *Index) CheckFile() error {
+	if fc, ok := x.st.(partial.FileChecker); ok {
+		if err := fc.CheckFile(); err != nil {
+			return err
+		}
+	}
+	if x.rer != nil {
+		return x.rer.CheckFile()
+	}
+	return nil
+}
+
+// Search runs one query as FAISS does: q.Code for a binary index, else
+// q.Vector; k results in FAISS's order with −1 fills, internal labels
+// beside external ids. It neither rescores nor scores.
+func (x *Index) Search(q hnswsearch.Query, p hnswsearch.Params, dst []hnswsearch.Result) ([]hnswsearch.Result, hnswsearch.Stats, error) {
+	if x.idx.Binary() {
+		return x.idx.SearchBinary(q.Code, p, dst)
+	}
+	return x.idx.Search(q.Vector, p, dst)
+}
+
+// SearchBatch is Search over qs with up to workers goroutines.
+func (x *Index) SearchBatch(qs []hnswsearch.Query, p hnswsearch.Params, workers int, out []hnswsearch.BatchResult) []hnswsearch.BatchResult {
+	return x.idx.SearchBatch(qs, p, workers, out)
+}

@@ -1,0 +1,294 @@
+package engine
+
+import (
+	"math"
+	"time"
+
+	"github.com/faiss-sidecar/faiss-sidecar/faissfmt"
+	"github.com/faiss-sidecar/faiss-sidecar/hnswsearch"
+	"github.com/faiss-sidecar/faiss-sidecar/rerank"
+)
+
+// DefaultK is the k of a query that does not name one.
+const DefaultK = 10
+
+// CheckQuery is the rule every query's k and ef_search are held to: k in
+// [1, hnswsearch.MaxK]; ef_search, when given (efSet), in [1, maxEf]
+// (maxEf ≤ 0 or above hnswsearch.MaxEfSearch: hnswsearch.MaxEfSearch);
+// not given, the index's. Errors match ErrBadRequest.
+func CheckQuery(k, ef int, efSet bool, maxEf int) error {
+	if maxEf <= 0 || maxEf > hnswsearch.MaxEfSearch {
+		maxEf = hnswsearch.MaxEfSearch
+	}
+	switch {
+	case k < 1 || k > hnswsearch.MaxK:
+		return badRequest("k=%d is out of range [1, %d]", k, hnswsearch.MaxK)
+	case efSet && (ef < 1 || ef > maxEf):
+		return badRequest("ef_search=%d is out of range [1, %d]", ef, maxEf)
+	}
+	return nil
+}
+
+// Request is what a query asks for, shared by the queries of one request.
+type Request struct {
+	// K is the number of hits (front ends give DefaultK when it is absent).
+	K int
+	// EfSearch, when EfSearchSet, is the query's efSearch, at most
+	// MaxEfSearch (0: hnswsearch.MaxEfSearch); else the index's.
+	EfSearch    int
+	EfSearchSet bool
+	MaxEfSearch int
+	// Filter, when not nil (even empty), allows only these external ids.
+	Filter []int64
+	// Rescore, when nil, rescores on an index with rerank vectors at its
+	// own oversampling; see Rescore.
+	Rescore *Rescore
+}
+
+// Rescore overrides an index's rescoring for one request: Oversample > 0
+// sets the shortlist's factor, 0 keeps the index's, < 0 skips rescoring.
+// Asking for it on an index without rerank vectors is an error.
+type Rescore struct {
+	Oversample float64
+}
+
+// QueryPlan is a request's checked parameters on one index.
+type QueryPlan struct {
+	p       hnswsearch.Params // p.K is the shortlist when rescoring
+	k       int               // hits returned
+	rescore bool
+	work    int64
+}
+
+// Work is what one query of the plan may hold: max(k or shortlist,
+// ef_search), the figure request limits multiply by the query count.
+func (qp *QueryPlan) Work() int64 { return qp.work }
+
+// K is the number of hits a query returns at most.
+func (qp *QueryPlan) K() int { return qp.k }
+
+// SetDeadline ends queries still running at t with hnswsearch.ErrDeadline.
+func (qp *QueryPlan) SetDeadline(t time.Time) { qp.p.Deadline = t }
+
+// Plan checks r against x before anything is sized by it.
+func (x *Index) Plan(r Request) (QueryPlan, error) {
+	var qp QueryPlan
+	if err := CheckQuery(r.K, r.EfSearch, r.EfSearchSet, r.MaxEfSearch); err != nil {
+		return qp, err
+	}
+	qp.k, qp.p.K = r.K, r.K
+	ef := x.idx.EfSearch()
+	if r.EfSearchSet {
+		qp.p.EfSearch, ef = r.EfSearch, r.EfSearch
+	}
+	qp.p.Filter = r.Filter
+	if r.Rescore != nil && x.rer == nil {
+		return qp, badRequest("rescore needs an index loaded with rerank.vectors_path")
+	}
+	qp.rescore = x.rer != nil && (r.Rescore == nil || r.Rescore.Oversample >= 0)
+	if qp.rescore {
+		var f float64
+		if r.Rescore != nil {
+			f = r.Rescore.Oversample
+		}
+		qp.p.K = x.ShortlistSize(qp.k, f)
+	}
+	if err := qp.p.Validate(); err != nil {
+		return qp, err
+	}
+	qp.work = int64(max(qp.p.K, ef))
+	return qp, nil
+}
+
+// ShortlistSize is how many candidates a rescored query of k hits searches
+// for: oversample > 0 overrides the index's factor, which defaults by the
+// rerank vectors' dimension.
+func (x *Index) ShortlistSize(k int, oversample float64) int {
+	f := oversample
+	if f <= 0 && x.spec.Rerank != nil {
+		f = x.spec.Rerank.Oversample
+	}
+	if f <= 0 {
+		f = rerank.DefaultOversample(x.RerankDim())
+	}
+	return rerank.ShortlistSize(k, f)
+}
+
+// Hit is one scored search result.
+type Hit struct {
+	ID       int64   `json:"id"`
+	Distance float64 `json:"distance"`
+	Score    float64 `json:"score"`
+}
+
+// Profile is a query's search statistics and I/O.
+type Profile struct {
+	hnswsearch.Stats
+	Rerank *rerank.FetchStats `json:"rerank,omitempty"`
+	Micros float64            `json:"search_us"`
+}
+
+// Scratch is one query's buffers, reused across queries by one goroutine
+// at a time; a nil Scratch makes the query allocate its own.
+type Scratch struct {
+	q      []float32
+	qb     []byte
+	res    []hnswsearch.Result
+	hits   []Hit
+	labels []int32
+}
+
+// grow returns b[:n], reallocated only when its capacity is short; n has
+// been checked by the caller.
+func grow[T any](b []T, n int) []T {
+	if cap(b) < n {
+		return make([]T, n)
+	}
+	return b[:n]
+}
+
+// Query runs one query of plan qp: vec is the query's values (float
+// components, or bytes 0–255 for a binary index). It converts and checks
+// the vector (normalised for cosinesimil), searches, rescores when planned,
+// maps labels to external ids and scores each hit by the space type; hits
+// are the real ones only (no −1 fills). With sc the hits live in sc until
+// it is reused.
+func (x *Index) Query(qp *QueryPlan, vec []float64, sc *Scratch) ([]Hit, Profile, error) {
+	if sc == nil {
+		sc = new(Scratch)
+	}
+	var prof Profile
+	if vec == nil {
+		return nil, prof, badRequest("vector is required")
+	}
+	want := x.idx.Dim() // components, or bytes (0–255) for a binary index
+	if len(vec) != want {
+		return nil, prof, badRequest("vector has %d values, index %s expects %d", len(vec), x.spec.Label, want)
+	}
+	var q []float32
+	var qb []byte
+	if x.idx.Binary() {
+		qb = grow(sc.qb, want)
+		sc.qb = qb
+		for j, v := range vec {
+			if v != math.Trunc(v) || v < 0 || v > 255 {
+				return nil, prof, badRequest("binary vector value %d is %v; bytes 0–255 expected", j, v)
+			}
+			qb[j] = byte(v)
+		}
+	} else {
+		q = grow(sc.q, want)
+		sc.q = q
+		var norm float64
+		for j, v := range vec {
+			if math.IsNaN(v) || math.Abs(v) > math.MaxFloat32 {
+				return nil, prof, badRequest("vector value %d (%v) is not a finite float32", j, v)
+			}
+			q[j] = float32(v)
+			norm += v * v
+		}
+		if x.space == "cosinesimil" { // OpenSearch normalises queries for cosine
+			if norm == 0 {
+				return nil, prof, badRequest("a zero vector has no cosine similarity")
+			}
+			inv := 1 / math.Sqrt(norm)
+			for j := range q {
+				q[j] = float32(float64(q[j]) * inv)
+			}
+		}
+	}
+	t0 := time.Now()
+	res := grow(sc.res, qp.p.K)[:0] // the search appends no more
+	defer func() { sc.res = res[:0] }()
+	var err error
+	res, prof.Stats, err = x.Search(hnswsearch.Query{Vector: q, Code: qb}, qp.p, res)
+	if err != nil {
+		return nil, prof, err
+	}
+	if qp.rescore && !x.idx.Binary() { // a binary index's float query is not in the request
+		var fs rerank.FetchStats
+		if res, err = x.Rescore(q, res, qp.k, sc, &fs); err != nil {
+			return nil, prof, err
+		}
+		prof.Rerank = &fs
+	}
+	prof.Micros = float64(time.Since(t0).Nanoseconds()) / 1e3
+	hits := grow(sc.hits, len(res))[:0]
+	defer func() { sc.hits = hits[:0] }()
+	for _, r := range res {
+		if r.ID < 0 {
+			continue // OpenSearch returns only real hits
+		}
+		hits = append(hits, Hit{ID: r.ID, Distance: float64(r.Distance), Score: Score(x.space, r.Distance)})
+	}
+	return hits, prof, nil
+}
+
+// rerankIP reports whether rescoring ranks by inner product: a float
+// index's own metric, the rerank metric for a binary one.
+func (x *Index) rerankIP() bool {
+	if x.idx.Binary() {
+		return x.spec.Rerank != nil && x.spec.Rerank.Metric == "ip"
+	}
+	return x.idx.Metric() == faissfmt.MetricInnerProduct
+}
+
+// Rescore computes full-precision distances from q (float) to the
+// shortlist's vectors and returns the best k, with external ids, in
+// short's array (the shortlist is consumed). sc (may be nil) holds the
+// labels; fs (may be nil) gets the reads.
+func (x *Index) Rescore(q []float32, short []hnswsearch.Result, k int, sc *Scratch, fs *rerank.FetchStats) ([]hnswsearch.Result, error) {
+	var labels []int32
+	if sc != nil {
+		labels = sc.labels[:0]
+	}
+	for _, r := range short {
+		if r.Label >= 0 {
+			labels = append(labels, r.Label)
+		}
+	}
+	if sc != nil {
+		sc.labels = labels[:0]
+	}
+	rh, err := x.rer.Rescore(q, labels, k, x.rerankIP(), fs)
+	if err != nil {
+		return nil, err
+	}
+	out := short[:0]
+	for _, r := range rh {
+		id, err := x.idx.ExternalID(r.Label)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, hnswsearch.Result{ID: id, Distance: r.Distance, Label: r.Label})
+	}
+	return out, nil
+}
+
+// FillFAISS pads rescored results to k as FAISS fills a short result: id
+// and label −1, the worst distance of the rescoring metric.
+func (x *Index) FillFAISS(res []hnswsearch.Result, k int) []hnswsearch.Result {
+	fill := float32(math.MaxFloat32)
+	if x.rerankIP() {
+		fill = -fill
+	}
+	for len(res) < k {
+		res = append(res, hnswsearch.Result{ID: -1, Distance: fill, Label: -1})
+	}
+	return res
+}
+
+// Score is OpenSearch's translation of a distance to a score in space.
+func Score(space string, d float32) float64 {
+	v := float64(d)
+	switch space {
+	case "innerproduct":
+		if v <= 0 {
+			return 1 / (1 - v)
+		}
+		return v + 1
+	case "cosinesimil":
+		return math.Max((1+v)/2, 0)
+	}
+	return 1 / (1 + v) // l2, hamming
+}

@@ -1,0 +1,366 @@
+// Package engine is the one load pipeline and the one query pipeline both
+// front ends (cmd/faiss-sidecar and httpapi) serve an index through: a Spec
+// is checked and planned (Prepare: backend, probe, memory budget, what the
+// load will hold) without committing memory, then opened (Plan.Open:
+// storage, parse, search index, rerank vectors, space type); an Index
+// answers queries (Plan, Query, Rescore), warms, reports and checks its
+// files. The front ends translate flags and JSON into these and back; every
+// default and limit of loading and querying lives here or in the package
+// it names.
+package engine
+
+import (
+	"errors"
+	"fmt"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strings"
+
+	"github.com/faiss-sidecar/faiss-sidecar/faissfmt"
+	"github.com/faiss-sidecar/faiss-sidecar/hnswsearch"
+	"github.com/faiss-sidecar/faiss-sidecar/partial"
+	"github.com/faiss-sidecar/faiss-sidecar/rerank"
+)
+
+// Spec says how to open one index.
+type Spec struct {
+	// Path is the index file, already resolved by the caller (httpapi keeps
+	// it inside its data roots); Label is how errors name it (default Path).
+	Path, Label string
+	// Mode is full (the whole file in memory) or memory_efficient (read on
+	// demand; also "").
+	Mode string
+	// Backend is one of partial.Backends, or "" for partial.ModeBackend's
+	// choice, which is direct under a MemoryBudget (its misses are read in
+	// batches with direct I/O) unless the file is zstd.
+	Backend string
+	// CacheBytes is the block cache budget (0: partial's default, capped
+	// at what the file can fill); CacheBlock its block size (0: 4096).
+	CacheBytes int64
+	CacheBlock int
+	// MemoryBudget > 0 (memory_efficient only) plans everything the index
+	// may hold (hnswsearch.PlanBudget) with Workers concurrent queries
+	// (0: GOMAXPROCS).
+	MemoryBudget int64
+	Workers      int
+	// Semantics and Kernel are hnswsearch's names ("": the defaults).
+	Semantics, Kernel string
+	// BatchReads, ExactFilterMax, EfSearch (index-level efSearch, 0: the
+	// file's) and VerifyChecksum are hnswsearch.Options'.
+	BatchReads     bool
+	ExactFilterMax int
+	EfSearch       int
+	VerifyChecksum bool
+	// SpaceType is l2, innerproduct, cosinesimil or hamming ("": the
+	// metric's); it sets the score of a hit and, for cosinesimil, the
+	// normalisation of queries.
+	SpaceType string
+	// Rerank, when set, rescores shortlists with full-precision vectors.
+	Rerank *RerankSpec
+}
+
+// RerankSpec configures full-precision rescoring.
+type RerankSpec struct {
+	// Path is the vector file (resolved by the caller); Label names it in
+	// errors (default Path).
+	Path, Label string
+	// Strategy is one of rerank.Strategies ("": DefaultRerankStrategy).
+	Strategy string
+	// Oversample sizes the shortlist (rerank.ShortlistSize); 0: the
+	// default for the vectors' dimension (rerank.DefaultOversample).
+	Oversample float64
+	// Metric rescores a binary index's shortlist: l2 ("") or ip; a float
+	// index always rescores with its own metric.
+	Metric string
+}
+
+// DefaultRerankStrategy is the rerank read strategy when none is named.
+const DefaultRerankStrategy = "direct"
+
+// Errors. Each front end maps them once: ErrBadSpec and ErrBadRequest to a
+// usage error or a 400, ErrNotServable to a 422.
+var (
+	// ErrBadSpec marks a Spec that cannot be served whatever the file
+	// holds (a name, a size, a combination). It matches
+	// partial.ErrBadOption too.
+	ErrBadSpec = errors.New("engine: bad load spec")
+	// ErrBackendMismatch marks a backend that cannot read the file as it
+	// is stored (zstd on a plain file, another backend on a zstd one). It
+	// matches partial.ErrBadOption too.
+	ErrBackendMismatch = errors.New("engine: backend does not fit the file")
+	// ErrNotServable marks a file that parses but cannot be searched (no
+	// HNSW graph, a mode full check that failed, …).
+	ErrNotServable = errors.New("engine: index not servable")
+	// ErrBadRequest marks a query that cannot be run (k, ef_search, the
+	// vector).
+	ErrBadRequest = errors.New("engine: bad request")
+)
+
+// tagged is an error that keeps its message and matches extra sentinels.
+type tagged struct {
+	msg   string
+	tags  []error
+	inner error
+}
+
+func (e *tagged) Error() string { return e.msg }
+func (e *tagged) Unwrap() error { return e.inner }
+func (e *tagged) Is(t error) bool {
+	return slices.Contains(e.tags, t)
+}
+
+func badSpec(format string, a ...any) error {
+	return &tagged{msg: fmt.Sprintf(format, a...), tags: []error{ErrBadSpec, partial.ErrBadOption}}
+}
+
+// asBadSpec marks err (an option error of partial or hnswsearch) as a bad
+// spec, message unchanged.
+func asBadSpec(err error) error {
+	return &tagged{msg: err.Error(), tags: []error{ErrBadSpec, partial.ErrBadOption}, inner: err}
+}
+
+func badRequest(format string, a ...any) error {
+	return &tagged{msg: fmt.Sprintf(format, a...), tags: []error{ErrBadRequest}}
+}
+
+// spaceMetric maps each space type to the metric it needs.
+var spaceMetric = map[string]string{"l2": "L2", "innerproduct": "IP", "cosinesimil": "IP", "hamming": "Hamming"}
+
+// Plan is a checked, probed Spec whose memory is known but not committed.
+type Plan struct {
+	spec       Spec
+	backend    string
+	probe      *faissfmt.File
+	opts       hnswsearch.Options
+	cacheBytes int64
+	need, heap int64
+}
+
+// Prepare checks spec, probes its file (headers and small arrays only)
+// and plans its memory.
+func Prepare(spec Spec) (*Plan, error) {
+	if spec.Label == "" {
+		spec.Label = spec.Path
+	}
+	if spec.Mode == "" {
+		spec.Mode = "memory_efficient"
+	}
+	if spec.Rerank != nil {
+		rs := *spec.Rerank // the plan's own: defaults are filled in
+		spec.Rerank = &rs
+	}
+	backend, err := partial.ModeBackend(spec.Mode, spec.Backend, spec.Path)
+	if err != nil {
+		return nil, asBadSpec(err)
+	}
+	if err := checkStatic(&spec); err != nil {
+		return nil, err
+	}
+	if err := backendFits(spec.Path, backend); err != nil {
+		return nil, err
+	}
+	if spec.MemoryBudget > 0 && spec.Backend == "" && backend != "zstd" {
+		backend = "direct" // the budget policy reads misses in batches with direct I/O
+	}
+	sem, _ := hnswsearch.ParseSemantics(spec.Semantics)
+	ker, _ := hnswsearch.ParseKernel(spec.Kernel)
+	pf, err := hnswsearch.Probe(spec.Path, backend)
+	if err != nil {
+		return nil, err
+	}
+	p := &Plan{spec: spec, backend: backend, probe: pf}
+	p.opts = hnswsearch.Options{Semantics: sem, Kernel: ker, BatchReads: spec.BatchReads, ExactFilterMax: spec.ExactFilterMax,
+		IndexEfSearch: spec.EfSearch, FullMode: spec.Mode == "full", VerifyChecksum: spec.VerifyChecksum}
+	p.cacheBytes = partial.Options{CacheBytes: spec.CacheBytes, BlockSize: spec.CacheBlock}.CacheBudgetFor(backend, pf.Size)
+	p.need = pf.ResidentBytes() + p.cacheBytes
+	if backend == "memory" {
+		p.need += pf.Size
+	}
+	if spec.MemoryBudget > 0 {
+		workers := spec.Workers
+		if workers <= 0 {
+			workers = runtime.GOMAXPROCS(0)
+		}
+		bp, err := hnswsearch.PlanBudget(pf, backend, spec.MemoryBudget, workers)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", spec.Label, err)
+		}
+		bp.Apply(&p.opts)
+		p.cacheBytes, p.need, p.heap = bp.BlockCacheBytes, spec.MemoryBudget, bp.HeapBytes
+	}
+	return p, nil
+}
+
+// checkStatic checks what needs no file: names, sizes, combinations. It
+// sets the defaults it owns (the rerank strategy).
+func checkStatic(spec *Spec) error {
+	if _, err := hnswsearch.ParseSemantics(spec.Semantics); err != nil {
+		return asBadSpec(err)
+	}
+	if _, err := hnswsearch.ParseKernel(spec.Kernel); err != nil {
+		return asBadSpec(err)
+	}
+	if err := partial.CheckBlockSize(spec.CacheBlock); err != nil {
+		return asBadSpec(err)
+	}
+	switch {
+	case spec.CacheBytes < 0 || spec.MemoryBudget < 0:
+		return badSpec("cache_bytes and memory_budget must not be negative")
+	case spec.MemoryBudget > 0 && spec.Mode != "memory_efficient":
+		return badSpec("memory_budget applies to mode memory_efficient, not %q", spec.Mode)
+	case spec.ExactFilterMax < -1:
+		return badSpec("exact_filter_max %d: use a count ≥ 0, or -1 for k only", spec.ExactFilterMax)
+	case spec.EfSearch < 0:
+		return badSpec("ef_search=%d is negative (0: the file's)", spec.EfSearch)
+	}
+	if spec.EfSearch > 0 {
+		if err := hnswsearch.CheckIndexEfSearch(spec.EfSearch); err != nil {
+			return asBadSpec(err)
+		}
+	}
+	if _, ok := spaceMetric[spec.SpaceType]; spec.SpaceType != "" && !ok {
+		return badSpec("unknown space_type %q (known: l2, innerproduct, cosinesimil, hamming)", spec.SpaceType)
+	}
+	if rs := spec.Rerank; rs != nil {
+		if rs.Strategy == "" {
+			rs.Strategy = DefaultRerankStrategy
+		}
+		if rs.Label == "" {
+			rs.Label = rs.Path
+		}
+		switch {
+		case !slices.Contains(rerank.Strategies, rs.Strategy):
+			return badSpec("unknown rerank strategy %q (known: %s)", rs.Strategy, strings.Join(rerank.Strategies, ", "))
+		case rs.Oversample < 0:
+			return badSpec("rerank.oversample_factor must be positive")
+		case rs.Metric != "" && rs.Metric != "l2" && rs.Metric != "ip":
+			return badSpec("unknown rerank metric %q (known: l2, ip)", rs.Metric)
+		}
+	}
+	return nil
+}
+
+// backendFits refuses a backend that cannot read the file as it is stored:
+// zstd on a plain file, another backend on a zstd file.
+func backendFits(path, backend string) error {
+	z, err := partial.IsSeekableZstd(path)
+	mismatch := func(format string, a ...any) error {
+		return &tagged{msg: fmt.Sprintf(format, a...), tags: []error{ErrBackendMismatch, partial.ErrBadOption}}
+	}
+	switch {
+	case err != nil:
+		return err
+	case backend == "zstd" && !z:
+		return mismatch("backend zstd reads files in the zstd seekable format (faiss-sidecar compress); %s is not one", filepath.Base(path))
+	case backend != "zstd" && z:
+		return mismatch("%s is zstd-compressed data (seekable format): load it with backend zstd, or leave backend out", filepath.Base(path))
+	}
+	return nil
+}
+
+// Backend is the backend the plan opens.
+func (p *Plan) Backend() string { return p.backend }
+
+// NeedBytes is what the index will hold: the full copy or the cache
+// budget plus the small arrays, or the whole memory budget when one is
+// planned. A front end with a node budget charges this.
+func (p *Plan) NeedBytes() int64 { return p.need }
+
+// HeapBytes is the Go heap share of a memory budget plan (0 without one);
+// the rest of the budget lives outside the Go heap.
+func (p *Plan) HeapBytes() int64 { return p.heap }
+
+// Spec is the plan's spec with its defaults filled in.
+func (p *Plan) Spec() Spec { return p.spec }
+
+// Open opens the planned index: storage, parse, search index, space type
+// and rerank vectors.
+func (p *Plan) Open() (*Index, error) {
+	spec := p.spec
+	st, err := partial.Open(spec.Path, partial.Options{Backend: p.backend, CacheBytes: p.cacheBytes, BlockSize: spec.CacheBlock,
+		AlignOffset: hnswsearch.AlignOffset(p.probe)})
+	if err != nil {
+		if errors.Is(err, partial.ErrBadOption) {
+			return nil, asBadSpec(err)
+		}
+		return nil, err
+	}
+	x := &Index{spec: spec, backend: p.backend, st: st}
+	if x.file, err = faissfmt.Open(st, st.Size()); err == nil {
+		if x.idx, err = hnswsearch.New(x.file, st, p.opts); err != nil && !errors.Is(err, partial.ErrBadOption) && !errors.Is(err, hnswsearch.ErrBadOption) {
+			err = &tagged{msg: err.Error(), tags: []error{ErrNotServable}, inner: err}
+		}
+	}
+	if err != nil {
+		st.Close()
+		return nil, fmt.Errorf("%s: %w", spec.Label, err)
+	}
+	x.space = spec.SpaceType
+	if x.space == "" {
+		x.space = defaultSpace(x.idx)
+	}
+	if err := checkSpace(x.space, x.idx); err != nil {
+		x.Close()
+		return nil, err
+	}
+	if rs := spec.Rerank; rs != nil {
+		if err := x.openRerank(rs); err != nil {
+			x.Close()
+			return nil, err
+		}
+	}
+	return x, nil
+}
+
+// Open is Prepare then Plan.Open, for a caller with no budget to charge.
+func Open(spec Spec) (*Index, *Plan, error) {
+	p, err := Prepare(spec)
+	if err != nil {
+		return nil, nil, err
+	}
+	x, err := p.Open()
+	return x, p, err
+}
+
+func defaultSpace(x *hnswsearch.Index) string {
+	switch {
+	case x.Binary():
+		return "hamming"
+	case x.Metric() == faissfmt.MetricInnerProduct:
+		return "innerproduct"
+	}
+	return "l2"
+}
+
+func checkSpace(space string, x *hnswsearch.Index) error {
+	want := spaceMetric[space]
+	have := x.Metric().String()
+	if x.Binary() {
+		have = "Hamming"
+	}
+	if want != have {
+		return badSpec("space_type %q needs a %s index, this index is %s", space, want, have)
+	}
+	return nil
+}
+
+func (x *Index) openRerank(rs *RerankSpec) error {
+	s, err := rerank.Open(rs.Path, rs.Strategy)
+	if err != nil {
+		return err
+	}
+	if x.idx.Binary() {
+		if s.Count != x.idx.NTotal() {
+			err = fmt.Errorf("%w: %s holds %d vectors, the index has %d", rerank.ErrVectors, rs.Label, s.Count, x.idx.NTotal())
+		}
+	} else {
+		err = s.Check(x.idx.Dim(), x.idx.NTotal())
+	}
+	if err != nil {
+		s.Close()
+		return err
+	}
+	x.rer = s
+	return nil
+}
