@@ -12,14 +12,15 @@ import (
 // Index is one opened index: storage, parsed file, search index and, when
 // asked, rerank vectors. It is safe for concurrent queries; Close ends it.
 type Index struct {
-	spec      Spec
-	backend   string
-	st        partial.Storage
-	file      *faissfmt.File
-	idx       *hnswsearch.Index
-	rer       *rerank.Store
-	space     string
-	closeOnce sync.Once
+	spec       Spec
+	backend    string
+	st         partial.Storage
+	file       *faissfmt.File
+	idx        *hnswsearch.Index
+	rer        *rerank.Store
+	space      string
+	cacheBytes int64 // the planned cache budget (zstd's frames, a block cache)
+	closeOnce  sync.Once
 }
 
 // Close releases the search index, the rerank vectors and the storage.
@@ -103,9 +104,19 @@ func (x *Index) RerankDim() int {
 	return x.rer.Dim
 }
 
-// Warm pulls the graph, then the vectors up to limit bytes, into the cache
-// or the page cache with large sequential reads.
-func (x *Index) Warm(limit int64) error { return x.idx.Warm(limit) }
+// Warm pulls the graph, then the vectors up to the storage's cache budget
+// (the block cache's current one; none on memory, mmap and uncached
+// direct), into the cache or the page cache with large sequential reads.
+func (x *Index) Warm() error {
+	limit := x.cacheBytes
+	switch {
+	case x.Cache() != nil:
+		limit = x.Cache().Budget()
+	case x.backend != "zstd":
+		limit = 0
+	}
+	return x.idx.Warm(limit)
+}
 
 // CheckFile compares the index's files (index and rerank vectors) with
 // what was opened: size, times, inode and path. It fails with

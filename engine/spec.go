@@ -286,7 +286,7 @@ func (p *Plan) Open() (*Index, error) {
 		}
 		return nil, err
 	}
-	x := &Index{spec: spec, backend: p.backend, st: st}
+	x := &Index{spec: spec, backend: p.backend, st: st, cacheBytes: p.cacheBytes}
 	if x.file, err = faissfmt.Open(st, st.Size()); err == nil {
 		if x.idx, err = hnswsearch.New(x.file, st, p.opts); err != nil && !errors.Is(err, partial.ErrBadOption) && !errors.Is(err, hnswsearch.ErrBadOption) {
 			err = &tagged{msg: err.Error(), tags: []error{ErrNotServable}, inner: err}

@@ -534,10 +534,4 @@ func sameAnswers(stop func() error, a, b *handle, n int) error {
 }
 
 // warm pulls the graph, then the vectors, into the cache or page cache.
-func (h *handle) warm() error {
-	var limit int64
-	if c := h.cache(); c != nil {
-		limit = c.Budget()
-	}
-	return h.x.Warm(limit)
-}
+func (h *handle) warm() error { return h.x.Warm() }

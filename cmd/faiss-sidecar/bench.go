@@ -18,7 +18,6 @@ import (
 	"github.com/faiss-sidecar/faiss-sidecar/internal/distance"
 	"github.com/faiss-sidecar/faiss-sidecar/internal/vecio"
 	"github.com/faiss-sidecar/faiss-sidecar/partial"
-	"github.com/faiss-sidecar/faiss-sidecar/rerank"
 )
 
 func runBench(args []string, stdout, stderr io.Writer) error {
@@ -122,7 +121,7 @@ func runBenchSearch(args []string, stdout io.Writer) error {
 	if err := rr.validate(); err != nil {
 		return err
 	}
-	l, qs, err := ix.openWithQueries(pos[0], *queries, *maxQueries)
+	l, qs, err := ix.openWithQueries(pos[0], *queries, *maxQueries, &rr)
 	if err != nil {
 		return err
 	}
@@ -131,30 +130,19 @@ func runBenchSearch(args []string, stdout io.Writer) error {
 		return fmt.Errorf("%s: no queries", *queries)
 	}
 	p := hnswsearch.Params{K: *k, EfSearch: *ef}
-	rer, err := rr.open(l)
-	if err != nil {
-		return err
-	}
+	rescore := l.x.HasRerank()
 	var fq [][]float32
-	if rer != nil {
-		defer rer.Close()
-		p.K = rerank.ShortlistSize(*k, rr.factor(l.idx))
-		if fq, err = rr.floatQueries(l.idx, qs, rer.Dim); err != nil {
+	if rescore {
+		p.K = l.x.ShortlistSize(*k, 0)
+		if fq, err = rr.floatQueries(l.x, qs, l.x.RerankDim()); err != nil {
 			return err
 		}
 	}
 	// one query, rescored when asked: what both passes time.
 	search := func(i int64, dst []hnswsearch.Result) ([]hnswsearch.Result, hnswsearch.Stats, error) {
-		q := qs[i]
-		var st hnswsearch.Stats
-		var err error
-		if q.Code != nil {
-			dst, st, err = l.idx.SearchBinary(q.Code, p, dst[:0])
-		} else {
-			dst, st, err = l.idx.Search(q.Vector, p, dst[:0])
-		}
-		if err == nil && rer != nil {
-			dst, err = rr.apply(rer, l.idx, fq[i], dst, *k)
+		dst, st, err := l.x.Search(qs[i], p, dst[:0])
+		if err == nil && rescore {
+			dst, err = apply(l.x, fq[i], dst, *k)
 		}
 		return dst, st, err
 	}
@@ -171,16 +159,16 @@ func runBenchSearch(args []string, stdout io.Writer) error {
 			firstQuery = time.Since(t0)
 		}
 	}
-	res := searchBenchResult{Index: pos[0], Mode: ix.mode, Backend: l.backend, Semantics: ix.semantics, Kernel: ix.kernel,
+	res := searchBenchResult{Index: pos[0], Mode: ix.mode, Backend: l.x.Backend(), Semantics: ix.semantics, Kernel: ix.kernel,
 		KernelImpl: distance.FastImpl, Threads: *threads, Queries: len(qs), K: *k, EfSearch: *ef, OpenMs: float64(l.openDur.Microseconds()) / 1e3}
-	if res.EfSearchStored = l.idx.StoredEfSearch(); res.EfSearch == 0 {
-		res.EfSearch = l.idx.EfSearch() // the stored value, or --index-ef-search
+	if res.EfSearchStored = l.x.StoredEfSearch(); res.EfSearch == 0 {
+		res.EfSearch = l.x.EfSearch() // the stored value, or --index-ef-search
 	}
 	if ix.kernel == "exact" {
 		res.KernelImpl = "sequential"
 	}
-	if rer != nil {
-		res.Rerank, res.Shortlist = rer.Strategy(), p.K
+	if rescore {
+		res.Rerank, res.Shortlist = l.x.RerankStrategy(), p.K
 	}
 	if *gt != "" {
 		m, err := vecio.ReadFile(*gt)
@@ -323,12 +311,11 @@ func runBenchSearch(args []string, stdout io.Writer) error {
 	if ndis > 0 {
 		res.VecCacheHitPct = 100 * float64(vcHits) / float64(ndis)
 	}
-	if vs := l.idx.VectorCache(); vs.Slots > 0 {
+	if vs := l.x.VectorCache(); vs.Slots > 0 {
 		res.VectorCache = vs
 	}
-	res.ResidentBytes = l.file.ResidentBytes() + l.idx.HeldBytes()
-	if sr, ok := l.st.(partial.StatsReporter); ok {
-		st := sr.Stats()
+	res.ResidentBytes = l.x.HeldBytes()
+	if st, ok := l.x.StorageStats(); ok {
 		res.ResidentBytes += st.ResidentBytes
 		res.StorageStats = st
 	}
@@ -336,7 +323,7 @@ func runBenchSearch(args []string, stdout io.Writer) error {
 		return printJSON(stdout, res)
 	}
 	fmt.Fprintf(stdout, "%s (%s/%s, %s, %s kernel): %d threads, k=%d ef=%d: %.0f QPS, p50 %.1f µs, p99 %.1f µs, %.0f distances/query, %.0f bytes read/query",
-		pos[0], ix.mode, l.backend, ix.semantics, res.KernelImpl, *threads, *k, res.EfSearch, res.QPS, res.P50us, res.P99us, res.NDisMean, res.BytesPerQuery)
+		pos[0], ix.mode, l.x.Backend(), ix.semantics, res.KernelImpl, *threads, *k, res.EfSearch, res.QPS, res.P50us, res.P99us, res.NDisMean, res.BytesPerQuery)
 	if res.Recall != nil {
 		fmt.Fprintf(stdout, ", recall@%d %.4f", *k, *res.Recall)
 	}

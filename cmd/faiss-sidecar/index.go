@@ -7,17 +7,15 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"runtime"
 	"runtime/debug"
 	"runtime/metrics"
 	"strconv"
 	"strings"
 	"time"
 
-	"github.com/faiss-sidecar/faiss-sidecar/faissfmt"
+	"github.com/faiss-sidecar/faiss-sidecar/engine"
 	"github.com/faiss-sidecar/faiss-sidecar/hnswsearch"
 	"github.com/faiss-sidecar/faiss-sidecar/internal/vecio"
-	"github.com/faiss-sidecar/faiss-sidecar/partial"
 )
 
 // indexFlags are the flags every command that opens an index for search takes.
@@ -66,12 +64,9 @@ func (e *indexEfFlag) Set(s string) error {
 	return nil
 }
 
-// loadedIndex is an opened storage + parsed file + search index.
+// loadedIndex is an opened index and how long opening took.
 type loadedIndex struct {
-	st      partial.Storage
-	file    *faissfmt.File
-	idx     *hnswsearch.Index
-	backend string
+	x       *engine.Index
 	openDur time.Duration
 	// heapBytes is the Go heap share of a --memory-budget plan (0 without);
 	// prevLimit the runtime's memory limit before limitHeap changed it.
@@ -93,101 +88,55 @@ func (l *loadedIndex) limitHeap() {
 }
 
 func (l *loadedIndex) Close() {
-	l.idx.Close()
-	l.st.Close()
+	l.x.Close()
 	if l.prevLimit != 0 {
 		debug.SetMemoryLimit(l.prevLimit)
 	}
 }
 
-func (f *indexFlags) open(path string) (*loadedIndex, error) {
+// spec translates the flags (and the rerank flags, when given) into the
+// engine's load spec.
+func (f *indexFlags) spec(path string, rr *rerankFlags) engine.Spec {
+	s := engine.Spec{Path: path, Mode: f.mode, Backend: f.backend, CacheBytes: f.cacheBytes, CacheBlock: f.cacheBlock,
+		MemoryBudget: f.memoryBudget, Semantics: f.semantics, Kernel: f.kernel, BatchReads: f.batchReads,
+		ExactFilterMax: f.exactFilterMax, EfSearch: int(f.indexEf), VerifyChecksum: f.verifyChecksum}
+	if rr != nil && rr.vectors != "" {
+		s.Rerank = &engine.RerankSpec{Path: rr.vectors, Strategy: rr.strategy, Oversample: rr.oversample, Metric: rr.metric}
+	}
+	return s
+}
+
+// open opens the index at path (with rr's rerank vectors, when given)
+// through the engine, and warms it when asked.
+func (f *indexFlags) open(path string, rr *rerankFlags) (*loadedIndex, error) {
 	if err := f.validate(); err != nil {
 		return nil, err
 	}
-	backend, err := partial.ModeBackend(f.mode, f.backend, path)
-	if err != nil {
-		return nil, usagef("%v", err)
-	}
-	sem, err := hnswsearch.ParseSemantics(f.semantics)
-	if err != nil {
-		return nil, usagef("%v", err)
-	}
-	ker, err := hnswsearch.ParseKernel(f.kernel)
-	if err != nil {
-		return nil, usagef("%v", err)
-	}
 	start := time.Now()
-	opts := hnswsearch.Options{Semantics: sem, Kernel: ker, BatchReads: f.batchReads, ExactFilterMax: f.exactFilterMax,
-		IndexEfSearch: int(f.indexEf), FullMode: f.mode == "full", VerifyChecksum: f.verifyChecksum}
-	cacheBytes := f.cacheBytes
-	var heapBytes int64
-	if f.memoryBudget > 0 {
-		if f.backend == "" && backend != "zstd" {
-			backend = "direct"
-		}
-		if cacheBytes, heapBytes, err = budgetPolicy(path, backend, f.memoryBudget, &opts); err != nil {
-			return nil, err
-		}
+	x, plan, err := engine.Open(f.spec(path, rr))
+	if errors.Is(err, engine.ErrBadSpec) {
+		return nil, badOption(err)
 	}
-	var align int64
-	if backend == "memory" || (backend == "pread" && mirrored(path, cacheBytes)) {
-		pf, err := hnswsearch.Probe(path, backend)
-		if err != nil {
-			return nil, err
-		}
-		align = hnswsearch.AlignOffset(pf)
-	}
-	st, err := openSourceBlocks(path, backend, cacheBytes, f.cacheBlock, align)
 	if err != nil {
 		return nil, err
 	}
-	file, err := faissfmt.Open(st, st.Size())
-	if err != nil {
-		st.Close()
-		return nil, fmt.Errorf("%s: %w", path, err)
-	}
-	idx, err := hnswsearch.New(file, st, opts)
-	if err != nil {
-		st.Close()
-		return nil, fmt.Errorf("%s: %w", path, err)
-	}
 	if f.warmup {
-		limit := cacheBytes
-		if c, ok := st.(*partial.Cached); ok {
-			limit = c.Cache().Budget()
-		}
-		if err := idx.Warm(limit); err != nil {
-			st.Close()
+		if err := x.Warm(); err != nil {
+			x.Close()
 			return nil, err
 		}
 	}
-	return &loadedIndex{st: st, file: file, idx: idx, backend: backendName(st), openDur: time.Since(start), heapBytes: heapBytes}, nil
-}
-
-// budgetPolicy plans a memory budget (hnswsearch.PlanBudget) into o and
-// returns the block cache budget and the plan's Go heap share (everything
-// else the plan holds lives outside the Go heap).
-func budgetPolicy(path, backend string, budget int64, o *hnswsearch.Options) (cacheBytes, heapBytes int64, err error) {
-	pf, err := hnswsearch.Probe(path, backend)
-	if err != nil {
-		return 0, 0, err
-	}
-	p, err := hnswsearch.PlanBudget(pf, backend, budget, runtime.GOMAXPROCS(0))
-	if err != nil {
-		return 0, 0, fmt.Errorf("%s: %w", path, err)
-	}
-	p.Apply(o)
-	return p.BlockCacheBytes, p.HeapBytes, nil
+	return &loadedIndex{x: x, openDur: time.Since(start), heapBytes: plan.HeapBytes()}, nil
 }
 
 // openWithQueries opens the index and reads the queries checked against it.
 // At most limit queries are read (0: all).
-func (f *indexFlags) openWithQueries(path, queries string, limit int) (*loadedIndex, []hnswsearch.Query, error) {
-	l, err := f.open(path)
+func (f *indexFlags) openWithQueries(path, queries string, limit int, rr *rerankFlags) (*loadedIndex, []hnswsearch.Query, error) {
+	l, err := f.open(path, rr)
 	if err != nil {
 		return nil, nil, err
 	}
-	qs, err := loadQueries(queries, l.idx, limit)
+	qs, err := loadQueries(queries, l.x, limit)
 	if err != nil {
 		l.Close()
 		return nil, nil, err
@@ -198,7 +147,7 @@ func (f *indexFlags) openWithQueries(path, queries string, limit int) (*loadedIn
 
 // loadQueries reads a query file (its first limit rows; 0: all) and checks
 // it against the index.
-func loadQueries(path string, x *hnswsearch.Index, limit int) ([]hnswsearch.Query, error) {
+func loadQueries(path string, x *engine.Index, limit int) ([]hnswsearch.Query, error) {
 	m, err := vecio.ReadFileRows(path, limit)
 	if err != nil {
 		return nil, err
@@ -250,7 +199,7 @@ func loadIDs(path string) ([]int64, error) {
 // queryFlags registers --queries, --k and --ef-search.
 func queryFlags(fs *flag.FlagSet) (queries *string, k, ef *int) {
 	return fs.String("queries", "", "query vectors: .fvecs, .bvecs or .npy"),
-		fs.Int("k", 10, "neighbors per query"),
+		fs.Int("k", engine.DefaultK, "neighbors per query"),
 		fs.Int("ef-search", 0, "efSearch (0: the value stored in the index)")
 }
 
@@ -259,12 +208,4 @@ func printJSON(w io.Writer, v any) error {
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
 	return enc.Encode(v)
-}
-
-// mirrored reports whether a pread cache of cacheBytes (0: the default)
-// will mirror the file at path: only then does the vectors' alignment, and
-// the probe that finds it, matter.
-func mirrored(path string, cacheBytes int64) bool {
-	fi, err := os.Stat(path)
-	return err == nil && partial.Mirrors(partial.Options{CacheBytes: cacheBytes}.CacheBudget("pread"), fi.Size())
 }

@@ -8,7 +8,6 @@ import (
 	"strconv"
 
 	"github.com/faiss-sidecar/faiss-sidecar/hnswsearch"
-	"github.com/faiss-sidecar/faiss-sidecar/rerank"
 )
 
 func runSearch(args []string, stdout, stderr io.Writer) error {
@@ -37,7 +36,7 @@ func runSearch(args []string, stdout, stderr io.Writer) error {
 	if err := rr.validate(); err != nil {
 		return err
 	}
-	l, qs, err := ix.openWithQueries(pos[0], *queries, 0)
+	l, qs, err := ix.openWithQueries(pos[0], *queries, 0, &rr)
 	if err != nil {
 		return err
 	}
@@ -48,34 +47,28 @@ func runSearch(args []string, stdout, stderr io.Writer) error {
 			return err
 		}
 	}
-	rer, err := rr.open(l)
-	if err != nil {
-		return err
-	}
-	if rer != nil {
-		defer rer.Close()
-	}
 	// Validate parameters once, on the first query, before writing anything.
 	if len(qs) > 0 {
-		if _, _, err := searchQuery(l.idx, qs[0], p); err != nil {
+		if _, _, err := l.x.Search(qs[0], p, nil); err != nil {
 			return err
 		}
 	}
 	sp := p
 	var fq [][]float32
-	if rer != nil {
-		sp.K = rerank.ShortlistSize(p.K, rr.factor(l.idx))
-		if fq, err = rr.floatQueries(l.idx, qs, rer.Dim); err != nil {
+	rescore := l.x.HasRerank()
+	if rescore {
+		sp.K = l.x.ShortlistSize(p.K, 0)
+		if fq, err = rr.floatQueries(l.x, qs, l.x.RerankDim()); err != nil {
 			return err
 		}
 	}
-	res := l.idx.SearchBatch(qs, sp, *threads, nil)
+	res := l.x.SearchBatch(qs, sp, *threads, nil)
 	for i, r := range res {
 		if r.Err != nil {
 			return fmt.Errorf("query %d: %w", i, r.Err)
 		}
-		if rer != nil {
-			if res[i].Hits, err = rr.apply(rer, l.idx, fq[i], r.Hits, p.K); err != nil {
+		if rescore {
+			if res[i].Hits, err = apply(l.x, fq[i], r.Hits, p.K); err != nil {
 				return fmt.Errorf("query %d: %w", i, err)
 			}
 		}
@@ -83,20 +76,13 @@ func runSearch(args []string, stdout, stderr io.Writer) error {
 	return writeOutput(*out, stdout, func(w *bufio.Writer) error {
 		buf := make([]byte, 0, 4096)
 		for i, r := range res {
-			buf = appendResultLine(buf[:0], i, r.Hits, l.idx.Binary())
+			buf = appendResultLine(buf[:0], i, r.Hits, l.x.Binary())
 			if _, err := w.Write(buf); err != nil {
 				return err
 			}
 		}
 		return nil
 	})
-}
-
-func searchQuery(x *hnswsearch.Index, q hnswsearch.Query, p hnswsearch.Params) ([]hnswsearch.Result, hnswsearch.Stats, error) {
-	if q.Code != nil {
-		return x.SearchBinary(q.Code, p, nil)
-	}
-	return x.Search(q.Vector, p, nil)
 }
 
 // appendResultLine writes {"query": i, "ids": [...], "distances": [...]}\n.

@@ -11,15 +11,10 @@ import (
 // backendHelp documents --backend for every subcommand.
 var backendHelp = "storage backend: " + strings.Join(partial.Backends, ", ") + " (default: zstd for compressed files, pread otherwise)"
 
-// openSource opens path through the named storage backend ("" = auto).
+// openSource opens path's raw storage (inspect, bench storage) through the
+// named backend ("" = auto); indexes open through the engine.
 func openSource(path, backend string, cacheBytes int64) (partial.Storage, error) {
-	return openSourceBlocks(path, backend, cacheBytes, 0, 0)
-}
-
-// openSourceBlocks is openSource with a cache block size (0: default) and,
-// for backend memory, the file offset to align to a cache line.
-func openSourceBlocks(path, backend string, cacheBytes int64, blockSize int, align int64) (partial.Storage, error) {
-	s, err := partial.Open(path, partial.Options{Backend: backend, CacheBytes: cacheBytes, BlockSize: blockSize, AlignOffset: align})
+	s, err := partial.Open(path, partial.Options{Backend: backend, CacheBytes: cacheBytes})
 	if errors.Is(err, partial.ErrBadOption) {
 		return nil, badOption(err)
 	}

@@ -4,6 +4,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/faiss-sidecar/faiss-sidecar/engine"
 	"github.com/faiss-sidecar/faiss-sidecar/hnswsearch"
 	"github.com/faiss-sidecar/faiss-sidecar/partial"
 	"github.com/faiss-sidecar/faiss-sidecar/rerank"
@@ -13,10 +14,11 @@ import (
 // one is a usage error (exit status 2). The rules themselves live with the
 // code they protect (hnswsearch.Params.Validate, partial.ModeBackend, …).
 
-// checkQuery checks --k and --ef-search by the rule every query is held to.
+// checkQuery checks --k and --ef-search (0: the index's) by the rule
+// every query is held to.
 func checkQuery(k, ef int) error {
-	if err := (hnswsearch.Params{K: k, EfSearch: ef}).Validate(); err != nil {
-		return usagef("%s", strings.TrimPrefix(err.Error(), hnswsearch.ErrBadQuery.Error()+": "))
+	if err := engine.CheckQuery(k, ef, ef != 0, 0); err != nil {
+		return usagef("%v", err)
 	}
 	return nil
 }
