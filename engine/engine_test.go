@@ -1,6 +1,7 @@
 package engine_test
 
 import (
+	"encoding/binary"
 	"math"
 	"os"
 	"path/filepath"
@@ -324,4 +325,35 @@ func TestCheckFileAndWarm(t *testing.T) {
 	require.NoError(t, os.WriteFile(path+".new", src, 0o644))
 	require.NoError(t, os.Rename(path+".new", path))
 	assert.ErrorIs(t, x.CheckFile(), partial.ErrFileChanged)
+}
+
+// TestBinaryRerankPlansNoShortlist: a binary index loaded with rerank
+// vectors answers a request (whose vector is the binary code, not a float
+// query) with k hits from the graph, and an explicit rescore is a 400-class
+// error rather than shortlist-size hits.
+func TestBinaryRerankPlansNoShortlist(t *testing.T) {
+	probe, _, err := engine.Open(engine.Spec{Path: fixture("bin_hnsw.faiss")})
+	require.NoError(t, err)
+	n := int(probe.NTotal())
+	code := make([]float64, probe.Dim())
+	probe.Close()
+	vecs := filepath.Join(t.TempDir(), "v.fvecs")
+	var b []byte
+	for i := range n {
+		b = binary.LittleEndian.AppendUint32(b, 4)
+		for j := range 4 {
+			b = binary.LittleEndian.AppendUint32(b, math.Float32bits(float32(i*j)))
+		}
+	}
+	require.NoError(t, os.WriteFile(vecs, b, 0o644))
+	x, _, err := engine.Open(engine.Spec{Path: fixture("bin_hnsw.faiss"), Rerank: &engine.RerankSpec{Path: vecs, Strategy: "pread"}})
+	require.NoError(t, err)
+	defer x.Close()
+	qp, err := x.Plan(engine.Request{K: 3})
+	require.NoError(t, err)
+	hits, _, err := x.Query(&qp, code, nil)
+	require.NoError(t, err)
+	assert.Len(t, hits, 3)
+	_, err = x.Plan(engine.Request{K: 3, Rescore: &engine.Rescore{Oversample: 2}})
+	assert.ErrorIs(t, err, engine.ErrBadRequest)
 }

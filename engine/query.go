@@ -85,7 +85,12 @@ func (x *Index) Plan(r Request) (QueryPlan, error) {
 	if r.Rescore != nil && x.rer == nil {
 		return qp, badRequest("rescore needs an index loaded with rerank.vectors_path")
 	}
-	qp.rescore = x.rer != nil && (r.Rescore == nil || r.Rescore.Oversample >= 0)
+	if r.Rescore != nil && x.Binary() {
+		return qp, badRequest("rescoring a binary index needs float queries; a request's vector is the binary code")
+	}
+	// A binary index's code is not a float query: its shortlist cannot be
+	// rescored here (the CLI takes float queries with --rerank-queries).
+	qp.rescore = x.rer != nil && !x.Binary() && (r.Rescore == nil || r.Rescore.Oversample >= 0)
 	if qp.rescore {
 		var f float64
 		if r.Rescore != nil {
