@@ -186,11 +186,12 @@ func (x *Index) Query(qp *QueryPlan, vec []float64, sc *Scratch) ([]Hit, Profile
 		sc.q = q
 		var norm float64
 		for j, v := range vec {
-			if math.IsNaN(v) || math.Abs(v) > math.MaxFloat32 {
+			f := float32(v) // rounds to nearest: 3.4028235e38 is float32's largest
+			if math.IsNaN(v) || math.IsInf(float64(f), 0) {
 				return nil, prof, badRequest("vector value %d (%v) is not a finite float32", j, v)
 			}
-			q[j] = float32(v)
-			norm += v * v
+			q[j] = f
+			norm += float64(f) * float64(f) // the float32 query's norm: 1e-46 is 0
 		}
 		if x.space == "cosinesimil" { // OpenSearch normalises queries for cosine
 			if norm == 0 {

@@ -75,11 +75,15 @@ func (h *handle) usable() error {
 // failure turns an error that says h's file changed into the 503 every
 // such query answers with; other errors pass through.
 func (h *handle) failure(err error) error {
+	if errors.Is(err, hnswsearch.ErrCorrupt) {
+		return &apiError{422, "corrupt_index", fmt.Sprintf(
+			"index file %s is corrupt: %v; mode full checks every neighbor list when it loads", h.spec.Path, err)}
+	}
 	if !isFileChanged(err) {
 		return err
 	}
 	return &apiError{503, "index_file_changed", fmt.Sprintf(
-		"index file %s changed after it was loaded (%v); reload it with PUT /indexes/{name}/_mode or DELETE it", h.spec.Path, err)}
+		"a file this index serves (%s) changed after it was loaded: %v; reload it with PUT /indexes/{name}/_mode or DELETE it", h.spec.Path, err)}
 }
 
 // checkFile compares h's files (index and rerank vectors) with what was
@@ -152,8 +156,8 @@ func errStatus(err error) (int, string) {
 		return 504, "search_timeout"
 	case errors.Is(err, errFileChanged):
 		return 503, "index_file_changed"
-	case errors.Is(err, hnswsearch.ErrCorrupt):
-		return 500, "corrupt_index"
+	case errors.Is(err, hnswsearch.ErrCorrupt): // found by a query where the load did not look
+		return 422, "corrupt_index"
 	case strings.Contains(err.Error(), "no such file"):
 		return 404, "file_not_found"
 	}

@@ -36,6 +36,14 @@ type Limits struct {
 	// requests are shed with 429 and Retry-After.
 	MaxConcurrentSearches int `json:"max_concurrent_searches"`
 	MaxQueuedSearches     int `json:"max_queued_searches"`
+	// MaxWorkInFlight bounds the work (as MaxRequestWork counts it) of all
+	// searches running at once (default 2 × MaxRequestWork); past it a
+	// request is shed with 429. MaxBodiesInFlight bounds the bytes of
+	// request bodies being read or held at once (default 64 MiB), so slow
+	// or large bodies cannot add up; they are read before a search slot is
+	// taken.
+	MaxWorkInFlight   int64 `json:"max_work_in_flight"`
+	MaxBodiesInFlight int64 `json:"max_bodies_in_flight"`
 	// MaxVerifyQueries bounds a mode switch's verify_queries (default 1000).
 	MaxVerifyQueries int `json:"max_verify_queries"`
 	// SwitchTimeout bounds a mode switch: open, warm-up and check queries
@@ -51,6 +59,7 @@ func (l Limits) Check() error {
 		v    int64
 	}{{"max_ef_search", int64(l.MaxEfSearch)}, {"max_msearch_vectors", int64(l.MaxMsearchVectors)},
 		{"max_request_work", l.MaxRequestWork}, {"max_concurrent_searches", int64(l.MaxConcurrentSearches)},
+		{"max_work_in_flight", l.MaxWorkInFlight}, {"max_bodies_in_flight", l.MaxBodiesInFlight},
 		{"max_queued_searches", int64(l.MaxQueuedSearches)}, {"max_verify_queries", int64(l.MaxVerifyQueries)},
 		{"switch_timeout", int64(l.SwitchTimeout)}} {
 		if f.v < 0 {
@@ -75,6 +84,12 @@ func (l Limits) withDefaults() Limits {
 	}
 	if l.MaxRequestWork <= 0 {
 		l.MaxRequestWork = 1 << 20
+	}
+	if l.MaxWorkInFlight <= 0 {
+		l.MaxWorkInFlight = 2 * l.MaxRequestWork
+	}
+	if l.MaxBodiesInFlight <= 0 {
+		l.MaxBodiesInFlight = 64 << 20
 	}
 	if l.MaxConcurrentSearches <= 0 {
 		l.MaxConcurrentSearches = max(16, 4*runtime.GOMAXPROCS(0))
@@ -143,12 +158,30 @@ func (a *admission) tryEnter() bool {
 
 func (a *admission) exit() { <-a.slots }
 
+// budget is a count of bytes or work shared by the requests in flight.
+type budget struct {
+	used atomic.Int64
+	max  int64
+}
+
+// take charges n, or reports false (charging nothing) when that would go
+// past max.
+func (b *budget) take(n int64) bool {
+	if b.used.Add(n) > b.max {
+		b.used.Add(-n)
+		return false
+	}
+	return true
+}
+
+func (b *budget) give(n int64) { b.used.Add(-n) }
+
 // retryAfter is the Retry-After a shed request is given, in seconds.
 const retryAfter = "1"
 
 // setRetryAfter tells a shed client when to come back.
 func setRetryAfter(w http.ResponseWriter, err error) {
-	if err == errOverloaded {
+	if err == errOverloaded || err == errBodiesBusy || err == errWorkBusy {
 		w.Header().Set("Retry-After", retryAfter)
 	}
 }
@@ -161,7 +194,11 @@ const maxNameBytes = 255
 // characters, not "." or "..", not starting with _, - or +.
 func checkName(name string) error {
 	bad := func(why string) error {
-		return badRequest("invalid index name %s: %s", strconv.Quote(name), why)
+		shown := name
+		if len(shown) > 80 { // a long name is not echoed whole
+			shown = strings.ToValidUTF8(shown[:80], "") + "…"
+		}
+		return badRequest("invalid index name %s: %s", strconv.Quote(shown), why)
 	}
 	switch {
 	case name == "":

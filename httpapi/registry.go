@@ -98,6 +98,9 @@ func (r *Registry) resolve(p string) (string, error) {
 	if p == "" {
 		return "", badRequest("path is required")
 	}
+	if len(p) > maxPathBytes {
+		return "", badRequest("path of %d bytes is longer than %d", len(p), maxPathBytes)
+	}
 	if strings.IndexByte(p, 0) >= 0 {
 		return "", badRequest("path %q holds a NUL byte", p)
 	}
@@ -111,10 +114,10 @@ func (r *Registry) resolve(p string) (string, error) {
 	}
 	real, err := filepath.EvalSymlinks(p)
 	if err != nil {
-		if os.IsNotExist(err) {
+		if os.IsNotExist(err) && r.missingInside(p) {
 			return "", &apiError{404, "file_not_found", fmt.Sprintf("no file at %s", p)}
 		}
-		return "", &apiError{403, "forbidden_path", fmt.Sprintf("cannot resolve %s", p)}
+		return "", &apiError{403, "forbidden_path", fmt.Sprintf("cannot resolve %s inside the data roots", p)}
 	}
 	if !within(r.roots, real) {
 		return "", outside
@@ -128,6 +131,37 @@ func (r *Registry) resolve(p string) (string, error) {
 	}
 	return real, nil
 }
+
+// missingInside reports whether p, which does not resolve, is missing
+// inside a data root: its nearest existing ancestor resolves inside one,
+// and no dangling symlink on the way points outside (a 404 there would
+// tell whether the outside target exists).
+func (r *Registry) missingInside(p string) bool {
+	for q := p; ; q = filepath.Dir(q) {
+		if fi, err := os.Lstat(q); err == nil {
+			if fi.Mode()&os.ModeSymlink == 0 {
+				real, err := filepath.EvalSymlinks(q)
+				return err == nil && within(r.roots, real)
+			}
+			t, err := os.Readlink(q)
+			if err != nil {
+				return false
+			}
+			if !filepath.IsAbs(t) {
+				t = filepath.Join(filepath.Dir(q), t)
+			}
+			if t = filepath.Clean(t); !within(r.roots, t) && !within(r.given, t) {
+				return false
+			}
+		}
+		if q == filepath.Dir(q) {
+			return false
+		}
+	}
+}
+
+// maxPathBytes is the longest path a load names (Linux's PATH_MAX).
+const maxPathBytes = 4096
 
 // within reports whether path p lies inside one of roots.
 func within(roots []string, p string) bool {
@@ -382,6 +416,13 @@ func (r *Registry) Switch(ctx context.Context, name string, sw SwitchSpec) error
 	if old == nil || e.deleted.Load() {
 		return notFound(name)
 	}
+	// The check queries read the old handle: a lease keeps it open should
+	// a DELETE retire it meanwhile.
+	ol, ok := old.acquire()
+	if !ok {
+		return notFound(name)
+	}
+	defer ol.release()
 	spec := old.spec
 	if sw.Mode != "" {
 		spec.Mode = sw.Mode
@@ -456,6 +497,9 @@ func (r *Registry) Switch(ctx context.Context, name string, sw SwitchSpec) error
 		}
 	}
 	if err := sameAnswers(func() error { return switchDone(ctx, e) }, old, h, verify); err != nil {
+		if derr := switchDone(ctx, e); derr != nil {
+			err = derr // deleted or timed out meanwhile: say that, not what it caused
+		}
 		return abandon(err)
 	}
 	if err := switchDone(ctx, e); err != nil {

@@ -104,13 +104,21 @@ func (s *Server) plan(h *handle, k IntParam, mp *MethodParameters, filter *IDFil
 }
 
 // checkWork refuses a request of n queries that would exceed MaxRequestWork.
-func (s *Server) checkWork(qp queryPlan, n int) error {
-	if w := qp.Work() * int64(n); w > s.limits.MaxRequestWork {
-		return badRequest("request asks for %d queries × max(k or shortlist, ef_search) %d = %d, above the limit of %d (max_request_work)",
+func (s *Server) checkWork(qp queryPlan, n int) (int64, error) {
+	w := qp.Work() * int64(n)
+	if w > s.limits.MaxRequestWork {
+		return 0, badRequest("request asks for %d queries × max(k or shortlist, ef_search) %d = %d, above the limit of %d (max_request_work)",
 			n, qp.Work(), w, s.limits.MaxRequestWork)
 	}
-	return nil
+	if !s.workMem.take(w) {
+		return 0, errWorkBusy
+	}
+	return w, nil
 }
+
+// errWorkBusy sheds a request whose work would take the requests in flight
+// past max_work_in_flight.
+var errWorkBusy = &apiError{429, "too_many_requests", "too much search work in flight (max_work_in_flight); retry later"}
 
 // queryScratch is one query's buffers, reused across requests (nil: the
 // query allocates its own, as _msearch's do since they outlive the call).
@@ -131,23 +139,7 @@ func (s *Server) searchOne(h *handle, qp *queryPlan, vec Vector, sc *queryScratc
 	return h.x.Query(qp, vec, es)
 }
 
-// admit takes a search slot for the request, or answers it (429) and
-// reports false.
-func (s *Server) admit(c *gin.Context) (deadline time.Time, ok bool) {
-	deadline = time.Now().Add(s.cfg.RequestTimeout)
-	if err := s.adm.enter(c.Request.Context(), deadline); err != nil {
-		s.fail(c, err)
-		return deadline, false
-	}
-	return deadline, true
-}
-
 func (s *Server) search(c *gin.Context) {
-	deadline, ok := s.admit(c)
-	if !ok {
-		return
-	}
-	defer s.adm.exit()
 	// The request decodes into the scratch's own, reusing its vector's array.
 	sc := scratchPool.Get().(*queryScratch)
 	defer scratchPool.Put(sc)
@@ -158,20 +150,24 @@ func (s *Server) search(c *gin.Context) {
 			req.Vector = nil
 		}
 	}()
-	e, l, ok := s.bind(c, req)
+	var hold reqHold
+	defer s.done(&hold)
+	e, deadline, ok := s.bind(c, req, &hold)
 	if !ok {
 		return
 	}
-	defer l.release()
+	l := hold.l
 	h := l.h
 	qp, err := s.plan(h, req.K, req.MethodParameters, req.Filter, req.Rescore)
+	var work int64
 	if err == nil {
-		err = s.checkWork(qp, 1)
+		work, err = s.checkWork(qp, 1)
 	}
 	if err != nil {
 		s.fail(c, err)
 		return
 	}
+	defer s.workMem.give(work)
 	qp.SetDeadline(deadline)
 	start := time.Now()
 	hits, prof, err := s.searchOne(h, &qp, req.Vector, sc)
@@ -276,25 +272,24 @@ const msearchWorkers = 4
 var errTimeout = &apiError{504, "search_timeout", "the search did not finish within the request timeout; the rest of its work was dropped"}
 
 func (s *Server) msearch(c *gin.Context) {
-	deadline, ok := s.admit(c)
+	var req MSearchRequest
+	var hold reqHold
+	defer s.done(&hold)
+	e, deadline, ok := s.bind(c, &req, &hold)
 	if !ok {
 		return
 	}
-	slots := 1
+	l := hold.l
+	slots := 1 // bind's; the extra workers' are given back below
 	defer func() {
-		for range slots {
+		for range slots - 1 {
 			s.adm.exit()
 		}
 	}()
-	var req MSearchRequest
-	e, l, ok := s.bind(c, &req)
-	if !ok {
-		return
-	}
-	defer l.release()
 	h := l.h
 	n := len(req.Vectors)
 	qp, err := s.plan(h, req.K, req.MethodParameters, req.Filter, req.Rescore)
+	var charged int64
 	switch {
 	case err != nil:
 	case n == 0:
@@ -302,12 +297,13 @@ func (s *Server) msearch(c *gin.Context) {
 	case n > s.limits.MaxMsearchVectors:
 		err = badRequest("_msearch has %d vectors, at most %d (max_msearch_vectors)", n, s.limits.MaxMsearchVectors)
 	default:
-		err = s.checkWork(qp, n)
+		charged, err = s.checkWork(qp, n)
 	}
 	if err != nil {
 		s.fail(c, err)
 		return
 	}
+	defer s.workMem.give(charged)
 	qp.SetDeadline(deadline)
 	start := time.Now()
 	type one struct {

@@ -50,6 +50,8 @@ type Server struct {
 	metrics *metrics
 	limits  Limits
 	adm     *admission
+	bodyMem budget // bytes of request bodies being read or held
+	workMem budget // work of the searches running
 	bearer  []byte // "Bearer " + token, compared in constant time
 	stop    chan struct{}
 	closeMu sync.Once
@@ -202,6 +204,7 @@ func New(cfg Config) (*Server, error) {
 	s := &Server{cfg: cfg, Reg: reg, log: cfg.Logger, limits: cfg.Limits, stop: make(chan struct{}),
 		adm: newAdmission(cfg.Limits.MaxConcurrentSearches, cfg.Limits.MaxQueuedSearches)}
 	reg.limits = cfg.Limits
+	s.bodyMem.max, s.workMem.max = cfg.Limits.MaxBodiesInFlight, cfg.Limits.MaxWorkInFlight
 	s.metrics = newMetrics(reg)
 	if cfg.Token != "" {
 		s.bearer = []byte("Bearer " + cfg.Token)
@@ -398,12 +401,16 @@ var statusCodes = func() []string {
 const adminBodyBytes = 64 << 10
 
 func (s *Server) limitBody(c *gin.Context) {
-	limit := s.cfg.MaxBodyBytes
-	if r := c.FullPath(); !strings.HasSuffix(r, "/_search") && !strings.HasSuffix(r, "/_msearch") {
-		limit = min(limit, adminBodyBytes)
-	}
-	c.Request.Body = http.MaxBytesReader(c.Writer, c.Request.Body, limit)
+	c.Request.Body = http.MaxBytesReader(c.Writer, c.Request.Body, s.bodyLimit(c))
 	c.Next()
+}
+
+// bodyLimit is the largest body c's route takes.
+func (s *Server) bodyLimit(c *gin.Context) int64 {
+	if r := c.FullPath(); strings.HasSuffix(r, "/_search") || strings.HasSuffix(r, "/_msearch") {
+		return s.cfg.MaxBodyBytes
+	}
+	return min(s.cfg.MaxBodyBytes, adminBodyBytes)
 }
 
 func (s *Server) auth(c *gin.Context) {
@@ -416,34 +423,95 @@ func (s *Server) auth(c *gin.Context) {
 }
 
 // bodies recycles request body buffers.
-var bodies = sync.Pool{New: func() any { return new(bytes.Buffer) }}
+var bodies = sync.Pool{New: func() any { return new(bodyBuf) }}
+
+// bodyBuf is a pooled request body and the reader that fills it chunk by
+// chunk (kept here so a read allocates nothing).
+type bodyBuf struct {
+	bytes.Buffer
+	lr io.LimitedReader
+}
+
+// body is a request's body while it is charged to the bodies in flight;
+// Server.release gives both back.
+type body struct {
+	buf  *bodyBuf
+	held int64
+}
+
+// release gives b's bytes back to the budget and its buffer to the pool.
+func (s *Server) release(b *body) {
+	s.bodyMem.give(b.held)
+	b.held = 0
+	if b.buf != nil && b.buf.Cap() <= 1<<20 { // a huge _msearch body is not kept
+		bodies.Put(b.buf)
+	}
+	b.buf = nil
+}
+
+// bodyChunk is the step in which request bodies are read and charged to
+// the bodies-in-flight budget.
+const bodyChunk = 64 << 10
+
+// errBodiesBusy sheds a request whose body would take the bodies being
+// read past max_bodies_in_flight.
+var errBodiesBusy = &apiError{429, "too_many_requests", "too many request bodies being read at once; retry later"}
 
 // decode reads a JSON body strictly: unknown fields and trailing data are
-// 400s. Search bodies of the usual shape take a parser without reflection
-// (searchFast); everything else, and every error, goes through
-// encoding/json.
-func decode(c *gin.Context, v any) error {
-	buf := bodies.Get().(*bytes.Buffer)
-	buf.Reset()
-	defer func() {
-		if buf.Cap() <= 1<<20 { // a huge _msearch body is not kept
-			bodies.Put(buf)
+// 400s. The body is read before any search slot is taken (a slow client
+// holds only the bytes it has sent, charged to max_bodies_in_flight), and
+// stays charged until the caller releases b (on error, decode has). Search
+// bodies of the usual shape take a parser without reflection (searchFast);
+// everything else, and every error, goes through encoding/json.
+func (s *Server) decode(c *gin.Context, v any, b *body) error {
+	err := s.read(c, b)
+	if err == nil {
+		if r, ok := v.(*SearchRequest); ok && searchFast(b.buf.Bytes(), r) {
+			return nil
+		} else if ok {
+			*r = SearchRequest{Vector: r.Vector[:0]} // forget what the fast parser filled in
 		}
-	}()
-	if _, err := buf.ReadFrom(c.Request.Body); err != nil {
-		var mbe *http.MaxBytesError
-		if errors.As(err, &mbe) {
-			return &apiError{413, "body_too_large", fmt.Sprintf("request body exceeds %d bytes", mbe.Limit)}
-		}
-		return badRequest("reading the request body: %v", err)
+		err = decodeJSON(b.buf.Bytes(), v)
 	}
-	if r, ok := v.(*SearchRequest); ok {
-		if searchFast(buf.Bytes(), r) {
+	if err != nil {
+		s.release(b)
+	}
+	return err
+}
+
+// read reads c's body into b, charging it to the bodies in flight.
+func (s *Server) read(c *gin.Context, b *body) error {
+	limit := s.bodyLimit(c)
+	if c.Request.ContentLength > limit {
+		return &apiError{413, "body_too_large", fmt.Sprintf("request body of %d bytes exceeds %d bytes", c.Request.ContentLength, limit)}
+	}
+	b.buf = bodies.Get().(*bodyBuf)
+	b.buf.Reset()
+	for {
+		if !s.bodyMem.take(bodyChunk) {
+			return errBodiesBusy
+		}
+		b.held += bodyChunk
+		b.buf.lr = io.LimitedReader{R: c.Request.Body, N: bodyChunk}
+		n, err := b.buf.ReadFrom(&b.buf.lr)
+		b.buf.lr.R = nil
+		if err != nil {
+			var mbe *http.MaxBytesError
+			if errors.As(err, &mbe) {
+				return &apiError{413, "body_too_large", fmt.Sprintf("request body exceeds %d bytes", mbe.Limit)}
+			}
+			return badRequest("reading the request body: %v", err)
+		}
+		if n < bodyChunk {
 			return nil
 		}
-		*r = SearchRequest{} // forget what the fast parser filled in
 	}
-	d := json.NewDecoder(bytes.NewReader(buf.Bytes()))
+}
+
+// decodeJSON is encoding/json with unknown fields and anything after the
+// value refused.
+func decodeJSON(b []byte, v any) error {
+	d := json.NewDecoder(bytes.NewReader(b))
 	d.DisallowUnknownFields()
 	if err := d.Decode(v); err != nil {
 		switch {
@@ -454,8 +522,9 @@ func decode(c *gin.Context, v any) error {
 		}
 		return badRequest("malformed JSON: %v", err)
 	}
-	if d.More() {
-		return badRequest("malformed JSON: data after the object")
+	// Decoder.More is false before a stray '}' or ']': look at the bytes.
+	if rest := bytes.TrimLeft(b[d.InputOffset():], " \t\r\n"); len(rest) > 0 {
+		return badRequest("malformed JSON: data after the object at byte %d", d.InputOffset())
 	}
 	return nil
 }
@@ -538,10 +607,13 @@ func (s *Server) getIndex(c *gin.Context) {
 
 func (s *Server) loadIndex(c *gin.Context) {
 	var spec LoadSpec
-	if err := decode(c, &spec); err != nil {
+	var b body
+	if err := s.decode(c, &spec, &b); err != nil {
 		s.fail(c, err)
 		return
 	}
+	s.release(&b)
+	s.extendWrite(c, s.limits.SwitchTimeout)
 	name := c.Param("name")
 	if err := s.Reg.Load(name, spec); err != nil {
 		s.fail(c, err)
@@ -553,7 +625,7 @@ func (s *Server) loadIndex(c *gin.Context) {
 
 func (s *Server) deleteIndex(c *gin.Context) {
 	name := c.Param("name")
-	if err := s.Reg.Delete(name, s.cfg.RequestTimeout/2); err != nil {
+	if err := s.Reg.Delete(name, 0); err != nil { // the handle closes after its last query
 		s.fail(c, err)
 		return
 	}
@@ -563,10 +635,13 @@ func (s *Server) deleteIndex(c *gin.Context) {
 
 func (s *Server) switchMode(c *gin.Context) {
 	var sw SwitchSpec
-	if err := decode(c, &sw); err != nil {
+	var b body
+	if err := s.decode(c, &sw, &b); err != nil {
 		s.fail(c, err)
 		return
 	}
+	s.release(&b)
+	s.extendWrite(c, s.limits.SwitchTimeout)
 	name := c.Param("name")
 	start := time.Now()
 	if err := s.Reg.Switch(context.WithoutCancel(c.Request.Context()), name, sw); err != nil {
@@ -601,28 +676,67 @@ func (s *Server) warmup(c *gin.Context) {
 
 // bind decodes the body into req and takes a lease on the index the path
 // names; on failure it has answered the request and ok is false.
-func (s *Server) bind(c *gin.Context, req any) (e *entry, l lease, ok bool) {
-	err := decode(c, req)
+// reqHold is what a search request holds while it runs: its body, a
+// search slot and a lease on the index; Server.done gives them back.
+type reqHold struct {
+	body body
+	slot bool
+	l    lease
+}
+
+func (s *Server) done(h *reqHold) {
+	if h.l.h != nil {
+		h.l.release()
+	}
+	if h.slot {
+		s.adm.exit()
+	}
+	s.release(&h.body)
+}
+
+// bind decodes the body into req, then takes a search slot and a lease on
+// the index the path names, recorded in hold for the caller to give back
+// with done (whatever bind returns); on failure it has answered the request
+// and ok is false. The body is read before the slot is taken, so a slow
+// client holds no slot.
+func (s *Server) bind(c *gin.Context, req any, hold *reqHold) (e *entry, deadline time.Time, ok bool) {
+	if err := s.decode(c, req, &hold.body); err != nil {
+		s.fail(c, err)
+		return nil, deadline, false
+	}
+	deadline = time.Now().Add(s.cfg.RequestTimeout)
+	if err := s.adm.enter(c.Request.Context(), deadline); err != nil {
+		s.fail(c, err)
+		return nil, deadline, false
+	}
+	hold.slot = true
+	e, l, err := s.Reg.acquire(c.Param("name"))
 	if err == nil {
-		e, l, err = s.Reg.acquire(c.Param("name"))
-		if err == nil {
-			if err = l.h.usable(); err != nil {
-				l.release()
-			}
-		}
+		hold.l = l
+		err = l.h.usable()
 	}
 	if err != nil {
 		s.fail(c, err)
-		return nil, lease{}, false
+		return nil, deadline, false
 	}
-	return e, l, true
+	return e, deadline, true
+}
+
+// answerGrace is how long after its deadline a request may still write its
+// answer (a search stopped at request_timeout answers 504 within it).
+const answerGrace = 5 * time.Second
+
+// extendWrite lets a request that may run up to d (loads, switches,
+// warm-ups) write its answer after the server's write timeout.
+func (s *Server) extendWrite(c *gin.Context, d time.Duration) {
+	http.NewResponseController(c.Writer).SetWriteDeadline(time.Now().Add(d + answerGrace))
 }
 
 // ListenAndServe serves on addr until ctx ends, then shuts down gracefully,
 // letting in-flight requests finish (up to grace).
 func (s *Server) ListenAndServe(ctx context.Context, addr string, grace time.Duration) error {
 	srv := &http.Server{Addr: addr, Handler: s.Handler(), ReadHeaderTimeout: 10 * time.Second,
-		ReadTimeout: s.cfg.RequestTimeout, WriteTimeout: s.cfg.RequestTimeout, IdleTimeout: 2 * time.Minute}
+		ReadTimeout: s.cfg.RequestTimeout, WriteTimeout: s.cfg.RequestTimeout + answerGrace, IdleTimeout: 2 * time.Minute}
 	errc := make(chan error, 1)
 	go func() { errc <- srv.ListenAndServe() }()
 	s.log.Info("listening", "addr", addr)

@@ -26,11 +26,22 @@ func (v *Vector) UnmarshalJSON(b []byte) error {
 		*v = out
 		return nil
 	}
-	var f []float64
+	var f []*float64 // a null element is an error, not a 0
 	if err := json.Unmarshal(b, &f); err != nil {
 		return fmt.Errorf("vector: %w", err)
 	}
-	*v = f
+	if f == nil {
+		*v = nil
+		return nil
+	}
+	out := make([]float64, len(f))
+	for i, p := range f {
+		if p == nil {
+			return fmt.Errorf("vector: value %d is null", i)
+		}
+		out[i] = *p
+	}
+	*v = out
 	return nil
 }
 
@@ -83,9 +94,6 @@ func skipSpace(b []byte, i int) int {
 	}
 	return i
 }
-
-// finite32 reports whether v is a finite float32 value.
-func finite32(v float64) bool { return !math.IsNaN(v) && math.Abs(v) <= math.MaxFloat32 }
 
 // decimal scans the JSON number at b[i:] in one pass (JSON's grammar) and
 // converts its text m·10^e (at most 19 significant digits) to the float64

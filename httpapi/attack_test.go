@@ -1,0 +1,210 @@
+package httpapi
+
+import (
+	"context"
+	"encoding/binary"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/faiss-sidecar/faiss-sidecar/faissfmt"
+)
+
+// Regression tests for what an outside attack on the server found.
+
+// TestSlowBodyHoldsNoSlot: a client sending its body slowly holds no
+// search slot, so with one slot a normal search still answers at once.
+func TestSlowBodyHoldsNoSlot(t *testing.T) {
+	_, ts := newTestServer(t, Config{Limits: Limits{MaxConcurrentSearches: 1, MaxQueuedSearches: 1}})
+	require.Equal(t, 200, call(t, ts, "PUT", "/indexes/s", `{"path":"hnsw_flat_l2.faiss"}`).Status)
+	var slow []*io.PipeWriter
+	for range 4 {
+		pr, pw := io.Pipe()
+		slow = append(slow, pw)
+		go func() {
+			req, _ := http.NewRequest("POST", ts.URL+"/indexes/s/_search", pr)
+			if r, err := http.DefaultClient.Do(req); err == nil {
+				r.Body.Close()
+			}
+		}()
+		_, err := pw.Write([]byte(`{"vector":[`))
+		require.NoError(t, err)
+	}
+	t0 := time.Now()
+	r := call(t, ts, "POST", "/indexes/s/_search", `{"vector":`+vectorJSON(make([]float64, 32))+`}`)
+	assert.Equal(t, 200, r.Status, r.Raw)
+	assert.Less(t, time.Since(t0), 2*time.Second)
+	for _, pw := range slow {
+		pw.CloseWithError(io.ErrUnexpectedEOF)
+	}
+}
+
+// TestBudgetsInFlight: past max_work_in_flight or max_bodies_in_flight a
+// search is shed with 429 and Retry-After; the budgets are given back.
+func TestBudgetsInFlight(t *testing.T) {
+	s, ts := newTestServer(t, Config{})
+	require.Equal(t, 200, call(t, ts, "PUT", "/indexes/b", `{"path":"hnsw_flat_l2.faiss"}`).Status)
+	body := `{"vector":` + vectorJSON(make([]float64, 32)) + `}`
+	for name, b := range map[string]*budget{"work": &s.workMem, "bodies": &s.bodyMem} {
+		require.True(t, b.take(b.max))
+		req, _ := http.NewRequest("POST", ts.URL+"/indexes/b/_search", strings.NewReader(body))
+		r, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		raw, _ := io.ReadAll(r.Body)
+		r.Body.Close()
+		assert.Equal(t, 429, r.StatusCode, "%s: %s", name, raw)
+		assert.Equal(t, "1", r.Header.Get("Retry-After"), name)
+		b.give(b.max)
+		assert.Equal(t, 200, call(t, ts, "POST", "/indexes/b/_search", body).Status, name)
+		assert.Zero(t, b.used.Load(), "%s: every charge is given back", name)
+	}
+}
+
+// TestTimeoutAnswered: a search past request_timeout reaches the client as
+// a 504, not as a connection closed by the server's write timeout.
+func TestTimeoutAnswered(t *testing.T) {
+	s, err := New(Config{DataRoots: []string{mustAbs(t, fixtures)}, RequestTimeout: 50 * time.Millisecond,
+		Limits: Limits{MaxRequestWork: 1 << 40, MaxWorkInFlight: 1 << 40}})
+	require.NoError(t, err)
+	require.NoError(t, s.Reg.Load("t", LoadSpec{Path: "hnsw_flat_large.faiss"}))
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	addr := l.Addr().String()
+	l.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- s.ListenAndServe(ctx, addr, time.Second) }()
+	defer func() { cancel(); <-done }()
+	q := vectorJSON(loadRuns(t, "hnsw_flat_large").Queries[0])
+	body := `{"vectors":[` + strings.TrimSuffix(strings.Repeat(q+",", 1000), ",") + `],"k":100,"method_parameters":{"ef_search":3000}}`
+	var r *http.Response
+	require.Eventually(t, func() bool {
+		r, err = http.Post("http://"+addr+"/indexes/t/_msearch", "application/json", strings.NewReader(body))
+		return err == nil || !strings.Contains(err.Error(), "refused")
+	}, 5*time.Second, 10*time.Millisecond)
+	require.NoError(t, err, "the answer must reach the client")
+	raw, _ := io.ReadAll(r.Body)
+	r.Body.Close()
+	assert.Equal(t, 504, r.StatusCode, string(raw))
+	assert.Contains(t, string(raw), "search_timeout")
+}
+
+func mustAbs(t *testing.T, p string) string {
+	a, err := filepath.Abs(p)
+	require.NoError(t, err)
+	return a
+}
+
+// TestStrictJSON: data after the object (even a stray } or ]) is a 400,
+// and so is a null vector element; float32's largest value is a value.
+func TestStrictJSON(t *testing.T) {
+	_, ts := newTestServer(t, Config{})
+	require.Equal(t, 200, call(t, ts, "PUT", "/indexes/j", `{"path":"hnsw_flat_l2.faiss"}`).Status)
+	v := make([]string, 32)
+	for i := range v {
+		v[i] = "0"
+	}
+	vec := "[" + strings.Join(v, ",") + "]"
+	for _, c := range []struct {
+		path, body, reason string
+		status             int
+	}{
+		{"/indexes/j/_search", `{"vector":` + vec + `}}`, "data after the object", 400},
+		{"/indexes/j/_search", `{"vector":` + vec + `}]]]`, "data after the object", 400},
+		{"/indexes/j/_msearch", `{"vectors":[` + vec + `]}}`, "data after the object", 400},
+		{"/indexes/j/_search", `{"vector":[null` + strings.Repeat(",0", 31) + `]}`, "value 0 is null", 400},
+		{"/indexes/j/_search", `{"vector":[3.4028235e38` + strings.Repeat(",0", 31) + `]}`, "", 200},
+		{"/indexes/j/_search", `{"vector":[3.5e38` + strings.Repeat(",0", 31) + `]}`, "not a finite float32", 400},
+	} {
+		r := call(t, ts, "POST", c.path, c.body)
+		assert.Equal(t, c.status, r.Status, "%.80s: %s", c.body, r.Raw)
+		assert.Contains(t, r.Raw, c.reason)
+	}
+	r := call(t, ts, "PUT", "/indexes/k", `{"path":"hnsw_flat_l2.faiss"}}`)
+	assert.Equal(t, 400, r.Status, r.Raw)
+	// A cosine query that is zero once in float32 has no direction.
+	require.Equal(t, 200, call(t, ts, "PUT", "/indexes/cos", `{"path":"hnsw_flat_ip.faiss","space_type":"cosinesimil"}`).Status)
+	r = call(t, ts, "POST", "/indexes/cos/_search", `{"vector":[1e-46`+strings.Repeat(",0", 23)+`]}`)
+	assert.Equal(t, 400, r.Status, r.Raw)
+	assert.Contains(t, r.Raw, "zero vector")
+}
+
+// TestPathAnswersRevealNothingOutside: a dangling symlink out of the roots
+// is a 403 like one to an existing outside file; an over-long path or name
+// is refused without being echoed whole.
+func TestPathAnswersRevealNothingOutside(t *testing.T) {
+	root := t.TempDir()
+	require.NoError(t, os.Symlink("/nonexistent-outside/x.faiss", filepath.Join(root, "dangling_out")))
+	require.NoError(t, os.Symlink("/etc/passwd", filepath.Join(root, "existing_out")))
+	require.NoError(t, os.Symlink(filepath.Join(root, "missing.faiss"), filepath.Join(root, "dangling_in")))
+	_, ts := newTestServer(t, Config{DataRoots: []string{root}})
+	for p, want := range map[string]int{"dangling_out": 403, "existing_out": 403, "dangling_in": 404, "missing.faiss": 404, "sub/missing.faiss": 404} {
+		r := call(t, ts, "PUT", "/indexes/x", `{"path":"`+p+`"}`)
+		assert.Equal(t, want, r.Status, "%s: %s", p, r.Raw)
+	}
+	r := call(t, ts, "PUT", "/indexes/x", `{"path":"`+strings.Repeat("a", 5000)+`"}`)
+	assert.Equal(t, 400, r.Status)
+	assert.Less(t, len(r.Raw), 300)
+	r = call(t, ts, "PUT", "/indexes/"+strings.Repeat("n", 10000), `{"path":"x"}`)
+	assert.Equal(t, 400, r.Status)
+	assert.Less(t, len(r.Raw), 300)
+}
+
+// TestCorruptListAtQuery: a file whose lists off the entry point hold an
+// out-of-range id loads on demand (only the entry point's lists are checked
+// then) and a query that meets it answers 422 corrupt_index naming the
+// file, never a 500; mode full refuses it at load.
+func TestCorruptListAtQuery(t *testing.T) {
+	src, err := os.ReadFile(filepath.Join(fixtures, "hnsw_flat_l2.faiss"))
+	require.NoError(t, err)
+	f, err := faissfmt.Open(bytesReaderAt(src), int64(len(src)))
+	require.NoError(t, err)
+	h := f.Graph.HNSW
+	for node := range int32(f.Graph.NTotal) {
+		if node == h.EntryPoint {
+			continue
+		}
+		begin, end := h.NeighborSlots(node, 0)
+		for slot := begin; slot < end; slot++ {
+			at := h.Neighbors.Offset + 4*slot
+			if int32(binary.LittleEndian.Uint32(src[at:])) >= 0 {
+				binary.LittleEndian.PutUint32(src[at:], 0x7fffff00)
+			}
+		}
+	}
+	root := t.TempDir()
+	require.NoError(t, os.WriteFile(filepath.Join(root, "bad.faiss"), src, 0o644))
+	_, ts := newTestServer(t, Config{DataRoots: []string{root}})
+	assert.Equal(t, 422, call(t, ts, "PUT", "/indexes/full", `{"path":"bad.faiss","mode":"full"}`).Status)
+	require.Equal(t, 200, call(t, ts, "PUT", "/indexes/c", `{"path":"bad.faiss","backend":"pread"}`).Status)
+	r := call(t, ts, "POST", "/indexes/c/_search", `{"vector":`+vectorJSON(make([]float64, 32))+`}`)
+	assert.Equal(t, 422, r.Status, r.Raw)
+	assert.Contains(t, r.Raw, "corrupt_index")
+	assert.Contains(t, r.Raw, "bad.faiss")
+	r = call(t, ts, "POST", "/indexes/c/_msearch", `{"vectors":[`+vectorJSON(make([]float64, 32))+`]}`)
+	assert.Equal(t, 200, r.Status, r.Raw)
+	assert.Contains(t, r.Raw, `"status":422`)
+
+}
+
+// bytesReaderAt reads a byte slice.
+type bytesReaderAt []byte
+
+func (b bytesReaderAt) ReadAt(p []byte, off int64) (int, error) {
+	if off >= int64(len(b)) {
+		return 0, io.EOF
+	}
+	n := copy(p, b[off:])
+	if n < len(p) {
+		return n, io.EOF
+	}
+	return n, nil
+}
