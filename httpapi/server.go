@@ -663,6 +663,7 @@ func (s *Server) warmup(c *gin.Context) {
 	}
 	defer l.release()
 	h := l.h
+	s.extendWrite(c, s.limits.SwitchTimeout)
 	start := time.Now()
 	if err := h.warm(); err != nil {
 		if isFileChanged(err) {
