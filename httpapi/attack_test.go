@@ -208,3 +208,13 @@ func (b bytesReaderAt) ReadAt(p []byte, off int64) (int, error) {
 	}
 	return n, nil
 }
+
+// TestVectorLengthBounded: a vector of more than MaxVectorLen values is a
+// 400 before it is parsed.
+func TestVectorLengthBounded(t *testing.T) {
+	_, ts := newTestServer(t, Config{})
+	require.Equal(t, 200, call(t, ts, "PUT", "/indexes/v", `{"path":"hnsw_flat_l2.faiss"}`).Status)
+	r := call(t, ts, "POST", "/indexes/v/_search", `{"vector":[`+strings.Repeat("0,", MaxVectorLen)+`0]}`)
+	assert.Equal(t, 400, r.Status, r.Raw)
+	assert.Contains(t, r.Raw, "more than 65536 values")
+}

@@ -264,6 +264,9 @@ func appendHits(b []byte, hits []Hit) []byte {
 	return append(b, ']')
 }
 
+// hitBytes is about what one hit takes as JSON (id, distance, score).
+const hitBytes = 64
+
 // msearchWorkers is how many goroutines an _msearch may use, each holding
 // a search slot.
 const msearchWorkers = 4
@@ -367,7 +370,12 @@ func (s *Server) msearch(c *gin.Context) {
 	}
 	took := time.Since(start)
 	failed := 0
-	b := append([]byte(nil), `{"took":`...)
+	size := 64
+	for i := range out {
+		size += 16 + hitBytes*len(out[i].hits)
+	}
+	b := make([]byte, 0, size) // one allocation, not a doubling series of them
+	b = append(b, `{"took":`...)
 	b = appendTook(b, took)
 	b = append(b, `,"responses":[`...)
 	for i := range out {

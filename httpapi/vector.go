@@ -16,10 +16,19 @@ import (
 // encoding/json, whose error then names the problem.
 type Vector []float64
 
+// MaxVectorLen bounds a vector's values before any is parsed (FAISS and
+// OpenSearch indexes have far fewer dimensions), so a body of commas cannot
+// make the parser allocate by its size.
+const MaxVectorLen = 1 << 16
+
 // UnmarshalJSON implements json.Unmarshaler.
 func (v *Vector) UnmarshalJSON(b []byte) error {
 	dst := (*v)[:0]
-	if n := bytes.Count(b, []byte{','}) + 1; cap(dst) < n {
+	n := bytes.Count(b, []byte{','}) + 1
+	if n > MaxVectorLen {
+		return fmt.Errorf("vector: more than %d values", MaxVectorLen)
+	}
+	if cap(dst) < n {
 		dst = make([]float64, 0, n) // once, not regrown per append
 	}
 	if out, ok := parseNumbers(b, dst); ok {
