@@ -13,6 +13,7 @@ import (
 	"io"
 	"log/slog"
 	"maps"
+	"net"
 	"net/http"
 	"net/http/pprof"
 	"strconv"
@@ -499,6 +500,9 @@ func (s *Server) read(c *gin.Context, b *body) error {
 			var mbe *http.MaxBytesError
 			if errors.As(err, &mbe) {
 				return &apiError{413, "body_too_large", fmt.Sprintf("request body exceeds %d bytes", mbe.Limit)}
+			}
+			if ne, ok := err.(net.Error); ok && ne.Timeout() {
+				return &apiError{408, "request_timeout", "the request body did not arrive within the request timeout"}
 			}
 			return badRequest("reading the request body: %v", err)
 		}
