@@ -219,3 +219,15 @@ func TestVectorLengthBounded(t *testing.T) {
 	assert.Equal(t, 400, r.Status, r.Raw)
 	assert.Contains(t, r.Raw, "more than 65536 values")
 }
+
+// TestProbeRoutes: HEAD answers where GET does for the probe endpoints, and
+// a trailing slash is a JSON 404, not an HTML redirect.
+func TestProbeRoutes(t *testing.T) {
+	_, ts := newTestServer(t, Config{})
+	for _, p := range []string{"/", "/_health", "/metrics"} {
+		assert.Equal(t, 200, call(t, ts, "HEAD", p, ``).Status, p)
+	}
+	r := call(t, ts, "GET", "/indexes/x/", ``)
+	assert.Equal(t, 404, r.Status, r.Raw)
+	assert.Contains(t, r.ContentType, "application/json")
+}

@@ -212,10 +212,13 @@ func New(cfg Config) (*Server, error) {
 	}
 	gin.SetMode(gin.ReleaseMode)
 	e := gin.New()
+	e.RedirectTrailingSlash = false // a JSON 404, not an HTML redirect
 	e.Use(s.recoverPanics, s.accessLog, s.limitBody)
-	e.GET("/", s.root)
-	e.GET("/_health", s.health)
-	e.GET("/metrics", gin.WrapH(promhttp.HandlerFor(s.metrics.reg, promhttp.HandlerOpts{})))
+	for _, m := range []string{"GET", "HEAD"} { // HEAD for probes that only look at the status
+		e.Handle(m, "/", s.root)
+		e.Handle(m, "/_health", s.health)
+		e.Handle(m, "/metrics", gin.WrapH(promhttp.HandlerFor(s.metrics.reg, promhttp.HandlerOpts{})))
+	}
 	if cfg.Pprof {
 		e.Any("/debug/pprof/*path", s.auth, pprofHandler)
 	}
