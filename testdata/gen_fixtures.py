@@ -341,6 +341,21 @@ def stats_get():
     return {"n1": int(st.n1), "n2": int(st.n2), "n3": int(st.n3)}
 
 
+def hnsw_search(inner, q, k, ef, allowed, default_ef):
+    """inner.search with FAISS's hnsw_stats of that search: plain when
+    neither a per-query ef nor a selector is given, else through
+    SearchParametersHNSW (efSearch = ef, or default_ef with a selector)."""
+    stats_reset()
+    if allowed is None and ef is None:
+        D, I = inner.search(q, k)
+    else:
+        kw = {"efSearch": int(ef if ef is not None else default_ef)}
+        if allowed is not None:
+            kw["sel"] = faiss.IDSelectorBatch(allowed.astype("int64"))
+        D, I = inner.search(q, k, params=faiss.SearchParametersHNSW(**kw))
+    return D, I, stats_get()
+
+
 def search_fixtures():
     """FAISS 1.7.3's own search results for the HNSW fixtures: NAME.search.json.
 
@@ -388,15 +403,7 @@ def search_fixtures():
                 configs += [(10, None, allowed), (10, 64, allowed), (10, None, few), (3, 8, allowed)]
         runs = []
         for k, ef, allowed in configs:
-            stats_reset()
-            if allowed is None and ef is None:
-                D, I = inner.search(q, k)
-            else:
-                kw = {"efSearch": int(ef if ef is not None else stored_ef)}
-                if allowed is not None:
-                    kw["sel"] = faiss.IDSelectorBatch(allowed.astype("int64"))
-                D, I = inner.search(q, k, params=faiss.SearchParametersHNSW(**kw))
-            st = stats_get()
+            D, I, st = hnsw_search(inner, q, k, ef, allowed, stored_ef)
             if binary:
                 D = D.astype("int64")
             if idmap is not None:
@@ -479,15 +486,7 @@ def index_ef_fixtures():
         runs = []
         for N, k, ef, sel in configs:
             inner.hnsw.efSearch = N
-            stats_reset()
-            if sel is None and ef is None:
-                D, I = inner.search(q, k)
-            else:
-                kw = {"efSearch": int(ef if ef is not None else N)}
-                if sel is not None:
-                    kw["sel"] = faiss.IDSelectorBatch(sel.astype("int64"))
-                D, I = inner.search(q, k, params=faiss.SearchParametersHNSW(**kw))
-            st = stats_get()
+            D, I, st = hnsw_search(inner, q, k, ef, sel, N)
             if idmap is not None:
                 I = np.where(I >= 0, idmap[np.maximum(I, 0)], -1)
             ext = None
