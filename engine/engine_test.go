@@ -357,3 +357,44 @@ func TestBinaryRerankPlansNoShortlist(t *testing.T) {
 	_, err = x.Plan(engine.Request{K: 3, Rescore: &engine.Rescore{Oversample: 2}})
 	assert.ErrorIs(t, err, engine.ErrBadRequest)
 }
+
+// TestModeBackend: the mode → backend rule: full is memory; memory_efficient
+// defaults to mmap for a plain file and zstd for a seekable zstd one; bad
+// combinations and names are bad specs.
+func TestModeBackend(t *testing.T) {
+	plain := fixture("idmap_hnsw.faiss")
+	src, err := os.Open(plain)
+	require.NoError(t, err)
+	defer src.Close()
+	zpath := filepath.Join(t.TempDir(), "idx.faiss.zst")
+	dst, err := os.Create(zpath)
+	require.NoError(t, err)
+	_, err = partial.CompressSeekable(dst, src, 4096, 1, nil)
+	require.NoError(t, err)
+	require.NoError(t, dst.Close())
+	for _, c := range []struct{ mode, backend, path, want string }{
+		{"full", "", plain, "memory"},
+		{"full", "memory", plain, "memory"},
+		{"", "", plain, "mmap"},
+		{"memory_efficient", "", plain, engine.DefaultMemoryEfficientBackend},
+		{"memory_efficient", "", zpath, "zstd"},
+		{"memory_efficient", "", "", "mmap"}, // no file: the names alone are checked
+		{"memory_efficient", "pread", plain, "pread"},
+	} {
+		got, err := engine.ModeBackend(c.mode, c.backend, c.path)
+		require.NoError(t, err, "%+v", c)
+		assert.Equal(t, c.want, got, "%+v", c)
+	}
+	for _, c := range []struct{ mode, backend, msg string }{
+		{"full", "mmap", "mode full reads the whole file into memory"},
+		{"memory_efficient", "memory", "backend memory is mode full"},
+		{"", "floppy", `unknown backend "floppy"`},
+		{"warm", "", `unknown mode "warm"`},
+	} {
+		_, err := engine.ModeBackend(c.mode, c.backend, plain)
+		require.Error(t, err, "%+v", c)
+		assert.ErrorIs(t, err, engine.ErrBadSpec)
+		assert.ErrorIs(t, err, partial.ErrBadOption)
+		assert.Contains(t, err.Error(), c.msg)
+	}
+}

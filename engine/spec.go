@@ -31,8 +31,7 @@ type Spec struct {
 	// Mode is full (the whole file in memory) or memory_efficient (read on
 	// demand; also "").
 	Mode string
-	// Backend is one of partial.Backends, or "" for partial.ModeBackend's
-	// choice, which is direct under a MemoryBudget (its misses are read in
+	// Backend is one of partial.Backends, or "" for ModeBackend's choice, which is direct under a MemoryBudget (its misses are read in
 	// batches with direct I/O) unless the file is zstd.
 	Backend string
 	// CacheBytes is the block cache budget (0: partial's default, capped
@@ -150,9 +149,9 @@ func Prepare(spec Spec) (*Plan, error) {
 		rs := *spec.Rerank // the plan's own: defaults are filled in
 		spec.Rerank = &rs
 	}
-	backend, err := partial.ModeBackend(spec.Mode, spec.Backend, spec.Path)
+	backend, err := ModeBackend(spec.Mode, spec.Backend, spec.Path)
 	if err != nil {
-		return nil, asBadSpec(err)
+		return nil, err
 	}
 	if err := checkStatic(&spec); err != nil {
 		return nil, err
@@ -190,6 +189,47 @@ func Prepare(spec Spec) (*Plan, error) {
 		p.cacheBytes, p.need, p.heap = bp.BlockCacheBytes, spec.MemoryBudget, bp.HeapBytes
 	}
 	return p, nil
+}
+
+// DefaultMemoryEfficientBackend is mode memory_efficient's backend for an
+// uncompressed file when none is named (a zstd file: zstd, by
+// partial.AutoBackend).
+const DefaultMemoryEfficientBackend = "mmap"
+
+// ModeBackend resolves a loading mode and an optional backend name to the
+// backend that serves them. Mode "full" reads the whole file into memory
+// (backend "memory"); "memory_efficient" (also "") reads on demand, by
+// default through partial.AutoBackend(path,
+// DefaultMemoryEfficientBackend): zstd when the file carries a zstd seek
+// table, mmap otherwise. A path that cannot be read picks the plain
+// default (the load reports the file). Errors match ErrBadSpec and
+// partial.ErrBadOption.
+func ModeBackend(mode, backend, path string) (string, error) {
+	bad := func(format string, a ...any) error {
+		return asBadSpec(fmt.Errorf("%w: "+format, append([]any{partial.ErrBadOption}, a...)...))
+	}
+	switch mode {
+	case "full":
+		if backend != "" && backend != "memory" {
+			return "", bad("mode full reads the whole file into memory; backend %q applies to mode memory_efficient", backend)
+		}
+		return "memory", nil
+	case "", "memory_efficient":
+		switch {
+		case backend == "":
+			b, err := partial.AutoBackend(path, DefaultMemoryEfficientBackend)
+			if err != nil {
+				return DefaultMemoryEfficientBackend, nil
+			}
+			return b, nil
+		case backend == "memory":
+			return "", bad("backend memory is mode full")
+		case !partial.KnownBackend(backend):
+			return "", asBadSpec(partial.UnknownBackend(backend))
+		}
+		return backend, nil
+	}
+	return "", bad("unknown mode %q (known: full, memory_efficient)", mode)
 }
 
 // checkStatic checks what needs no file: names, sizes, combinations. It

@@ -15,6 +15,7 @@ import (
 
 	"github.com/faiss-sidecar/faiss-sidecar/partial"
 	"github.com/faiss-sidecar/faiss-sidecar/partial/partialtest"
+	"github.com/stretchr/testify/require"
 )
 
 func opener(o partial.Options) partialtest.Opener {
@@ -121,9 +122,9 @@ func TestUnknownBackend(t *testing.T) {
 // aligned or not (bounced), at a small depth and at the ring's, twice each,
 // read exactly the file's bytes.
 func TestDirectLargeBatches(t *testing.T) {
-	d, want := directPattern(t, 4<<20+333)
-	for _, depth := range []int{3, 0} {
-		d.Parallel = depth
+	path, want := patternFile(t, 4<<20+333)
+	for _, depth := range []int{3, 1024} { // 1024: more than the ring holds
+		d := openDirect(t, path, depth)
 		var wg sync.WaitGroup
 		errs := make(chan error, 6)
 		for g := range 3 {
@@ -186,10 +187,10 @@ func TestDirectAlignedBatch(t *testing.T) {
 // flight (so completions are handled while submission waits) and with the
 // ring's depth; a read past the end is handed over with its error.
 func TestDirectReadBatchEach(t *testing.T) {
-	d, want := directPattern(t, 1<<20+100)
-	for _, depth := range []int{2, 0} {
+	path, want := patternFile(t, 1<<20+100)
+	for _, depth := range []int{2, 1024} { // 1024: more than the ring holds
+		d := openDirect(t, path, depth)
 		for _, shift := range []int64{0, 7} { // 7: unaligned, bounced
-			d.Parallel = depth
 			var reqs []partial.ReadReq
 			for i := 0; i < 300; i++ {
 				reqs = append(reqs, partial.ReadReq{Off: int64((i*37)%256*4096) + shift, Buf: d.AlignedBuffer(4096)})
@@ -318,10 +319,50 @@ func patternFile(t *testing.T, n int) (string, []byte) {
 func directPattern(t *testing.T, n int) (*partial.Direct, []byte) {
 	t.Helper()
 	path, data := patternFile(t, n)
-	d, err := partial.OpenDirect(path)
+	return openDirect(t, path, 0), data
+}
+
+// openDirect opens path with O_DIRECT and up to parallel reads in flight,
+// closed when the test ends.
+func openDirect(t *testing.T, path string, parallel int) *partial.Direct {
+	t.Helper()
+	d, err := partial.OpenDirect(path, parallel)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { d.Close() })
-	return d, data
+	return d
+}
+
+// TestDirectParallelOption: the parallelism is fixed at open; a negative
+// one is refused as a bad option.
+func TestDirectParallelOption(t *testing.T) {
+	path, _ := patternFile(t, 8192)
+	require.Equal(t, partial.DefaultDirectParallel, openDirect(t, path, 0).Parallel())
+	require.Equal(t, 7, openDirect(t, path, 7).Parallel())
+	_, err := partial.OpenDirect(path, -1)
+	require.ErrorIs(t, err, partial.ErrBadOption)
+	s, err := partial.Open(path, partial.Options{Backend: "direct", DirectParallel: 5})
+	require.NoError(t, err)
+	defer s.Close()
+	require.Equal(t, 5, s.(*partial.Direct).Parallel())
+}
+
+// TestAutoBackend: Open's "" and the rule it names agree: pread for a
+// plain file.
+func TestAutoBackend(t *testing.T) {
+	path, _ := patternFile(t, 8192)
+	b, err := partial.AutoBackend(path, partial.DefaultPlainBackend)
+	require.NoError(t, err)
+	require.Equal(t, "pread", b)
+	b, err = partial.AutoBackend(path, "mmap")
+	require.NoError(t, err)
+	require.Equal(t, "mmap", b)
+	s, err := partial.Open(path, partial.Options{})
+	require.NoError(t, err)
+	defer s.Close()
+	_, ok := s.(*partial.Cached)
+	require.True(t, ok, "Open's default on a plain file is pread (a Cached), got %T", s)
+	_, err = partial.AutoBackend(filepath.Join(t.TempDir(), "missing"), "mmap")
+	require.Error(t, err)
 }

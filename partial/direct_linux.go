@@ -31,15 +31,30 @@ type Direct struct {
 	life     life
 	w        fileWatch
 	counters
-	// Parallel is the number of reads ReadBatch keeps in flight (default 64).
-	Parallel int
+	// parallel is the number of reads ReadBatch keeps in flight, set at open.
+	parallel int
 }
+
+// DefaultDirectParallel is the number of reads a Direct keeps in flight in
+// a batch when OpenDirect is given 0.
+const DefaultDirectParallel = 64
+
+// Parallel is the number of reads a batch keeps in flight.
+func (d *Direct) Parallel() int { return d.parallel }
 
 const bounceSize = 64 << 10
 
-// OpenDirect opens path with O_DIRECT. It fails with an error naming the
-// filesystem's refusal when O_DIRECT is not supported (e.g. tmpfs).
-func OpenDirect(path string) (*Direct, error) {
+// OpenDirect opens path with O_DIRECT; a batch keeps up to parallel reads
+// in flight (0: DefaultDirectParallel; negative is an error). It fails with
+// an error naming the filesystem's refusal when O_DIRECT is not supported
+// (e.g. tmpfs).
+func OpenDirect(path string, parallel int) (*Direct, error) {
+	if parallel < 0 {
+		return nil, fmt.Errorf("%w: direct parallelism %d is negative", ErrBadOption, parallel)
+	}
+	if parallel == 0 {
+		parallel = DefaultDirectParallel
+	}
 	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_DIRECT|unix.O_CLOEXEC, 0)
 	if err != nil {
 		if errors.Is(err, unix.EINVAL) {
@@ -56,7 +71,7 @@ func OpenDirect(path string) (*Direct, error) {
 		unix.Close(fd)
 		return nil, fmt.Errorf("partial: %s is not a regular file", path)
 	}
-	d := &Direct{fd: fd, name: path, size: st.Size, align: 4096, memAlign: 4096, Parallel: 64}
+	d := &Direct{fd: fd, name: path, size: st.Size, align: 4096, memAlign: 4096, parallel: parallel}
 	var sx unix.Statx_t
 	if err := unix.Statx(fd, "", unix.AT_EMPTY_PATH, unix.STATX_DIOALIGN, &sx); err == nil &&
 		sx.Mask&unix.STATX_DIOALIGN != 0 && sx.Dio_offset_align > 0 {
@@ -181,11 +196,11 @@ type directBatch struct {
 	arena []byte
 }
 
-// ReadBatch reads the requests with up to Parallel reads in flight, all
+// ReadBatch reads the requests with up to parallel reads in flight, all
 // submitted to the ring from this goroutine. Aligned requests (offset,
 // length and buffer) are read in place; the others read their covering
 // aligned range into a pooled bounce arena and are copied out. Without
-// io_uring, Parallel goroutines issue reads.
+// io_uring, parallel goroutines issue reads.
 func (d *Direct) ReadBatch(reqs []ReadReq) error { return d.ReadBatchEach(reqs, nil) }
 
 // ReadBatchEach is ReadBatch calling each(i), in the calling goroutine, as
@@ -195,7 +210,7 @@ func (d *Direct) ReadBatch(reqs []ReadReq) error { return d.ReadBatchEach(reqs, 
 // completion order (request order without io_uring, after all complete).
 func (d *Direct) ReadBatchEach(reqs []ReadReq, each func(i int)) error {
 	if d.ring == nil {
-		err := readBatchParallel(d, reqs, max(d.Parallel, 1))
+		err := readBatchParallel(d, reqs, max(d.parallel, 1))
 		if each != nil {
 			for i := range reqs {
 				each(i)
@@ -221,7 +236,7 @@ func (d *Direct) ReadBatchEach(reqs []ReadReq, each func(i int)) error {
 	}
 	b.bufs, b.offs, b.res, b.rs = b.bufs[:n], b.offs[:n], b.res[:n], b.rs[:n]
 	var sem chan struct{} // nil: as many in flight as the ring holds
-	if par := d.Parallel; par > 0 && par < int(d.ring.entries) {
+	if par := d.parallel; par > 0 && par < int(d.ring.entries) {
 		if cap(b.sem) != par {
 			b.sem = make(chan struct{}, par)
 		}

@@ -11,8 +11,9 @@ var Backends = []string{"memory", "mmap", "pread", "direct", "zstd"}
 
 // Options configures Open.
 type Options struct {
-	// Backend is one of Backends, or "" to choose: zstd when the file carries
-	// a zstd seek table, pread otherwise.
+	// Backend is one of Backends, or "" (also "auto") to choose by
+	// AutoBackend(path, DefaultPlainBackend): zstd when the file carries a
+	// zstd seek table, pread otherwise.
 	Backend string
 	// Cache is a shared block cache for pread, direct and zstd; when nil a
 	// private cache of CacheBytes is made.
@@ -23,6 +24,9 @@ type Options struct {
 	CacheBytes int64
 	// BlockSize is the cache block size for pread and direct (default 4096).
 	BlockSize int
+	// DirectParallel is how many reads backend direct keeps in flight in a
+	// batch (0: DefaultDirectParallel); fixed for the storage's life.
+	DirectParallel int
 	// AlignOffset, for backends memory and pread, is the file offset to
 	// place on a cache-line boundary in memory (hnswsearch.AlignOffset: the
 	// vectors section).
@@ -36,34 +40,32 @@ const DefaultCacheBytes = 64 << 20
 // (callers turn it into a usage error or an HTTP 400).
 var ErrBadOption = errors.New("partial: bad option")
 
-// ModeBackend resolves a loading mode and an optional backend name to the
-// backend that serves them. Mode "full" reads the whole file into memory
-// (backend "memory"); "memory_efficient" (also "") reads on demand, by
-// default through zstd when the file carries a zstd seek table and mmap
-// otherwise.
-func ModeBackend(mode, backend, path string) (string, error) {
-	switch mode {
-	case "full":
-		if backend != "" && backend != "memory" {
-			return "", fmt.Errorf("%w: mode full reads the whole file into memory; backend %q applies to mode memory_efficient", ErrBadOption, backend)
-		}
-		return "memory", nil
-	case "", "memory_efficient":
-		switch {
-		case backend == "":
-			if ok, _ := IsSeekableZstd(path); ok {
-				return "zstd", nil
-			}
-			return "mmap", nil
-		case backend == "memory":
-			return "", fmt.Errorf("%w: backend memory is mode full", ErrBadOption)
-		case !knownBackend(backend):
-			return "", unknownBackend(backend)
-		}
-		return backend, nil
+// AutoBackend is the one rule for a backend left unnamed: zstd when the
+// file carries a zstd seek table, plain otherwise. Open's own default
+// (Options.Backend "") is AutoBackend(path, DefaultPlainBackend); a caller
+// with another plain default (the engine's memory_efficient mode: mmap)
+// passes its own.
+func AutoBackend(path, plain string) (string, error) {
+	ok, err := IsSeekableZstd(path)
+	if err != nil {
+		return "", err
 	}
-	return "", fmt.Errorf("%w: unknown mode %q (known: full, memory_efficient)", ErrBadOption, mode)
+	if ok {
+		return "zstd", nil
+	}
+	return plain, nil
 }
+
+// DefaultPlainBackend is the backend Open picks for an uncompressed file
+// when none is named.
+const DefaultPlainBackend = "pread"
+
+// KnownBackend reports whether b is one of Backends.
+func KnownBackend(b string) bool { return knownBackend(b) }
+
+// UnknownBackend is the error naming an unknown backend b (matches
+// ErrBadOption).
+func UnknownBackend(b string) error { return unknownBackend(b) }
 
 func knownBackend(b string) bool {
 	for _, k := range Backends {
@@ -120,11 +122,9 @@ func (o Options) CacheBudgetFor(backend string, size int64) int64 {
 func Open(path string, o Options) (Storage, error) {
 	backend := o.Backend
 	if backend == "" || backend == "auto" {
-		backend = "pread"
-		if ok, err := IsSeekableZstd(path); err != nil {
+		var err error
+		if backend, err = AutoBackend(path, DefaultPlainBackend); err != nil {
 			return nil, err
-		} else if ok {
-			backend = "zstd"
 		}
 	}
 	budget := o.CacheBudget(backend)
@@ -143,7 +143,7 @@ func Open(path string, o Options) (Storage, error) {
 		}
 		return NewCachedAligned(path, f, o.Cache, budget, o.BlockSize, o.AlignOffset)
 	case "direct":
-		d, err := OpenDirect(path)
+		d, err := OpenDirect(path, o.DirectParallel)
 		if err != nil {
 			return nil, err
 		}

@@ -9,6 +9,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/stretchr/testify/require"
 )
 
 const fixtures = "../testdata/fixtures"
@@ -230,4 +232,22 @@ func TestFetchAfterClose(t *testing.T) {
 			t.Errorf("%s: Rescore after Close: err = %v, want one saying the file is closed", strategy, err)
 		}
 	}
+}
+
+// TestOpenParallel: the direct strategy's reads in flight are fixed at
+// open: DefaultParallel, or the number given.
+func TestOpenParallel(t *testing.T) {
+	_, vs := flatVectors(t, filepath.Join(fixtures, "hnsw_flat_l2.faiss"))
+	path := writeVecFile(t, vs)
+	s, err := Open(path, "direct")
+	require.NoError(t, err)
+	defer s.Close()
+	require.Equal(t, DefaultParallel, s.direct.Parallel())
+	s7, err := OpenParallel(path, "direct", 7)
+	require.NoError(t, err)
+	defer s7.Close()
+	require.Equal(t, 7, s7.direct.Parallel())
+	got := make([]float32, 32)
+	require.NoError(t, s7.Fetch([]int32{3}, got, nil))
+	require.Equal(t, vs[3], got)
 }

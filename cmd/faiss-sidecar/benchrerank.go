@@ -52,12 +52,11 @@ func runBenchRerank(args []string, stdout io.Writer) error {
 	case !slices.Contains(rerank.Strategies, *strategy):
 		return usagef("unknown --strategy %q (known: %s)", *strategy, strings.Join(rerank.Strategies, ", "))
 	}
-	s, err := rerank.Open(*vectors, *strategy)
+	s, err := rerank.OpenParallel(*vectors, *strategy, *workers)
 	if err != nil {
 		return err
 	}
 	defer s.Close()
-	s.SetParallel(*workers)
 	if int64(*n) > s.Count {
 		return fmt.Errorf("%s holds %d vectors, fewer than --shortlist %d", *vectors, s.Count, *n)
 	}

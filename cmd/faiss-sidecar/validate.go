@@ -12,7 +12,7 @@ import (
 
 // Flag values are checked before a command opens or reads anything; a bad
 // one is a usage error (exit status 2). The rules themselves live with the
-// code they protect (hnswsearch.Params.Validate, partial.ModeBackend, …).
+// code they protect (hnswsearch.Params.Validate, engine.ModeBackend, …).
 
 // checkQuery checks --k and --ef-search (0: the index's) by the rule
 // every query is held to.
@@ -26,7 +26,7 @@ func checkQuery(k, ef int) error {
 // validate checks the names and sizes of the index flags.
 func (f *indexFlags) validate() error {
 	// The path only picks a default backend; the names are checked without it.
-	if _, err := partial.ModeBackend(f.mode, f.backend, ""); err != nil {
+	if _, err := engine.ModeBackend(f.mode, f.backend, ""); err != nil {
 		return badOption(err)
 	}
 	if _, err := hnswsearch.ParseSemantics(f.semantics); err != nil {
