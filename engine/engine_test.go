@@ -398,3 +398,121 @@ func TestModeBackend(t *testing.T) {
 		assert.Contains(t, err.Error(), c.msg)
 	}
 }
+
+// TestSearchBatchFAISS: the CLI's batch answers FAISS 1.7.3's rows exactly
+// (−1 fills included), float and binary, plain, with ef_search and
+// filtered; with rerank vectors, the rescored rows are FAISS's exact
+// search, filled to k as FAISS fills.
+func TestSearchBatchFAISS(t *testing.T) {
+	for _, name := range []string{"idmap_hnsw", "bin_idmap_hnsw"} {
+		f, err := testfixtures.Load(fixtures, name)
+		require.NoError(t, err)
+		x, _, err := engine.Open(engine.Spec{Path: fixture(name + ".faiss"), Semantics: "faiss-1.7.3", Kernel: "exact"})
+		require.NoError(t, err)
+		qs := make([]hnswsearch.Query, len(f.Queries))
+		for i := range qs {
+			qs[i].Vector, qs[i].Code = f.Query(i)
+		}
+		for ri, run := range f.Runs {
+			r := engine.FAISSRequest{K: run.K, Filter: run.AllowIDs}
+			if run.EfSearch != nil {
+				r.EfSearch = *run.EfSearch
+			}
+			for _, workers := range []int{1, 3} {
+				res := x.SearchBatchFAISS(qs, nil, r, workers)
+				require.Len(t, res, len(qs))
+				for qi, br := range res {
+					require.NoError(t, br.Err)
+					require.Len(t, br.Hits, run.K, "%s run %d query %d", name, ri, qi)
+					for j, h := range br.Hits {
+						assert.Equal(t, run.IDs[qi][j], h.ID, "%s run %d query %d rank %d", name, ri, qi, j)
+						if run.IDs[qi][j] >= 0 {
+							assert.Equal(t, float32(run.Dist[qi][j]), h.Distance, "%s run %d query %d rank %d", name, ri, qi, j)
+						}
+					}
+				}
+			}
+		}
+		x.Close()
+	}
+
+	f, err := testfixtures.Load(fixtures, "hnsw_flat_l2")
+	require.NoError(t, err)
+	x, _, err := engine.Open(engine.Spec{Path: fixture("hnsw_flat_l2.faiss"),
+		Rerank: &engine.RerankSpec{Path: fixture("hnsw_flat_l2.faiss"), Strategy: "pread"}})
+	require.NoError(t, err)
+	defer x.Close()
+	qs := make([]hnswsearch.Query, len(f.Queries))
+	for i := range qs {
+		qs[i].Vector, _ = f.Query(i)
+	}
+	checked := 0
+	for _, run := range f.Runs {
+		if run.Exact == nil {
+			continue
+		}
+		res := x.SearchBatchFAISS(qs, nil, engine.FAISSRequest{K: run.K, Filter: run.AllowIDs, Oversample: 100}, 2)
+		for qi, br := range res {
+			require.NoError(t, br.Err)
+			require.Len(t, br.Hits, run.K)
+			for j, h := range br.Hits {
+				want := run.Exact.IDs[qi][j]
+				if want < 0 {
+					assert.Equal(t, int64(-1), h.ID)
+					assert.Equal(t, float32(math.MaxFloat32), h.Distance)
+					continue
+				}
+				d := run.Exact.Dist[qi][j]
+				assert.InDelta(t, d, h.Distance, 1e-4*math.Max(1, d), "query %d rank %d", qi, j)
+				tie := (j > 0 && float32(run.Exact.Dist[qi][j-1]) == float32(d)) || (j+1 < run.K && float32(run.Exact.Dist[qi][j+1]) == float32(d))
+				if !tie {
+					assert.Equal(t, want, h.ID, "query %d rank %d", qi, j)
+				}
+			}
+			checked++
+		}
+	}
+	assert.Positive(t, checked)
+	// One query with its own float query, as the CLI passes --rerank-queries.
+	rows, _, err := x.SearchFAISS(hnswsearch.Query{Vector: qs[0].Vector}, qs[0].Vector, engine.FAISSRequest{K: 5, Filter: []int64{3, 7}}, nil)
+	require.NoError(t, err)
+	require.Len(t, rows, 5)
+	assert.ElementsMatch(t, []int64{3, 7}, []int64{rows[0].ID, rows[1].ID})
+	assert.Equal(t, int64(-1), rows[4].ID)
+}
+
+// TestSearchFAISSBinaryRerankNeedsFloats: a binary index's shortlist is
+// rescored only with a float query given beside its code; with one, the
+// rows are ranked by its L2 distance to the rerank vectors.
+func TestSearchFAISSBinaryRerankNeedsFloats(t *testing.T) {
+	probe, _, err := engine.Open(engine.Spec{Path: fixture("bin_hnsw.faiss")})
+	require.NoError(t, err)
+	n := int(probe.NTotal())
+	code := make([]byte, probe.Dim())
+	probe.Close()
+	vecs := filepath.Join(t.TempDir(), "v.fvecs")
+	var b []byte
+	for i := range n { // vector i is (i, i, i, i): the nearest to (2, 2, 2, 2) are 2, then 1 and 3
+		b = binary.LittleEndian.AppendUint32(b, 4)
+		for range 4 {
+			b = binary.LittleEndian.AppendUint32(b, math.Float32bits(float32(i)))
+		}
+	}
+	require.NoError(t, os.WriteFile(vecs, b, 0o644))
+	x, _, err := engine.Open(engine.Spec{Path: fixture("bin_hnsw.faiss"), Rerank: &engine.RerankSpec{Path: vecs, Strategy: "pread"}})
+	require.NoError(t, err)
+	defer x.Close()
+	_, _, err = x.SearchFAISS(hnswsearch.Query{Code: code}, nil, engine.FAISSRequest{K: 3}, nil)
+	require.ErrorIs(t, err, engine.ErrBadRequest)
+	assert.Contains(t, err.Error(), "needs float queries")
+	allow := []int64{1, 2, 3, 40}
+	rows, _, err := x.SearchFAISS(hnswsearch.Query{Code: code}, []float32{2, 2, 2, 2}, engine.FAISSRequest{K: 5, Filter: allow}, nil)
+	require.NoError(t, err)
+	require.Len(t, rows, 5)
+	assert.Equal(t, int64(2), rows[0].ID)
+	assert.Equal(t, float32(0), rows[0].Distance)
+	assert.ElementsMatch(t, []int64{1, 3}, []int64{rows[1].ID, rows[2].ID})
+	assert.Equal(t, int64(40), rows[3].ID)
+	assert.Equal(t, int64(-1), rows[4].ID)
+	assert.Equal(t, float32(math.MaxFloat32), rows[4].Distance)
+}

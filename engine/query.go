@@ -2,6 +2,9 @@ package engine
 
 import (
 	"math"
+	"runtime"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/faiss-sidecar/faiss-sidecar/faissfmt"
@@ -297,4 +300,73 @@ func Score(space string, d float32) float64 {
 		return math.Max((1+v)/2, 0)
 	}
 	return 1 / (1 + v) // l2, hamming
+}
+
+// FAISSRequest is a query in the CLI's terms, answered in FAISS's shape.
+type FAISSRequest struct {
+	// K rows per query; EfSearch the query's efSearch (0: the index's).
+	K, EfSearch int
+	// Filter, when not nil (even empty), allows only these external ids.
+	Filter []int64
+	// Oversample > 0 overrides the index's shortlist factor when it
+	// rescores (ShortlistSize).
+	Oversample float64
+}
+
+// SearchFAISS runs one query and returns K rows in FAISS's order with
+// external ids: the search's own (−1 fills), or, on an index with rerank
+// vectors, its shortlist rescored with rq and filled as FAISS fills
+// (FillFAISS). rq is the float query that rescores: nil takes q.Vector; a
+// binary index's rescoring needs it. dst is reused.
+func (x *Index) SearchFAISS(q hnswsearch.Query, rq []float32, r FAISSRequest, dst []hnswsearch.Result) ([]hnswsearch.Result, hnswsearch.Stats, error) {
+	p := hnswsearch.Params{K: r.K, EfSearch: r.EfSearch, Filter: r.Filter}
+	if x.rer != nil {
+		if rq == nil {
+			rq = q.Vector
+		}
+		if rq == nil {
+			return dst[:0], hnswsearch.Stats{}, badRequest("rescoring a binary index needs float queries")
+		}
+		p.K = x.ShortlistSize(r.K, r.Oversample)
+	}
+	res, st, err := x.Search(q, p, dst[:0])
+	if err != nil || x.rer == nil {
+		return res, st, err
+	}
+	if res, err = x.Rescore(rq, res, r.K, nil, nil); err != nil {
+		return nil, st, err
+	}
+	return x.FillFAISS(res, r.K), st, nil
+}
+
+// SearchBatchFAISS is SearchFAISS over qs (rqs[i] rescores qs[i]; rqs may
+// be nil) with up to workers goroutines (GOMAXPROCS when ≤ 0).
+func (x *Index) SearchBatchFAISS(qs []hnswsearch.Query, rqs [][]float32, r FAISSRequest, workers int) []hnswsearch.BatchResult {
+	out := make([]hnswsearch.BatchResult, len(qs))
+	if workers <= 0 {
+		workers = runtime.GOMAXPROCS(0)
+	}
+	workers = min(workers, len(qs))
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				i := int(next.Add(1) - 1)
+				if i >= len(qs) {
+					return
+				}
+				var rq []float32
+				if rqs != nil {
+					rq = rqs[i]
+				}
+				o := &out[i]
+				o.Hits, o.Stats, o.Err = x.SearchFAISS(qs[i], rq, r, nil)
+			}
+		}()
+	}
+	wg.Wait()
+	return out
 }

@@ -14,6 +14,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/faiss-sidecar/faiss-sidecar/engine"
 	"github.com/faiss-sidecar/faiss-sidecar/hnswsearch"
 	"github.com/faiss-sidecar/faiss-sidecar/internal/distance"
 	"github.com/faiss-sidecar/faiss-sidecar/internal/vecio"
@@ -129,22 +130,21 @@ func runBenchSearch(args []string, stdout io.Writer) error {
 	if len(qs) == 0 {
 		return fmt.Errorf("%s: no queries", *queries)
 	}
-	p := hnswsearch.Params{K: *k, EfSearch: *ef}
+	req := engine.FAISSRequest{K: *k, EfSearch: *ef}
 	rescore := l.x.HasRerank()
 	var fq [][]float32
 	if rescore {
-		p.K = l.x.ShortlistSize(*k, 0)
 		if fq, err = rr.floatQueries(l.x, qs, l.x.RerankDim()); err != nil {
 			return err
 		}
 	}
-	// one query, rescored when asked: what both passes time.
+	// one query, rescored when the index has rerank vectors: what both passes time.
 	search := func(i int64, dst []hnswsearch.Result) ([]hnswsearch.Result, hnswsearch.Stats, error) {
-		dst, st, err := l.x.Search(qs[i], p, dst[:0])
-		if err == nil && rescore {
-			dst, err = apply(l.x, fq[i], dst, *k)
+		var rq []float32
+		if fq != nil {
+			rq = fq[i]
 		}
-		return dst, st, err
+		return l.x.SearchFAISS(qs[i], rq, req, dst)
 	}
 	// Warm-up pass (also the results recall is computed from).
 	first := make([]hnswsearch.BatchResult, len(qs))
@@ -168,7 +168,7 @@ func runBenchSearch(args []string, stdout io.Writer) error {
 		res.KernelImpl = "sequential"
 	}
 	if rescore {
-		res.Rerank, res.Shortlist = l.x.RerankStrategy(), p.K
+		res.Rerank, res.Shortlist = l.x.RerankStrategy(), l.x.ShortlistSize(*k, req.Oversample)
 	}
 	if *gt != "" {
 		m, err := vecio.ReadFile(*gt)

@@ -50,13 +50,3 @@ func (f *rerankFlags) floatQueries(x *engine.Index, qs []hnswsearch.Query, dim i
 	}
 	return out, nil
 }
-
-// apply rescores a shortlist and returns the best k with external ids,
-// filled to k as FAISS fills (the CLI prints FAISS's order).
-func apply(x *engine.Index, q []float32, short []hnswsearch.Result, k int) ([]hnswsearch.Result, error) {
-	res, err := x.Rescore(q, short, k, nil, nil)
-	if err != nil {
-		return nil, err
-	}
-	return x.FillFAISS(res, k), nil
-}

@@ -7,6 +7,7 @@ import (
 	"io"
 	"strconv"
 
+	"github.com/faiss-sidecar/faiss-sidecar/engine"
 	"github.com/faiss-sidecar/faiss-sidecar/hnswsearch"
 )
 
@@ -41,36 +42,23 @@ func runSearch(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	defer l.Close()
-	p := hnswsearch.Params{K: *k, EfSearch: *ef}
+	req := engine.FAISSRequest{K: *k, EfSearch: *ef}
 	if *allow != "" {
-		if p.Filter, err = loadIDs(*allow); err != nil {
+		if req.Filter, err = loadIDs(*allow); err != nil {
 			return err
 		}
 	}
-	// Validate parameters once, on the first query, before writing anything.
-	if len(qs) > 0 {
-		if _, _, err := l.x.Search(qs[0], p, nil); err != nil {
-			return err
-		}
-	}
-	sp := p
 	var fq [][]float32
-	rescore := l.x.HasRerank()
-	if rescore {
-		sp.K = l.x.ShortlistSize(p.K, 0)
+	if l.x.HasRerank() {
 		if fq, err = rr.floatQueries(l.x, qs, l.x.RerankDim()); err != nil {
 			return err
 		}
 	}
-	res := l.x.SearchBatch(qs, sp, *threads, nil)
+	// Every query is answered before anything is written.
+	res := l.x.SearchBatchFAISS(qs, fq, req, *threads)
 	for i, r := range res {
 		if r.Err != nil {
 			return fmt.Errorf("query %d: %w", i, r.Err)
-		}
-		if rescore {
-			if res[i].Hits, err = apply(l.x, fq[i], r.Hits, p.K); err != nil {
-				return fmt.Errorf("query %d: %w", i, err)
-			}
 		}
 	}
 	return writeOutput(*out, stdout, func(w *bufio.Writer) error {
