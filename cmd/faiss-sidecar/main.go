@@ -26,6 +26,7 @@ import (
 	"strings"
 
 	"github.com/faiss-sidecar/faiss-sidecar/internal/buildinfo"
+	"github.com/faiss-sidecar/faiss-sidecar/internal/distance"
 )
 
 // doc describes one command for --help and the top-level usage.
@@ -99,6 +100,10 @@ func (h *helpRequest) Error() string { return "help requested" }
 func (h *helpRequest) Unwrap() error { return flag.ErrHelp }
 
 func main() {
+	// The library reads no environment; this switch is the binary's.
+	if os.Getenv("FAISS_SIDECAR_NO_AVX512") != "" {
+		distance.SetAVX512(false)
+	}
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 }
 

@@ -29,32 +29,38 @@ func ref(q, x []float32, l2 bool) float64 {
 	return s
 }
 
-// TestKernelsAgree: exact, the Go fast kernel and (on amd64) the AVX2 kernel
-// agree with a float64 reference on odd dimensions and unaligned data.
+// TestKernelsAgree: exact, the Go fast kernel and (on amd64) the AVX2 and
+// AVX-512 kernels (SetAVX512 off and on) agree with a float64 reference on
+// odd dimensions and unaligned data.
 func TestKernelsAgree(t *testing.T) {
-	r := rand.New(rand.NewPCG(1, 2))
-	for _, d := range []int{1, 2, 3, 7, 8, 9, 15, 16, 17, 31, 32, 33, 63, 64, 65, 100, 127, 128, 129, 255, 768, 784, 1023} {
-		q, x := make([]float32, d), make([]float32, d)
-		for j := range q {
-			q[j], x[j] = float32(r.NormFloat64()), float32(r.NormFloat64())
-		}
-		for shift := range 4 {
-			xb := toBytes(x, shift)
-			for _, k := range []struct {
-				name string
-				l2   bool
-				f    func([]float32, []byte) float32
-				g    func([]float32, []float32) float32
-			}{
-				{"L2Exact", true, L2Exact, L2ExactF}, {"IPExact", false, IPExact, IPExactF},
-				{"L2Fast/" + FastImpl, true, L2Fast, L2FastF}, {"IPFast/" + FastImpl, false, IPFast, IPFastF},
-				{"L2Go4", true, l2Go4, l2Go4F}, {"IPGo4", false, ipGo4, ipGo4F},
-			} {
-				want := ref(q, x, k.l2)
-				got, gotF := k.f(q, xb), k.g(q, x)
-				tol := 1e-5 * (math.Abs(want) + float64(d))
-				if math.Abs(float64(got)-want) > tol || math.Abs(float64(gotF)-want) > tol {
-					t.Errorf("%s d=%d shift=%d: %v / %v, float64 reference %v", k.name, d, shift, got, gotF, want)
+	t.Cleanup(func() { SetAVX512(avx512Build) })
+	for _, on := range []bool{false, true} {
+		SetAVX512(on)
+		t.Logf("SetAVX512(%v): %s", on, FastImpl)
+		r := rand.New(rand.NewPCG(1, 2))
+		for _, d := range []int{1, 2, 3, 7, 8, 9, 15, 16, 17, 31, 32, 33, 63, 64, 65, 100, 127, 128, 129, 255, 768, 784, 1023} {
+			q, x := make([]float32, d), make([]float32, d)
+			for j := range q {
+				q[j], x[j] = float32(r.NormFloat64()), float32(r.NormFloat64())
+			}
+			for shift := range 4 {
+				xb := toBytes(x, shift)
+				for _, k := range []struct {
+					name string
+					l2   bool
+					f    func([]float32, []byte) float32
+					g    func([]float32, []float32) float32
+				}{
+					{"L2Exact", true, L2Exact, L2ExactF}, {"IPExact", false, IPExact, IPExactF},
+					{"L2Fast/" + FastImpl, true, L2Fast, L2FastF}, {"IPFast/" + FastImpl, false, IPFast, IPFastF},
+					{"L2Go4", true, l2Go4, l2Go4F}, {"IPGo4", false, ipGo4, ipGo4F},
+				} {
+					want := ref(q, x, k.l2)
+					got, gotF := k.f(q, xb), k.g(q, x)
+					tol := 1e-5 * (math.Abs(want) + float64(d))
+					if math.Abs(float64(got)-want) > tol || math.Abs(float64(gotF)-want) > tol {
+						t.Errorf("%s d=%d shift=%d: %v / %v, float64 reference %v", k.name, d, shift, got, gotF, want)
+					}
 				}
 			}
 		}

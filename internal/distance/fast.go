@@ -19,6 +19,17 @@ var (
 	FastImpl = "go"
 )
 
+// SetAVX512 turns the AVX-512 float kernels on (where the CPU has AVX-512 F
+// and DQ) or off (the AVX2 kernels, whose bits they equal), and returns
+// FastImpl. They are on by default, off in builds with -tags noavx512. It
+// changes process-wide state: call it at start-up, before any search (a
+// program may read its own switch, e.g. cmd/faiss-sidecar reads
+// FAISS_SIDECAR_NO_AVX512). Without the amd64 assembly it does nothing.
+func SetAVX512(on bool) string {
+	setAVX512(on)
+	return FastImpl
+}
+
 func l2Go4(q []float32, x []byte) float32 {
 	x = x[:4*len(q)]
 	var a0, a1, a2, a3 float32

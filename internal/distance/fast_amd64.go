@@ -4,7 +4,6 @@ package distance
 
 import (
 	"math"
-	"os"
 	"unsafe"
 
 	"golang.org/x/sys/cpu"
@@ -16,8 +15,8 @@ import (
 //
 // Where the CPU has AVX-512 (F and DQ) the two float kernels use 64-byte
 // loads, with results bit-identical to the AVX2 kernels, so a search
-// returns the same distances on either kind of machine. Set
-// FAISS_SIDECAR_NO_AVX512=1 to keep AVX2.
+// returns the same distances on either kind of machine. SetAVX512(false),
+// or building with -tags noavx512, keeps AVX2.
 func init() {
 	if !cpu.X86.HasAVX2 || !cpu.X86.HasFMA {
 		return
@@ -25,10 +24,20 @@ func init() {
 	L2Fast, IPFast, L2FastF, IPFastF = l2Bytes, ipBytes, l2Floats, ipFloats
 	MinSlot2 = minSlot2AVX2
 	FastImpl = "avx2"
-	if hasAVX512() && os.Getenv("FAISS_SIDECAR_NO_AVX512") == "" {
+	setAVX512(avx512Build)
+}
+
+func setAVX512(on bool) {
+	if FastImpl == "go" {
+		return
+	}
+	if on && hasAVX512() {
 		l2Kernel, ipKernel = l2AVX512, ipAVX512
 		FastImpl = "avx512"
+		return
 	}
+	l2Kernel, ipKernel = l2AVX2, ipAVX2
+	FastImpl = "avx2"
 }
 
 func hasAVX512() bool {

@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"math"
 	"math/rand/v2"
+	"reflect"
 	"slices"
 	"strconv"
 	"testing"
@@ -148,4 +149,33 @@ func FuzzAVX512MatchesAVX2(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestSetAVX512: SetAVX512 switches the float kernels behind L2Fast and
+// IPFast between AVX-512 (where the CPU has it) and AVX2, and FastImpl names
+// the one in use.
+func TestSetAVX512(t *testing.T) {
+	if FastImpl == "go" {
+		t.Skip("no AVX2 and FMA on this CPU")
+	}
+	if want := map[bool]string{true: "avx512", false: "avx2"}[hasAVX512() && avx512Build]; FastImpl != want {
+		t.Fatalf("FastImpl at start-up = %q, want %q (noavx512 build: %v)", FastImpl, want, !avx512Build)
+	}
+	t.Cleanup(func() { SetAVX512(avx512Build) })
+	same := func(f, g func(q, x *byte, n int) float32) bool {
+		return reflect.ValueOf(f).Pointer() == reflect.ValueOf(g).Pointer()
+	}
+	if got := SetAVX512(false); got != "avx2" || !same(l2Kernel, l2AVX2) || !same(ipKernel, ipAVX2) {
+		t.Fatalf("SetAVX512(false) = %q: want the AVX2 kernels", got)
+	}
+	got := SetAVX512(true)
+	if !hasAVX512() {
+		if got != "avx2" || !same(l2Kernel, l2AVX2) {
+			t.Fatalf("SetAVX512(true) without AVX-512 = %q: want the AVX2 kernels", got)
+		}
+		return
+	}
+	if got != "avx512" || !same(l2Kernel, l2AVX512) || !same(ipKernel, ipAVX512) {
+		t.Fatalf("SetAVX512(true) = %q: want the AVX-512 kernels", got)
+	}
 }
