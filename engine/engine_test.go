@@ -215,15 +215,16 @@ func TestSpecErrors(t *testing.T) {
 		{engine.Spec{Path: idx, Mode: "full", Backend: "mmap"}, engine.ErrBadSpec, "mode full"},
 		{engine.Spec{Path: idx, Semantics: "faiss-2"}, engine.ErrBadSpec, `unknown semantics "faiss-2"`},
 		{engine.Spec{Path: idx, Kernel: "slow"}, engine.ErrBadSpec, `unknown kernel "slow"`},
-		{engine.Spec{Path: idx, CacheBytes: -1}, engine.ErrBadSpec, "must not be negative"},
+		{engine.Spec{Path: idx, CacheBytes: -1}, engine.ErrBadSpec, "cache_bytes -1 is negative"},
+		{engine.Spec{Path: idx, MemoryBudget: -1}, engine.ErrBadSpec, "memory_budget -1 is negative"},
 		{engine.Spec{Path: idx, CacheBlock: 1000}, engine.ErrBadSpec, "block size 1000"},
 		{engine.Spec{Path: idx, Mode: "full", MemoryBudget: 1 << 30}, engine.ErrBadSpec, "memory_budget applies to mode memory_efficient"},
 		{engine.Spec{Path: idx, ExactFilterMax: -2}, engine.ErrBadSpec, "exact_filter_max -2"},
 		{engine.Spec{Path: idx, EfSearch: hnswsearch.MaxEfSearch + 1}, engine.ErrBadSpec, "index ef_search"},
 		{engine.Spec{Path: idx, SpaceType: "manhattan"}, engine.ErrBadSpec, `unknown space_type "manhattan"`},
 		{engine.Spec{Path: idx, SpaceType: "innerproduct"}, engine.ErrBadSpec, `space_type "innerproduct" needs a IP index, this index is L2`},
-		{engine.Spec{Path: idx, Rerank: &engine.RerankSpec{Path: idx, Strategy: "telepathy"}}, engine.ErrBadSpec, `unknown rerank strategy "telepathy"`},
-		{engine.Spec{Path: idx, Rerank: &engine.RerankSpec{Path: idx, Oversample: -1}}, engine.ErrBadSpec, "oversample_factor must be positive"},
+		{engine.Spec{Path: idx, Rerank: &engine.RerankSpec{Path: idx, Strategy: "telepathy"}}, engine.ErrBadSpec, `unknown rerank.strategy "telepathy"`},
+		{engine.Spec{Path: idx, Rerank: &engine.RerankSpec{Path: idx, Oversample: -1}}, engine.ErrBadSpec, "rerank.oversample_factor -1 is negative"},
 		{engine.Spec{Path: idx, Backend: "zstd"}, engine.ErrBackendMismatch, "backend zstd reads files in the zstd seekable format"},
 		{engine.Spec{Path: fixture("flat_l2.faiss")}, engine.ErrNotServable, "has no HNSW graph"},
 		{engine.Spec{Path: idx, MemoryBudget: 100000}, hnswsearch.ErrBudget, "memory budget too small: 100000 bytes"},
@@ -515,4 +516,50 @@ func TestSearchFAISSBinaryRerankNeedsFloats(t *testing.T) {
 	assert.Equal(t, int64(40), rows[3].ID)
 	assert.Equal(t, int64(-1), rows[4].ID)
 	assert.Equal(t, float32(math.MaxFloat32), rows[4].Distance)
+}
+
+// TestCheckSpecFields: each static rule fails with a FieldError naming its
+// field, worded with the API's names by Error and with a front end's own
+// by Message; a good spec passes without a file.
+func TestCheckSpecFields(t *testing.T) {
+	flags := map[string]string{"mode": "--mode", "memory_budget": "--memory-budget", "cache_bytes": "--cache-bytes",
+		"rerank.strategy": "--rerank-strategy", "rerank.oversample_factor": "--oversample"}
+	for _, c := range []struct {
+		spec              engine.Spec
+		field, api, front string
+	}{
+		{engine.Spec{Mode: "warm"}, "mode", `unknown mode "warm"`, `unknown mode "warm"`},
+		{engine.Spec{Backend: "floppy"}, "backend", `unknown backend "floppy"`, `unknown backend "floppy"`},
+		{engine.Spec{Mode: "full", Backend: "mmap"}, "backend", "mode full reads the whole file", "mode full reads the whole file"},
+		{engine.Spec{Semantics: "x"}, "semantics", `unknown semantics "x"`, `unknown semantics "x"`},
+		{engine.Spec{Kernel: "x"}, "kernel", `unknown kernel "x"`, `unknown kernel "x"`},
+		{engine.Spec{CacheBlock: 1000}, "cache_block", "block size 1000", "block size 1000"},
+		{engine.Spec{CacheBytes: -3}, "cache_bytes", "cache_bytes -3 is negative", "--cache-bytes -3 is negative"},
+		{engine.Spec{MemoryBudget: -5}, "memory_budget", "memory_budget -5 is negative", "--memory-budget -5 is negative"},
+		{engine.Spec{Mode: "full", MemoryBudget: 1}, "memory_budget", `memory_budget applies to mode memory_efficient, not "full"`,
+			`--memory-budget applies to --mode memory_efficient, not "full"`},
+		{engine.Spec{ExactFilterMax: -2}, "exact_filter_max", "exact_filter_max -2: use a count", "exact_filter_max -2: use a count"},
+		{engine.Spec{EfSearch: -1}, "ef_search", "ef_search=-1 is negative", "ef_search=-1 is negative"},
+		{engine.Spec{SpaceType: "x"}, "space_type", `unknown space_type "x"`, `unknown space_type "x"`},
+		{engine.Spec{Rerank: &engine.RerankSpec{Strategy: "x"}}, "rerank.strategy", `unknown rerank.strategy "x"`, `unknown --rerank-strategy "x"`},
+		{engine.Spec{Rerank: &engine.RerankSpec{Oversample: -1}}, "rerank.oversample_factor", "rerank.oversample_factor -1 is negative", "--oversample -1 is negative"},
+		{engine.Spec{Rerank: &engine.RerankSpec{Metric: "l3"}}, "rerank.metric", `unknown rerank.metric "l3"`, `unknown rerank.metric "l3"`},
+	} {
+		err := engine.CheckSpec(c.spec)
+		var fe *engine.FieldError
+		require.ErrorAs(t, err, &fe, "%+v", c.spec)
+		assert.Equal(t, c.field, fe.Field)
+		assert.ErrorIs(t, err, engine.ErrBadSpec)
+		assert.ErrorIs(t, err, partial.ErrBadOption)
+		assert.Contains(t, err.Error(), c.api)
+		assert.Contains(t, fe.Message(func(f string) string { return flags[f] }), c.front)
+	}
+	spec := engine.Spec{Rerank: &engine.RerankSpec{}}
+	require.NoError(t, engine.CheckSpec(spec))
+	assert.Empty(t, spec.Rerank.Strategy, "CheckSpec fills no defaults into the caller's spec")
+	// Prepare applies the same rules, with the same errors.
+	_, err := engine.Prepare(engine.Spec{Path: fixture("idmap_hnsw.faiss"), CacheBytes: -3})
+	var fe *engine.FieldError
+	require.ErrorAs(t, err, &fe)
+	assert.Equal(t, "cache_bytes", fe.Field)
 }

@@ -123,6 +123,62 @@ func badRequest(format string, a ...any) error {
 	return &tagged{msg: fmt.Sprintf(format, a...), tags: []error{ErrBadRequest}}
 }
 
+// FieldError is a Spec check that failed on one field. Field is the
+// field's name in the HTTP API's load body (mode, backend, semantics,
+// kernel, cache_bytes, cache_block, memory_budget, exact_filter_max,
+// ef_search, space_type, rerank.strategy, rerank.oversample_factor,
+// rerank.metric); Error words the problem with those names, and a front end
+// with other names (the CLI's flags) words it with its own by Message. It
+// matches ErrBadSpec and partial.ErrBadOption.
+type FieldError struct {
+	Field string
+	// text is the message, each field it names written {name}; args are
+	// its values.
+	text  string
+	args  []any
+	inner error
+}
+
+func (e *FieldError) Error() string { return e.Message(nil) }
+func (e *FieldError) Unwrap() error { return e.inner }
+func (e *FieldError) Is(t error) bool {
+	return t == ErrBadSpec || t == partial.ErrBadOption
+}
+
+// Message is the error with each field named by name(field) (nil, or ""
+// for a field it has no name for: the field's own name).
+func (e *FieldError) Message(name func(field string) string) string {
+	var b strings.Builder
+	t := e.text
+	for {
+		i := strings.IndexByte(t, '{')
+		j := strings.IndexByte(t[i+1:], '}')
+		if i < 0 || j < 0 {
+			b.WriteString(t)
+			break
+		}
+		b.WriteString(t[:i])
+		f := t[i+1 : i+1+j]
+		if name != nil && name(f) != "" {
+			f = name(f)
+		}
+		b.WriteString(f)
+		t = t[i+j+2:]
+	}
+	return fmt.Sprintf(b.String(), e.args...)
+}
+
+// fieldErr is a FieldError on field; text names fields as {name}.
+func fieldErr(field, text string, a ...any) error {
+	return &FieldError{Field: field, text: text, args: a}
+}
+
+// fieldWrap is a FieldError on field carrying err (an option error of
+// partial or hnswsearch), message unchanged.
+func fieldWrap(field string, err error) error {
+	return &FieldError{Field: field, text: "%s", args: []any{err.Error()}, inner: err}
+}
+
 // spaceMetric maps each space type to the metric it needs.
 var spaceMetric = map[string]string{"l2": "L2", "innerproduct": "IP", "cosinesimil": "IP", "hamming": "Hamming"}
 
@@ -205,13 +261,13 @@ const DefaultMemoryEfficientBackend = "mmap"
 // default (the load reports the file). Errors match ErrBadSpec and
 // partial.ErrBadOption.
 func ModeBackend(mode, backend, path string) (string, error) {
-	bad := func(format string, a ...any) error {
-		return asBadSpec(fmt.Errorf("%w: "+format, append([]any{partial.ErrBadOption}, a...)...))
+	bad := func(field, format string, a ...any) error {
+		return fieldWrap(field, fmt.Errorf("%w: "+format, append([]any{partial.ErrBadOption}, a...)...))
 	}
 	switch mode {
 	case "full":
 		if backend != "" && backend != "memory" {
-			return "", bad("mode full reads the whole file into memory; backend %q applies to mode memory_efficient", backend)
+			return "", bad("backend", "mode full reads the whole file into memory; backend %q applies to mode memory_efficient", backend)
 		}
 		return "memory", nil
 	case "", "memory_efficient":
@@ -223,44 +279,62 @@ func ModeBackend(mode, backend, path string) (string, error) {
 			}
 			return b, nil
 		case backend == "memory":
-			return "", bad("backend memory is mode full")
+			return "", bad("backend", "backend memory is mode full")
 		case !partial.KnownBackend(backend):
-			return "", asBadSpec(partial.UnknownBackend(backend))
+			return "", fieldWrap("backend", partial.UnknownBackend(backend))
 		}
 		return backend, nil
 	}
-	return "", bad("unknown mode %q (known: full, memory_efficient)", mode)
+	return "", bad("mode", "unknown mode %q (known: full, memory_efficient)", mode)
 }
 
-// checkStatic checks what needs no file: names, sizes, combinations. It
-// sets the defaults it owns (the rerank strategy).
+// CheckSpec checks what needs no file: names, sizes, combinations, the
+// rules Prepare applies first. Its errors are FieldErrors.
+func CheckSpec(spec Spec) error {
+	if spec.Mode == "" {
+		spec.Mode = "memory_efficient"
+	}
+	if spec.Rerank != nil {
+		rs := *spec.Rerank
+		spec.Rerank = &rs
+	}
+	if _, err := ModeBackend(spec.Mode, spec.Backend, ""); err != nil {
+		return err
+	}
+	return checkStatic(&spec)
+}
+
+// checkStatic checks what needs no file but the backend: names, sizes,
+// combinations. It sets the defaults it owns (the rerank strategy).
 func checkStatic(spec *Spec) error {
 	if _, err := hnswsearch.ParseSemantics(spec.Semantics); err != nil {
-		return asBadSpec(err)
+		return fieldWrap("semantics", err)
 	}
 	if _, err := hnswsearch.ParseKernel(spec.Kernel); err != nil {
-		return asBadSpec(err)
+		return fieldWrap("kernel", err)
 	}
 	if err := partial.CheckBlockSize(spec.CacheBlock); err != nil {
-		return asBadSpec(err)
+		return fieldWrap("cache_block", err)
 	}
 	switch {
-	case spec.CacheBytes < 0 || spec.MemoryBudget < 0:
-		return badSpec("cache_bytes and memory_budget must not be negative")
+	case spec.CacheBytes < 0:
+		return fieldErr("cache_bytes", "{cache_bytes} %d is negative", spec.CacheBytes)
+	case spec.MemoryBudget < 0:
+		return fieldErr("memory_budget", "{memory_budget} %d is negative", spec.MemoryBudget)
 	case spec.MemoryBudget > 0 && spec.Mode != "memory_efficient":
-		return badSpec("memory_budget applies to mode memory_efficient, not %q", spec.Mode)
+		return fieldErr("memory_budget", "{memory_budget} applies to {mode} memory_efficient, not %q", spec.Mode)
 	case spec.ExactFilterMax < -1:
-		return badSpec("exact_filter_max %d: use a count ≥ 0, or -1 for k only", spec.ExactFilterMax)
+		return fieldErr("exact_filter_max", "{exact_filter_max} %d: use a count ≥ 0, or -1 for k only", spec.ExactFilterMax)
 	case spec.EfSearch < 0:
-		return badSpec("ef_search=%d is negative (0: the file's)", spec.EfSearch)
+		return fieldErr("ef_search", "{ef_search}=%d is negative (0: the file's)", spec.EfSearch)
 	}
 	if spec.EfSearch > 0 {
 		if err := hnswsearch.CheckIndexEfSearch(spec.EfSearch); err != nil {
-			return asBadSpec(err)
+			return fieldWrap("ef_search", err)
 		}
 	}
 	if _, ok := spaceMetric[spec.SpaceType]; spec.SpaceType != "" && !ok {
-		return badSpec("unknown space_type %q (known: l2, innerproduct, cosinesimil, hamming)", spec.SpaceType)
+		return fieldErr("space_type", "unknown {space_type} %q (known: l2, innerproduct, cosinesimil, hamming)", spec.SpaceType)
 	}
 	if rs := spec.Rerank; rs != nil {
 		if rs.Strategy == "" {
@@ -271,11 +345,11 @@ func checkStatic(spec *Spec) error {
 		}
 		switch {
 		case !slices.Contains(rerank.Strategies, rs.Strategy):
-			return badSpec("unknown rerank strategy %q (known: %s)", rs.Strategy, strings.Join(rerank.Strategies, ", "))
+			return fieldErr("rerank.strategy", "unknown {rerank.strategy} %q (known: %s)", rs.Strategy, strings.Join(rerank.Strategies, ", "))
 		case rs.Oversample < 0:
-			return badSpec("rerank.oversample_factor must be positive")
+			return fieldErr("rerank.oversample_factor", "{rerank.oversample_factor} %g is negative", rs.Oversample)
 		case rs.Metric != "" && rs.Metric != "l2" && rs.Metric != "ip":
-			return badSpec("unknown rerank metric %q (known: l2, ip)", rs.Metric)
+			return fieldErr("rerank.metric", "unknown {rerank.metric} %q (known: l2, ip)", rs.Metric)
 		}
 	}
 	return nil

@@ -347,7 +347,7 @@ func TestMemoryBudgetPolicy(t *testing.T) {
 	for _, c := range []struct{ body, msg string }{
 		{`{"path":"idmap_hnsw.faiss","memory_budget":100000}`, "memory budget too small: 100000 bytes"},
 		{`{"path":"idmap_hnsw.faiss","memory_budget":100000,"mode":"full"}`, "memory_budget applies to mode memory_efficient"},
-		{`{"path":"idmap_hnsw.faiss","memory_budget":-1}`, "must not be negative"},
+		{`{"path":"idmap_hnsw.faiss","memory_budget":-1}`, "memory_budget -1 is negative"},
 	} {
 		if r := call(t, ts, "PUT", "/indexes/bad", c.body); r.Status != 400 || !strings.Contains(r.Raw, c.msg) {
 			t.Errorf("%s: %d %s, want 400 %q", c.body, r.Status, r.Raw, c.msg)

@@ -101,9 +101,14 @@ func (f *indexFlags) spec(path string, rr *rerankFlags) engine.Spec {
 		MemoryBudget: f.memoryBudget, Semantics: f.semantics, Kernel: f.kernel, BatchReads: f.batchReads,
 		ExactFilterMax: f.exactFilterMax, EfSearch: int(f.indexEf), VerifyChecksum: f.verifyChecksum}
 	if rr != nil && rr.vectors != "" {
-		s.Rerank = &engine.RerankSpec{Path: rr.vectors, Strategy: rr.strategy, Oversample: rr.oversample, Metric: rr.metric}
+		s.Rerank = rr.spec()
 	}
 	return s
+}
+
+// spec translates the rerank flags into the engine's rerank spec.
+func (f *rerankFlags) spec() *engine.RerankSpec {
+	return &engine.RerankSpec{Path: f.vectors, Strategy: f.strategy, Oversample: f.oversample, Metric: f.metric}
 }
 
 // open opens the index at path (with rr's rerank vectors, when given)
@@ -114,11 +119,8 @@ func (f *indexFlags) open(path string, rr *rerankFlags) (*loadedIndex, error) {
 	}
 	start := time.Now()
 	x, plan, err := engine.Open(f.spec(path, rr))
-	if errors.Is(err, engine.ErrBadSpec) {
-		return nil, badOption(err)
-	}
 	if err != nil {
-		return nil, err
+		return nil, specError(err)
 	}
 	if f.warmup {
 		if err := x.Warm(); err != nil {

@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"encoding/json"
+	"flag"
 	"fmt"
 	"math"
 	"os"
@@ -136,4 +137,21 @@ func TestIndexFlagErrors(t *testing.T) {
 		code, _, errOut = runCLI(append(append([]string{cmd, idx, "--queries", q}, extra...), "--verify-checksum", "--index-ef-search", "64")...)
 		assert.Equal(t, 0, code, "%s: the intact file loads: %s", cmd, errOut)
 	}
+}
+
+// TestSpecFlagsAreFlags: every flag an engine field error is worded with
+// is a registered index or rerank flag.
+func TestSpecFlagsAreFlags(t *testing.T) {
+	fs := flag.NewFlagSet("t", flag.ContinueOnError)
+	var ix indexFlags
+	var rr rerankFlags
+	ix.register(fs)
+	rr.register(fs)
+	for field, name := range specFlags {
+		assert.NotNil(t, fs.Lookup(strings.TrimPrefix(name, "--")), "%s → %s", field, name)
+	}
+	err := (&indexFlags{mode: "memory_efficient", cacheBytes: -4}).validate()
+	var ue *usageError
+	require.ErrorAs(t, err, &ue)
+	assert.Equal(t, "--cache-bytes -4 is negative", err.Error())
 }

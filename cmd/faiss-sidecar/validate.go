@@ -1,18 +1,18 @@
 package main
 
 import (
+	"errors"
 	"slices"
 	"strings"
 
 	"github.com/faiss-sidecar/faiss-sidecar/engine"
-	"github.com/faiss-sidecar/faiss-sidecar/hnswsearch"
 	"github.com/faiss-sidecar/faiss-sidecar/partial"
-	"github.com/faiss-sidecar/faiss-sidecar/rerank"
 )
 
 // Flag values are checked before a command opens or reads anything; a bad
 // one is a usage error (exit status 2). The rules themselves live with the
-// code they protect (hnswsearch.Params.Validate, engine.ModeBackend, …).
+// code they protect (engine.CheckSpec, engine.CheckQuery, …); specFlags
+// words the engine's field errors with the flags' names.
 
 // checkQuery checks --k and --ef-search (0: the index's) by the rule
 // every query is held to.
@@ -23,43 +23,42 @@ func checkQuery(k, ef int) error {
 	return nil
 }
 
-// validate checks the names and sizes of the index flags.
-func (f *indexFlags) validate() error {
-	// The path only picks a default backend; the names are checked without it.
-	if _, err := engine.ModeBackend(f.mode, f.backend, ""); err != nil {
-		return badOption(err)
-	}
-	if _, err := hnswsearch.ParseSemantics(f.semantics); err != nil {
-		return usagef("%v", err)
-	}
-	if _, err := hnswsearch.ParseKernel(f.kernel); err != nil {
-		return usagef("%v", err)
-	}
-	if err := partial.CheckBlockSize(f.cacheBlock); err != nil {
-		return badOption(err)
-	}
+// specFlags names the engine's load spec fields by the flags that set them.
+var specFlags = map[string]string{
+	"mode": "--mode", "backend": "--backend", "semantics": "--semantics", "kernel": "--kernel",
+	"cache_bytes": "--cache-bytes", "cache_block": "--cache-block", "memory_budget": "--memory-budget",
+	"exact_filter_max": "--exact-filter-max", "ef_search": "--index-ef-search",
+	"rerank.strategy": "--rerank-strategy", "rerank.oversample_factor": "--oversample", "rerank.metric": "--rerank-metric",
+}
+
+// specError turns an engine bad-spec error into a usage error naming the
+// flags (engine.FieldError) and without partial's prefix; other errors
+// pass through.
+func specError(err error) error {
+	var fe *engine.FieldError
 	switch {
-	case f.cacheBytes < 0:
-		return usagef("--cache-bytes %d is negative", f.cacheBytes)
-	case f.memoryBudget < 0:
-		return usagef("--memory-budget %d is negative", f.memoryBudget)
-	case f.memoryBudget > 0 && f.mode != "memory_efficient":
-		return usagef("--memory-budget applies to --mode memory_efficient")
-	case f.exactFilterMax < -1:
-		return usagef("--exact-filter-max %d: use a count ≥ 0, or -1 for k only", f.exactFilterMax)
+	case errors.As(err, &fe):
+		return badOption(errors.New(fe.Message(func(f string) string { return specFlags[f] })))
+	case errors.Is(err, engine.ErrBadSpec):
+		return badOption(err)
+	}
+	return err
+}
+
+// validate checks the names and sizes of the index flags by the engine's
+// rules (engine.CheckSpec).
+func (f *indexFlags) validate() error {
+	if err := engine.CheckSpec(f.spec("", nil)); err != nil {
+		return specError(err)
 	}
 	return nil
 }
 
-// validate checks the rerank flags' names and sizes.
+// validate checks the rerank flags' names and sizes by the engine's rules,
+// whether or not --rerank-vectors is given.
 func (f *rerankFlags) validate() error {
-	switch {
-	case f.oversample < 0:
-		return usagef("--oversample %g is negative", f.oversample)
-	case !slices.Contains(rerank.Strategies, f.strategy):
-		return usagef("unknown --rerank-strategy %q (known: %s)", f.strategy, strings.Join(rerank.Strategies, ", "))
-	case f.metric != "" && f.metric != "l2" && f.metric != "ip":
-		return usagef("unknown --rerank-metric %q (known: l2, ip)", f.metric)
+	if err := engine.CheckSpec(engine.Spec{Rerank: f.spec()}); err != nil {
+		return specError(err)
 	}
 	return nil
 }
