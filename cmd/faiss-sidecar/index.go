@@ -33,7 +33,7 @@ type indexFlags struct {
 
 func (f *indexFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.mode, "mode", "memory_efficient", "loading mode: full (whole file in memory) or memory_efficient (read on demand)")
-	fs.StringVar(&f.backend, "backend", "", backendHelp+"; memory_efficient defaults to mmap")
+	fs.StringVar(&f.backend, "backend", "", backendHelp+"; memory_efficient defaults to "+engine.DefaultMemoryEfficientBackend)
 	fs.StringVar(&f.semantics, "semantics", "faiss-modern", "search semantics: faiss-modern or faiss-1.7.3")
 	fs.StringVar(&f.kernel, "kernel", "fast", "distance kernel: fast or exact")
 	fs.Int64Var(&f.cacheBytes, "cache-bytes", 0, "block cache budget for pread/direct/zstd (0: 64 MiB)")

@@ -9,7 +9,7 @@ import (
 )
 
 // backendHelp documents --backend for every subcommand.
-var backendHelp = "storage backend: " + strings.Join(partial.Backends, ", ") + " (default: zstd for compressed files, pread otherwise)"
+var backendHelp = "storage backend: " + strings.Join(partial.Backends, ", ") + " (default: zstd for compressed files, " + partial.DefaultPlainBackend + " otherwise)"
 
 // openSource opens path's raw storage (inspect, bench storage) through the
 // named backend ("" = auto); indexes open through the engine.

@@ -2,7 +2,6 @@ package main
 
 import (
 	"errors"
-	"slices"
 	"strings"
 
 	"github.com/faiss-sidecar/faiss-sidecar/engine"
@@ -71,8 +70,8 @@ func badOption(err error) error {
 
 // checkBackend checks a --backend name ("" or "auto": chosen by the file).
 func checkBackend(b string) error {
-	if b != "" && b != "auto" && !slices.Contains(partial.Backends, b) {
-		return usagef("unknown backend %q (known: %s)", b, strings.Join(partial.Backends, ", "))
+	if b != "" && b != "auto" && !partial.KnownBackend(b) {
+		return badOption(partial.UnknownBackend(b))
 	}
 	return nil
 }
