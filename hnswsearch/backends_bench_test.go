@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -18,15 +19,18 @@ import (
 // one process: full mode (the file copied into memory, vectors on cache
 // lines), mmap (warmed: 2 MiB page-cache folios), pread (a 1 GiB block
 // cache, warmed) and full mode with the vectors at the file's offsets
-// search one data set of bench-data/ at k 10 and ef $EF (default 16) in
+// search each data set of bench-data/ at k 10 and ef 16, 64 and 256 in
 // turns of 400 queries, 31 turns each. Separate processes on this shared
 // machine move ±20% from run to run; turns a few milliseconds apart see the
 // same neighbours. It reports the median of the per-turn speed ratios to
 // full mode and logs their quartiles.
 //
-//	DS=fmnist EF=16 go test -run='^$' -bench=BackendsInterleaved -benchtime 1x ./hnswsearch
+//	go test -run='^$' -bench='BackendsInterleaved/ds=fmnist/ef=16' -benchtime 1x ./hnswsearch
 func BenchmarkBackendsInterleaved(b *testing.B) {
-	ds, ef, path, align := benchSet(b)
+	forEachSet(b, backendsInterleaved)
+}
+
+func backendsInterleaved(b *testing.B, ds string, ef int, path string, align int64) {
 	configs := []struct {
 		name string
 		o    partial.Options
@@ -49,12 +53,15 @@ func BenchmarkBackendsInterleaved(b *testing.B) {
 // holding each vector's start, then the whole vectors) against one pass,
 // in full mode and over mmap, interleaved as BenchmarkBackendsInterleaved
 // is; ratios are to full mode with one pass. The headsfirst arms make the
-// first pass whatever the vector size, so DS=clustered (128-d) shows why
+// first pass whatever the vector size, so ds=clustered (128-d) shows why
 // vectors under headsFirstBytes skip it.
 //
-//	DS=fmnist EF=16 go test -run='^$' -bench=HeadsFirst -benchtime 1x ./hnswsearch
+//	go test -run='^$' -bench='HeadsFirst/ds=fmnist/ef=16' -benchtime 1x ./hnswsearch
 func BenchmarkHeadsFirst(b *testing.B) {
-	ds, ef, path, align := benchSet(b)
+	forEachSet(b, headsFirst)
+}
+
+func headsFirst(b *testing.B, ds string, ef int, path string, align int64) {
 	defer func(v int64) { headsFirstBytes = v }(headsFirstBytes)
 	onePass := func() { headsFirstBytes = math.MaxInt64 }
 	heads := func() { headsFirstBytes = 0 }
@@ -98,24 +105,43 @@ func copyFile(dst, src string) error {
 	return err
 }
 
-// benchSet reads the data set ($DS, default fmnist) and ef ($EF, default
-// 16) of the interleaved benchmarks, and returns the index file's path and
-// its AlignOffset; it skips the benchmark when bench-data/ lacks the file.
-func benchSet(b *testing.B) (ds string, ef int, path string, align int64) {
-	ds = os.Getenv("DS")
-	if ds == "" {
-		ds = "fmnist"
+// benchEfs are the efSearch values the bench-data benchmarks run at.
+var benchEfs = []int{16, 64, 256}
+
+// benchDataSets returns the data sets of bench-data/ (NAME.faiss with
+// NAME.queries.fvecs, made by bench/gen_search_data.py); it skips the
+// benchmark when there are none.
+func benchDataSets(b *testing.B) []string {
+	b.Helper()
+	queries, _ := filepath.Glob("../bench-data/*.queries.fvecs")
+	var out []string
+	for _, q := range queries {
+		ds := strings.TrimSuffix(filepath.Base(q), ".queries.fvecs")
+		if _, err := os.Stat("../bench-data/" + ds + ".faiss"); err == nil {
+			out = append(out, ds)
+		}
 	}
-	ef = 16
-	if v, err := strconv.Atoi(os.Getenv("EF")); err == nil {
-		ef = v
+	if len(out) == 0 {
+		b.Skip("no bench data: run bench/gen_search_data.py")
 	}
-	path = "../bench-data/" + ds + ".faiss"
-	probe, err := Probe(path, "pread")
-	if err != nil {
-		b.Skipf("no bench data (%v): run bench/gen_search_data.py", err)
+	return out
+}
+
+// forEachSet runs fn as the sub-benchmarks ds=NAME/ef=EF over the data sets
+// of bench-data/ and benchEfs, with the index file's path and AlignOffset.
+func forEachSet(b *testing.B, fn func(b *testing.B, ds string, ef int, path string, align int64)) {
+	for _, ds := range benchDataSets(b) {
+		b.Run("ds="+ds, func(b *testing.B) {
+			path := "../bench-data/" + ds + ".faiss"
+			probe, err := Probe(path, "pread")
+			if err != nil {
+				b.Fatal(err)
+			}
+			for _, ef := range benchEfs {
+				b.Run("ef="+strconv.Itoa(ef), func(b *testing.B) { fn(b, ds, ef, path, AlignOffset(probe)) })
+			}
+		})
 	}
-	return ds, ef, path, AlignOffset(probe)
 }
 
 // arm is one configuration of an interleaved benchmark: an index, and what

@@ -51,24 +51,26 @@ func loadRuns(t testing.TB) []faissRuns {
 	return runs
 }
 
-// backends opens the fixture through every backend (and its zstd copy).
-func backends(t *testing.T, path string) map[string]partial.Storage {
-	t.Helper()
-	out := map[string]partial.Storage{}
-	for _, b := range []string{"memory", "mmap", "pread", "direct"} {
-		s, err := partial.Open(path, partial.Options{Backend: b, CacheBytes: 1 << 20})
-		if err != nil {
-			t.Fatal(err)
-		}
-		out[b] = s
-	}
-	// direct without a block cache: the parity test gives it a vector cache.
-	s, err := partial.Open(path, partial.Options{Backend: "direct"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	out["direct-uncached"] = s
+// backendNames are the ways backends opens a fixture: every backend, direct
+// without a block cache, and the zstd copy where zstd is built in.
+func backendNames() []string {
+	names := []string{"memory", "mmap", "pread", "direct", "direct-uncached"}
 	if partial.ZstdSupported {
+		names = append(names, "zstd")
+	}
+	return names
+}
+
+// openBackend opens the file at path through the backend called name (see
+// backendNames); it is closed when the test ends.
+func openBackend(t *testing.T, path, name string) partial.Storage {
+	t.Helper()
+	var o partial.Options
+	switch name {
+	case "direct-uncached":
+		// direct without a block cache: the parity test gives it a vector cache.
+		o = partial.Options{Backend: "direct"}
+	case "zstd":
 		zpath := filepath.Join(t.TempDir(), "idx.zst")
 		in, err := os.Open(path)
 		if err != nil {
@@ -83,18 +85,47 @@ func backends(t *testing.T, path string) map[string]partial.Storage {
 		}
 		in.Close()
 		f.Close()
-		s, err := partial.Open(zpath, partial.Options{CacheBytes: 64 << 10})
-		if err != nil {
-			t.Fatal(err)
-		}
-		out["zstd"] = s
+		path, o = zpath, partial.Options{CacheBytes: 64 << 10}
+	default:
+		o = partial.Options{Backend: name, CacheBytes: 1 << 20}
 	}
-	t.Cleanup(func() {
-		for _, s := range out {
-			s.Close()
-		}
-	})
+	s, err := partial.Open(path, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+// backends opens the fixture through every backend (and its zstd copy).
+func backends(t *testing.T, path string) map[string]partial.Storage {
+	t.Helper()
+	out := map[string]partial.Storage{}
+	for _, name := range backendNames() {
+		out[name] = openBackend(t, path, name)
+	}
 	return out
+}
+
+// forEachBackend runs fn in a parallel sub-test per backend and, where the
+// backend batches reads (pread, direct), once more with batched reads
+// ("NAME+batch-reads"); each sub-test opens its own storage.
+func forEachBackend(t *testing.T, path string, fn func(t *testing.T, name string, s partial.Storage, batch bool)) {
+	for _, backend := range backendNames() {
+		for _, batch := range []bool{false, true} {
+			if batch && backend != "pread" && backend != "direct" && backend != "direct-uncached" {
+				continue
+			}
+			name := backend
+			if batch {
+				name += "+batch-reads"
+			}
+			t.Run(name, func(t *testing.T) {
+				t.Parallel()
+				fn(t, name, openBackend(t, path, backend), batch)
+			})
+		}
+	}
 }
 
 // vectorCacheFor is a vector cache budget holding about n of s's vectors.
@@ -135,62 +166,57 @@ func searchOne(x *Index, q []float32, qb []byte, p Params) ([]Result, Stats, err
 // backend, and the search statistics match FAISS's hnsw_stats.
 func TestFAISS173Parity(t *testing.T) {
 	// The fixtures' vectors are under headsFirstBytes: here they take the
-	// two-pass prefetch of large vectors, elsewhere the one pass.
-	defer func(v int64) { headsFirstBytes = v }(headsFirstBytes)
+	// two-pass prefetch of large vectors, elsewhere the one pass. Restored
+	// by Cleanup, after the parallel sub-tests, which only read it.
+	old := headsFirstBytes
+	t.Cleanup(func() { headsFirstBytes = old })
 	headsFirstBytes = 0
 	for _, fr := range loadRuns(t) {
 		t.Run(fr.Fixture, func(t *testing.T) {
-			for name, s := range backends(t, filepath.Join(fixtureDir, fr.Fixture+".faiss")) {
-				for _, batch := range []bool{false, true} {
-					if batch && name != "pread" && name != "direct" && name != "direct-uncached" {
-						continue
+			t.Parallel()
+			forEachBackend(t, filepath.Join(fixtureDir, fr.Fixture+".faiss"), func(t *testing.T, name string, s partial.Storage, batch bool) {
+				o := parityOptions(t, name, s, batch)
+				x := openIndex(t, s, o)
+				for ri, run := range fr.Runs {
+					p := Params{K: run.K, Filter: run.AllowIDs}
+					if run.EfSearch != nil {
+						p.EfSearch = *run.EfSearch
 					}
-					if batch {
-						name += "+batch-reads"
+					var n1, n2, n3 int
+					var vcHits int64
+					for qi := range fr.Queries {
+						q, qb := fr.Query(qi)
+						res, st, err := searchOne(x, q, qb, p)
+						if err != nil {
+							t.Fatalf("%s run %d query %d: %v", name, ri, qi, err)
+						}
+						for j := range res {
+							wantD := float32(run.Dist[qi][j])
+							if res[j].ID != run.IDs[qi][j] || math.Float32bits(res[j].Distance) != math.Float32bits(wantD) {
+								t.Fatalf("%s run %d (k=%d ef=%v filter=%d ids) query %d rank %d: got (%d, %v), FAISS (%d, %v)\n got %v\nwant %v",
+									name, ri, run.K, run.EfSearch, len(run.AllowIDs), qi, j, res[j].ID, res[j].Distance, run.IDs[qi][j], wantD, res, run.IDs[qi])
+							}
+						}
+						if x.NTotal() > 0 {
+							n1++
+						}
+						if st.PoolEmptied {
+							n2++
+						}
+						n3 += st.NDisLevel0
+						vcHits += st.VectorCacheHits
 					}
-					o := parityOptions(t, name, s, batch)
-					x := openIndex(t, s, o)
-					for ri, run := range fr.Runs {
-						p := Params{K: run.K, Filter: run.AllowIDs}
-						if run.EfSearch != nil {
-							p.EfSearch = *run.EfSearch
+					if o.VectorCacheBytes > 0 && x.NTotal() > 40 && len(fr.Queries) > 1 {
+						if vs := x.VectorCache(); vcHits == 0 || vs.Evictions == 0 {
+							t.Errorf("%s run %d: vector cache unused: %d hits, %+v", name, ri, vcHits, vs)
 						}
-						var n1, n2, n3 int
-						var vcHits int64
-						for qi := range fr.Queries {
-							q, qb := fr.Query(qi)
-							res, st, err := searchOne(x, q, qb, p)
-							if err != nil {
-								t.Fatalf("%s run %d query %d: %v", name, ri, qi, err)
-							}
-							for j := range res {
-								wantD := float32(run.Dist[qi][j])
-								if res[j].ID != run.IDs[qi][j] || math.Float32bits(res[j].Distance) != math.Float32bits(wantD) {
-									t.Fatalf("%s run %d (k=%d ef=%v filter=%d ids) query %d rank %d: got (%d, %v), FAISS (%d, %v)\n got %v\nwant %v",
-										name, ri, run.K, run.EfSearch, len(run.AllowIDs), qi, j, res[j].ID, res[j].Distance, run.IDs[qi][j], wantD, res, run.IDs[qi])
-								}
-							}
-							if x.NTotal() > 0 {
-								n1++
-							}
-							if st.PoolEmptied {
-								n2++
-							}
-							n3 += st.NDisLevel0
-							vcHits += st.VectorCacheHits
-						}
-						if o.VectorCacheBytes > 0 && x.NTotal() > 40 && len(fr.Queries) > 1 {
-							if vs := x.VectorCache(); vcHits == 0 || vs.Evictions == 0 {
-								t.Errorf("%s run %d: vector cache unused: %d hits, %+v", name, ri, vcHits, vs)
-							}
-						}
-						// FAISS 1.7.3's IndexBinaryHNSW does not update hnsw_stats.
-						if !fr.Binary && (n1 != run.Stats.N1 || n2 != run.Stats.N2 || n3 != run.Stats.N3) {
-							t.Errorf("%s run %d: stats n1=%d n2=%d n3=%d, FAISS %+v", name, ri, n1, n2, n3, run.Stats)
-						}
+					}
+					// FAISS 1.7.3's IndexBinaryHNSW does not update hnsw_stats.
+					if !fr.Binary && (n1 != run.Stats.N1 || n2 != run.Stats.N2 || n3 != run.Stats.N3) {
+						t.Errorf("%s run %d: stats n1=%d n2=%d n3=%d, FAISS %+v", name, ri, n1, n2, n3, run.Stats)
 					}
 				}
-			}
+			})
 		})
 	}
 }

@@ -70,45 +70,38 @@ func (r indexEfRun) String() string {
 func TestIndexEfSearchParity(t *testing.T) {
 	for _, fr := range loadIndexEfRuns(t) {
 		t.Run(fr.Fixture, func(t *testing.T) {
-			for name, s := range backends(t, filepath.Join(fixtureDir, fr.Fixture+".faiss")) {
-				for _, batch := range []bool{false, true} {
-					if batch && name != "pread" && name != "direct" && name != "direct-uncached" {
-						continue
+			t.Parallel()
+			forEachBackend(t, filepath.Join(fixtureDir, fr.Fixture+".faiss"), func(t *testing.T, name string, s partial.Storage, batch bool) {
+				byEf := map[int]*Index{}
+				for ri, run := range fr.Runs {
+					x := byEf[run.IndexEf]
+					if x == nil {
+						o := parityOptions(t, name, s, batch)
+						o.IndexEfSearch = run.IndexEf
+						x = openIndex(t, s, o)
+						require.Equal(t, run.IndexEf, x.EfSearch())
+						require.Equal(t, fr.StoredEf, x.StoredEfSearch())
+						byEf[run.IndexEf] = x
 					}
-					if batch {
-						name += "+batch-reads"
+					var n1, n2, n3 int
+					for qi := range fr.Queries {
+						q, qb := fr.Query(qi)
+						res, st, err := searchOne(x, q, qb, run.params())
+						require.NoError(t, err)
+						what := fmt.Sprintf("%s run %d (%v) query %d", name, ri, run, qi)
+						sameResults(t, what, res, run.IDs[qi], run.Dist[qi])
+						n1++
+						if st.PoolEmptied {
+							n2++
+						}
+						n3 += st.NDisLevel0
 					}
-					byEf := map[int]*Index{}
-					for ri, run := range fr.Runs {
-						x := byEf[run.IndexEf]
-						if x == nil {
-							o := parityOptions(t, name, s, batch)
-							o.IndexEfSearch = run.IndexEf
-							x = openIndex(t, s, o)
-							require.Equal(t, run.IndexEf, x.EfSearch())
-							require.Equal(t, fr.StoredEf, x.StoredEfSearch())
-							byEf[run.IndexEf] = x
-						}
-						var n1, n2, n3 int
-						for qi := range fr.Queries {
-							q, qb := fr.Query(qi)
-							res, st, err := searchOne(x, q, qb, run.params())
-							require.NoError(t, err)
-							what := fmt.Sprintf("%s run %d (%v) query %d", name, ri, run, qi)
-							sameResults(t, what, res, run.IDs[qi], run.Dist[qi])
-							n1++
-							if st.PoolEmptied {
-								n2++
-							}
-							n3 += st.NDisLevel0
-						}
-						// FAISS 1.7.3's IndexBinaryHNSW does not update hnsw_stats.
-						if !fr.Binary {
-							assert.Equal(t, run.Stats, struct{ N1, N2, N3 int }{n1, n2, n3}, "%s run %d (%v): hnsw_stats", name, ri, run)
-						}
+					// FAISS 1.7.3's IndexBinaryHNSW does not update hnsw_stats.
+					if !fr.Binary {
+						assert.Equal(t, run.Stats, struct{ N1, N2, N3 int }{n1, n2, n3}, "%s run %d (%v): hnsw_stats", name, ri, run)
 					}
 				}
-			}
+			})
 		})
 	}
 }

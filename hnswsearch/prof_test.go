@@ -1,7 +1,6 @@
 package hnswsearch
 
 import (
-	"os"
 	"strconv"
 	"testing"
 
@@ -10,34 +9,35 @@ import (
 	"github.com/faiss-sidecar/faiss-sidecar/partial"
 )
 
-// BenchmarkSearchBenchData searches a data set of bench-data/ (made by
-// bench/gen_search_data.py) at k 10 and ef 64 (or $EF), for profiling the
-// search core:
+// BenchmarkSearchBenchData searches each data set of bench-data/ (made by
+// bench/gen_search_data.py) at k 10 on each backend and ef, for profiling
+// the search core:
 //
-//	DS=clustered BACKEND=mmap EF=256 go test -run='^$' -bench=SearchBenchData -cpuprofile cpu.out ./hnswsearch
+//	go test -run='^$' -bench='SearchBenchData/ds=clustered/backend=mmap/ef=256' -cpuprofile cpu.out ./hnswsearch
 func BenchmarkSearchBenchData(b *testing.B) {
-	ds, backend := os.Getenv("DS"), os.Getenv("BACKEND")
-	if ds == "" {
-		ds = "clustered"
-	}
-	if backend == "" {
-		backend = "mmap"
-	}
-	x := benchIndex(b, "../bench-data/"+ds+".faiss", partial.Options{Backend: backend, CacheBytes: 1 << 30})
-	m := benchQueries(b, ds)
-	dst := make([]Result, 0, 10)
-	var err error
-	ef := 64
-	if v, err := strconv.Atoi(os.Getenv("EF")); err == nil {
-		ef = v
-	}
-	i := 0
-	b.ReportAllocs()
-	for b.Loop() {
-		if dst, _, err = x.Search(m.RowF32(i%m.N), Params{K: 10, EfSearch: ef}, dst[:0]); err != nil {
-			b.Fatal(err)
-		}
-		i++
+	for _, ds := range benchDataSets(b) {
+		b.Run("ds="+ds, func(b *testing.B) {
+			m := benchQueries(b, ds)
+			for _, backend := range []string{"memory", "mmap", "pread", "direct"} {
+				b.Run("backend="+backend, func(b *testing.B) {
+					x := benchIndex(b, "../bench-data/"+ds+".faiss", partial.Options{Backend: backend, CacheBytes: 1 << 30})
+					for _, ef := range benchEfs {
+						b.Run("ef="+strconv.Itoa(ef), func(b *testing.B) {
+							dst := make([]Result, 0, 10)
+							var err error
+							i := 0
+							b.ReportAllocs()
+							for b.Loop() {
+								if dst, _, err = x.Search(m.RowF32(i%m.N), Params{K: 10, EfSearch: ef}, dst[:0]); err != nil {
+									b.Fatal(err)
+								}
+								i++
+							}
+						})
+					}
+				})
+			}
+		})
 	}
 }
 
