@@ -9,8 +9,8 @@ import (
 )
 
 // FuzzOpen feeds arbitrary bytes to Open and, when it accepts them, to
-// Verify and every graph accessor. Seeds: every fixture plus the crashers
-// kept in testdata/fuzz. Neither may panic, and an accepted file must keep
+// Verify and every graph accessor. Seeds: every fixture, plus any crasher
+// go test -fuzz keeps in testdata/fuzz/FuzzOpen (none so far). Neither may panic, and an accepted file must keep
 // all its sections inside the file.
 func FuzzOpen(f *testing.F) {
 	paths, _ := filepath.Glob(filepath.Join(fixtureDir, "*.faiss"))
