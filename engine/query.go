@@ -2,13 +2,11 @@ package engine
 
 import (
 	"math"
-	"runtime"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/faiss-sidecar/faiss-sidecar/faissfmt"
 	"github.com/faiss-sidecar/faiss-sidecar/hnswsearch"
+	"github.com/faiss-sidecar/faiss-sidecar/internal/par"
 	"github.com/faiss-sidecar/faiss-sidecar/rerank"
 )
 
@@ -343,30 +341,13 @@ func (x *Index) SearchFAISS(q hnswsearch.Query, rq []float32, r FAISSRequest, ds
 // be nil) with up to workers goroutines (GOMAXPROCS when ≤ 0).
 func (x *Index) SearchBatchFAISS(qs []hnswsearch.Query, rqs [][]float32, r FAISSRequest, workers int) []hnswsearch.BatchResult {
 	out := make([]hnswsearch.BatchResult, len(qs))
-	if workers <= 0 {
-		workers = runtime.GOMAXPROCS(0)
-	}
-	workers = min(workers, len(qs))
-	var next atomic.Int64
-	var wg sync.WaitGroup
-	for range workers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for {
-				i := int(next.Add(1) - 1)
-				if i >= len(qs) {
-					return
-				}
-				var rq []float32
-				if rqs != nil {
-					rq = rqs[i]
-				}
-				o := &out[i]
-				o.Hits, o.Stats, o.Err = x.SearchFAISS(qs[i], rq, r, nil)
-			}
-		}()
-	}
-	wg.Wait()
+	par.For(len(qs), workers, func(i int) {
+		var rq []float32
+		if rqs != nil {
+			rq = rqs[i]
+		}
+		o := &out[i]
+		o.Hits, o.Stats, o.Err = x.SearchFAISS(qs[i], rq, r, nil)
+	})
 	return out
 }

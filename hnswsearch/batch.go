@@ -1,9 +1,7 @@
 package hnswsearch
 
 import (
-	"runtime"
-	"sync"
-	"sync/atomic"
+	"github.com/faiss-sidecar/faiss-sidecar/internal/par"
 )
 
 // Query is one query of a batch: Vector for float indexes, Code for binary.
@@ -26,30 +24,13 @@ func (x *Index) SearchBatch(qs []Query, p Params, workers int, out []BatchResult
 		out = append(out[:cap(out)], make([]BatchResult, len(qs)-cap(out))...)
 	}
 	out = out[:len(qs)]
-	if workers <= 0 {
-		workers = runtime.GOMAXPROCS(0)
-	}
-	workers = min(workers, len(qs))
-	var next atomic.Int64
-	var wg sync.WaitGroup
-	for range workers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for {
-				i := int(next.Add(1) - 1)
-				if i >= len(qs) {
-					return
-				}
-				r := &out[i]
-				if qs[i].Code != nil {
-					r.Hits, r.Stats, r.Err = x.SearchBinary(qs[i].Code, p, r.Hits[:0])
-				} else {
-					r.Hits, r.Stats, r.Err = x.Search(qs[i].Vector, p, r.Hits[:0])
-				}
-			}
-		}()
-	}
-	wg.Wait()
+	par.For(len(qs), workers, func(i int) {
+		r := &out[i]
+		if qs[i].Code != nil {
+			r.Hits, r.Stats, r.Err = x.SearchBinary(qs[i].Code, p, r.Hits[:0])
+		} else {
+			r.Hits, r.Stats, r.Err = x.Search(qs[i].Vector, p, r.Hits[:0])
+		}
+	})
 	return out
 }
