@@ -333,23 +333,8 @@ func TestCheckFileAndWarm(t *testing.T) {
 // query) with k hits from the graph, and an explicit rescore is a 400-class
 // error rather than shortlist-size hits.
 func TestBinaryRerankPlansNoShortlist(t *testing.T) {
-	probe, _, err := engine.Open(engine.Spec{Path: fixture("bin_hnsw.faiss")})
-	require.NoError(t, err)
-	n := int(probe.NTotal())
-	code := make([]float64, probe.Dim())
-	probe.Close()
-	vecs := filepath.Join(t.TempDir(), "v.fvecs")
-	var b []byte
-	for i := range n {
-		b = binary.LittleEndian.AppendUint32(b, 4)
-		for j := range 4 {
-			b = binary.LittleEndian.AppendUint32(b, math.Float32bits(float32(i*j)))
-		}
-	}
-	require.NoError(t, os.WriteFile(vecs, b, 0o644))
-	x, _, err := engine.Open(engine.Spec{Path: fixture("bin_hnsw.faiss"), Rerank: &engine.RerankSpec{Path: vecs, Strategy: "pread"}})
-	require.NoError(t, err)
-	defer x.Close()
+	x := openBinaryWithRerank(t)
+	code := make([]float64, x.Dim())
 	qp, err := x.Plan(engine.Request{K: 3})
 	require.NoError(t, err)
 	hits, _, err := x.Query(&qp, code, nil)
@@ -486,24 +471,9 @@ func TestSearchBatchFAISS(t *testing.T) {
 // rescored only with a float query given beside its code; with one, the
 // rows are ranked by its L2 distance to the rerank vectors.
 func TestSearchFAISSBinaryRerankNeedsFloats(t *testing.T) {
-	probe, _, err := engine.Open(engine.Spec{Path: fixture("bin_hnsw.faiss")})
-	require.NoError(t, err)
-	n := int(probe.NTotal())
-	code := make([]byte, probe.Dim())
-	probe.Close()
-	vecs := filepath.Join(t.TempDir(), "v.fvecs")
-	var b []byte
-	for i := range n { // vector i is (i, i, i, i): the nearest to (2, 2, 2, 2) are 2, then 1 and 3
-		b = binary.LittleEndian.AppendUint32(b, 4)
-		for range 4 {
-			b = binary.LittleEndian.AppendUint32(b, math.Float32bits(float32(i)))
-		}
-	}
-	require.NoError(t, os.WriteFile(vecs, b, 0o644))
-	x, _, err := engine.Open(engine.Spec{Path: fixture("bin_hnsw.faiss"), Rerank: &engine.RerankSpec{Path: vecs, Strategy: "pread"}})
-	require.NoError(t, err)
-	defer x.Close()
-	_, _, err = x.SearchFAISS(hnswsearch.Query{Code: code}, nil, engine.FAISSRequest{K: 3}, nil)
+	x := openBinaryWithRerank(t)
+	code := make([]byte, x.Dim())
+	_, _, err := x.SearchFAISS(hnswsearch.Query{Code: code}, nil, engine.FAISSRequest{K: 3}, nil)
 	require.ErrorIs(t, err, engine.ErrBadRequest)
 	assert.Contains(t, err.Error(), "needs float queries")
 	allow := []int64{1, 2, 3, 40}
@@ -562,4 +532,27 @@ func TestCheckSpecFields(t *testing.T) {
 	var fe *engine.FieldError
 	require.ErrorAs(t, err, &fe)
 	assert.Equal(t, "cache_bytes", fe.Field)
+}
+
+// openBinaryWithRerank opens bin_hnsw.faiss with float rerank vectors of 4
+// dimensions, vector i being (i, i, i, i): the nearest to (2, 2, 2, 2) are
+// 2, then 1 and 3. It is closed when the test ends.
+func openBinaryWithRerank(t *testing.T) *engine.Index {
+	probe, _, err := engine.Open(engine.Spec{Path: fixture("bin_hnsw.faiss")})
+	require.NoError(t, err)
+	n := int(probe.NTotal())
+	probe.Close()
+	vecs := filepath.Join(t.TempDir(), "v.fvecs")
+	var b []byte
+	for i := range n {
+		b = binary.LittleEndian.AppendUint32(b, 4)
+		for range 4 {
+			b = binary.LittleEndian.AppendUint32(b, math.Float32bits(float32(i)))
+		}
+	}
+	require.NoError(t, os.WriteFile(vecs, b, 0o644))
+	x, _, err := engine.Open(engine.Spec{Path: fixture("bin_hnsw.faiss"), Rerank: &engine.RerankSpec{Path: vecs, Strategy: "pread"}})
+	require.NoError(t, err)
+	t.Cleanup(func() { x.Close() })
+	return x
 }
