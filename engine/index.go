@@ -51,6 +51,7 @@ func (x *Index) EfSearch() int                         { return x.idx.EfSearch()
 func (x *Index) StoredEfSearch() int                   { return x.idx.StoredEfSearch() }
 func (x *Index) Options() hnswsearch.Options           { return x.idx.Options() }
 func (x *Index) PinnedBytes() int64                    { return x.idx.PinnedBytes() }
+func (x *Index) AllListsPinned() bool                  { return x.idx.AllListsPinned() }
 func (x *Index) VectorCache() partial.RecordCacheStats { return x.idx.VectorCache() }
 
 // MetricName is the metric as the front ends show it: L2, IP or Hamming.

@@ -2,7 +2,6 @@ package hnswsearch
 
 import (
 	"io"
-	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -49,7 +48,7 @@ func backendsInterleaved(b *testing.B, ds string, ef int, path string, align int
 	interleave(b, ds, ef, arms)
 }
 
-// BenchmarkHeadsFirst measures prefetchViewed's first pass (the line
+// BenchmarkHeadsFirst measures memVectors.prefetchAll's first pass (the line
 // holding each vector's start, then the whole vectors) against one pass,
 // in full mode and over mmap, interleaved as BenchmarkBackendsInterleaved
 // is; ratios are to full mode with one pass. The headsfirst arms make the
@@ -62,9 +61,8 @@ func BenchmarkHeadsFirst(b *testing.B) {
 }
 
 func headsFirst(b *testing.B, ds string, ef int, path string, align int64) {
-	defer func(v int64) { headsFirstBytes = v }(headsFirstBytes)
-	onePass := func() { headsFirstBytes = math.MaxInt64 }
-	heads := func() { headsFirstBytes = 0 }
+	onePass := Options{test: testHooks{headsFirst: -1}}
+	heads := Options{test: testHooks{headsFirst: 1}}
 	// Every arm searches its own memory: arms run the same queries, and
 	// one sharing the previous arm's data would find it in the L3. The
 	// second mapping is of a copy of the file, so of other page-cache pages.
@@ -75,8 +73,8 @@ func headsFirst(b *testing.B, ds string, ef int, path string, align int64) {
 	full := partial.Options{Backend: "memory", AlignOffset: align}
 	mmap := partial.Options{Backend: "mmap"}
 	interleave(b, ds, ef, []arm{
-		{"full-onepass", benchIndex(b, path, full), onePass}, {"full-headsfirst", benchIndex(b, path, full), heads},
-		{"mmap-onepass", benchIndex(b, path, mmap), onePass}, {"mmap-headsfirst", benchIndex(b, clone, mmap), heads},
+		{"full-onepass", benchIndexWith(b, path, full, onePass), nil}, {"full-headsfirst", benchIndexWith(b, path, full, heads), nil},
+		{"mmap-onepass", benchIndexWith(b, path, mmap, onePass), nil}, {"mmap-headsfirst", benchIndexWith(b, clone, mmap, heads), nil},
 	})
 }
 

@@ -51,10 +51,9 @@ func PlanBudget(f *faissfmt.File, backend string, budget int64, workers int) (Pl
 	workers = max(workers, 1)
 	var p Plan
 	p.HeapBytes = 2*(f.ResidentBytes()+int64(workers)*(g.NTotal+256<<10)) + 4<<20
-	code := f.Storage.CodeSize
-	if budget < p.HeapBytes+4*g.NTotal+64*code {
+	if least := p.HeapBytes + minVectorCache(g.NTotal, f.Storage.CodeSize); budget < least {
 		return Plan{}, fmt.Errorf("%w: %d bytes; this index needs at least %d (small arrays, %d workers' scratch, 64 cached vectors)",
-			ErrBudget, budget, p.HeapBytes+4*g.NTotal+64*code, workers)
+			ErrBudget, budget, least, workers)
 	}
 	off := budget - p.HeapBytes
 	if backend != "direct" {
@@ -64,4 +63,35 @@ func PlanBudget(f *faissfmt.File, backend string, budget int64, workers int) (Pl
 	p.Options.BatchReads = true
 	p.Options.HeldBytes = off
 	return p, nil
+}
+
+// minVectorCache is the smallest vector cache worth keeping: its table (4
+// bytes a vector) and 64 vectors.
+func minVectorCache(n, codeSize int64) int64 { return 4*n + 64*codeSize }
+
+// planHeld splits held bytes (Options.HeldBytes) between what an Index
+// pins, as the Plan's comment says: the id map when it takes at most a
+// quarter (every result reads it); then lists and vectors whole when both
+// fit in nine tenths; else every list, compacted, when they fit there
+// (estimated from a sample of nodes); else the hubs' lists in half; and the
+// vector cache gets what the lists leave.
+func (x *Index) planHeld(held int64) (h holding, idMap bool, err error) {
+	if x.idMap != nil && x.idMap.Len <= held/4 {
+		idMap = true
+		held -= x.idMap.Len
+	}
+	est, err := x.estimatePinnedAll()
+	if err != nil {
+		return h, false, err
+	}
+	switch {
+	case est+x.codes.Len <= held*9/10:
+		h.allLists, h.vectors = true, true
+	case est <= held*9/10:
+		h.allLists = true
+	default:
+		h.hubBytes = held / 2
+	}
+	h.restBytes = held
+	return h, idMap, nil
 }

@@ -1,68 +1,68 @@
 package hnswsearch
 
 import (
-	"errors"
 	"path/filepath"
 	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	"github.com/faiss-sidecar/faiss-sidecar/partial"
 )
 
 func TestPlanBudget(t *testing.T) {
 	f, err := Probe(filepath.Join(fixtureDir, "hnsw_flat_large.faiss"), "direct")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := PlanBudget(f, "direct", 1<<20, 2); !errors.Is(err, ErrBudget) {
-		t.Fatalf("1 MiB: %v, want ErrBudget", err)
-	}
+	require.NoError(t, err)
+	_, err = PlanBudget(f, "direct", 1<<20, 2)
+	require.ErrorIs(t, err, ErrBudget, "1 MiB")
 	p, err := PlanBudget(f, "direct", 64<<20, 2)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if p.HeapBytes <= 0 || p.Options.HeldBytes != 64<<20-p.HeapBytes || p.BlockCacheBytes != 0 || !p.Options.BatchReads {
-		t.Fatalf("direct plan %+v", p)
-	}
+	require.NoError(t, err)
+	assert.Positive(t, p.HeapBytes)
+	assert.Equal(t, 64<<20-p.HeapBytes, p.Options.HeldBytes)
+	assert.Zero(t, p.BlockCacheBytes, "direct I/O keeps no block cache")
+	assert.True(t, p.Options.BatchReads)
 	o := Options{Semantics: FAISS173, Kernel: Exact}
 	p.Apply(&o)
-	if o != (Options{Semantics: FAISS173, Kernel: Exact, HeldBytes: p.Options.HeldBytes, BatchReads: true}) {
-		t.Fatalf("Apply: %+v", o)
-	}
+	assert.Equal(t, Options{Semantics: FAISS173, Kernel: Exact, HeldBytes: p.Options.HeldBytes, BatchReads: true}, o)
 	q, err := PlanBudget(f, "pread", 64<<20, 2)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if q.BlockCacheBytes <= 0 || q.Options.HeldBytes+q.BlockCacheBytes+q.HeapBytes != 64<<20 {
-		t.Fatalf("pread plan %+v: the parts must add up to the budget", q)
-	}
-	if r, err := PlanBudget(f, "direct", 64<<20, 8); err != nil || r.HeapBytes <= p.HeapBytes {
-		t.Fatalf("8 workers: heap %d (2 workers: %d), %v", r.HeapBytes, p.HeapBytes, err)
-	}
+	require.NoError(t, err)
+	assert.Positive(t, q.BlockCacheBytes)
+	assert.Equal(t, int64(64<<20), q.Options.HeldBytes+q.BlockCacheBytes+q.HeapBytes, "the parts add up to the budget")
+	r, err := PlanBudget(f, "direct", 64<<20, 8)
+	require.NoError(t, err)
+	assert.Greater(t, r.HeapBytes, p.HeapBytes, "8 workers need more heap than 2")
 }
 
 // TestHeldBytesSplit: the policy pins every list when they fit and gives the
 // rest to the vector cache; with less, it pins the hubs' lists in half.
 func TestHeldBytesSplit(t *testing.T) {
 	s := openFixture(t, "hnsw_flat_large", partial.Options{Backend: "direct"})
-	full := openIndex(t, s, Options{PinNeighbors: true})
+	full := openIndex(t, s, Options{hold: holding{allLists: true}})
 	lists := full.PinnedBytes()
 	x := openIndex(t, s, Options{HeldBytes: lists * 3, BatchReads: true})
-	if o := x.Options(); !o.PinNeighbors || x.PinnedBytes() != lists || o.VectorCacheBytes != lists*2 {
-		t.Fatalf("roomy: %+v, %d pinned", o, x.PinnedBytes())
-	}
+	h := x.Options().hold
+	assert.True(t, h.allLists, "roomy: %+v", h)
+	assert.Equal(t, lists, x.PinnedBytes())
+	assert.Equal(t, lists*2, h.cacheBytes, "the vector cache gets the rest")
+	assert.InDelta(t, lists*2, x.VectorCache().Bytes, float64(lists)/100, "the cache holds what it was given, in whole slots")
 	all := openIndex(t, s, Options{HeldBytes: 2 * s.Size(), BatchReads: true})
-	if o := all.Options(); !o.PinNeighbors || !o.PinVectors || all.vc != nil || all.batch != nil || all.codesView == nil {
-		t.Fatalf("everything fits: %+v", o)
-	}
+	h = all.Options().hold
+	assert.True(t, h.allLists && h.vectors, "everything fits: %+v", h)
+	assert.Nil(t, all.vc)
+	assert.Nil(t, all.batch)
+	assert.IsType(t, &memVectors{}, all.vecs, "pinned vectors are read in place")
 	fr := runsOf(t, "hnsw_flat_large")
 	q, _ := fr.Query(0)
-	if _, st, err := all.Search(q, Params{K: 10}, nil); err != nil || st.Reads != 0 || st.IO.DeviceReads != 0 {
-		t.Fatalf("everything pinned, yet a query read %d times: %v", st.Reads, err)
-	}
+	_, st, err := all.Search(q, Params{K: 10}, nil)
+	require.NoError(t, err)
+	assert.Zero(t, st.Reads, "everything pinned, yet the query read")
+	assert.Zero(t, st.IO.DeviceReads)
 	y := openIndex(t, s, Options{HeldBytes: lists / 2, BatchReads: true})
-	if o := y.Options(); o.PinNeighbors || o.PinBytes != lists/4 || y.PinnedBytes() > lists/4 || y.PinnedBytes() == 0 {
-		t.Fatalf("tight: %+v, %d pinned", o, y.PinnedBytes())
-	}
+	h = y.Options().hold
+	assert.False(t, h.allLists, "tight: %+v", h)
+	assert.Equal(t, lists/4, h.hubBytes)
+	assert.LessOrEqual(t, y.PinnedBytes(), lists/4)
+	assert.Positive(t, y.PinnedBytes())
 }
 
 // TestHeldBytesIDMap: the policy pins an id map, so results read nothing.

@@ -161,7 +161,7 @@ func TestPinHubs(t *testing.T) {
 	s := openFixture(t, fr.Fixture, partial.Options{Backend: "pread"})
 	plain := openIndex(t, s, Options{})
 	const budget = 64 << 10
-	x := openIndex(t, s, Options{PinBytes: budget})
+	x := openIndex(t, s, Options{hold: holding{hubBytes: budget}})
 	pinned := 0
 	for _, n0 := range x.pinned.len0 {
 		if n0 != notPinned {
@@ -186,7 +186,7 @@ func TestPinHubs(t *testing.T) {
 func TestWarmVectorCache(t *testing.T) {
 	fr := runsOf(t, "hnsw_flat_large")
 	s := openFixture(t, fr.Fixture, partial.Options{Backend: "direct"})
-	x := openIndex(t, s, Options{PinNeighbors: true, BatchReads: true, VectorCacheBytes: vectorCacheFor(t, s, 2000)})
+	x := openIndex(t, s, Options{BatchReads: true, hold: holding{allLists: true, cacheBytes: vectorCacheFor(t, s, 2000)}})
 	if err := x.Warm(0); err != nil {
 		t.Fatal(err)
 	}
@@ -218,14 +218,14 @@ func TestWarmVectorCache(t *testing.T) {
 func TestPinnedListsCompacted(t *testing.T) {
 	for _, fx := range []string{"hnsw_flat_large", "hnsw_flat_l2"} {
 		ref := openIndex(t, openFixture(t, fx, partial.Options{Backend: "memory"}), Options{})
-		x := openIndex(t, openFixture(t, fx, partial.Options{Backend: "direct"}), Options{PinNeighbors: true})
+		x := openIndex(t, openFixture(t, fx, partial.Options{Backend: "direct"}), Options{hold: holding{allLists: true}})
 		if x.PinnedBytes() <= 0 || x.PinnedBytes() >= x.nb.Len+6*int64(x.n) {
 			t.Fatalf("%s: %d bytes pinned for a %d-byte section", fx, x.PinnedBytes(), x.nb.Len)
 		}
 		for v := int32(0); v < x.n; v++ {
 			for l := 0; l < x.h.NumLevels(v); l++ {
-				want, _ := ref.memNeighbors(v, l)
-				got, ok := x.memNeighbors(v, l)
+				want, _ := ref.lists.held(v, l)
+				got, ok := x.lists.held(v, l)
 				want = want[:4*validPrefix(want)]
 				if !ok || !bytes.Equal(got[:4*validPrefix(got)], want) {
 					t.Fatalf("%s: node %d level %d: pinned %x, file %x", fx, v, l, got, want)

@@ -165,12 +165,6 @@ func searchOne(x *Index, q []float32, qb []byte, p Params) ([]Result, Stats, err
 // are identical to FAISS 1.7.3's and distances bit-identical, on every
 // backend, and the search statistics match FAISS's hnsw_stats.
 func TestFAISS173Parity(t *testing.T) {
-	// The fixtures' vectors are under headsFirstBytes: here they take the
-	// two-pass prefetch of large vectors, elsewhere the one pass. Restored
-	// by Cleanup, after the parallel sub-tests, which only read it.
-	old := headsFirstBytes
-	t.Cleanup(func() { headsFirstBytes = old })
-	headsFirstBytes = 0
 	for _, fr := range loadRuns(t) {
 		t.Run(fr.Fixture, func(t *testing.T) {
 			t.Parallel()
@@ -206,7 +200,7 @@ func TestFAISS173Parity(t *testing.T) {
 						n3 += st.NDisLevel0
 						vcHits += st.VectorCacheHits
 					}
-					if o.VectorCacheBytes > 0 && x.NTotal() > 40 && len(fr.Queries) > 1 {
+					if o.hold.cacheBytes > 0 && x.NTotal() > 40 && len(fr.Queries) > 1 {
 						if vs := x.VectorCache(); vcHits == 0 || vs.Evictions == 0 {
 							t.Errorf("%s run %d: vector cache unused: %d hits, %+v", name, ri, vcHits, vs)
 						}
@@ -227,17 +221,19 @@ func TestFAISS173Parity(t *testing.T) {
 // change results. pread with batched reads also pins every neighbor list,
 // direct those of the most-linked nodes within 16 KiB.
 func parityOptions(t *testing.T, name string, s partial.Storage, batch bool) Options {
-	o := Options{Semantics: FAISS173, Kernel: Exact, BatchReads: batch}
+	// The fixtures' vectors are under headsFirstBytes: here they take the
+	// two-pass prefetch of large vectors, elsewhere the one pass.
+	o := Options{Semantics: FAISS173, Kernel: Exact, BatchReads: batch, test: testHooks{headsFirst: 1}}
 	switch name {
 	case "pread+batch-reads":
-		o.PinNeighbors = true
+		o.hold.allLists = true
 	case "direct+batch-reads":
-		o.PinBytes = 16 << 10
+		o.hold.hubBytes = 16 << 10
 	case "direct-uncached", "direct-uncached+batch-reads":
 		// Room for ~40 vectors: searches evict, and sometimes
 		// overwrite vectors they hold, so the re-read path runs.
-		o.PinBytes = 16 << 10
-		o.VectorCacheBytes = vectorCacheFor(t, s, 40)
+		o.hold.hubBytes = 16 << 10
+		o.hold.cacheBytes = vectorCacheFor(t, s, 40)
 	}
 	return o
 }

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"math"
 	"runtime/debug"
-	"slices"
 	"sync"
 	"sync/atomic"
 
@@ -76,28 +75,9 @@ type Options struct {
 	// reads, fetch the vectors of an expanded node's unvisited neighbors as
 	// one parallel batch before computing their distances (same results).
 	BatchReads bool
-	// PinNeighbors reads the whole neighbors section into memory at New
-	// (large sequential reads), so graph traversal never waits on storage;
-	// vectors still come through the backend. Ignored on zero-copy backends.
-	PinNeighbors bool
-	// PinBytes, when PinNeighbors is off, pins the neighbor lists of the
-	// most-linked nodes (nodes above level 0 first) within this many bytes,
-	// chosen and copied with two sequential passes over the section.
-	PinBytes int64
-	// VectorCacheBytes, on backends without zero-copy views, keeps vectors
-	// read by searches (and by Warm) in a cache of this many bytes outside
-	// the Go heap, holding exactly each vector's bytes (partial.RecordCache).
-	VectorCacheBytes int64
-	// PinVectors copies the vectors section into memory outside the Go heap
-	// at New (large sequential reads): distances then read it in place.
-	PinVectors bool
-	// HeldBytes, when set (on backends without zero-copy views), is memory
-	// outside the Go heap for pinned lists and the vector cache together,
-	// split at New: lists and vectors pinned whole when both fit in 9/10
-	// of it; else every list, compacted, when they fit (estimated from a
-	// sample of nodes), or the hubs' lists in half of it, and the vector
-	// cache gets the rest. It overrides PinNeighbors, PinVectors, PinBytes
-	// and VectorCacheBytes; Options() reports the outcome.
+	// HeldBytes, on backends without zero-copy views, is memory outside the
+	// Go heap for neighbor lists, vectors and a vector cache, spent at New
+	// by the bounded-memory policy (Index.planHeld, budget.go).
 	HeldBytes int64
 	// IndexEfSearch > 0 searches as if the file had been written with
 	// efSearch = IndexEfSearch: FAISS's index.hnsw.efSearch attribute
@@ -117,6 +97,26 @@ type Options struct {
 	// file at New (one pass over the file; implied by FullMode). A file
 	// without a footer has no checksum to check.
 	VerifyChecksum bool
+
+	// hold is what New keeps in memory: the policy's outcome, or set by
+	// tests directly (with HeldBytes 0).
+	hold holding
+	test testHooks
+}
+
+// holding is what an Index pins outside the Go heap (pinned.go).
+type holding struct {
+	allLists bool  // every node's lists, compacted
+	hubBytes int64 // else the lists of the likeliest-expanded nodes within this many bytes
+	vectors  bool  // the vectors section
+	// cacheBytes is a vector cache's size; restBytes > 0 instead sizes it
+	// after pinning, as restBytes less the pinned lists.
+	cacheBytes, restBytes int64
+}
+
+// testHooks are knobs only tests and benchmarks turn.
+type testHooks struct {
+	headsFirst int8 // > 0: two prefetch passes whatever the vector size; < 0: one
 }
 
 // DefaultExactFilterMax is where an exact scan of the allowed ids stops
@@ -165,7 +165,10 @@ type Index struct {
 	nb       faissfmt.Section
 	codes    faissfmt.Section
 	idMap    *faissfmt.Section
-	// Zero-copy views of the sections (viewer backends only).
+	// Where the search gets lists and vectors, chosen at New.
+	lists listSource
+	vecs  vectorSource
+	// Zero-copy views of the sections (viewer backends), or pinned copies.
 	nbView, codesView, idView []byte
 	pinned                    *pinnedLists         // lists pinned in memory, or nil
 	codesMem                  offheap.Buf          // backs codesView when vectors are pinned
@@ -277,6 +280,7 @@ func New(f *faissfmt.File, s partial.Storage, o Options) (*Index, error) {
 	if b, ok := s.(partial.BatchReader); ok && o.BatchReads && x.viewer == nil && x.codesView == nil {
 		x.batch = b
 	}
+	x.lists, x.vecs = x.chooseLists(), x.chooseVectors()
 	x.scratch.New = func() any { return x.newScratch() }
 	return x, nil
 }
@@ -370,6 +374,9 @@ func (x *Index) PinnedBytes() int64 {
 	return n
 }
 
+// AllListsPinned reports whether every neighbor list is pinned in memory.
+func (x *Index) AllListsPinned() bool { return x.opts.hold.allLists }
+
 // VectorCache describes the vector cache (zero without one).
 func (x *Index) VectorCache() partial.RecordCacheStats {
 	if x.vc == nil {
@@ -381,133 +388,6 @@ func (x *Index) VectorCache() partial.RecordCacheStats {
 // HeldBytes is the memory the Index holds beyond the parsed file's small
 // arrays: pinned neighbor lists and the vector cache.
 func (x *Index) HeldBytes() int64 { return x.PinnedBytes() + x.VectorCache().Bytes }
-
-// streamNeighbors calls fn(node, record) for every node's neighbor record
-// (all its levels), reading the section sequentially in 1 MiB chunks.
-func (x *Index) streamNeighbors(fn func(v int32, rec []byte)) error {
-	const chunk = 1 << 20
-	buf := make([]byte, 0, chunk)
-	var base int64 // section byte offset of buf[0]
-	v := int32(0)
-	for v < x.n {
-		lo, hi := x.h.NodeOffset(int64(v))*4, x.h.NodeOffset(int64(v)+1)*4
-		if hi > base+int64(len(buf)) { // refill from lo
-			n := min(max(chunk, hi-lo), x.nb.Len-lo)
-			if int64(cap(buf)) < n {
-				buf = make([]byte, n)
-			}
-			buf = buf[:n]
-			if _, err := x.st.ReadAt(buf, x.nb.Offset+lo); err != nil {
-				return fmt.Errorf("hnswsearch: reading the neighbor lists: %w", err)
-			}
-			base = lo
-		}
-		fn(v, buf[lo-base:hi-base])
-		v++
-	}
-	return nil
-}
-
-// warm pulls the graph and then the vectors into memory ahead of queries:
-// on mmap it populates them on huge pages (partial.Populator; MADV_WILLNEED
-// where that is missing), otherwise it reads them through the block cache
-// with large sequential reads (at most maxBytes, e.g. the cache's budget;
-// ≤ 0 for no limit). Pinned or fully loaded bytes need nothing.
-func (x *Index) warm(maxBytes int64) error {
-	secs := []faissfmt.Section{x.nb, x.codes}
-	if x.viewer != nil {
-		for _, s := range secs {
-			var err error
-			switch w := x.st.(type) {
-			case partial.Populator:
-				err = w.Populate(s.Offset, s.Len)
-			case partial.WillNeeder:
-				err = w.WillNeed(s.Offset, s.Len)
-			}
-			if err != nil {
-				return err
-			}
-		}
-		return nil
-	}
-	if x.PinnedBytes() > 0 {
-		secs = secs[1:]
-	}
-	if x.vc != nil { // vectors go to the vector cache, chosen below
-		secs = secs[:len(secs)-1]
-	}
-	if x.blocks == nil { // no block cache: sequential reads would keep nothing
-		secs = nil
-	}
-	if maxBytes <= 0 {
-		maxBytes = 1 << 62
-	}
-	buf := make([]byte, 1<<20)
-	for _, s := range secs {
-		if f, ok := x.st.(partial.Filler); ok {
-			n := min(s.Len, maxBytes)
-			if err := f.Fill(s.Offset, n); err != nil {
-				return fmt.Errorf("hnswsearch: warming %s: %w", s.Name, err)
-			}
-			maxBytes -= n
-			continue
-		}
-		for off := int64(0); off < s.Len && maxBytes > 0; off += int64(len(buf)) {
-			n := min(int64(len(buf)), s.Len-off, maxBytes)
-			if _, err := x.st.ReadAt(buf[:n], s.Offset+off); err != nil {
-				return fmt.Errorf("hnswsearch: warming %s: %w", s.Name, err)
-			}
-			maxBytes -= n
-		}
-	}
-	if x.vc != nil {
-		return x.warmVectorCache()
-	}
-	return nil
-}
-
-// warmVectorCache fills the vector cache with the vectors every query's
-// descent may touch: the nodes above level 0, top level first, up to the
-// cache's size, read in parallel batches where the backend serves them.
-func (x *Index) warmVectorCache() error {
-	slots := x.vc.Stats().Slots
-	var nodes []int32
-	for v := int32(0); v < x.n; v++ {
-		if x.h.NumLevels(v) > 1 {
-			nodes = append(nodes, v)
-		}
-	}
-	slices.SortStableFunc(nodes, func(a, b int32) int { return x.h.NumLevels(b) - x.h.NumLevels(a) })
-	nodes = nodes[:min(len(nodes), slots)]
-	cs := x.codeSize
-	const chunk = 256
-	buf := make([]byte, chunk*cs)
-	reqs := make([]partial.ReadReq, 0, chunk)
-	batch, _ := x.st.(partial.BatchReader)
-	for len(nodes) > 0 {
-		part := nodes[:min(chunk, len(nodes))]
-		nodes = nodes[len(part):]
-		reqs = reqs[:0]
-		for i, v := range part {
-			reqs = append(reqs, partial.ReadReq{Off: x.codes.Offset + int64(v)*int64(cs), Buf: buf[i*cs : (i+1)*cs]})
-		}
-		if batch != nil {
-			if err := batch.ReadBatch(reqs); err != nil {
-				return fmt.Errorf("hnswsearch: warming the vector cache: %w", err)
-			}
-		} else {
-			for _, q := range reqs {
-				if _, err := x.st.ReadAt(q.Buf, q.Off); err != nil {
-					return fmt.Errorf("hnswsearch: warming the vector cache: %w", err)
-				}
-			}
-		}
-		for i, v := range part {
-			x.vc.Put(v, reqs[i].Buf)
-		}
-	}
-	return nil
-}
 
 // AlignOffset is the file offset mode full and the pread block cache should
 // place on a cache-line boundary in memory (partial.Options.AlignOffset):

@@ -35,7 +35,7 @@ type pinnedLists struct {
 const notPinned = math.MaxUint16
 
 // list returns node v's pinned list on level l, or ok false.
-func (p *pinnedLists) list(x *Index, v int32, l int) ([]byte, bool) {
+func (p *pinnedLists) list(h *faissfmt.HNSW, v int32, l int) ([]byte, bool) {
 	n0 := p.len0[v]
 	if n0 == notPinned {
 		return nil, false
@@ -44,8 +44,8 @@ func (p *pinnedLists) list(x *Index, v int32, l int) ([]byte, bool) {
 	if l == 0 {
 		return p.ids[s*4 : (s+int64(n0))*4], true
 	}
-	b, e := x.h.NeighborSlots(v, l)
-	b1, _ := x.h.NeighborSlots(v, 1)
+	b, e := h.NeighborSlots(v, l)
+	b1, _ := h.NeighborSlots(v, 1)
 	u := s + int64(n0) + (b - b1)
 	return p.ids[u*4 : (u+e-b)*4], true
 }
@@ -248,58 +248,47 @@ func (x *Index) pinSection(sec faissfmt.Section) (offheap.Buf, error) {
 	return b, nil
 }
 
-// hold pins what o asks for in memory outside the Go heap, first turning
-// HeldBytes into a split (the bounded-memory policy): the id map (every
-// result reads it), then lists and vectors whole when both fit in 9/10,
-// else every list when they fit, or the hubs' lists in half; the vector
-// cache gets what is left. On error the caller releases what was pinned.
+// hold pins what o.hold names, outside the Go heap, after turning
+// HeldBytes into that (the bounded-memory policy, Index.planHeld). On error
+// the caller releases what was pinned.
 func (x *Index) hold(o *Options) error {
-	held := int64(-1) // what HeldBytes leaves for lists and the cache
 	if o.HeldBytes > 0 {
-		held = o.HeldBytes
-		if x.idMap != nil && x.idMap.Len <= held/4 {
-			if err := x.pinIDMap(); err != nil {
-				return err
-			}
-			held -= x.idMap.Len
-		}
-		est, err := x.estimatePinnedAll()
+		h, idMap, err := x.planHeld(o.HeldBytes)
 		if err != nil {
 			return err
 		}
-		o.PinNeighbors, o.PinVectors, o.PinBytes = false, false, 0
-		switch {
-		case est+x.codes.Len <= held*9/10: // everything fits: no cache needed
-			o.PinNeighbors, o.PinVectors = true, true
-		case est <= held*9/10:
-			o.PinNeighbors = true
-		default:
-			o.PinBytes = held / 2
+		if idMap {
+			if err := x.pinIDMap(); err != nil {
+				return err
+			}
 		}
+		o.hold = h
 	}
+	h := &o.hold
 	switch {
-	case o.PinNeighbors:
+	case h.allLists:
 		if err := x.pinAll(); err != nil {
 			return err
 		}
-	case o.PinBytes > 0:
-		if err := x.pinHubs(o.PinBytes); err != nil {
+	case h.hubBytes > 0:
+		if err := x.pinHubs(h.hubBytes); err != nil {
 			return err
 		}
 	}
-	if o.PinVectors {
+	if h.vectors {
 		if err := x.pinVectors(); err != nil {
 			return err
 		}
+		h.cacheBytes, h.restBytes = 0, 0
 	}
-	if held >= 0 {
-		o.VectorCacheBytes = 0
-		if left := held - x.pinned.size(); !o.PinVectors && left >= 4*int64(x.n)+64*int64(x.codeSize) {
-			o.VectorCacheBytes = left
+	if h.restBytes > 0 {
+		h.cacheBytes = 0
+		if left := h.restBytes - x.pinned.size(); left >= minVectorCache(int64(x.n), int64(x.codeSize)) {
+			h.cacheBytes = left
 		}
 	}
-	if o.VectorCacheBytes > 0 && !o.PinVectors {
-		return x.newVectorCache(o.VectorCacheBytes)
+	if h.cacheBytes > 0 {
+		return x.newVectorCache(h.cacheBytes)
 	}
 	return nil
 }

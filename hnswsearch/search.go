@@ -60,7 +60,7 @@ type Stats struct {
 	// and device reads (pread, direct, zstd backends).
 	IO partial.Tally `json:"io"`
 	// Where the other bytes came from: pinned neighbor lists, and vectors
-	// served by the vector cache (Options.VectorCacheBytes).
+	// served by the vector cache (see Options.HeldBytes).
 	BytesPinned      int64 `json:"bytes_pinned"`
 	BytesVectorCache int64 `json:"bytes_vector_cache"`
 	VectorCacheHits  int64 `json:"vector_cache_hits"`
@@ -96,7 +96,8 @@ type scratch struct {
 	sel     []uint64 // allowed while a filter is active, else nil
 	pairs   []pair
 	idbuf   []byte
-	cand    []int32           // unvisited neighbors of a node (batched reads)
+	cand    []int32           // unvisited neighbors of a node
+	cdis    []float32         // their distances
 	codes   []byte            // their vectors
 	reqs    []partial.ReadReq // the batch
 	hits    []cachedCode      // per s.cand: the vector cache's bytes, if cached
@@ -116,6 +117,8 @@ func (x *Index) newScratch() *scratch {
 		dec:     make([]float32, x.d),
 		vbuf:    make([]byte, x.codeSize),
 		nbuf:    make([]byte, 4*max(m, 1)),
+		cand:    make([]int32, 0, m),
+		cdis:    make([]float32, m),
 		visited: make([]uint8, x.n),
 		idbuf:   make([]byte, 8),
 	}
@@ -253,7 +256,7 @@ func (x *Index) searchGraph(s *scratch, p Params) error {
 		return x.beamSearch(s, p.K)
 	}
 	nearest := h.EntryPoint
-	dn, err := x.dist(s, nearest)
+	dn, err := x.vecs.dist(s, nearest)
 	if err != nil {
 		return err
 	}
@@ -278,25 +281,25 @@ func (x *Index) searchGraph(s *scratch, p Params) error {
 func (x *Index) greedy(s *scratch, nearest int32, dn float32, level int) (int32, float32, error) {
 	for {
 		prev := nearest
-		list, err := x.neighbors(s, prev, level)
+		list, err := x.lists.get(s, prev, level)
 		if err != nil {
 			return 0, 0, err
 		}
 		// Vectors are prefetched a window ahead of the distances.
 		w := 4 * prefetchWindow(x.codeSize)
-		x.prefetchCodes(list[:min(w, len(list))])
+		x.vecs.prefetch(list[:min(w, len(list))])
 		for j := 0; j+4 <= len(list); j += 4 {
 			v := int32(binary.LittleEndian.Uint32(list[j:]))
 			if v < 0 {
 				break
 			}
 			if a := j + w; a+4 <= len(list) {
-				x.prefetchCodes(list[a : a+4])
+				x.vecs.prefetch(list[a : a+4])
 			}
 			if err := x.checkNeighbor(prev, level, v); err != nil {
 				return 0, 0, err
 			}
-			d, err := x.dist(s, v)
+			d, err := x.vecs.dist(s, v)
 			if err != nil {
 				return 0, 0, err
 			}
@@ -337,17 +340,16 @@ func (x *Index) searchLevel(s *scratch, level int, r *resultHeap, efStop int) (i
 			// The runner-up is expanded next unless one of v0's neighbors
 			// beats it: start loading its list now (a cache miss otherwise
 			// stalls the loop below on the list's first slot).
-			x.prefetchList(next, level)
+			x.lists.prefetch(next, level)
 		}
-		list, err := x.neighbors(s, v0, level)
+		list, err := x.lists.get(s, v0, level)
 		if err != nil {
 			return 0, err
 		}
-		s.views = s.views[:0] // filled below only on the block-cache path
-		// Mark the unvisited neighbors first, then get their vectors (one
-		// batch of reads, or cache prefetches on zero-copy views so the
-		// misses overlap), then offer and push in list order: the same
-		// sequence as one neighbor at a time (FAISS ≥ 1.8 batches too).
+		// Mark the unvisited neighbors first, then get their distances
+		// together (one batch of reads, or prefetches so the misses
+		// overlap), then offer and push in list order: the same sequence
+		// as one neighbor at a time (FAISS ≥ 1.8 batches too).
 		s.cand = s.cand[:0]
 		for j := 0; j+4 <= len(list); j += 4 {
 			v1 := int32(binary.LittleEndian.Uint32(list[j:]))
@@ -361,75 +363,16 @@ func (x *Index) searchLevel(s *scratch, level int, r *resultHeap, efStop int) (i
 				s.cand = append(s.cand, v1)
 			}
 		}
-		switch {
-		case x.batch != nil:
-			if x.vc != nil {
-				n1, n2 := c.peekMin2()
-				s.ahead = s.ahead[:0]
-				x.readAhead(s, n1, level)
-				x.readAhead(s, n2, level)
-			}
-			if err := x.fetchCodes(s); err != nil {
-				return 0, err
-			}
-		case x.codesView != nil:
-			x.prefetchViewed(s.cand)
-		case x.blocks != nil:
-			// Views taken here serve the distances below (one lookup per
-			// vector); they stay valid for the query's read section.
-			// Large vectors: heads first, as prefetchViewed does.
-			cs, bs := int64(x.codeSize), x.blocks.BlockSize()
-			heads := cs >= headsFirstBytes
-			for _, v1 := range s.cand {
-				off := x.codes.Offset + int64(v1)*cs
-				b, ok := x.blocks.ViewBlock(off, cs, &s.st.IO)
-				s.views = append(s.views, b)
-				if ok {
-					if heads {
-						b = b[:1]
-					}
-					distance.Prefetch(b)
-					continue
-				}
-				// A vector across a block boundary without a mirror: in two
-				// parts (code copies it; its misses would otherwise stall
-				// the copy).
-				first := min(cs, bs-off&(bs-1))
-				if first == cs {
-					continue
-				}
-				if b, ok := x.blocks.ViewBlock(off, first, nil); ok {
-					distance.Prefetch(b)
-				}
-				if b, ok := x.blocks.ViewBlock(off+first, cs-first, nil); ok {
-					distance.Prefetch(b)
-				}
-			}
-			if heads {
-				for _, b := range s.views {
-					distance.Prefetch(b) // a no-op on nil
-				}
-			}
+		dis := s.cdis[:len(s.cand)]
+		if err := x.vecs.dists(s, level, s.cand, dis); err != nil {
+			return 0, err
 		}
+		ndis += len(s.cand)
 		for i, v1 := range s.cand {
-			ndis++
-			var d float32
-			switch {
-			case x.batch != nil:
-				d, err = x.candDist(s, i)
-			case i < len(s.views) && s.views[i] != nil:
-				s.st.BytesRead += int64(x.codeSize)
-				d = x.distCode(s, s.views[i])
-			default:
-				d, err = x.dist(s, v1)
-			}
-			if err != nil {
-				return 0, err
-			}
 			if s.allows(v1) {
-				r.offer(d, v1)
+				r.offer(dis[i], v1)
 			}
-			c.push(v1, d)
+			c.push(v1, dis[i])
 		}
 		if level == 0 {
 			s.st.Expanded++
@@ -450,7 +393,7 @@ func (x *Index) beamSearch(s *scratch, k int) error {
 	h := x.h
 	b := int(h.UpperBeam)
 	s.beam.reset(b, false)
-	d0, err := x.dist(s, h.EntryPoint)
+	d0, err := x.vecs.dist(s, h.EntryPoint)
 	if err != nil {
 		return err
 	}
@@ -490,7 +433,7 @@ func (x *Index) exactScan(s *scratch) error {
 			if n++; n%deadlineEvery == 0 && s.pastDeadline() {
 				return ErrDeadline
 			}
-			d, err := x.dist(s, v)
+			d, err := x.vecs.dist(s, v)
 			if err != nil {
 				return err
 			}

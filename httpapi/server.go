@@ -581,7 +581,7 @@ func (s *Server) indexInfo(e *entry, h *handle) gin.H {
 	}
 	if h.spec.MemoryBudget > 0 {
 		info["memory_budget"] = gin.H{"budget_bytes": h.spec.MemoryBudget, "pinned_list_bytes": x.PinnedBytes(),
-			"all_lists_pinned": x.Options().PinNeighbors, "vector_cache": x.VectorCache()}
+			"all_lists_pinned": x.AllListsPinned(), "vector_cache": x.VectorCache()}
 	}
 	return info
 }

@@ -774,11 +774,11 @@ func (c *Cached) Close() error {
 // fillRead is how much Fill reads from the inner backend at once.
 const fillRead = 1 << 20
 
-// Fill caches the blocks of [off, off+n) that are not cached yet, reading
+// Warm (Warmer) caches the blocks of [off, off+n) that are not cached yet, reading
 // the range from the inner backend 1 MiB at a time: a warm-up costs a few
 // large reads instead of a device round trip per block (pread files have
 // the kernel's read-ahead off). The cache's budget applies as to any read.
-func (c *Cached) Fill(off, n int64) error {
+func (c *Cached) Warm(off, n int64) error {
 	if c.closed.Load() {
 		return closedErr(c.name)
 	}

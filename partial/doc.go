@@ -6,8 +6,8 @@
 // whole file in RAM), mmap, pread (behind a block Cache), direct (O_DIRECT
 // through io_uring, a Cache optional) and zstd (the seekable format
 // CompressSeekable writes). What only some backends can do is an optional interface found
-// by type assertion: Viewer, BatchReader, TallyReader, BlockViewer, Filler,
-// WillNeeder, Populator, FileChecker. RecordCache keeps fixed-size records
+// by type assertion: Viewer, BatchReader, TallyReader, BlockViewer, Warmer,
+// FileChecker. RecordCache keeps fixed-size records
 // (vectors) outside the Go heap.
 //
 // Every storage that reads a file as it is on disk detects a change of that

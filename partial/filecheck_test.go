@@ -164,13 +164,13 @@ func TestFileChangedShortReads(t *testing.T) {
 }
 
 // TestMmapFaults: on a truncated mapping ReadAt fails with the change
-// instead of faulting the process, Populate (the warm-up) fails instead
+// instead of faulting the process, Warm (the warm-up) fails instead
 // of succeeding, and a fault on a view becomes the change through
 // FaultError.
 func TestMmapFaults(t *testing.T) {
 	path, data := patternFile(t, 4<<20)
 	m, all := mapWhole(t, path)
-	require.NoError(t, m.Populate(0, int64(len(data))))
+	require.NoError(t, m.Warm(0, int64(len(data))))
 	require.NoError(t, os.Truncate(path, 4096))
 	_, err := m.ReadAt(make([]byte, 100), 1<<20)
 	require.ErrorIs(t, err, partial.ErrFileChanged)
@@ -179,7 +179,7 @@ func TestMmapFaults(t *testing.T) {
 	path2, data2 := patternFile(t, 4<<20)
 	m2, all2 := mapWhole(t, path2)
 	require.NoError(t, os.Truncate(path2, 0))
-	err = m2.Populate(0, int64(len(data2)))
+	err = m2.Warm(0, int64(len(data2)))
 	require.ErrorIs(t, err, partial.ErrFileChanged, "warm-up of a truncated file")
 
 	err = touch(m, all, 3<<20)

@@ -388,10 +388,10 @@ func (m *countingMemory) ReadAt(p []byte, off int64) (int, error) {
 	return m.Memory.ReadAt(p, off)
 }
 
-// TestCachedFill: Fill caches a range's blocks, byte for byte, in a few
+// TestCachedWarm: Warm caches a range's blocks, byte for byte, in a few
 // large inner reads, for every home (mirror, slots, heap), and leaves the
 // blocks outside the range alone.
-func TestCachedFill(t *testing.T) {
+func TestCachedWarm(t *testing.T) {
 	const bs = 4096
 	data := pattern(600*bs + 100)
 	shared := NewCache(2 << 20) // below the file: heap blocks
@@ -409,11 +409,11 @@ func TestCachedFill(t *testing.T) {
 			t.Fatalf("%s: homes %v", tc.name, got)
 		}
 		off, n := int64(3*bs+7), int64(200*bs) // 201 blocks, under every budget
-		if err := c.Fill(off, n); err != nil {
+		if err := c.Warm(off, n); err != nil {
 			t.Fatal(err)
 		}
 		if r := inner.reads.Load(); r > 2 {
-			t.Errorf("%s: Fill of %d bytes made %d inner reads, want at most 2", tc.name, n, r)
+			t.Errorf("%s: Warm of %d bytes made %d inner reads, want at most 2", tc.name, n, r)
 		}
 		e := c.EnterRead()
 		for at := off; at < off+n; at += bs / 2 {
@@ -427,8 +427,8 @@ func TestCachedFill(t *testing.T) {
 			t.Errorf("%s: a block past the range was cached", tc.name)
 		}
 		c.ExitRead(e)
-		if err := c.Fill(int64(len(data))-10, 20); err == nil {
-			t.Errorf("%s: Fill past the end succeeded", tc.name)
+		if err := c.Warm(int64(len(data))-10, 20); err == nil {
+			t.Errorf("%s: Warm past the end succeeded", tc.name)
 		}
 		c.Close()
 	}

@@ -12,7 +12,7 @@ import (
 // base pages).
 const hugePage = 2 << 20
 
-// Populate makes [off, off+n) resident and mapped before it returns, on
+// Warm (Warmer) makes [off, off+n) resident and mapped before it returns, on
 // 2 MiB pages where the kernel can (warm-up; searches on a warm index run
 // 10–20% faster on them, docs/design.md). It advises MADV_HUGEPAGE over every
 // whole 2 MiB region the range touches (rounded out, since sections start
@@ -25,7 +25,7 @@ const hugePage = 2 << 20
 // warm. Readers may run meanwhile (an unmapped page faults back in). A
 // range the file no longer covers fails with an error wrapping
 // ErrFileChanged.
-func (m *Mmap) Populate(off, n int64) error {
+func (m *Mmap) Warm(off, n int64) error {
 	return m.withPages(off, n, func(r []byte, start int64) error {
 		hs := start &^ (hugePage - 1)
 		he := (off + n + hugePage - 1) &^ (hugePage - 1)

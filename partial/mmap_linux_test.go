@@ -13,15 +13,15 @@ import (
 	"github.com/faiss-sidecar/faiss-sidecar/partial"
 )
 
-// TestMmapPopulate: after Populate every page of the range is resident
+// TestMmapWarm: after Warm every page of the range is resident
 // (mincore) and the bytes are the file's, also for a range that is not
 // page-aligned and one already cached. How much of it ended up on 2 MiB
 // pages depends on the kernel and file system, and is logged.
-func TestMmapPopulate(t *testing.T) {
+func TestMmapWarm(t *testing.T) {
 	path, data := patternFile(t, 9<<20)
 	m, all := mapWhole(t, path)
 	for _, r := range [][2]int64{{3<<20 + 100, 5<<20 + 7}, {0, int64(len(data))}} {
-		if err := m.Populate(r[0], r[1]); err != nil {
+		if err := m.Warm(r[0], r[1]); err != nil {
 			t.Fatal(err)
 		}
 		page := int64(os.Getpagesize())
@@ -33,14 +33,14 @@ func TestMmapPopulate(t *testing.T) {
 		}
 		for i, v := range vec {
 			if v&1 == 0 {
-				t.Fatalf("range %v: page %d not resident after Populate", r, int64(i)+start/page)
+				t.Fatalf("range %v: page %d not resident after Warm", r, int64(i)+start/page)
 			}
 		}
 		if !bytes.Equal(all[r[0]:r[0]+r[1]], data[r[0]:r[0]+r[1]]) {
 			t.Fatalf("range %v: mapped bytes differ from the file", r)
 		}
 	}
-	if err := m.Populate(int64(len(data)), 1); err == nil {
+	if err := m.Warm(int64(len(data)), 1); err == nil {
 		t.Error("Populate past the end succeeded")
 	}
 	t.Logf("mapped on huge pages: %d KiB", pmdMapped(t, uintptr(unsafe.Pointer(&all[0]))))
@@ -94,7 +94,7 @@ func pmdMappedIn(t *testing.T, lo, hi uintptr) int {
 // stayed on 4 KiB pages.
 var sink byte
 
-func TestMmapPopulateWholeHugePages(t *testing.T) {
+func TestMmapWarmWholeHugePages(t *testing.T) {
 	path, data := patternFile(t, 10<<20)
 	// Leave the page cache with single 4 KiB pages at the range's two edge
 	// regions, as a parse's small reads do.
@@ -115,7 +115,7 @@ func TestMmapPopulateWholeHugePages(t *testing.T) {
 		t.Skipf("the kernel placed the mapping at %#x, off a 2 MiB boundary: no huge pages possible", base)
 	}
 	sink += all[100] + all[7<<20+5] // and maps them, as a parse through the mapping would
-	if err := m.Populate(1<<20+100, 6<<20); err != nil {
+	if err := m.Warm(1<<20+100, 6<<20); err != nil {
 		t.Fatal(err)
 	}
 	if !bytes.Equal(all, data) {

@@ -2,6 +2,6 @@
 
 package partial
 
-// Populate reads [off, off+n) ahead (MADV_WILLNEED); huge pages and
+// Warm reads [off, off+n) ahead (MADV_WILLNEED); huge pages and
 // MADV_POPULATE_READ are Linux's.
-func (m *Mmap) Populate(off, n int64) error { return m.WillNeed(off, n) }
+func (m *Mmap) Warm(off, n int64) error { return m.WillNeed(off, n) }

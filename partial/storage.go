@@ -147,20 +147,10 @@ type BlockViewer interface {
 	Account(t *Tally)
 }
 
-// Filler is implemented by block caches that can fill themselves with a
-// range in large reads (a warm-up), rather than one block per read.
-type Filler interface {
-	Fill(off, n int64) error
-}
-
-// WillNeeder is implemented by backends that can ask the kernel to read a
-// range ahead (mmap: MADV_WILLNEED).
-type WillNeeder interface {
-	WillNeed(off, n int64) error
-}
-
-// Populator is implemented by backends that can make a range resident and
-// mapped before returning (mmap: on huge pages where the kernel can).
-type Populator interface {
-	Populate(off, n int64) error
+// Warmer is implemented by backends that can make a range fast to read
+// ahead of queries: a block cache fills itself with it in large reads
+// rather than one block per read; a mapping makes it resident (on huge
+// pages where the kernel can).
+type Warmer interface {
+	Warm(off, n int64) error
 }

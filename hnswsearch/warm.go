@@ -1,0 +1,119 @@
+package hnswsearch
+
+import (
+	"fmt"
+	"math"
+	"slices"
+
+	"github.com/faiss-sidecar/faiss-sidecar/faissfmt"
+	"github.com/faiss-sidecar/faiss-sidecar/partial"
+)
+
+// warm pulls the graph and then the vectors into memory ahead of queries
+// through the backend's partial.Warmer: on a zero-copy backend (mmap) both
+// sections whole; otherwise into the block cache, at most maxBytes (e.g. the
+// cache's budget; ≤ 0 for no limit), skipping what is pinned, and the
+// vectors the vector cache will hold instead. Then the vector cache.
+func (x *Index) warm(maxBytes int64) error {
+	w, _ := x.st.(partial.Warmer)
+	secs := []faissfmt.Section{x.nb, x.codes}
+	if x.viewer == nil {
+		if x.PinnedBytes() > 0 {
+			secs = secs[1:]
+		}
+		if x.vc != nil {
+			secs = secs[:len(secs)-1]
+		}
+		if x.blocks == nil { // no block cache: nothing would keep the bytes
+			secs = nil
+		}
+	} else {
+		maxBytes = 0
+	}
+	if maxBytes <= 0 {
+		maxBytes = math.MaxInt64
+	}
+	for _, s := range secs {
+		if w == nil || maxBytes == 0 {
+			break
+		}
+		n := min(s.Len, maxBytes)
+		if err := w.Warm(s.Offset, n); err != nil {
+			return fmt.Errorf("hnswsearch: warming %s: %w", s.Name, err)
+		}
+		maxBytes -= n
+	}
+	if x.vc != nil {
+		return x.warmVectorCache()
+	}
+	return nil
+}
+
+// warmVectorCache fills the vector cache with the vectors every query's
+// descent may touch: the nodes above level 0, top level first, up to the
+// cache's size, read in parallel batches where the backend serves them.
+func (x *Index) warmVectorCache() error {
+	slots := x.vc.Stats().Slots
+	var nodes []int32
+	for v := int32(0); v < x.n; v++ {
+		if x.h.NumLevels(v) > 1 {
+			nodes = append(nodes, v)
+		}
+	}
+	slices.SortStableFunc(nodes, func(a, b int32) int { return x.h.NumLevels(b) - x.h.NumLevels(a) })
+	nodes = nodes[:min(len(nodes), slots)]
+	cs := x.codeSize
+	const chunk = 256
+	buf := make([]byte, chunk*cs)
+	reqs := make([]partial.ReadReq, 0, chunk)
+	batch, _ := x.st.(partial.BatchReader)
+	for len(nodes) > 0 {
+		part := nodes[:min(chunk, len(nodes))]
+		nodes = nodes[len(part):]
+		reqs = reqs[:0]
+		for i, v := range part {
+			reqs = append(reqs, partial.ReadReq{Off: x.codes.Offset + int64(v)*int64(cs), Buf: buf[i*cs : (i+1)*cs]})
+		}
+		if batch != nil {
+			if err := batch.ReadBatch(reqs); err != nil {
+				return fmt.Errorf("hnswsearch: warming the vector cache: %w", err)
+			}
+		} else {
+			for _, q := range reqs {
+				if _, err := x.st.ReadAt(q.Buf, q.Off); err != nil {
+					return fmt.Errorf("hnswsearch: warming the vector cache: %w", err)
+				}
+			}
+		}
+		for i, v := range part {
+			x.vc.Put(v, reqs[i].Buf)
+		}
+	}
+	return nil
+}
+
+// streamNeighbors calls fn(node, record) for every node's neighbor record
+// (all its levels), reading the section sequentially in 1 MiB chunks.
+func (x *Index) streamNeighbors(fn func(v int32, rec []byte)) error {
+	const chunk = 1 << 20
+	buf := make([]byte, 0, chunk)
+	var base int64 // section byte offset of buf[0]
+	v := int32(0)
+	for v < x.n {
+		lo, hi := x.h.NodeOffset(int64(v))*4, x.h.NodeOffset(int64(v)+1)*4
+		if hi > base+int64(len(buf)) { // refill from lo
+			n := min(max(chunk, hi-lo), x.nb.Len-lo)
+			if int64(cap(buf)) < n {
+				buf = make([]byte, n)
+			}
+			buf = buf[:n]
+			if _, err := x.st.ReadAt(buf, x.nb.Offset+lo); err != nil {
+				return fmt.Errorf("hnswsearch: reading the neighbor lists: %w", err)
+			}
+			base = lo
+		}
+		fn(v, buf[lo-base:hi-base])
+		v++
+	}
+	return nil
+}
