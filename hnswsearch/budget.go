@@ -74,8 +74,9 @@ func minVectorCache(n, codeSize int64) int64 { return 4*n + 64*codeSize }
 // quarter (every result reads it); then lists and vectors whole when both
 // fit in nine tenths; else every list, compacted, when they fit there
 // (estimated from a sample of nodes); else the hubs' lists in half; and the
-// vector cache gets what the lists leave.
-func (x *Index) planHeld(held int64) (h holding, idMap bool, err error) {
+// vector cache gets what the lists leave. With a guide (Options.Guide) the
+// search reads no vector: every list when they fit, else the hubs'.
+func (x *Index) planHeld(held int64, guide bool) (h holding, idMap bool, err error) {
 	if x.idMap != nil && x.idMap.Len <= held/4 {
 		idMap = true
 		held -= x.idMap.Len
@@ -85,6 +86,13 @@ func (x *Index) planHeld(held int64) (h holding, idMap bool, err error) {
 		return h, false, err
 	}
 	switch {
+	case guide: // the vectors are the guide's: lists only
+		if est <= held*9/10 {
+			h.allLists = true
+		} else {
+			h.hubBytes = held / 2
+		}
+		return h, idMap, nil
 	case est+x.codes.Len <= held*9/10:
 		h.allLists, h.vectors = true, true
 	case est <= held*9/10:

@@ -97,6 +97,11 @@ type Options struct {
 	// file at New (one pass over the file; implied by FullMode). A file
 	// without a footer has no checksum to check.
 	VerifyChecksum bool
+	// Guide, when set, is a compressed in-memory copy of the vectors the
+	// search computes every distance on (loading mode on_disk): no vector
+	// is read, distances are estimates, and the caller reranks. Float
+	// indexes with flat storage only; HeldBytes then pins lists only.
+	Guide Guide
 
 	// hold is what New keeps in memory: the policy's outcome, or set by
 	// tests directly (with HeldBytes 0).
@@ -265,6 +270,14 @@ func New(f *faissfmt.File, s partial.Storage, o Options) (*Index, error) {
 			x.viewer.Release()
 		}
 		return nil, err
+	}
+	if o.Guide != nil {
+		if err := x.checkGuide(o.Guide); err != nil {
+			if x.viewer != nil {
+				x.viewer.Release()
+			}
+			return nil, err
+		}
 	}
 	if x.viewer == nil && x.n > 0 {
 		if err := x.hold(&o); err != nil {

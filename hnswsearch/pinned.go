@@ -253,7 +253,7 @@ func (x *Index) pinSection(sec faissfmt.Section) (offheap.Buf, error) {
 // the caller releases what was pinned.
 func (x *Index) hold(o *Options) error {
 	if o.HeldBytes > 0 {
-		h, idMap, err := x.planHeld(o.HeldBytes)
+		h, idMap, err := x.planHeld(o.HeldBytes, o.Guide != nil)
 		if err != nil {
 			return err
 		}

@@ -67,6 +67,8 @@ type Stats struct {
 	// ReadAhead counts vectors read ahead for the neighbors of the pool's
 	// two best candidates (into the vector cache, with the current batch).
 	ReadAhead int64 `json:"read_ahead"`
+	// GuideDistances counts distances estimated on a guide (Options.Guide).
+	GuideDistances int `json:"guide_distances"`
 	// Batches counts batched reads issued (each one round trip to storage).
 	Batches int64 `json:"batches"`
 	// PoolCapacity is the candidate pool's size; poppedEvictions counts
@@ -105,6 +107,7 @@ type scratch struct {
 	ahead   []int32           // vectors to read ahead into the vector cache
 	aheadB  []byte            // their bytes
 	st      Stats
+	gq GuideQuery // the guide's query state, with Options.Guide
 	// deadline is Params.Deadline in Unix nanoseconds, 0 for none.
 	deadline int64
 }
@@ -121,6 +124,9 @@ func (x *Index) newScratch() *scratch {
 		cdis:    make([]float32, m),
 		visited: make([]uint8, x.n),
 		idbuf:   make([]byte, 8),
+	}
+	if x.opts.Guide != nil {
+		s.gq = x.opts.Guide.NewQuery()
 	}
 	return s
 }
@@ -159,6 +165,12 @@ func (x *Index) Search(q []float32, p Params, dst []Result) ([]Result, Stats, er
 	}
 	s := x.scratch.Get().(*scratch)
 	copy(s.q, q)
+	if s.gq != nil {
+		if err := s.gq.Reset(q); err != nil {
+			x.scratch.Put(s)
+			return dst, Stats{}, fmt.Errorf("%w: %v", ErrBadQuery, err)
+		}
+	}
 	if x.kind == sqIntL2 || x.kind == sqIntIP {
 		distance.QueryBytes(s.qb[:x.d], q)
 	}

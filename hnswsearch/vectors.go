@@ -71,6 +71,9 @@ func (x *Index) bindDist() distFn {
 
 // chooseVectors picks the vector source for what New found and pinned.
 func (x *Index) chooseVectors() vectorSource {
+	if x.opts.Guide != nil {
+		return guideVectors{}
+	}
 	fn, cs, off := x.bindDist(), int64(x.codeSize), x.codes.Offset
 	heads := cs >= headsFirstBytes
 	if x.opts.test.headsFirst != 0 {

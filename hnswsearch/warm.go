@@ -17,11 +17,14 @@ import (
 func (x *Index) warm(maxBytes int64) error {
 	w, _ := x.st.(partial.Warmer)
 	secs := []faissfmt.Section{x.nb, x.codes}
+	if x.opts.Guide != nil { // the search reads no vector
+		secs = secs[:1]
+	}
 	if x.viewer == nil {
 		if x.PinnedBytes() > 0 {
 			secs = secs[1:]
 		}
-		if x.vc != nil {
+		if x.vc != nil && len(secs) > 0 && secs[len(secs)-1] == x.codes {
 			secs = secs[:len(secs)-1]
 		}
 		if x.blocks == nil { // no block cache: nothing would keep the bytes
