@@ -107,7 +107,7 @@ type scratch struct {
 	ahead   []int32           // vectors to read ahead into the vector cache
 	aheadB  []byte            // their bytes
 	st      Stats
-	gq GuideQuery // the guide's query state, with Options.Guide
+	gq      GuideQuery // the guide's query state, with Options.Guide
 	// deadline is Params.Deadline in Unix nanoseconds, 0 for none.
 	deadline int64
 }
