@@ -12,6 +12,7 @@ package engine
 import (
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 	"runtime"
 	"slices"
@@ -187,6 +188,7 @@ type Plan struct {
 	spec       Spec
 	backend    string
 	probe      *faissfmt.File
+	probed     os.FileInfo // the file Prepare probed, nil if stat failed
 	opts       hnswsearch.Options
 	cacheBytes int64
 	need, heap int64
@@ -220,11 +222,12 @@ func Prepare(spec Spec) (*Plan, error) {
 	}
 	sem, _ := hnswsearch.ParseSemantics(spec.Semantics)
 	ker, _ := hnswsearch.ParseKernel(spec.Kernel)
+	probed, _ := os.Stat(spec.Path)
 	pf, err := hnswsearch.Probe(spec.Path, backend)
 	if err != nil {
 		return nil, err
 	}
-	p := &Plan{spec: spec, backend: backend, probe: pf}
+	p := &Plan{spec: spec, backend: backend, probe: pf, probed: probed}
 	p.opts = hnswsearch.Options{Semantics: sem, Kernel: ker, BatchReads: spec.BatchReads, ExactFilterMax: spec.ExactFilterMax,
 		IndexEfSearch: spec.EfSearch, FullMode: spec.Mode == "full", VerifyChecksum: spec.VerifyChecksum}
 	p.cacheBytes = partial.Options{CacheBytes: spec.CacheBytes, BlockSize: spec.CacheBlock}.CacheBudgetFor(backend, pf.Size)
@@ -401,7 +404,10 @@ func (p *Plan) Open() (*Index, error) {
 		return nil, err
 	}
 	x := &Index{spec: spec, backend: p.backend, st: st, cacheBytes: p.cacheBytes}
-	if x.file, err = faissfmt.Open(st, st.Size()); err == nil {
+	if x.file = p.reusableProbe(); x.file == nil {
+		x.file, err = faissfmt.Open(st, st.Size())
+	}
+	if err == nil {
 		if x.idx, err = hnswsearch.New(x.file, st, p.opts); err != nil && !errors.Is(err, partial.ErrBadOption) && !errors.Is(err, hnswsearch.ErrBadOption) {
 			err = &tagged{msg: err.Error(), tags: []error{ErrNotServable}, inner: err}
 		}
@@ -425,6 +431,18 @@ func (p *Plan) Open() (*Index, error) {
 		}
 	}
 	return x, nil
+}
+
+// reusableProbe is the probe's parse when the file is still the one probed
+// (same file, size and modification time, looked at after the storage
+// opened it), so Open need not parse it again; nil otherwise.
+func (p *Plan) reusableProbe() *faissfmt.File {
+	now, err := os.Stat(p.spec.Path)
+	if err != nil || p.probed == nil || !os.SameFile(now, p.probed) ||
+		now.Size() != p.probed.Size() || !now.ModTime().Equal(p.probed.ModTime()) {
+		return nil
+	}
+	return p.probe
 }
 
 // Open is Prepare then Plan.Open, for a caller with no budget to charge.
