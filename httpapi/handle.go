@@ -37,6 +37,20 @@ type LoadSpec struct {
 	VerifyChecksum bool `json:"verify_checksum,omitempty"`
 }
 
+// engineSpec translates s for the engine, but for paths: Label is s.Path
+// and Path is left for the caller to resolve; the rerank spec is not set.
+func (s LoadSpec) engineSpec() engine.Spec {
+	return engine.Spec{Label: s.Path, Mode: s.Mode, Backend: s.Backend, CacheBytes: s.CacheBytes,
+		MemoryBudget: s.MemoryBudget, Semantics: s.Semantics, Kernel: s.Kernel, EfSearch: s.EfSearch,
+		VerifyChecksum: s.VerifyChecksum, SpaceType: s.SpaceType}
+}
+
+// setEngineSpec takes back the fields an engine.Change may change.
+func (s *LoadSpec) setEngineSpec(es engine.Spec) {
+	s.Mode, s.Backend, s.CacheBytes, s.MemoryBudget = es.Mode, es.Backend, es.CacheBytes, es.MemoryBudget
+	s.EfSearch, s.Semantics, s.Kernel = es.EfSearch, es.Semantics, es.Kernel
+}
+
 // RerankSpec configures full-precision rescoring.
 type RerankSpec struct {
 	VectorsPath      string  `json:"vectors_path"`

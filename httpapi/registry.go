@@ -283,9 +283,8 @@ func (r *Registry) open(spec LoadSpec) (*handle, error) {
 	if spec.EfSearch < 0 || spec.EfSearch > r.limits.MaxEfSearch {
 		return nil, badRequest("ef_search=%d is out of range [1, %d] (0 or absent: the file's)", spec.EfSearch, r.limits.MaxEfSearch)
 	}
-	es := engine.Spec{Path: path, Label: spec.Path, Mode: spec.Mode, Backend: spec.Backend, CacheBytes: spec.CacheBytes,
-		MemoryBudget: spec.MemoryBudget, Semantics: spec.Semantics, Kernel: spec.Kernel, EfSearch: spec.EfSearch,
-		VerifyChecksum: spec.VerifyChecksum, SpaceType: spec.SpaceType}
+	es := spec.engineSpec()
+	es.Path = path
 	if rs := spec.Rerank; rs != nil {
 		es.Rerank = &engine.RerankSpec{Label: rs.VectorsPath, Strategy: rs.Strategy, Oversample: rs.OversampleFactor}
 		if es.Rerank.Path, err = r.resolve(rs.VectorsPath); err != nil {
@@ -423,43 +422,13 @@ func (r *Registry) Switch(ctx context.Context, name string, sw SwitchSpec) error
 		return notFound(name)
 	}
 	defer ol.release()
+	change := engine.Change{Mode: sw.Mode, Backend: sw.Backend, CacheBytes: sw.CacheBytes, MemoryBudget: sw.MemoryBudget,
+		EfSearch: sw.EfSearch, Semantics: sw.Semantics, Kernel: sw.Kernel}
 	spec := old.spec
-	if sw.Mode != "" {
-		spec.Mode = sw.Mode
-		if sw.Backend == "" && sw.Mode == "memory_efficient" && spec.Backend == "memory" {
-			spec.Backend = ""
-		}
-		if sw.Mode == "full" {
-			spec.Backend = ""
-		}
-	}
-	if sw.Backend != "" {
-		spec.Backend = sw.Backend
-	}
-	if sw.CacheBytes != 0 {
-		spec.CacheBytes = sw.CacheBytes
-	}
-	if sw.MemoryBudget != 0 {
-		spec.MemoryBudget = sw.MemoryBudget
-	}
-	if spec.Mode == "full" || (sw.Backend != "" && sw.MemoryBudget == 0) {
-		spec.MemoryBudget = 0 // a budget is planned for one backend; say it again with another
-	}
+	spec.setEngineSpec(change.Apply(old.spec.engineSpec()))
 	verify := defaultVerifyQueries
-	if sw.Semantics != "" || sw.Kernel != "" || sw.EfSearch != 0 {
-		verify = 0 // results change by design
-	}
-	switch {
-	case sw.EfSearch == -1:
-		spec.EfSearch = 0
-	case sw.EfSearch != 0:
-		spec.EfSearch = sw.EfSearch
-	}
-	if sw.Semantics != "" {
-		spec.Semantics = sw.Semantics
-	}
-	if sw.Kernel != "" {
-		spec.Kernel = sw.Kernel
+	if change.ChangesResults() {
+		verify = 0
 	}
 	if v := sw.VerifyQueries; v != nil {
 		if *v < 0 || *v > r.limits.MaxVerifyQueries {

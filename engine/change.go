@@ -1,0 +1,58 @@
+package engine
+
+// Change is what a live mode switch changes in a Spec; zero fields keep
+// the Spec's value.
+type Change struct {
+	Mode, Backend string
+	CacheBytes    int64
+	// MemoryBudget switches to (or re-plans) the bounded-memory policy.
+	MemoryBudget int64
+	// EfSearch sets the index-level efSearch; -1 goes back to the file's.
+	EfSearch          int
+	Semantics, Kernel string
+}
+
+// Apply returns spec changed by c. A new mode drops a backend that
+// belongs to the old one (memory is mode full's; mode full names none),
+// and a budget is planned for one backend: a new backend or mode full
+// without a new budget drops it.
+func (c Change) Apply(spec Spec) Spec {
+	if c.Mode != "" {
+		spec.Mode = c.Mode
+		if c.Mode == "full" || (c.Backend == "" && spec.Backend == "memory") {
+			spec.Backend = ""
+		}
+	}
+	if c.Backend != "" {
+		spec.Backend = c.Backend
+	}
+	if c.CacheBytes != 0 {
+		spec.CacheBytes = c.CacheBytes
+	}
+	if c.MemoryBudget != 0 {
+		spec.MemoryBudget = c.MemoryBudget
+	}
+	if spec.Mode == "full" || (c.Backend != "" && c.MemoryBudget == 0) {
+		spec.MemoryBudget = 0
+	}
+	switch {
+	case c.EfSearch == -1:
+		spec.EfSearch = 0
+	case c.EfSearch != 0:
+		spec.EfSearch = c.EfSearch
+	}
+	if c.Semantics != "" {
+		spec.Semantics = c.Semantics
+	}
+	if c.Kernel != "" {
+		spec.Kernel = c.Kernel
+	}
+	return spec
+}
+
+// ChangesResults reports whether c changes answers by design (semantics,
+// kernel, efSearch), so that a switch cannot check the new handle by
+// comparing its answers with the old one's.
+func (c Change) ChangesResults() bool {
+	return c.Semantics != "" || c.Kernel != "" || c.EfSearch != 0
+}

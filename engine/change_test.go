@@ -1,0 +1,42 @@
+package engine_test
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+
+	"github.com/faiss-sidecar/faiss-sidecar/engine"
+)
+
+// TestChangeApply: the switch rules. A backend belongs to its mode; a
+// budget to its backend; unset fields keep their values.
+func TestChangeApply(t *testing.T) {
+	base := engine.Spec{Path: "x.faiss", Mode: "memory_efficient", Backend: "pread", CacheBytes: 1 << 20, Semantics: "faiss-1.7.3", EfSearch: 40}
+	for _, c := range []struct {
+		name   string
+		from   engine.Spec
+		change engine.Change
+		want   engine.Spec
+	}{
+		{"nothing", base, engine.Change{}, base},
+		{"to full drops the backend", base, engine.Change{Mode: "full"},
+			engine.Spec{Path: "x.faiss", Mode: "full", CacheBytes: 1 << 20, Semantics: "faiss-1.7.3", EfSearch: 40}},
+		{"back from full drops memory", engine.Spec{Mode: "full", Backend: "memory"}, engine.Change{Mode: "memory_efficient"},
+			engine.Spec{Mode: "memory_efficient"}},
+		{"a new backend drops the budget", engine.Spec{Mode: "memory_efficient", Backend: "direct", MemoryBudget: 1 << 30},
+			engine.Change{Backend: "mmap"}, engine.Spec{Mode: "memory_efficient", Backend: "mmap"}},
+		{"a budget with its backend stays", engine.Spec{Mode: "memory_efficient", Backend: "mmap"},
+			engine.Change{Backend: "direct", MemoryBudget: 1 << 30}, engine.Spec{Mode: "memory_efficient", Backend: "direct", MemoryBudget: 1 << 30}},
+		{"full drops the budget", engine.Spec{Mode: "memory_efficient", MemoryBudget: 1 << 30}, engine.Change{Mode: "full"},
+			engine.Spec{Mode: "full"}},
+		{"ef -1 is the file's", base, engine.Change{EfSearch: -1},
+			engine.Spec{Path: "x.faiss", Mode: "memory_efficient", Backend: "pread", CacheBytes: 1 << 20, Semantics: "faiss-1.7.3"}},
+		{"kernel", base, engine.Change{Kernel: "exact"},
+			engine.Spec{Path: "x.faiss", Mode: "memory_efficient", Backend: "pread", CacheBytes: 1 << 20, Semantics: "faiss-1.7.3", EfSearch: 40, Kernel: "exact"}},
+	} {
+		assert.Equal(t, c.want, c.change.Apply(c.from), c.name)
+	}
+	assert.False(t, engine.Change{Mode: "full", Backend: "x", MemoryBudget: 1}.ChangesResults())
+	assert.True(t, engine.Change{Kernel: "exact"}.ChangesResults())
+	assert.True(t, engine.Change{EfSearch: -1}.ChangesResults())
+}
