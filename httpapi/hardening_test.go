@@ -176,6 +176,9 @@ func TestPprofBehindToken(t *testing.T) {
 		})
 	}
 	wg.Wait()
+	for _, m := range []string{"PUT", "DELETE", "PATCH"} { // pprof reads; it answers GET, HEAD and POST
+		assert.Equal(t, 405, call(t, ts, m, "/debug/pprof/heap", ``, "Authorization", "Bearer tok").Status, m)
+	}
 }
 
 // TestVersion: GET / and /_health name the build.

@@ -213,7 +213,8 @@ func checkName(name string) error {
 		return bad("must not start with _, - or +")
 	}
 	for _, r := range name {
-		if strings.ContainsRune(`/\*?"<>|,#:`, r) || unicode.IsSpace(r) || unicode.IsControl(r) || r == utf8.RuneError {
+		if strings.ContainsRune(`/\*?"<>|,#:`, r) || unicode.IsSpace(r) || unicode.IsControl(r) ||
+			unicode.Is(unicode.Cf, r) || r == utf8.RuneError { // Cf: invisible (zero-width, bidi) characters
 			return bad(fmt.Sprintf("character %q is not allowed", r))
 		}
 	}

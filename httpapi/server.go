@@ -220,7 +220,9 @@ func New(cfg Config) (*Server, error) {
 		e.Handle(m, "/metrics", gin.WrapH(promhttp.HandlerFor(s.metrics.reg, promhttp.HandlerOpts{})))
 	}
 	if cfg.Pprof {
-		e.Any("/debug/pprof/*path", s.auth, pprofHandler)
+		for _, m := range []string{http.MethodGet, http.MethodHead, http.MethodPost} { // POST: pprof/symbol
+			e.Handle(m, "/debug/pprof/*path", s.auth, pprofHandler)
+		}
 	}
 	api := e.Group("/", s.auth)
 	api.GET("/indexes", s.listIndexes)
