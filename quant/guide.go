@@ -1,0 +1,521 @@
+package quant
+
+import (
+	"bufio"
+	"crypto/sha256"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash"
+	"hash/crc32"
+	"io"
+	"math"
+	"os"
+	"path/filepath"
+
+	"github.com/faiss-sidecar/faiss-sidecar/faissfmt"
+)
+
+// A guide file stores Codes so a restart need not rebuild them. Layout
+// (little-endian; docs/quantization.md):
+//
+//	0   magic "FSQGUIDE"          8   version u32
+//	12  level u8, metric u8, rotation rounds u8, 0 u8
+//	16  n u64    24 d u32    28 stride u32
+//	32  params length u64    40 codes length u64
+//	48  source size i64    56 source mtime i64 (ns)    64 source hash [32]
+//	96  CRC-32C of bytes [0, 96)    100 0 u32
+//	104 params, then codes (n·stride bytes)
+//	end CRC-32C of every byte before it (u32)
+//
+// Params: 4x: min then step per dimension (float32); 32x: the centroid
+// (float32 per dimension), then the rotation's 2·rounds sign flips as
+// 64-bit words of d bits each.
+
+var (
+	// ErrStale: the guide was built from another version of the index
+	// file (its SourceID differs); rebuild it.
+	ErrStale = errors.New("guide is stale")
+	// ErrCorrupt: the guide is damaged or not a guide (magic, version,
+	// checksum, sizes or truncation); rebuild it.
+	ErrCorrupt = errors.New("guide is corrupt")
+)
+
+const (
+	guideMagic   = "FSQGUIDE"
+	guideVersion = 1
+	headerLen    = 104
+	trailerLen   = 4
+)
+
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+// SourceID identifies the index file a guide was built from.
+type SourceID struct {
+	Size    int64    // file size in bytes
+	ModTime int64    // modification time, ns since the Unix epoch
+	Hash    [32]byte // SHA-256 of the ranges Identify read
+}
+
+// Info describes a guide file without its codes.
+type Info struct {
+	Path     string
+	Version  int
+	Level    Level
+	Metric   faissfmt.Metric
+	N        int64
+	D        int
+	Stride   int   // bytes per vector
+	Bytes    int64 // memory the loaded Codes hold (Codes.Bytes)
+	FileSize int64
+	Source   SourceID
+}
+
+// header is the fixed part of a guide.
+type header struct {
+	level     Level
+	metric    faissfmt.Metric
+	rounds    int
+	n         int64
+	d, stride int
+	paramsLen int64
+	codesLen  int64
+	src       SourceID
+}
+
+func (c *Codes) header(src SourceID) header {
+	h := header{level: c.level, metric: c.metric, n: c.n, d: c.d, stride: c.stride,
+		paramsLen: int64(c.paramBytes()), codesLen: int64(len(c.rows)), src: src}
+	if c.rot != nil {
+		h.rounds = c.rot.rounds
+	}
+	return h
+}
+
+func (h *header) marshal() []byte {
+	b := make([]byte, headerLen)
+	copy(b, guideMagic)
+	le := binary.LittleEndian
+	le.PutUint32(b[8:], guideVersion)
+	b[12], b[13], b[14] = uint8(h.level), uint8(h.metric), uint8(h.rounds)
+	le.PutUint64(b[16:], uint64(h.n))
+	le.PutUint32(b[24:], uint32(h.d))
+	le.PutUint32(b[28:], uint32(h.stride))
+	le.PutUint64(b[32:], uint64(h.paramsLen))
+	le.PutUint64(b[40:], uint64(h.codesLen))
+	le.PutUint64(b[48:], uint64(h.src.Size))
+	le.PutUint64(b[56:], uint64(h.src.ModTime))
+	copy(b[64:96], h.src.Hash[:])
+	le.PutUint32(b[96:], crc32.Checksum(b[:96], castagnoli))
+	return b
+}
+
+// parseHeader checks the fixed header against itself and the file size.
+func parseHeader(b []byte, fileSize int64, name string) (header, error) {
+	var h header
+	bad := func(format string, a ...any) error {
+		return fmt.Errorf("quant: %s: %w: %s", name, ErrCorrupt, fmt.Sprintf(format, a...))
+	}
+	if fileSize < headerLen+trailerLen || len(b) < headerLen {
+		return h, bad("%d bytes is shorter than a guide's header", fileSize)
+	}
+	if string(b[:8]) != guideMagic {
+		return h, bad("bad magic %q (not a guide file)", b[:8])
+	}
+	le := binary.LittleEndian
+	if v := le.Uint32(b[8:]); v != guideVersion {
+		return h, bad("version %d (this build reads version %d)", v, guideVersion)
+	}
+	if got, want := le.Uint32(b[96:]), crc32.Checksum(b[:96], castagnoli); got != want {
+		return h, bad("header checksum %08x, computed %08x", got, want)
+	}
+	h.level, h.metric, h.rounds = Level(b[12]), faissfmt.Metric(b[13]), int(b[14])
+	h.n = int64(le.Uint64(b[16:]))
+	h.d = int(le.Uint32(b[24:]))
+	h.stride = int(le.Uint32(b[28:]))
+	h.paramsLen = int64(le.Uint64(b[32:]))
+	h.codesLen = int64(le.Uint64(b[40:]))
+	h.src.Size = int64(le.Uint64(b[48:]))
+	h.src.ModTime = int64(le.Uint64(b[56:]))
+	copy(h.src.Hash[:], b[64:96])
+	switch {
+	case !h.level.valid():
+		return h, bad("unknown level %d", b[12])
+	case checkMetric(h.metric) != nil:
+		return h, bad("unsupported metric %d", b[13])
+	case h.d < 1 || h.d > faissfmt.MaxDim:
+		return h, bad("dimension %d out of range", h.d)
+	case h.stride != h.level.BytesPerVector(h.d):
+		return h, bad("row stride %d, want %d for %s at d=%d", h.stride, h.level.BytesPerVector(h.d), h.level, h.d)
+	case h.n < 0 || h.n > math.MaxInt32:
+		return h, bad("vector count %d out of range", h.n)
+	case h.level == Level32x && h.rounds != rotationRounds(h.d):
+		return h, bad("rotation rounds %d, want %d", h.rounds, rotationRounds(h.d))
+	case h.level == Level4x && h.rounds != 0:
+		return h, bad("rotation rounds %d on a 4x guide", h.rounds)
+	}
+	if want := paramLen(h.level, h.d, h.rounds); h.paramsLen != want {
+		return h, bad("parameters take %d bytes, want %d", h.paramsLen, want)
+	}
+	if h.codesLen != h.n*int64(h.stride) {
+		return h, bad("codes take %d bytes, want %d vectors × %d", h.codesLen, h.n, h.stride)
+	}
+	if want := headerLen + h.paramsLen + h.codesLen + trailerLen; fileSize != want {
+		return h, bad("file is %d bytes; its header describes %d (truncated or padded)", fileSize, want)
+	}
+	return h, nil
+}
+
+func paramLen(l Level, d, rounds int) int64 {
+	if l == Level4x {
+		return 8 * int64(d)
+	}
+	return 4*int64(d) + 8*int64(2*rounds*words(d))
+}
+
+// Encode writes c as a guide for the source src to w.
+func (c *Codes) Encode(w io.Writer, src SourceID) (int64, error) {
+	crc := crc32.New(castagnoli)
+	cw := &countWriter{w: io.MultiWriter(w, crc)}
+	h := c.header(src)
+	cw.Write(h.marshal())
+	cw.Write(c.marshalParams())
+	for o := 0; o < len(c.rows); o += 4 << 20 {
+		cw.Write(c.rows[o:min(o+4<<20, len(c.rows))])
+	}
+	cw.Write(binary.LittleEndian.AppendUint32(nil, crc.Sum32()))
+	return cw.n, cw.err
+}
+
+type countWriter struct {
+	w   io.Writer
+	n   int64
+	err error
+}
+
+func (c *countWriter) Write(p []byte) (int, error) {
+	if c.err != nil {
+		return 0, c.err
+	}
+	k, err := c.w.Write(p)
+	c.n += int64(k)
+	c.err = err
+	return k, err
+}
+
+func (c *Codes) marshalParams() []byte {
+	b := make([]byte, 0, c.paramBytes())
+	le := binary.LittleEndian
+	floats := func(x []float32) {
+		for _, v := range x {
+			b = le.AppendUint32(b, math.Float32bits(v))
+		}
+	}
+	if c.level == Level4x {
+		floats(c.vmin)
+		floats(c.delta)
+		return b
+	}
+	floats(c.centroid)
+	for _, s := range c.rot.signs {
+		b = le.AppendUint64(b, s)
+	}
+	return b
+}
+
+func (c *Codes) unmarshalParams(b []byte, rounds int) error {
+	le := binary.LittleEndian
+	floats := func(n int) ([]float32, error) {
+		x := make([]float32, n)
+		for j := range x {
+			x[j] = math.Float32frombits(le.Uint32(b[4*j:]))
+			if math.IsNaN(float64(x[j])) || math.IsInf(float64(x[j]), 0) {
+				return nil, fmt.Errorf("parameter %d is %v", j, x[j])
+			}
+		}
+		b = b[4*n:]
+		return x, nil
+	}
+	var err error
+	if c.level == Level4x {
+		if c.vmin, err = floats(c.d); err != nil {
+			return err
+		}
+		if c.delta, err = floats(c.d); err != nil {
+			return err
+		}
+		for j, v := range c.delta {
+			if v < 0 {
+				return fmt.Errorf("step of dimension %d is negative (%v)", j, v)
+			}
+		}
+		return nil
+	}
+	if c.centroid, err = floats(c.d); err != nil {
+		return err
+	}
+	r := &rotator{d: c.d, m: 1 << (bitsLen(c.d) - 1), rounds: rounds}
+	r.signs = make([]uint64, 2*rounds*words(c.d))
+	for i := range r.signs {
+		r.signs[i] = le.Uint64(b[8*i:])
+	}
+	r.maskPad()
+	c.rot = r
+	return nil
+}
+
+// Write stores c as the guide file path for source src, atomically: a
+// temporary file in the same directory, fsynced, renamed over path, and
+// the directory fsynced; a crash leaves the old guide or the new one.
+func Write(path string, c *Codes, src SourceID) (err error) {
+	dir := filepath.Dir(path)
+	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp*")
+	if err != nil {
+		return fmt.Errorf("quant: writing guide %s: %w", path, err)
+	}
+	defer func() {
+		if err != nil {
+			f.Close()
+			os.Remove(f.Name())
+			err = fmt.Errorf("quant: writing guide %s: %w", path, err)
+		}
+	}()
+	bw := bufio.NewWriterSize(f, 1<<20)
+	if _, err = c.Encode(bw, src); err != nil {
+		return err
+	}
+	if err = bw.Flush(); err != nil {
+		return err
+	}
+	if err = f.Sync(); err != nil {
+		return err
+	}
+	if err = f.Close(); err != nil {
+		return err
+	}
+	if err = os.Rename(f.Name(), path); err != nil {
+		return err
+	}
+	if d, derr := os.Open(dir); derr == nil {
+		d.Sync()
+		d.Close()
+	}
+	return nil
+}
+
+// ReadInfo reads a guide's header (checked, including its size against
+// the file's) without the codes, for inspect. Use Load to check the rest.
+func ReadInfo(path string) (Info, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return Info{}, fmt.Errorf("quant: %w", err)
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return Info{}, fmt.Errorf("quant: %w", err)
+	}
+	b := make([]byte, headerLen)
+	if st.Size() >= headerLen {
+		if _, err := f.ReadAt(b, 0); err != nil {
+			return Info{}, fmt.Errorf("quant: %s: %w", path, err)
+		}
+	}
+	h, err := parseHeader(b, st.Size(), path)
+	if err != nil {
+		return Info{}, err
+	}
+	return h.info(path, st.Size()), nil
+}
+
+func (h *header) info(path string, size int64) Info {
+	return Info{Path: path, Version: guideVersion, Level: h.level, Metric: h.metric, N: h.n, D: h.d,
+		Stride: h.stride, Bytes: h.codesLen + h.paramsLen + 256, FileSize: size, Source: h.src}
+}
+
+// Load reads the guide file path and returns its Codes if it was built
+// from src: ErrStale when its source identity differs, ErrCorrupt when it
+// is damaged (both wrapped in an error naming the file). Every byte is
+// checked against the checksum before the Codes are returned.
+func Load(path string, src SourceID) (*Codes, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("quant: %w", err)
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return nil, fmt.Errorf("quant: %w", err)
+	}
+	return decode(f, st.Size(), path, &src)
+}
+
+// decode reads a guide of size bytes from r; src nil skips the staleness
+// check (tests, fuzzing).
+func decode(r io.ReaderAt, size int64, name string, src *SourceID) (*Codes, error) {
+	b := make([]byte, headerLen)
+	if size >= headerLen {
+		if _, err := r.ReadAt(b, 0); err != nil {
+			return nil, fmt.Errorf("quant: %s: %w: %v", name, ErrCorrupt, err)
+		}
+	}
+	h, err := parseHeader(b, size, name)
+	if err != nil {
+		return nil, err
+	}
+	if src != nil && h.src != *src {
+		return nil, fmt.Errorf("quant: %s: %w: built from a file of %d bytes, mtime %d, hash %x; the index is %d bytes, mtime %d, hash %x",
+			name, ErrStale, h.src.Size, h.src.ModTime, h.src.Hash[:8], src.Size, src.ModTime, src.Hash[:8])
+	}
+	crc := crc32.New(castagnoli)
+	crc.Write(b)
+	params := make([]byte, h.paramsLen)
+	if err := readAt(r, params, headerLen, crc); err != nil {
+		return nil, fmt.Errorf("quant: %s: %w: %v", name, ErrCorrupt, err)
+	}
+	c, err := newCodes(h.n, h.d, h.metric, h.level)
+	if err != nil {
+		return nil, fmt.Errorf("quant: %s: %w: %v", name, ErrCorrupt, err)
+	}
+	fail := func(format string, a ...any) (*Codes, error) {
+		c.Close()
+		return nil, fmt.Errorf("quant: %s: %w: %s", name, ErrCorrupt, fmt.Sprintf(format, a...))
+	}
+	if err := readAt(r, c.rows, headerLen+h.paramsLen, crc); err != nil {
+		return fail("%v", err)
+	}
+	var tail [trailerLen]byte
+	if err := readAt(r, tail[:], headerLen+h.paramsLen+h.codesLen, nil); err != nil {
+		return fail("%v", err)
+	}
+	if got, want := binary.LittleEndian.Uint32(tail[:]), crc.Sum32(); got != want {
+		return fail("checksum %08x, computed %08x", got, want)
+	}
+	if err := c.unmarshalParams(params, h.rounds); err != nil {
+		return fail("%v", err)
+	}
+	return c, nil
+}
+
+// readAt fills b from r at off in pieces, feeding h.
+func readAt(r io.ReaderAt, b []byte, off int64, h hash.Hash32) error {
+	for len(b) > 0 {
+		p := b[:min(len(b), 8<<20)]
+		k, err := r.ReadAt(p, off)
+		if k < len(p) {
+			if err == nil || err == io.EOF {
+				err = io.ErrUnexpectedEOF
+			}
+			return fmt.Errorf("reading %d bytes at %d: %w", len(p), off, err)
+		}
+		if h != nil {
+			h.Write(p)
+		}
+		b, off = b[len(p):], off+int64(len(p))
+	}
+	return nil
+}
+
+// Range is a byte range of the source file that Identify hashes.
+type Range struct{ Off, Len int64 }
+
+// Identify computes a source's identity: its size and modification time
+// (ns), and the SHA-256 of the bytes of ranges (each preceded by its
+// offset and length), which must lie inside [0, size).
+func Identify(r io.ReaderAt, size, modTime int64, ranges []Range) (SourceID, error) {
+	id := SourceID{Size: size, ModTime: modTime}
+	h := sha256.New()
+	var buf []byte
+	for _, g := range ranges {
+		if g.Off < 0 || g.Len < 0 || g.Off > size || g.Len > size-g.Off {
+			return id, fmt.Errorf("quant: identity range [%d, +%d) outside the %d-byte file", g.Off, g.Len, size)
+		}
+		var pre [16]byte
+		binary.LittleEndian.PutUint64(pre[:], uint64(g.Off))
+		binary.LittleEndian.PutUint64(pre[8:], uint64(g.Len))
+		h.Write(pre[:])
+		for off, end := g.Off, g.Off+g.Len; off < end; {
+			k := min(end-off, 1<<20)
+			if int64(cap(buf)) < k {
+				buf = make([]byte, k)
+			}
+			if err := readAt(r, buf[:k], off, nil); err != nil {
+				return id, fmt.Errorf("quant: identifying source: %w", err)
+			}
+			h.Write(buf[:k])
+			off += k
+		}
+	}
+	h.Sum(id.Hash[:0])
+	return id, nil
+}
+
+// Identity block sampling: every byte outside the large sections (headers,
+// small arrays, the sections' counts) is hashed, and evenly spaced blocks
+// of each section, first and last included.
+const (
+	identityBlock       = 4096
+	identityCodesBlocks = 32
+	identityOtherBlocks = 8
+)
+
+// IdentityRanges lists the ranges of an opened FAISS file that Identify
+// hashes: all bytes outside its sections (bounded by 64 MiB, the rest of
+// a larger gap sampled), and sampled blocks of every section.
+func IdentityRanges(f *faissfmt.File) []Range {
+	var secs []faissfmt.Section
+	for x := f.Root; x != nil; x = x.Child {
+		secs = append(secs, x.Sections...)
+	}
+	sortSections(secs)
+	var out []Range
+	at := int64(0)
+	gap := func(off, end int64) {
+		if end <= off {
+			return
+		}
+		if end-off <= 64<<20 {
+			out = append(out, Range{off, end - off})
+			return
+		}
+		out = append(out, sample(off, end-off, identityCodesBlocks)...)
+	}
+	for _, s := range secs {
+		gap(at, s.Offset)
+		blocks := identityOtherBlocks
+		if s.Name == "codes" {
+			blocks = identityCodesBlocks
+		}
+		out = append(out, sample(s.Offset, s.Len, blocks)...)
+		at = max(at, s.Offset+s.Len)
+	}
+	gap(at, f.Size)
+	return out
+}
+
+// IdentifyFile is Identify over IdentityRanges(f).
+func IdentifyFile(r io.ReaderAt, f *faissfmt.File, modTime int64) (SourceID, error) {
+	return Identify(r, f.Size, modTime, IdentityRanges(f))
+}
+
+// sample returns up to blocks evenly spaced identityBlock-byte ranges
+// covering [off, off+n), the first and last included.
+func sample(off, n int64, blocks int) []Range {
+	if n <= int64(blocks)*identityBlock {
+		return []Range{{off, n}}
+	}
+	out := make([]Range, 0, blocks)
+	for i := range int64(blocks) {
+		o := off + i*(n-identityBlock)/int64(blocks-1)
+		out = append(out, Range{o, identityBlock})
+	}
+	return out
+}
+
+func sortSections(s []faissfmt.Section) {
+	for i := 1; i < len(s); i++ {
+		for j := i; j > 0 && s[j].Offset < s[j-1].Offset; j-- {
+			s[j], s[j-1] = s[j-1], s[j]
+		}
+	}
+}

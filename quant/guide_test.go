@@ -1,0 +1,258 @@
+package quant
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"math"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+func srcOf(t testing.TB, ds *dataset) SourceID {
+	t.Helper()
+	id, err := IdentifyFile(ds.r, ds.file, 12345)
+	require.NoError(t, err)
+	return id
+}
+
+// TestGuideRoundTrip: Build → Write → Load gives the same distances bit
+// for bit, and ReadInfo reports the parameters; a guide for another
+// source is ErrStale.
+func TestGuideRoundTrip(t *testing.T) {
+	for _, name := range []string{"hnsw_flat_large", "hnsw_flat_ip"} {
+		ds := fixture(t, name)
+		src := srcOf(t, ds)
+		for _, lvl := range Levels {
+			c := ds.build(t, lvl)
+			path := filepath.Join(t.TempDir(), name+".guide")
+			require.NoError(t, Write(path, c, src))
+			st, err := os.Stat(path)
+			require.NoError(t, err)
+
+			info, err := ReadInfo(path)
+			require.NoError(t, err)
+			assert.Equal(t, Info{Path: path, Version: 1, Level: lvl, Metric: ds.metric, N: int64(ds.n), D: ds.d,
+				Stride: lvl.BytesPerVector(ds.d), Bytes: c.Bytes(), FileSize: st.Size(), Source: src}, info)
+
+			l, err := Load(path, src)
+			require.NoError(t, err)
+			assert.Equal(t, c.Bytes(), l.Bytes())
+			q1, q2 := c.NewQuery(), l.NewQuery()
+			ids := make([]int32, ds.n)
+			for i := range ids {
+				ids[i] = int32(i)
+			}
+			o1, o2 := make([]float32, ds.n), make([]float32, ds.n)
+			for _, v := range ds.q[:10] {
+				require.NoError(t, q1.Reset(v))
+				require.NoError(t, q2.Reset(v))
+				q1.DistBatch(ids, o1)
+				q2.DistBatch(ids, o2)
+				require.Equal(t, o1, o2, "%s %s: loaded codes give the built codes' distances", name, lvl)
+			}
+			require.NoError(t, l.Close())
+
+			for _, other := range []SourceID{
+				{Size: src.Size + 1, ModTime: src.ModTime, Hash: src.Hash},
+				{Size: src.Size, ModTime: src.ModTime + 1, Hash: src.Hash},
+				func() SourceID { s := src; s.Hash[31] ^= 1; return s }(),
+			} {
+				_, err := Load(path, other)
+				require.ErrorIs(t, err, ErrStale)
+				assert.NotErrorIs(t, err, ErrCorrupt)
+				assert.ErrorContains(t, err, path)
+			}
+		}
+	}
+}
+
+// TestGuideCorrupt: any flipped byte, a truncation or an extension is
+// ErrCorrupt naming the file, never a usable Codes.
+func TestGuideCorrupt(t *testing.T) {
+	ds := fixture(t, "hnsw_flat_l2")
+	src := srcOf(t, ds)
+	for _, lvl := range Levels {
+		c := ds.build(t, lvl)
+		var buf bytes.Buffer
+		_, err := c.Encode(&buf, src)
+		require.NoError(t, err)
+		good := buf.Bytes()
+		dir := t.TempDir()
+		try := func(what string, b []byte) {
+			path := filepath.Join(dir, "g")
+			require.NoError(t, os.WriteFile(path, b, 0o644))
+			l, err := Load(path, src)
+			require.ErrorIs(t, err, ErrCorrupt, "%s %s", lvl, what)
+			assert.Nil(t, l)
+			assert.ErrorContains(t, err, path)
+		}
+		// every header byte, and bytes across params, codes and trailer
+		positions := []int{}
+		for i := range headerLen {
+			positions = append(positions, i)
+		}
+		for i := headerLen; i < len(good); i += 1 + len(good)/97 {
+			positions = append(positions, i)
+		}
+		positions = append(positions, len(good)-1)
+		for _, i := range positions {
+			b := bytes.Clone(good)
+			b[i] ^= 0x10
+			try("flipped byte", b)
+		}
+		for _, n := range []int{0, 7, headerLen - 1, headerLen, headerLen + 5, len(good) - 1} {
+			try("truncated", good[:n])
+		}
+		try("extended", append(bytes.Clone(good), 0))
+		_, err = ReadInfo(filepath.Join(dir, "missing"))
+		assert.Error(t, err)
+	}
+}
+
+// TestWriteAtomic: a failed write leaves the old guide and no temp file.
+func TestWriteAtomic(t *testing.T) {
+	ds := fixture(t, "flat_l2")
+	src := srcOf(t, ds)
+	c := ds.build(t, Level4x)
+	dir := t.TempDir()
+	path := filepath.Join(dir, "x.guide")
+	require.NoError(t, Write(path, c, src))
+	require.NoError(t, Write(path, c, src), "overwrite")
+	err := Write(filepath.Join(dir, "nodir", "x.guide"), c, src)
+	require.Error(t, err)
+	ents, err := os.ReadDir(dir)
+	require.NoError(t, err)
+	require.Len(t, ents, 1, "only the guide; no temporary left")
+}
+
+// TestIdentify: the identity changes with any sampled byte, the size or
+// the mtime, and ranges outside the file are refused.
+func TestIdentify(t *testing.T) {
+	ds := fixture(t, "hnsw_flat_large")
+	raw := make([]byte, ds.size)
+	_, err := ds.r.ReadAt(raw, 0)
+	require.NoError(t, err)
+	rs := IdentityRanges(ds.file)
+	a, err := Identify(bytes.NewReader(raw), ds.size, 1, rs)
+	require.NoError(t, err)
+	b, err := Identify(bytes.NewReader(raw), ds.size, 1, rs)
+	require.NoError(t, err)
+	require.Equal(t, a, b)
+	// a byte in the header, and the first byte of the vectors
+	for _, off := range []int64{10, ds.off} {
+		m := bytes.Clone(raw)
+		m[off] ^= 1
+		c, err := Identify(bytes.NewReader(m), ds.size, 1, rs)
+		require.NoError(t, err)
+		assert.NotEqual(t, a.Hash, c.Hash, "byte %d", off)
+	}
+	_, err = Identify(bytes.NewReader(raw), ds.size, 1, []Range{{ds.size - 2, 4}})
+	assert.ErrorContains(t, err, "outside")
+	var hashed int64
+	for _, r := range rs {
+		hashed += r.Len
+	}
+	assert.Less(t, hashed, ds.size/2, "identity samples the sections")
+}
+
+// TestBuildErrors: bad shapes, a non-finite component, a short reader and
+// cancellation are clear errors; progress reaches the total.
+func TestBuildErrors(t *testing.T) {
+	ds := fixture(t, "hnsw_flat_l2")
+	_, err := Build(ds.r, ds.off, ds.n, 0, ds.metric, Level4x, BuildOptions{})
+	assert.ErrorContains(t, err, "dimension 0")
+	_, err = Build(ds.r, ds.off, ds.n, ds.d, 2, Level4x, BuildOptions{})
+	assert.ErrorContains(t, err, "metric L1 is not supported")
+	_, err = Build(ds.r, ds.off, ds.n, ds.d, ds.metric, 8, BuildOptions{})
+	assert.ErrorContains(t, err, "level")
+	_, err = Build(ds.r, ds.size-100, ds.n, ds.d, ds.metric, Level32x, BuildOptions{})
+	assert.ErrorIs(t, err, io.ErrUnexpectedEOF)
+
+	raw := make([]byte, 4*len(ds.x))
+	for i, v := range ds.x {
+		putF32(raw[4*i:], v)
+	}
+	putF32(raw[4*(7*ds.d+3):], float32(math.NaN()))
+	for _, lvl := range Levels {
+		_, err = Build(bytes.NewReader(raw), 0, ds.n, ds.d, ds.metric, lvl, BuildOptions{})
+		assert.ErrorContains(t, err, "vector 7 component 3 is NaN")
+	}
+
+	var last, total int64
+	calls := 0
+	c, err := Build(ds.r, ds.off, ds.n, ds.d, ds.metric, Level4x, BuildOptions{ReadSize: 1000,
+		Progress: func(done, tot int64) { assert.Greater(t, done, last); last, total = done, tot; calls++ }})
+	require.NoError(t, err)
+	c.Close()
+	assert.Equal(t, total, last)
+	assert.Equal(t, int64(2*4*ds.n*ds.d), total, "sample (all of it) plus the pass")
+	assert.Greater(t, calls, 10)
+
+	ctx, cancel := context.WithCancel(context.Background())
+	_, err = Build(ds.r, ds.off, ds.n, ds.d, ds.metric, Level32x, BuildOptions{Ctx: ctx, ReadSize: 1000,
+		Progress: func(done, _ int64) {
+			if done > 10000 {
+				cancel()
+			}
+		}})
+	assert.ErrorIs(t, err, context.Canceled)
+}
+
+// TestEmpty: zero vectors build, write and load.
+func TestEmpty(t *testing.T) {
+	for _, lvl := range Levels {
+		c, err := Build(bytes.NewReader(nil), 0, 0, 8, 1, lvl, BuildOptions{})
+		require.NoError(t, err)
+		path := filepath.Join(t.TempDir(), "g")
+		require.NoError(t, Write(path, c, SourceID{}))
+		l, err := Load(path, SourceID{})
+		require.NoError(t, err)
+		n, d := l.Shape()
+		assert.Equal(t, int64(0), n)
+		assert.Equal(t, 8, d)
+		require.NoError(t, l.Close())
+		require.NoError(t, l.Close(), "twice")
+	}
+}
+
+// FuzzLoad: arbitrary bytes never panic the guide parser nor make it
+// allocate beyond the input's size; anything but a valid guide is an
+// error, and a corrupt one ErrCorrupt.
+func FuzzLoad(f *testing.F) {
+	ds := fixture(f, "hnsw_flat_ip")
+	for _, lvl := range Levels {
+		c := ds.build(f, lvl)
+		var buf bytes.Buffer
+		_, err := c.Encode(&buf, SourceID{Size: 1})
+		require.NoError(f, err)
+		f.Add(buf.Bytes())
+	}
+	f.Add([]byte("FSQGUIDE"))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		c, err := decode(bytes.NewReader(b), int64(len(b)), "fuzz", nil)
+		if err != nil {
+			if !errors.Is(err, ErrCorrupt) {
+				t.Fatalf("error not ErrCorrupt: %v", err)
+			}
+			return
+		}
+		defer c.Close()
+		n, d := c.Shape()
+		if n*int64(c.stride)+int64(d) > int64(len(b)) {
+			t.Fatalf("%d vectors of dimension %d from %d bytes", n, d, len(b))
+		}
+		q := c.NewQuery()
+		if err := q.Reset(make([]float32, d)); err != nil {
+			t.Fatal(err)
+		}
+		if n > 0 {
+			q.Dist(int32(n - 1))
+		}
+	})
+}

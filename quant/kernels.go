@@ -1,0 +1,79 @@
+package quant
+
+import (
+	"encoding/binary"
+	"math"
+	"math/bits"
+)
+
+// The hot loops, chosen once at init (amd64 assembly where the CPU has
+// it, see kernels_amd64.go); the Go versions are the reference the
+// assembly is tested against.
+var (
+	// l2U8 is Σⱼ (a[j] − b[j]·c[j])² over len(a) dimensions.
+	l2U8 = l2U8Go
+	// dotU8 is Σⱼ w[j]·c[j] over len(w) dimensions.
+	dotU8 = dotU8Go
+	// pop4 is Σₖ 2ᵏ·Σ_w popcount(x_w & planes[4w+k]) over the len(planes)/4
+	// little-endian words of x.
+	pop4 = pop4Go
+	// KernelImpl names the kernels in use ("avx2" or "go").
+	KernelImpl = "go"
+)
+
+func l2U8Go(a, b []float32, c []byte) float32 {
+	b = b[:len(a)]
+	c = c[:len(a)]
+	var s0, s1, s2, s3 float32
+	j := 0
+	for ; j+4 <= len(a); j += 4 {
+		t0 := a[j] - b[j]*float32(c[j])
+		t1 := a[j+1] - b[j+1]*float32(c[j+1])
+		t2 := a[j+2] - b[j+2]*float32(c[j+2])
+		t3 := a[j+3] - b[j+3]*float32(c[j+3])
+		s0 += t0 * t0
+		s1 += t1 * t1
+		s2 += t2 * t2
+		s3 += t3 * t3
+	}
+	for ; j < len(a); j++ {
+		t := a[j] - b[j]*float32(c[j])
+		s0 += t * t
+	}
+	return (s0 + s1) + (s2 + s3)
+}
+
+func dotU8Go(w []float32, c []byte) float32 {
+	c = c[:len(w)]
+	var s0, s1, s2, s3 float32
+	j := 0
+	for ; j+4 <= len(w); j += 4 {
+		s0 += w[j] * float32(c[j])
+		s1 += w[j+1] * float32(c[j+1])
+		s2 += w[j+2] * float32(c[j+2])
+		s3 += w[j+3] * float32(c[j+3])
+	}
+	for ; j < len(w); j++ {
+		s0 += w[j] * float32(c[j])
+	}
+	return (s0 + s1) + (s2 + s3)
+}
+
+func pop4Go(planes []uint64, x []byte) uint64 {
+	n := len(planes) / 4
+	x = x[:8*n]
+	var t0, t1, t2, t3 int
+	for w := range n {
+		v := binary.LittleEndian.Uint64(x[8*w:])
+		p := planes[4*w : 4*w+4]
+		t0 += bits.OnesCount64(v & p[0])
+		t1 += bits.OnesCount64(v & p[1])
+		t2 += bits.OnesCount64(v & p[2])
+		t3 += bits.OnesCount64(v & p[3])
+	}
+	return uint64(t0 + 2*t1 + 4*t2 + 8*t3)
+}
+
+func f32(b []byte) float32 { return math.Float32frombits(binary.LittleEndian.Uint32(b)) }
+
+func putF32(b []byte, v float32) { binary.LittleEndian.PutUint32(b, math.Float32bits(v)) }

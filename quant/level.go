@@ -1,0 +1,87 @@
+package quant
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/faiss-sidecar/faiss-sidecar/faissfmt"
+)
+
+// Level is a compression level: how many times smaller than float32 the
+// codes are (nominally; the 32x codes carry a few bytes of per-vector
+// factors, so they are somewhat less than 32× smaller at small d).
+type Level uint8
+
+// The levels quant builds.
+const (
+	// Level4x is 8-bit scalar quantization: one byte per dimension.
+	Level4x Level = 4
+	// Level32x is one bit per dimension after a random rotation, plus
+	// three float32 correction factors per vector (RaBitQ family).
+	Level32x Level = 32
+)
+
+// Levels lists the levels from finest to coarsest (the order a caller
+// resolving "auto" tries them in).
+var Levels = []Level{Level4x, Level32x}
+
+// ParseLevel reads "4x" or "32x" (case-insensitive). "auto" is the
+// caller's to resolve, with BytesPerVector and its budget.
+func ParseLevel(s string) (Level, error) {
+	switch strings.ToLower(strings.TrimSpace(s)) {
+	case "4x":
+		return Level4x, nil
+	case "32x":
+		return Level32x, nil
+	}
+	return 0, fmt.Errorf("quant: unknown compression level %q (want 4x or 32x)", s)
+}
+
+func (l Level) String() string {
+	if l.valid() {
+		return fmt.Sprintf("%dx", uint8(l))
+	}
+	return fmt.Sprintf("level(%d)", uint8(l))
+}
+
+func (l Level) valid() bool { return l == Level4x || l == Level32x }
+
+// BytesPerVector is the size of one vector's code of dimension d, the
+// row stride of Codes (0 for an unknown level or d < 1).
+func (l Level) BytesPerVector(d int) int {
+	if d < 1 {
+		return 0
+	}
+	switch l {
+	case Level4x:
+		return d
+	case Level32x:
+		return factorBytes + 8*words(d)
+	}
+	return 0
+}
+
+// words is the number of 64-bit words holding d sign bits.
+func words(d int) int { return (d + 63) / 64 }
+
+// DefaultOversample is the default rerank oversampling of OpenSearch's
+// on_disk mode (k-NN plugin, CompressionLevel's default rescore context):
+// 5 for dimensions up to 1000 at every level; above that 2 for 4x and 8x,
+// 3 for 16x and 32x. The caller reranks ⌈k·oversample⌉ candidates.
+func DefaultOversample(l Level, d int) float64 {
+	if d <= 1000 {
+		return 5
+	}
+	if l == Level32x {
+		return 3
+	}
+	return 2
+}
+
+// checkMetric accepts the metrics the estimators serve.
+func checkMetric(m faissfmt.Metric) error {
+	if m != faissfmt.MetricL2 && m != faissfmt.MetricInnerProduct {
+		return fmt.Errorf("quant: metric %s is not supported (L2 and inner product are)", m)
+	}
+	return nil
+}

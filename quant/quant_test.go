@@ -1,0 +1,170 @@
+package quant
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/faiss-sidecar/faiss-sidecar/faissfmt"
+)
+
+func TestParseLevel(t *testing.T) {
+	for s, want := range map[string]Level{"4x": Level4x, "32x": Level32x, " 32X ": Level32x} {
+		l, err := ParseLevel(s)
+		require.NoError(t, err, s)
+		assert.Equal(t, want, l)
+	}
+	assert.Equal(t, "4x", Level4x.String())
+	assert.Equal(t, "32x", Level32x.String())
+	for _, s := range []string{"", "auto", "8x", "1x", "x4"} {
+		_, err := ParseLevel(s)
+		assert.ErrorContains(t, err, "unknown compression level", s)
+	}
+}
+
+func TestBytesPerVector(t *testing.T) {
+	assert.Equal(t, 784, Level4x.BytesPerVector(784))
+	assert.Equal(t, 12+8*13, Level32x.BytesPerVector(784), "784 bits in 13 words plus 3 factors")
+	assert.Equal(t, 12+16, Level32x.BytesPerVector(128))
+	assert.Equal(t, 12+8, Level32x.BytesPerVector(1))
+	assert.Zero(t, Level4x.BytesPerVector(0))
+	assert.Zero(t, Level(7).BytesPerVector(10))
+}
+
+func TestDefaultOversample(t *testing.T) {
+	assert.Equal(t, 5.0, DefaultOversample(Level4x, 784))
+	assert.Equal(t, 5.0, DefaultOversample(Level32x, 1000))
+	assert.Equal(t, 2.0, DefaultOversample(Level4x, 1536))
+	assert.Equal(t, 3.0, DefaultOversample(Level32x, 1536))
+}
+
+// TestRotatorOrthogonal: the rotation keeps norms and inner products, for
+// powers of two and not, and is not the identity.
+func TestRotatorOrthogonal(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	for _, d := range []int{1, 2, 3, 24, 64, 100, 784, 1024, 1000} {
+		r := newRotator(d, 7)
+		x, y := make([]float32, d), make([]float32, d)
+		for j := range x {
+			x[j], y[j] = float32(rng.NormFloat64()), float32(rng.NormFloat64())
+		}
+		ip0, n0 := dot64(x, y), dot64(x, x)
+		rx, ry := append([]float32(nil), x...), append([]float32(nil), y...)
+		r.apply(rx)
+		r.apply(ry)
+		assert.InEpsilon(t, n0, dot64(rx, rx), 1e-5, "d=%d norm", d)
+		assert.InDelta(t, ip0, dot64(rx, ry), 1e-4*math.Sqrt(n0*dot64(y, y)), "d=%d inner product", d)
+		if d >= 24 {
+			moved := 0
+			for j := range x {
+				if math.Abs(float64(rx[j]-x[j])) > 1e-3 {
+					moved++
+				}
+			}
+			assert.Greater(t, moved, d/2, "d=%d: the rotation moves most coordinates", d)
+		}
+	}
+}
+
+func dot64(a, b []float32) float64 {
+	var s float64
+	for j := range a {
+		s += float64(a[j]) * float64(b[j])
+	}
+	return s
+}
+
+// TestEstimatesFixtures: on FAISS's own float fixtures, the estimates
+// track exact distances (4x closely), and "top R by estimate, then exact
+// rerank" finds the true top 10.
+func TestEstimatesFixtures(t *testing.T) {
+	for _, name := range []string{"hnsw_flat_l2", "hnsw_flat_ip", "hnsw_flat_large", "flat_l2", "flat_ip"} {
+		ds := fixture(t, name)
+		for _, lvl := range Levels {
+			t.Run(fmt.Sprintf("%s/%s", name, lvl), func(t *testing.T) {
+				c := ds.build(t, lvl)
+				n, d := c.Shape()
+				require.Equal(t, int64(ds.n), n)
+				require.Equal(t, ds.d, d)
+				// Relative error of the estimate, normalized by the spread of
+				// exact distances for the query.
+				q := c.NewQuery()
+				var errSum, spreadSum float64
+				for _, v := range ds.q[:20] {
+					require.NoError(t, q.Reset(v))
+					var ex []float64
+					for i := range ds.n {
+						e := ds.exact(v, i)
+						ex = append(ex, e)
+						errSum += math.Abs(float64(q.Dist(int32(i))) - e)
+					}
+					spreadSum += stddev(ex) * float64(ds.n)
+				}
+				rel := errSum / spreadSum
+				rec := rerankRecall(ds, c, 10, []int{10, 50}, ds.exact)
+				t.Logf("%s %s: mean |est−exact| / sd(exact) = %.4f, recall@10 R=10: %.3f, R=50: %.3f", name, lvl, rel, rec[0], rec[1])
+				if lvl == Level4x {
+					assert.Less(t, rel, 0.02, "8-bit estimates are close")
+					assert.GreaterOrEqual(t, rec[0], 0.9, "4x without oversampling")
+					assert.GreaterOrEqual(t, rec[1], 0.99, "4x with 5× oversampling")
+				} else {
+					assert.Less(t, rel, 0.5, "1-bit estimates track exact distances")
+					assert.GreaterOrEqual(t, rec[1], 0.85, "32x with 5× oversampling")
+				}
+			})
+		}
+	}
+}
+
+func stddev(x []float64) float64 {
+	var s, s2 float64
+	for _, v := range x {
+		s += v
+		s2 += v * v
+	}
+	m := s / float64(len(x))
+	return math.Sqrt(max(0, s2/float64(len(x))-m*m))
+}
+
+// TestUnbiased32x: over many query–vector pairs, the mean of
+// (estimate − exact) is near zero relative to the spread of that error,
+// for L2 and inner product.
+func TestUnbiased32x(t *testing.T) {
+	for _, name := range []string{"hnsw_flat_large", "hnsw_flat_ip", "hnsw_flat_l2"} {
+		ds := fixture(t, name)
+		c := ds.build(t, Level32x)
+		q := c.NewQuery()
+		var errs []float64
+		for _, v := range ds.q {
+			require.NoError(t, q.Reset(v))
+			for i := range ds.n {
+				errs = append(errs, float64(q.Dist(int32(i)))-ds.exact(v, i))
+			}
+		}
+		var m float64
+		for _, e := range errs {
+			m += e
+		}
+		m /= float64(len(errs))
+		sd := stddev(errs)
+		t.Logf("%s: %d pairs, mean error %.4g, sd %.4g, mean/sd %.4f", name, len(errs), m, sd, m/sd)
+		assert.Less(t, math.Abs(m), 0.05*sd, "%s: the 32x estimate is unbiased", name)
+	}
+}
+
+// TestMetricsConvention: estimates follow the search's convention
+// (smaller is nearer): squared L2, and −inner product.
+func TestMetricsConvention(t *testing.T) {
+	ds := fixture(t, "hnsw_flat_ip")
+	require.Equal(t, faissfmt.MetricInnerProduct, ds.metric)
+	c := ds.build(t, Level4x)
+	q := c.NewQuery()
+	require.NoError(t, q.Reset(ds.q[0]))
+	e := ds.exact(ds.q[0], 5)
+	assert.InDelta(t, e, float64(q.Dist(5)), 0.02*math.Abs(e)+0.05)
+	assert.Less(t, e, 0.0, "−inner product of correlated vectors is negative here")
+}

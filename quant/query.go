@@ -1,0 +1,151 @@
+package quant
+
+import (
+	"fmt"
+	"math"
+
+	"github.com/faiss-sidecar/faiss-sidecar/faissfmt"
+	"github.com/faiss-sidecar/faiss-sidecar/internal/distance"
+)
+
+// Query estimates distances from one query vector to the codes, in the
+// HNSW search's convention: smaller is nearer, squared L2 for L2 and
+// −inner product for inner product. Its buffers are allocated once by
+// NewQuery; Reset, Dist and DistBatch allocate nothing. One goroutine at a
+// time.
+type Query struct {
+	c *Codes
+
+	// 4x, L2: a = q − min (the kernel sums (a − step·code)²).
+	// 4x, IP: a = q·step and base = Σ q·min (⟨q, x̂⟩ = base + Σ a·code).
+	a    []float32
+	base float32
+
+	// 32x: the rotated query y quantized to 4 bits, qᵢ ≈ lo + step·qqᵢ,
+	// as 4 bit planes interleaved per word (planes[4w+k] is bit k of the
+	// qq of word w's 64 dimensions); sumQQ = Σ qqᵢ. qn is ‖y‖² for L2 and
+	// ⟨centroid, q⟩ for inner product.
+	y      []float32
+	planes []uint64
+	lo     float32
+	step   float32
+	sumQQ  float32
+	qn     float32
+}
+
+// NewQuery returns per-query state for c.
+func (c *Codes) NewQuery() *Query {
+	q := &Query{c: c}
+	switch c.level {
+	case Level4x:
+		q.a = make([]float32, c.d)
+	case Level32x:
+		q.y = make([]float32, c.d)
+		q.planes = make([]uint64, 4*words(c.d))
+	}
+	return q
+}
+
+// Reset prepares vec (len d, finite values) as the query.
+func (q *Query) Reset(vec []float32) error {
+	c := q.c
+	if len(vec) != c.d {
+		return fmt.Errorf("quant: query has dimension %d; the codes have %d", len(vec), c.d)
+	}
+	for j, v := range vec {
+		if math.IsNaN(float64(v)) || math.IsInf(float64(v), 0) {
+			return fmt.Errorf("quant: query component %d is %v", j, v)
+		}
+	}
+	if c.level == Level4x {
+		q.reset4(vec)
+	} else {
+		q.reset32(vec)
+	}
+	return nil
+}
+
+func (q *Query) reset4(vec []float32) {
+	c := q.c
+	if c.metric == faissfmt.MetricL2 {
+		for j, v := range vec {
+			q.a[j] = v - c.vmin[j]
+		}
+		return
+	}
+	var base float64
+	for j, v := range vec {
+		q.a[j] = v * c.delta[j]
+		base += float64(v) * float64(c.vmin[j])
+	}
+	q.base = float32(base)
+}
+
+func (q *Query) reset32(vec []float32) {
+	c := q.c
+	y := q.y
+	var cq float64
+	for j, v := range vec {
+		y[j] = v - c.centroid[j]
+		cq += float64(v) * float64(c.centroid[j])
+	}
+	q.qn = float32(cq)
+	c.rot.apply(y)
+	lo, hi := y[0], y[0]
+	var n2 float64
+	for _, v := range y {
+		lo, hi = min(lo, v), max(hi, v)
+		n2 += float64(v) * float64(v)
+	}
+	if c.metric == faissfmt.MetricL2 {
+		q.qn = float32(n2)
+	}
+	q.lo = lo
+	q.step = (hi - lo) / 15
+	clear(q.planes)
+	var inv float32
+	if q.step > 0 {
+		inv = 1 / q.step
+	}
+	sum := 0
+	for j, v := range y {
+		qq := min(uint64((v-lo)*inv+0.5), 15)
+		sum += int(qq)
+		w, b := j>>6, uint(j&63)
+		for k := range 4 {
+			q.planes[4*w+k] |= (qq >> k & 1) << b
+		}
+	}
+	q.sumQQ = float32(sum)
+}
+
+// Dist is the estimated distance to vector v.
+func (q *Query) Dist(v int32) float32 {
+	c := q.c
+	row := c.row(v)
+	if c.level == Level4x {
+		if c.metric == faissfmt.MetricL2 {
+			return l2U8(q.a, c.delta, row)
+		}
+		return -(q.base + dotU8(q.a, row))
+	}
+	t := pop4(q.planes, row[factorBytes:])
+	g := q.lo*f32(row[8:]) + q.step*(2*float32(t)-q.sumQQ)
+	if c.metric == faissfmt.MetricL2 {
+		return f32(row) + q.qn - f32(row[4:])*g
+	}
+	return -(q.qn + f32(row) + 0.5*f32(row[4:])*g)
+}
+
+// DistBatch writes the estimated distances to ids into out[:len(ids)]:
+// it first asks the CPU for every row, so their cache misses overlap,
+// then computes.
+func (q *Query) DistBatch(ids []int32, out []float32) {
+	out = out[:len(ids)]
+	for _, v := range ids {
+		distance.Prefetch(q.c.row(v))
+	}
+	for i, v := range ids {
+		out[i] = q.Dist(v)
+	}
+}
