@@ -1,0 +1,70 @@
+//go:build !purego
+
+package quant
+
+import (
+	"unsafe"
+
+	"golang.org/x/sys/cpu"
+)
+
+// On amd64 the 4x kernels are AVX2+FMA assembly (8 bytes widened to 8
+// floats per step, four accumulators) and the 32x kernel uses POPCNT,
+// chosen once here by CPU feature. Build with -tags purego for Go only.
+func init() {
+	if cpu.X86.HasAVX2 && cpu.X86.HasFMA {
+		l2U8, dotU8 = l2U8Asm, dotU8Asm
+		KernelImpl = "avx2"
+	}
+	if cpu.X86.HasPOPCNT {
+		pop4 = pop4Asm
+	}
+}
+
+//go:noescape
+func l2U8AVX2(a, b *float32, c *byte, n int) float32
+
+//go:noescape
+func dotU8AVX2(w *float32, c *byte, n int) float32
+
+//go:noescape
+func pop4POPCNT(planes *uint64, x *byte, words int) uint64
+
+func l2U8Asm(a, b []float32, c []byte) float32 {
+	n := len(a)
+	b = b[:n]
+	c = c[:n]
+	m := n &^ 7
+	var s float32
+	if m > 0 {
+		s = l2U8AVX2(&a[0], &b[0], &c[0], m)
+	}
+	for j := m; j < n; j++ {
+		t := a[j] - b[j]*float32(c[j])
+		s += t * t
+	}
+	return s
+}
+
+func dotU8Asm(w []float32, c []byte) float32 {
+	n := len(w)
+	c = c[:n]
+	m := n &^ 7
+	var s float32
+	if m > 0 {
+		s = dotU8AVX2(&w[0], &c[0], m)
+	}
+	for j := m; j < n; j++ {
+		s += w[j] * float32(c[j])
+	}
+	return s
+}
+
+func pop4Asm(planes []uint64, x []byte) uint64 {
+	n := len(planes) / 4
+	if n == 0 {
+		return 0
+	}
+	x = x[:8*n]
+	return pop4POPCNT(unsafe.SliceData(planes), &x[0], n)
+}

@@ -1,0 +1,174 @@
+//go:build !purego
+
+#include "textflag.h"
+
+// Hand-written AVX2+FMA and POPCNT kernels; the Go versions in kernels.go
+// are the reference (TestKernelsMatchGo). Lengths are whole blocks: the
+// Go wrappers in kernels_amd64.go do the tails.
+
+// func l2U8AVX2(a *float32, b *float32, c *byte, n int) float32
+// Σ (a[j] − b[j]·c[j])² over n (a multiple of 8) dimensions, 4×8 lanes.
+TEXT ·l2U8AVX2(SB), NOSPLIT, $0-36
+	MOVQ   a+0(FP), AX
+	MOVQ   b+8(FP), BX
+	MOVQ   c+16(FP), CX
+	MOVQ   n+24(FP), DX
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+
+l2_loop32:
+	CMPQ         DX, $32
+	JL           l2_loop8
+	VPMOVZXBD    (CX), Y4
+	VCVTDQ2PS    Y4, Y4
+	VMOVUPS      (AX), Y5
+	VFNMADD231PS (BX), Y4, Y5
+	VFMADD231PS  Y5, Y5, Y0
+	VPMOVZXBD    8(CX), Y6
+	VCVTDQ2PS    Y6, Y6
+	VMOVUPS      32(AX), Y7
+	VFNMADD231PS 32(BX), Y6, Y7
+	VFMADD231PS  Y7, Y7, Y1
+	VPMOVZXBD    16(CX), Y8
+	VCVTDQ2PS    Y8, Y8
+	VMOVUPS      64(AX), Y9
+	VFNMADD231PS 64(BX), Y8, Y9
+	VFMADD231PS  Y9, Y9, Y2
+	VPMOVZXBD    24(CX), Y10
+	VCVTDQ2PS    Y10, Y10
+	VMOVUPS      96(AX), Y11
+	VFNMADD231PS 96(BX), Y10, Y11
+	VFMADD231PS  Y11, Y11, Y3
+	ADDQ         $32, CX
+	ADDQ         $128, AX
+	ADDQ         $128, BX
+	SUBQ         $32, DX
+	JMP          l2_loop32
+
+l2_loop8:
+	CMPQ         DX, $8
+	JL           l2_done
+	VPMOVZXBD    (CX), Y4
+	VCVTDQ2PS    Y4, Y4
+	VMOVUPS      (AX), Y5
+	VFNMADD231PS (BX), Y4, Y5
+	VFMADD231PS  Y5, Y5, Y0
+	ADDQ         $8, CX
+	ADDQ         $32, AX
+	ADDQ         $32, BX
+	SUBQ         $8, DX
+	JMP          l2_loop8
+
+l2_done:
+	VADDPS       Y1, Y0, Y0
+	VADDPS       Y3, Y2, Y2
+	VADDPS       Y2, Y0, Y0
+	VEXTRACTF128 $1, Y0, X1
+	VADDPS       X1, X0, X0
+	VHADDPS      X0, X0, X0
+	VHADDPS      X0, X0, X0
+	VZEROUPPER
+	MOVSS        X0, ret+32(FP)
+	RET
+
+// func dotU8AVX2(w *float32, c *byte, n int) float32
+// Σ w[j]·c[j] over n (a multiple of 8) dimensions, 4×8 lanes.
+TEXT ·dotU8AVX2(SB), NOSPLIT, $0-28
+	MOVQ   w+0(FP), AX
+	MOVQ   c+8(FP), CX
+	MOVQ   n+16(FP), DX
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+
+dot_loop32:
+	CMPQ        DX, $32
+	JL          dot_loop8
+	VPMOVZXBD   (CX), Y4
+	VCVTDQ2PS   Y4, Y4
+	VFMADD231PS (AX), Y4, Y0
+	VPMOVZXBD   8(CX), Y5
+	VCVTDQ2PS   Y5, Y5
+	VFMADD231PS 32(AX), Y5, Y1
+	VPMOVZXBD   16(CX), Y6
+	VCVTDQ2PS   Y6, Y6
+	VFMADD231PS 64(AX), Y6, Y2
+	VPMOVZXBD   24(CX), Y7
+	VCVTDQ2PS   Y7, Y7
+	VFMADD231PS 96(AX), Y7, Y3
+	ADDQ        $32, CX
+	ADDQ        $128, AX
+	SUBQ        $32, DX
+	JMP         dot_loop32
+
+dot_loop8:
+	CMPQ        DX, $8
+	JL          dot_done
+	VPMOVZXBD   (CX), Y4
+	VCVTDQ2PS   Y4, Y4
+	VFMADD231PS (AX), Y4, Y0
+	ADDQ        $8, CX
+	ADDQ        $32, AX
+	SUBQ        $8, DX
+	JMP         dot_loop8
+
+dot_done:
+	VADDPS       Y1, Y0, Y0
+	VADDPS       Y3, Y2, Y2
+	VADDPS       Y2, Y0, Y0
+	VEXTRACTF128 $1, Y0, X1
+	VADDPS       X1, X0, X0
+	VHADDPS      X0, X0, X0
+	VHADDPS      X0, X0, X0
+	VZEROUPPER
+	MOVSS        X0, ret+24(FP)
+	RET
+
+// func pop4POPCNT(planes *uint64, x *byte, words int) uint64
+// Σₖ 2ᵏ·Σ_w popcount(x[w] & planes[4w+k]).
+TEXT ·pop4POPCNT(SB), NOSPLIT, $0-32
+	MOVQ planes+0(FP), SI
+	MOVQ x+8(FP), DI
+	MOVQ words+16(FP), CX
+	XORQ R8, R8
+	XORQ R9, R9
+	XORQ R10, R10
+	XORQ R11, R11
+
+pop_loop:
+	TESTQ   CX, CX
+	JZ      pop_done
+	MOVQ    (DI), AX
+	MOVQ    (SI), BX
+	ANDQ    AX, BX
+	POPCNTQ BX, BX
+	ADDQ    BX, R8
+	MOVQ    8(SI), DX
+	ANDQ    AX, DX
+	POPCNTQ DX, DX
+	ADDQ    DX, R9
+	MOVQ    16(SI), R12
+	ANDQ    AX, R12
+	POPCNTQ R12, R12
+	ADDQ    R12, R10
+	MOVQ    24(SI), R13
+	ANDQ    AX, R13
+	POPCNTQ R13, R13
+	ADDQ    R13, R11
+	ADDQ    $8, DI
+	ADDQ    $32, SI
+	DECQ    CX
+	JMP     pop_loop
+
+pop_done:
+	SHLQ $1, R9
+	SHLQ $2, R10
+	SHLQ $3, R11
+	ADDQ R9, R8
+	ADDQ R10, R8
+	ADDQ R11, R8
+	MOVQ R8, ret+24(FP)
+	RET

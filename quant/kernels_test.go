@@ -1,0 +1,203 @@
+package quant
+
+import (
+	"bytes"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/faiss-sidecar/faiss-sidecar/faissfmt"
+	"github.com/faiss-sidecar/faiss-sidecar/internal/distance"
+)
+
+// TestKernelsMatchGo: the kernels in use (assembly where available) agree
+// with the Go reference within float tolerance (pop4 exactly), for every
+// length from 0 to 300 and at d = 784.
+func TestKernelsMatchGo(t *testing.T) {
+	t.Logf("kernels: %s", KernelImpl)
+	rng := rand.New(rand.NewPCG(5, 6))
+	for _, n := range append(rangeN(0, 300), 784, 1000, 4096) {
+		a, b := make([]float32, n), make([]float32, n)
+		c := make([]byte, n+3)
+		for j := range n {
+			a[j], b[j] = float32(rng.NormFloat64()*100), float32(rng.Float64())
+		}
+		for j := range c {
+			c[j] = byte(rng.Uint32())
+		}
+		cc := c[3 : 3+n] // unaligned
+		tol := func(want float32) float64 { return 1e-5*math.Abs(float64(want)) + 1e-3 }
+		want := l2U8Go(a, b, cc)
+		assert.InDelta(t, want, l2U8(a, b, cc), tol(want), "l2U8 n=%d", n)
+		want = dotU8Go(a, cc)
+		var abs float64
+		for j := range n {
+			abs += math.Abs(float64(a[j]) * float64(cc[j]))
+		}
+		assert.InDelta(t, want, dotU8(a, cc), 1e-5*abs+1e-3, "dotU8 n=%d", n)
+
+		w := (n + 63) / 64
+		planes := make([]uint64, 4*w)
+		for j := range planes {
+			planes[j] = rng.Uint64()
+		}
+		x := make([]byte, 8*w+5)
+		for j := range x {
+			x[j] = byte(rng.Uint32())
+		}
+		assert.Equal(t, pop4Go(planes, x[5:]), pop4(planes, x[5:]), "pop4 words=%d", w)
+	}
+}
+
+func rangeN(a, b int) []int {
+	var out []int
+	for i := a; i <= b; i++ {
+		out = append(out, i)
+	}
+	return out
+}
+
+// TestQueryAllocs: Reset and DistBatch allocate nothing.
+func TestQueryAllocs(t *testing.T) {
+	ds := fixture(t, "hnsw_flat_large")
+	for _, lvl := range Levels {
+		c := ds.build(t, lvl)
+		q := c.NewQuery()
+		ids := []int32{1, 5, 9, 400, 2999, 17, 18, 1000}
+		out := make([]float32, len(ids))
+		allocs := testing.AllocsPerRun(100, func() {
+			if err := q.Reset(ds.q[3]); err != nil {
+				panic(err)
+			}
+			q.DistBatch(ids, out)
+			_ = q.Dist(7)
+		})
+		assert.Zero(t, allocs, "%s: Reset+DistBatch allocate nothing", lvl)
+		for i, v := range ids {
+			require.Equal(t, q.Dist(v), out[i], "DistBatch = Dist")
+		}
+	}
+}
+
+// synthetic codes of n random vectors for benchmarks.
+func benchCodes(b *testing.B, n, d int, lvl Level) (*Codes, []float32, []float32) {
+	rng := rand.New(rand.NewPCG(uint64(d), 9))
+	x := make([]float32, n*d)
+	for i := range x {
+		x[i] = float32(rng.NormFloat64())
+	}
+	raw := make([]byte, 4*len(x))
+	for i, v := range x {
+		putF32(raw[4*i:], v)
+	}
+	c, err := Build(bytesReader(raw), 0, n, d, faissfmt.MetricL2, lvl, BuildOptions{})
+	require.NoError(b, err)
+	b.Cleanup(func() { c.Close() })
+	return c, x, x[:d]
+}
+
+// BenchmarkDist: ns per estimated distance over a working set far larger
+// than the caches (random ids, batches of 16 like an HNSW hop), against
+// the float L2 kernel on the float vectors.
+func BenchmarkDist(b *testing.B) {
+	for _, d := range []int{128, 784} {
+		n := (256 << 20) / (4 * d) / 4 // float vectors: 64 MiB
+		ids := make([]int32, 1<<16)
+		rng := rand.New(rand.NewPCG(1, 1))
+		for i := range ids {
+			ids[i] = int32(rng.IntN(n))
+		}
+		out := make([]float32, 16)
+		for _, lvl := range Levels {
+			c, _, q := benchCodes(b, n, d, lvl)
+			qs := c.NewQuery()
+			require.NoError(b, qs.Reset(q))
+			b.Run(fmt.Sprintf("d=%d/%s/%s", d, lvl, KernelImpl), func(b *testing.B) {
+				for i := 0; b.Loop(); i++ {
+					o := (i * 16) & (len(ids) - 1)
+					qs.DistBatch(ids[o:o+16], out)
+				}
+				b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*16), "ns/vector")
+			})
+		}
+		c, x, q := benchCodes(b, 1, d, Level4x)
+		_ = c
+		raw := make([]byte, 4*n*d)
+		for i := range n * d {
+			putF32(raw[4*i:], x[i%len(x)]+float32(i&7))
+		}
+		b.Run(fmt.Sprintf("d=%d/float-L2Fast", d), func(b *testing.B) {
+			var s float32
+			for i := 0; b.Loop(); i++ {
+				o := (i * 16) & (len(ids) - 1)
+				for _, v := range ids[o : o+16] {
+					row := raw[int(v)*4*d : (int(v)+1)*4*d]
+					distance.Prefetch(row)
+				}
+				for _, v := range ids[o : o+16] {
+					s += distance.L2Fast(q, raw[int(v)*4*d:(int(v)+1)*4*d])
+				}
+			}
+			_ = s
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*16), "ns/vector")
+		})
+	}
+}
+
+// BenchmarkKernels: the kernels alone on cached data, assembly vs Go.
+func BenchmarkKernels(b *testing.B) {
+	for _, d := range []int{128, 784} {
+		a, w := make([]float32, d), make([]float32, d)
+		c := make([]byte, d)
+		planes := make([]uint64, 4*words(d))
+		x := make([]byte, 8*words(d))
+		for j := range d {
+			a[j], w[j], c[j] = float32(j), 0.5, byte(j)
+		}
+		var s float32
+		var u uint64
+		b.Run(fmt.Sprintf("d=%d/l2U8/%s", d, KernelImpl), func(b *testing.B) {
+			for b.Loop() {
+				s += l2U8(a, w, c)
+			}
+		})
+		b.Run(fmt.Sprintf("d=%d/l2U8/go", d), func(b *testing.B) {
+			for b.Loop() {
+				s += l2U8Go(a, w, c)
+			}
+		})
+		b.Run(fmt.Sprintf("d=%d/dotU8/%s", d, KernelImpl), func(b *testing.B) {
+			for b.Loop() {
+				s += dotU8(a, c)
+			}
+		})
+		b.Run(fmt.Sprintf("d=%d/dotU8/go", d), func(b *testing.B) {
+			for b.Loop() {
+				s += dotU8Go(a, c)
+			}
+		})
+		b.Run(fmt.Sprintf("d=%d/pop4/%s", d, KernelImpl), func(b *testing.B) {
+			for b.Loop() {
+				u += pop4(planes, x)
+			}
+		})
+		b.Run(fmt.Sprintf("d=%d/pop4/go", d), func(b *testing.B) {
+			for b.Loop() {
+				u += pop4Go(planes, x)
+			}
+		})
+		fx := make([]byte, 4*d)
+		b.Run(fmt.Sprintf("d=%d/float-L2Fast/%s", d, distance.FastImpl), func(b *testing.B) {
+			for b.Loop() {
+				s += distance.L2Fast(a, fx)
+			}
+		})
+		_, _ = s, u
+	}
+}
+
+func bytesReader(b []byte) *bytes.Reader { return bytes.NewReader(b) }
