@@ -6,6 +6,7 @@ import (
 	"github.com/faiss-sidecar/faiss-sidecar/faissfmt"
 	"github.com/faiss-sidecar/faiss-sidecar/hnswsearch"
 	"github.com/faiss-sidecar/faiss-sidecar/partial"
+	"github.com/faiss-sidecar/faiss-sidecar/quant"
 	"github.com/faiss-sidecar/faiss-sidecar/rerank"
 )
 
@@ -19,7 +20,9 @@ type Index struct {
 	idx        *hnswsearch.Index
 	rer        *rerank.Store
 	space      string
-	cacheBytes int64 // the planned cache budget (zstd's frames, a block cache)
+	cacheBytes int64        // the planned cache budget (zstd's frames, a block cache)
+	guide      *quant.Codes // mode on_disk's guide
+	guideInfo  GuideInfo
 	closeOnce  sync.Once
 }
 
@@ -28,6 +31,9 @@ func (x *Index) Close() {
 	x.closeOnce.Do(func() {
 		if x.idx != nil {
 			x.idx.Close()
+		}
+		if x.guide != nil {
+			x.guide.Close()
 		}
 		if x.rer != nil {
 			x.rer.Close()
@@ -66,9 +72,15 @@ func (x *Index) MetricName() string {
 func (x *Index) Space() string { return x.space }
 
 // HeldBytes is the parsed small arrays plus what the search index holds
-// outside the Go heap (pinned lists, vector cache); storage's own memory
+// outside the Go heap (pinned lists, vector cache, on_disk's guide); storage's own memory
 // is in StorageStats.
-func (x *Index) HeldBytes() int64 { return x.file.ResidentBytes() + x.idx.HeldBytes() }
+func (x *Index) HeldBytes() int64 {
+	n := x.file.ResidentBytes() + x.idx.HeldBytes()
+	if x.guide != nil {
+		n += x.guide.Bytes()
+	}
+	return n
+}
 
 // StorageStats is the backend's account of its reads and memory.
 func (x *Index) StorageStats() (partial.Stats, bool) {

@@ -10,6 +10,7 @@
 package engine
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -21,6 +22,7 @@ import (
 	"github.com/faiss-sidecar/faiss-sidecar/faissfmt"
 	"github.com/faiss-sidecar/faiss-sidecar/hnswsearch"
 	"github.com/faiss-sidecar/faiss-sidecar/partial"
+	"github.com/faiss-sidecar/faiss-sidecar/quant"
 	"github.com/faiss-sidecar/faiss-sidecar/rerank"
 )
 
@@ -29,9 +31,17 @@ type Spec struct {
 	// Path is the index file, already resolved by the caller (httpapi keeps
 	// it inside its data roots); Label is how errors name it (default Path).
 	Path, Label string
-	// Mode is full (the whole file in memory) or memory_efficient (read on
-	// demand; also "").
+	// Mode is full (the whole file in memory), memory_efficient (read on
+	// demand; also "") or on_disk (ModeOnDisk: the graph walked on an
+	// in-memory guide, exact rerank from the file).
 	Mode string
+	// Compression is on_disk's guide level: CompressionAuto ("" too), 4x
+	// or 32x. GuideDir holds guide files ("": beside the index).
+	Compression, GuideDir string
+	// Progress, when set, is called while an on_disk guide is built with
+	// the bytes read so far and the total; Ctx, when set, cancels the build.
+	Progress func(done, total int64)
+	Ctx      context.Context
 	// Backend is one of partial.Backends, or "" for ModeBackend's choice, which is direct under a MemoryBudget (its misses are read in
 	// batches with direct I/O) unless the file is zstd.
 	Backend string
@@ -192,6 +202,8 @@ type Plan struct {
 	opts       hnswsearch.Options
 	cacheBytes int64
 	need, heap int64
+	level      quant.Level // on_disk's guide level
+	guide      int64       // and its bytes
 }
 
 // Prepare checks spec, probes its file (headers and small arrays only)
@@ -235,11 +247,15 @@ func Prepare(spec Spec) (*Plan, error) {
 	if backend == "memory" {
 		p.need += pf.Size
 	}
-	if spec.MemoryBudget > 0 {
-		workers := spec.Workers
-		if workers <= 0 {
-			workers = runtime.GOMAXPROCS(0)
+	workers := spec.Workers
+	if workers <= 0 {
+		workers = runtime.GOMAXPROCS(0)
+	}
+	if spec.Mode == ModeOnDisk {
+		if err := p.planOnDisk(workers); err != nil {
+			return nil, err
 		}
+	} else if spec.MemoryBudget > 0 {
 		bp, err := hnswsearch.PlanBudget(pf, backend, spec.MemoryBudget, workers)
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", spec.Label, err)
@@ -273,7 +289,7 @@ func ModeBackend(mode, backend, path string) (string, error) {
 			return "", bad("backend", "mode full reads the whole file into memory; backend %q applies to mode memory_efficient", backend)
 		}
 		return "memory", nil
-	case "", "memory_efficient":
+	case "", "memory_efficient", ModeOnDisk:
 		switch {
 		case backend == "":
 			b, err := partial.AutoBackend(path, DefaultMemoryEfficientBackend)
@@ -288,7 +304,7 @@ func ModeBackend(mode, backend, path string) (string, error) {
 		}
 		return backend, nil
 	}
-	return "", bad("mode", "unknown mode %q (known: full, memory_efficient)", mode)
+	return "", bad("mode", "unknown mode %q (known: full, memory_efficient, on_disk)", mode)
 }
 
 // CheckSpec checks what needs no file: names, sizes, combinations, the
@@ -324,12 +340,15 @@ func checkStatic(spec *Spec) error {
 		return fieldErr("cache_bytes", "{cache_bytes} %d is negative", spec.CacheBytes)
 	case spec.MemoryBudget < 0:
 		return fieldErr("memory_budget", "{memory_budget} %d is negative", spec.MemoryBudget)
-	case spec.MemoryBudget > 0 && spec.Mode != "memory_efficient":
-		return fieldErr("memory_budget", "{memory_budget} applies to {mode} memory_efficient, not %q", spec.Mode)
+	case spec.MemoryBudget > 0 && spec.Mode != "memory_efficient" && spec.Mode != ModeOnDisk:
+		return fieldErr("memory_budget", "{memory_budget} applies to {mode} memory_efficient and on_disk, not %q", spec.Mode)
 	case spec.ExactFilterMax < -1:
 		return fieldErr("exact_filter_max", "{exact_filter_max} %d: use a count ≥ 0, or -1 for k only", spec.ExactFilterMax)
 	case spec.EfSearch < 0:
 		return fieldErr("ef_search", "{ef_search}=%d is negative (0: the file's)", spec.EfSearch)
+	}
+	if err := checkCompression(spec); err != nil {
+		return err
 	}
 	if spec.EfSearch > 0 {
 		if err := hnswsearch.CheckIndexEfSearch(spec.EfSearch); err != nil {
@@ -407,12 +426,21 @@ func (p *Plan) Open() (*Index, error) {
 	if x.file = p.reusableProbe(); x.file == nil {
 		x.file, err = faissfmt.Open(st, st.Size())
 	}
+	opts := p.opts
+	if err == nil && spec.Mode == ModeOnDisk {
+		if err = x.openGuide(p); err == nil {
+			opts.Guide = guideAdapter{x.guide}
+		}
+	}
 	if err == nil {
-		if x.idx, err = hnswsearch.New(x.file, st, p.opts); err != nil && !errors.Is(err, partial.ErrBadOption) && !errors.Is(err, hnswsearch.ErrBadOption) {
+		if x.idx, err = hnswsearch.New(x.file, st, opts); err != nil && !errors.Is(err, partial.ErrBadOption) && !errors.Is(err, hnswsearch.ErrBadOption) {
 			err = &tagged{msg: err.Error(), tags: []error{ErrNotServable}, inner: err}
 		}
 	}
 	if err != nil {
+		if x.guide != nil {
+			x.guide.Close()
+		}
 		st.Close()
 		return nil, fmt.Errorf("%s: %w", spec.Label, err)
 	}

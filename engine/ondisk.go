@@ -1,0 +1,188 @@
+package engine
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/faiss-sidecar/faiss-sidecar/faissfmt"
+	"github.com/faiss-sidecar/faiss-sidecar/hnswsearch"
+	"github.com/faiss-sidecar/faiss-sidecar/quant"
+)
+
+// Loading mode on_disk: the search walks the file's graph on a compressed
+// in-memory copy of its vectors (a guide, package quant), then reranks
+// rerank.ShortlistSize(k, oversample) candidates with exact distances from
+// the file's own vectors (or Spec.Rerank's file), read with direct I/O.
+// The guide is built from the file in one streaming pass and persisted in
+// a guide file, reused while the index file is unchanged.
+const ModeOnDisk = "on_disk"
+
+// CompressionAuto picks the finest compression level whose guide fits the
+// memory budget (the finest without a budget).
+const CompressionAuto = "auto"
+
+// compressions lists the levels finest first, for CompressionAuto.
+var compressions = []quant.Level{quant.Level4x, quant.Level32x}
+
+// CompressionNames are the values Spec.Compression takes.
+func CompressionNames() []string {
+	out := []string{CompressionAuto}
+	for _, l := range compressions {
+		out = append(out, l.String())
+	}
+	return out
+}
+
+// checkCompression checks an on_disk spec's compression name.
+func checkCompression(spec *Spec) error {
+	if spec.Mode != ModeOnDisk {
+		if spec.Compression != "" {
+			return fieldErr("compression", "{compression} applies to {mode} on_disk, not %q", spec.Mode)
+		}
+		return nil
+	}
+	if spec.Compression == "" || spec.Compression == CompressionAuto {
+		return nil
+	}
+	if _, err := quant.ParseLevel(spec.Compression); err != nil {
+		return fieldErr("compression", "unknown {compression} %q (known: %s)", spec.Compression, strings.Join(CompressionNames(), ", "))
+	}
+	return nil
+}
+
+// guideBytes bounds what a level's guide of n vectors of dimension d
+// holds: the codes, and trained parameters of at most 8 bytes a dimension
+// (4x: a minimum and a step; 32x: the centroid and the rotation's signs).
+func guideBytes(l quant.Level, n int64, d int) int64 {
+	return int64(l.BytesPerVector(d))*n + 8*int64(d) + 4096
+}
+
+// planOnDisk resolves the compression level and plans an on_disk index's
+// memory: the guide first, then (with a budget) the lists through the
+// bounded-memory policy in what the guide leaves. It fills in the default
+// rerank source: the index file itself, read with direct I/O, at the
+// level's default oversampling.
+func (p *Plan) planOnDisk(workers int) error {
+	spec, pf := &p.spec, p.probe
+	g := pf.Graph
+	if g.Binary || pf.Storage == nil || pf.Storage.SQ != nil || pf.Storage.CodeSize != int64(g.D)*4 {
+		return &tagged{msg: fmt.Sprintf("%s: mode on_disk serves indexes with float (flat) storage; this one is %s",
+			spec.Label, pf.Root.FourCC), tags: []error{ErrBadSpec, ErrNotServable}}
+	}
+	if g.Metric != faissfmt.MetricL2 && g.Metric != faissfmt.MetricInnerProduct {
+		return badSpec("%s: mode on_disk serves L2 and inner-product indexes; this one is %s", spec.Label, g.Metric)
+	}
+	levels := compressions
+	if spec.Compression != "" && spec.Compression != CompressionAuto {
+		l, _ := quant.ParseLevel(spec.Compression)
+		levels = []quant.Level{l}
+	}
+	var err error
+	for _, l := range levels {
+		p.level, p.guide = l, guideBytes(l, g.NTotal, g.D)
+		if spec.MemoryBudget <= 0 {
+			break
+		}
+		var bp hnswsearch.Plan
+		if bp, err = hnswsearch.PlanBudget(pf, p.backend, spec.MemoryBudget-p.guide, workers); err == nil {
+			bp.Apply(&p.opts)
+			p.cacheBytes, p.heap = bp.BlockCacheBytes, bp.HeapBytes
+			break
+		}
+	}
+	if err != nil {
+		least := guideBytes(levels[len(levels)-1], g.NTotal, g.D)
+		return fmt.Errorf("%s: %w: on_disk at %s needs a guide of %d bytes, and the rest of the budget must hold the index's working memory: %v",
+			spec.Label, hnswsearch.ErrBudget, levels[len(levels)-1], least, err)
+	}
+	spec.Compression = p.level.String()
+	if spec.Rerank == nil {
+		spec.Rerank = &RerankSpec{Path: spec.Path, Label: spec.Label, Strategy: DefaultRerankStrategy}
+	}
+	if spec.Rerank.Oversample == 0 {
+		spec.Rerank.Oversample = quant.DefaultOversample(p.level, g.D)
+	}
+	if spec.MemoryBudget > 0 {
+		p.need = spec.MemoryBudget
+	} else {
+		p.need = pf.ResidentBytes() + p.cacheBytes + p.guide
+	}
+	return nil
+}
+
+// GuidePath is where an on_disk index's guide lives: dir (the index's own
+// directory when empty) / the index file's name + "." + level + ".guide".
+func GuidePath(dir, indexPath, level string) string {
+	if dir == "" {
+		dir = filepath.Dir(indexPath)
+	}
+	return filepath.Join(dir, filepath.Base(indexPath)+"."+level+".guide")
+}
+
+// openGuide loads the index's guide when its file matches the index file,
+// else builds it from the index's vectors and writes it (atomically) for
+// the next open. A guide that cannot be written is still served; why is in
+// GuideInfo.
+func (x *Index) openGuide(p *Plan) error {
+	spec := x.spec
+	fi, err := os.Stat(spec.Path)
+	if err != nil {
+		return err
+	}
+	src, err := quant.IdentifyFile(x.st, x.file, fi.ModTime().UnixNano())
+	if err != nil {
+		return fmt.Errorf("identifying the index file for its guide: %w", err)
+	}
+	path := GuidePath(spec.GuideDir, spec.Path, p.level.String())
+	x.guideInfo = GuideInfo{Path: path, Level: p.level.String()}
+	c, err := quant.Load(path, src)
+	switch {
+	case err == nil:
+		x.guideInfo.Loaded = true
+	case errors.Is(err, fs.ErrNotExist), errors.Is(err, quant.ErrStale), errors.Is(err, quant.ErrCorrupt):
+		if !errors.Is(err, fs.ErrNotExist) {
+			x.guideInfo.Rebuilt = err.Error()
+		}
+		sec, _ := x.file.Storage.Section("codes")
+		g := x.file.Graph
+		c, err = quant.Build(x.st, sec.Offset, int(g.NTotal), g.D, g.Metric, p.level,
+			quant.BuildOptions{Ctx: spec.Ctx, Progress: spec.Progress})
+		if err != nil {
+			return fmt.Errorf("building the %s guide: %w", p.level, err)
+		}
+		if werr := quant.Write(path, c, src); werr != nil {
+			x.guideInfo.NotSaved = werr.Error()
+		}
+	default:
+		return err
+	}
+	x.guide = c
+	x.guideInfo.Bytes = c.Bytes()
+	return nil
+}
+
+// GuideInfo describes an on_disk index's guide.
+type GuideInfo struct {
+	Path  string `json:"path"`
+	Level string `json:"compression"`
+	Bytes int64  `json:"bytes"`
+	// Loaded: read from Path; else built when the index opened.
+	Loaded bool `json:"loaded"`
+	// Rebuilt says why a guide file found at Path was not used.
+	Rebuilt string `json:"rebuilt,omitempty"`
+	// NotSaved says why the built guide could not be written to Path.
+	NotSaved string `json:"not_saved,omitempty"`
+}
+
+// Guide describes the index's guide (ok false unless mode on_disk).
+func (x *Index) Guide() (GuideInfo, bool) { return x.guideInfo, x.guide != nil }
+
+// guideAdapter presents quant.Codes as the search's hnswsearch.Guide.
+type guideAdapter struct{ c *quant.Codes }
+
+func (g guideAdapter) Shape() (int64, int)             { return g.c.Shape() }
+func (g guideAdapter) NewQuery() hnswsearch.GuideQuery { return g.c.NewQuery() }

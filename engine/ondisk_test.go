@@ -1,0 +1,206 @@
+package engine_test
+
+import (
+	"encoding/json"
+	"errors"
+	"math"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/faiss-sidecar/faiss-sidecar/engine"
+	"github.com/faiss-sidecar/faiss-sidecar/hnswsearch"
+	"github.com/faiss-sidecar/faiss-sidecar/quant"
+)
+
+// recallAt is |got ∩ want| / |want| over ids.
+func recallAt(got []engine.Hit, want []int64) float64 {
+	in := map[int64]bool{}
+	for _, id := range want {
+		if id >= 0 { // FAISS's fill when fewer than k exist
+			in[id] = true
+		}
+	}
+	n := 0
+	for _, h := range got {
+		if in[h.ID] {
+			n++
+		}
+	}
+	return float64(n) / float64(len(in))
+}
+
+// onDiskFixture is testdata/ondisk/NAME.json (testdata/gen_ondisk.py):
+// queries, FAISS's exact top-10 and FAISS's HNSW recall by efSearch.
+type onDiskFixture struct {
+	Queries [][]float64 `json:"queries"`
+	Exact   struct {
+		IDs  [][]int64   `json:"ids"`
+		Dist [][]float64 `json:"distances"`
+	} `json:"exact"`
+	HNSW []struct {
+		EfSearch int     `json:"ef_search"`
+		Recall   float64 `json:"recall"`
+	} `json:"hnsw"`
+}
+
+// TestOnDiskRecall: mode on_disk at 4x and 32x, reranking from the index
+// file by default, finds at least FAISS's own HNSW recall@10 at each
+// efSearch against FAISS's exact search, less 0.01 (issue 18's target),
+// and returns exact distances. A second open loads the persisted guide.
+func TestOnDiskRecall(t *testing.T) {
+	for _, name := range []string{"clustered_l2", "clustered_ip"} {
+		raw, err := os.ReadFile(filepath.Join("..", "testdata", "ondisk", name+".json"))
+		require.NoError(t, err)
+		var fx onDiskFixture
+		require.NoError(t, json.Unmarshal(raw, &fx))
+		index := filepath.Join("..", "testdata", "ondisk", name+".faiss")
+		for _, level := range []string{"4x", "32x"} {
+			t.Run(name+"/"+level, func(t *testing.T) {
+				dir := t.TempDir()
+				spec := engine.Spec{Path: index, Mode: engine.ModeOnDisk, Compression: level, GuideDir: dir}
+				x, _, err := engine.Open(spec)
+				require.NoError(t, err)
+				defer x.Close()
+				gi, ok := x.Guide()
+				require.True(t, ok)
+				assert.Equal(t, level, gi.Level)
+				assert.False(t, gi.Loaded, "the first open builds the guide")
+				assert.Empty(t, gi.NotSaved)
+				assert.FileExists(t, gi.Path)
+				require.True(t, x.HasRerank(), "on_disk reranks from the index file by default")
+				// 1 bit a dimension at d = 32 estimates too coarsely for
+				// FAISS's recall (the estimate's error shrinks as 1/√d; 32x
+				// is meant for hundreds of dimensions, where the benchmarks
+				// measure it): here 32x is held to FAISS's recall less 0.05
+				// with 300 candidates, and to 0.85 with the default 100.
+				var rescore *engine.Rescore
+				slack := 0.01
+				if level == "32x" {
+					rescore, slack = &engine.Rescore{Oversample: 30}, 0.05
+				}
+				for _, h := range fx.HNSW {
+					qp, err := x.Plan(engine.Request{K: 10, EfSearch: h.EfSearch, EfSearchSet: true, Rescore: rescore})
+					require.NoError(t, err)
+					var recall float64
+					for qi, q := range fx.Queries {
+						hits, prof, err := x.Query(&qp, q, nil)
+						require.NoError(t, err)
+						require.NotNil(t, prof.Rerank)
+						require.Equal(t, prof.NDis, prof.GuideDistances, "the walk computes every distance on the guide")
+						recall += recallAt(hits, fx.Exact.IDs[qi])
+						for r, hit := range hits { // exact distances: FAISS's for the same id
+							for j, id := range fx.Exact.IDs[qi] {
+								if id == hit.ID {
+									d := fx.Exact.Dist[qi][j]
+									assert.InDelta(t, d, hit.Distance, 1e-4*math.Max(1, math.Abs(d)), "query %d rank %d", qi, r)
+								}
+							}
+						}
+					}
+					recall /= float64(len(fx.Queries))
+					t.Logf("ef %d: recall@10 %.3f (FAISS HNSW %.3f)", h.EfSearch, recall, h.Recall)
+					assert.GreaterOrEqual(t, recall, h.Recall-slack, "ef %d", h.EfSearch)
+					if rescore != nil {
+						qp, err := x.Plan(engine.Request{K: 10, EfSearch: h.EfSearch, EfSearchSet: true})
+						require.NoError(t, err)
+						var def float64
+						for qi, q := range fx.Queries {
+							hits, _, err := x.Query(&qp, q, nil)
+							require.NoError(t, err)
+							def += recallAt(hits, fx.Exact.IDs[qi]) / float64(len(fx.Queries))
+						}
+						t.Logf("ef %d: recall@10 %.3f with the default shortlist", h.EfSearch, def)
+						assert.GreaterOrEqual(t, def, 0.85, "ef %d, default shortlist", h.EfSearch)
+					}
+				}
+				y, _, err := engine.Open(spec)
+				require.NoError(t, err)
+				gy, _ := y.Guide()
+				assert.True(t, gy.Loaded, "a second open loads the guide file")
+				y.Close()
+			})
+		}
+	}
+}
+
+// TestOnDiskGuideStaleOrCorrupt: a guide of another version of the file,
+// or a damaged one, is rebuilt, and the reason is reported.
+func TestOnDiskGuideStaleOrCorrupt(t *testing.T) {
+	dir := t.TempDir()
+	idx := filepath.Join(dir, "x.faiss")
+	b, err := os.ReadFile(fixture("hnsw_flat_l2.faiss"))
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(idx, b, 0o644))
+	open := func() engine.GuideInfo {
+		x, _, err := engine.Open(engine.Spec{Path: idx, Mode: engine.ModeOnDisk, Compression: "4x"})
+		require.NoError(t, err)
+		defer x.Close()
+		gi, _ := x.Guide()
+		return gi
+	}
+	gi := open()
+	assert.Equal(t, engine.GuidePath("", idx, "4x"), gi.Path, "beside the index by default")
+	assert.True(t, open().Loaded)
+
+	g, err := os.ReadFile(gi.Path)
+	require.NoError(t, err)
+	g[len(g)/2] ^= 0xff
+	require.NoError(t, os.WriteFile(gi.Path, g, 0o644))
+	gi = open()
+	assert.False(t, gi.Loaded)
+	assert.Contains(t, gi.Rebuilt, "corrupt")
+
+	later := time.Now().Add(2 * time.Second) // same bytes, another mtime
+	require.NoError(t, os.Chtimes(idx, later, later))
+	gi = open()
+	assert.False(t, gi.Loaded)
+	assert.Contains(t, gi.Rebuilt, "stale")
+	assert.True(t, open().Loaded)
+}
+
+// TestOnDiskRefusals: a binary or SQ index, a compression without on_disk,
+// an unknown level and a budget too small for any guide are errors saying
+// so.
+func TestOnDiskRefusals(t *testing.T) {
+	_, _, err := engine.Open(engine.Spec{Path: fixture("bin_hnsw.faiss"), Mode: engine.ModeOnDisk, GuideDir: t.TempDir()})
+	require.ErrorIs(t, err, engine.ErrNotServable)
+	assert.Contains(t, err.Error(), "float (flat) storage")
+	_, _, err = engine.Open(engine.Spec{Path: fixture("hnsw_sq_8bit.faiss"), Mode: engine.ModeOnDisk, GuideDir: t.TempDir()})
+	require.ErrorIs(t, err, engine.ErrNotServable)
+	require.ErrorIs(t, engine.CheckSpec(engine.Spec{Path: "x", Compression: "4x"}), engine.ErrBadSpec)
+	err = engine.CheckSpec(engine.Spec{Path: "x", Mode: engine.ModeOnDisk, Compression: "3x"})
+	require.ErrorIs(t, err, engine.ErrBadSpec)
+	assert.Contains(t, err.Error(), "4x, 32x")
+	_, _, err = engine.Open(engine.Spec{Path: fixture("hnsw_flat_large.faiss"), Mode: engine.ModeOnDisk, MemoryBudget: 1 << 16, GuideDir: t.TempDir()})
+	require.True(t, errors.Is(err, hnswsearch.ErrBudget), "%v", err)
+	assert.Contains(t, err.Error(), "needs a guide of")
+}
+
+// TestOnDiskAutoFitsBudget: compression auto takes 4x when the budget
+// holds it, else 32x.
+func TestOnDiskAutoFitsBudget(t *testing.T) {
+	p, err := engine.Prepare(engine.Spec{Path: fixture("hnsw_flat_large.faiss"), Mode: engine.ModeOnDisk})
+	require.NoError(t, err)
+	assert.Equal(t, "4x", p.Spec().Compression, "no budget: the finest")
+	assert.InDelta(t, quant.DefaultOversample(quant.Level4x, 64), p.Spec().Rerank.Oversample, 0)
+	roomy, err := engine.Prepare(engine.Spec{Path: fixture("hnsw_flat_large.faiss"), Mode: engine.ModeOnDisk, MemoryBudget: 64 << 20})
+	require.NoError(t, err)
+	assert.Equal(t, "4x", roomy.Spec().Compression)
+	assert.Equal(t, int64(64<<20), roomy.NeedBytes())
+	// Find a budget between the two guides' needs: the 4x plan's heap
+	// share plus the 32x guide, plus a little.
+	var tight *engine.Plan
+	for b := int64(4 << 20); b < 64<<20; b += 64 << 10 {
+		if q, err := engine.Prepare(engine.Spec{Path: fixture("hnsw_flat_large.faiss"), Mode: engine.ModeOnDisk, MemoryBudget: b}); err == nil {
+			tight = q
+			break
+		}
+	}
+	require.NotNil(t, tight)
+	assert.Equal(t, "32x", tight.Spec().Compression, "the smallest budget that serves takes the coarser guide")
+}
