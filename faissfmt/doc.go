@@ -16,7 +16,9 @@
 //	└─ id_map   vec<i64>   │ [on disk]      └─ id_map   vec<i64>   │ [on disk]
 //	                       ▼                                       ▼
 //	IHNf / IHNs  IndexHNSW{Flat,SQ}         IBHf  IndexBinaryHNSW
+//	IHc2 / IHNc  IndexHNSWCagra             IBHc  IndexBinaryHNSWCagra
 //	├─ header                               ├─ header
+//	├─ CAGRA fields (IHc2/IHNc) [RAM]       ├─ CAGRA fields (IBHc) [RAM]
 //	├─ assign_probas      vec<f64> [RAM]    ├─ HNSW block (same as float)
 //	├─ cum_nneighbor_per_level vec<i32> [RAM]
 //	├─ levels    vec<i32>  [streamed once → node table in RAM]
@@ -24,7 +26,7 @@
 //	├─ neighbors vec<i32>  [on disk; the entry point's lists checked at open]
 //	├─ entry_point, max_level, efConstruction, efSearch, upper_beam
 //	└─ storage ────────────┐                └─ storage ────────────┐
-//	                       ▼                                       ▼
+//	   (or "null", below)  ▼                   (or "null")         ▼
 //	IxF2 / IxFI / IxFl  IndexFlat           IBxF  IndexBinaryFlat
 //	├─ header                               ├─ header
 //	└─ codes  ntotal·d float32 [on disk]    └─ codes  ntotal·code_size bytes [on disk]
@@ -39,7 +41,17 @@
 // footer after the FAISS bytes; Open detects it (File.Footer) and
 // CheckFooterCRC (at load), VerifyFooterCRC or Verify check its CRC-32.
 //
-// Other fourccs (IVF, PQ, Cagra, "null" storage, …) are refused with an
+// The CAGRA fields (Index.CAGRA) precede an ordinary HNSW block, which is
+// presented like IHNf's and IBHf's (File.Graph). IHc2's storage is flat for
+// numeric type Float32 and an fp16 IxSQ for Float16.
+//
+// An HNSW written with FAISS's IO_FLAG_SKIP_STORAGE has the 4 bytes "null"
+// in place of its storage. Open refuses it; OpenWith with
+// OpenOptions.AllowNullStorage accepts it: the graph is parsed as usual,
+// Graph.Child is a "null" node, File.Storage is nil and
+// File.VectorsMissing() is true.
+//
+// Other fourccs (IVF, PQ, Panorama, …) are refused with an
 // ErrUnsupported error naming the fourcc and its byte offset. All format
 // errors are *FormatError values (field, byte offset, message) wrapping
 // ErrFormat and one of ErrTruncated, ErrUnsupported, ErrInvalid.

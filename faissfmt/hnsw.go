@@ -7,7 +7,8 @@ import (
 	"math/bits"
 )
 
-// HNSW is the graph block of IHNf, IHNs and IBHf (docs/faiss-format.md §4).
+// HNSW is the graph block of IHNf, IHNs, IBHf, IHc2, IHNc and IBHc
+// (docs/faiss-format.md §4).
 // Small arrays are in memory; levels, offsets and neighbors stay on disk as
 // Sections. Per-node offsets and levels are answered from a compact table
 // derived from levels at open (about 0.2 bytes per node plus 9 bytes per

@@ -24,8 +24,26 @@ const (
 // A trailing 16-byte Lucene codec footer (OpenSearch k-NN files) is detected
 // and kept out of the parse; its CRC is checked by CheckFooterCRC (or
 // VerifyFooterCRC, Verify).
+//
+// Open refuses an HNSW file whose vectors were left out ("null" storage):
+// such a File cannot be searched by itself. OpenWith accepts it on request.
 func Open(r io.ReaderAt, size int64) (*File, error) {
-	root, warn, err := parse(r, size)
+	return OpenWith(r, size, OpenOptions{})
+}
+
+// OpenOptions widens what OpenWith accepts.
+type OpenOptions struct {
+	// AllowNullStorage accepts an HNSW index (float or binary) whose
+	// storage FAISS wrote as the fourcc "null" (IO_FLAG_SKIP_STORAGE;
+	// OpenSearch keeps such vectors outside the file). The File then has
+	// File.VectorsMissing() true and File.Storage nil: the caller must
+	// bring the vectors from elsewhere before searching.
+	AllowNullStorage bool
+}
+
+// OpenWith is Open with options.
+func OpenWith(r io.ReaderAt, size int64, o OpenOptions) (*File, error) {
+	root, warn, err := parse(r, size, o)
 	if err != nil {
 		return nil, err
 	}
@@ -46,13 +64,13 @@ func Open(r io.ReaderAt, size int64) (*File, error) {
 	return f, nil
 }
 
-func parse(r io.ReaderAt, end int64) (*Index, []string, error) {
+func parse(r io.ReaderAt, end int64, o OpenOptions) (*Index, []string, error) {
 	c := &cursor{r: r, end: end}
 	fcc, err := peekFourCC(c)
 	if err != nil {
 		return nil, nil, err
 	}
-	p := &parser{c: c}
+	p := &parser{c: c, o: o}
 	var x *Index
 	if len(fcc) == 4 && fcc[:2] == "IB" {
 		x, err = p.binaryIndex(0)
@@ -70,6 +88,7 @@ func peekFourCC(c *cursor) (string, error) {
 
 type parser struct {
 	c        *cursor
+	o        OpenOptions
 	warnings []string
 }
 
@@ -85,9 +104,9 @@ func (p *parser) floatIndex(depth int) (*Index, error) {
 	}
 	x := &Index{FourCC: fcc, Off: at}
 	switch fcc {
-	case "IxF2", "IxFI", "IxFl", "IxSQ", "IHNf", "IHNs", "IxMp", "IxM2":
+	case "IxF2", "IxFI", "IxFl", "IxSQ", "IHNf", "IHNs", "IHc2", "IHNc", "IxMp", "IxM2":
 	case "null":
-		return nil, unsupported(fcc, at, "the vectors were left out of this file with IO_FLAG_SKIP_STORAGE")
+		return nil, unsupported(fcc, at, nullOutsideHNSW)
 	default:
 		if len(fcc) == 4 && fcc[:2] == "IB" {
 			return nil, unsupported(fcc, at, "a binary index cannot be nested in a float index")
@@ -117,26 +136,15 @@ func (p *parser) floatIndex(depth int) (*Index, error) {
 		if err := p.sq(x); err != nil {
 			return nil, err
 		}
-	case "IHNf", "IHNs":
-		if x.HNSW, err = readHNSW(c, x.NTotal); err != nil {
+	case "IHNf", "IHNs", "IHc2", "IHNc":
+		if fcc == "IHc2" || fcc == "IHNc" {
+			if err := p.cagra(x); err != nil {
+				return nil, err
+			}
+		}
+		if err := p.graph(x, depth); err != nil {
 			return nil, err
 		}
-		x.Sections = append(x.Sections, x.HNSW.Levels, x.HNSW.Offsets, x.HNSW.Neighbors)
-		p.checkMaxLevel(x)
-		if x.Child, err = p.floatIndex(depth + 1); err != nil {
-			return nil, err
-		}
-		ok := x.Child.FourCC == "IxSQ"
-		if fcc == "IHNf" {
-			ok = x.Child.FourCC == "IxF2" || x.Child.FourCC == "IxFI" || x.Child.FourCC == "IxFl"
-		}
-		if !ok {
-			return nil, unsupported(x.Child.FourCC, x.Child.Off, fcc+" storage must be "+map[string]string{"IHNf": "IxF2, IxFI or IxFl", "IHNs": "IxSQ"}[fcc])
-		}
-		if err := sameHeader(x, x.Child, true); err != nil {
-			return nil, err
-		}
-		x.CodeSize = x.Child.CodeSize
 	case "IxMp", "IxM2":
 		if x.Child, err = p.floatIndex(depth + 1); err != nil {
 			return nil, err
@@ -148,6 +156,134 @@ func (p *parser) floatIndex(depth int) (*Index, error) {
 	}
 	x.End = c.off
 	return x, nil
+}
+
+// nullOutsideHNSW explains a "null" fourcc where FAISS never writes one.
+const nullOutsideHNSW = "an index left out of the file, which FAISS writes only in place of an HNSW index's storage"
+
+// graph reads the HNSW block of x (after its header and CAGRA fields) and
+// its storage, which must be the kind x's fourcc requires, or "null".
+func (p *parser) graph(x *Index, depth int) error {
+	c := p.c
+	var err error
+	if x.HNSW, err = readHNSW(c, x.NTotal); err != nil {
+		return err
+	}
+	x.Sections = append(x.Sections, x.HNSW.Levels, x.HNSW.Offsets, x.HNSW.Neighbors)
+	p.checkMaxLevel(x)
+	at := c.off
+	fcc, err := peekFourCC(c)
+	if err != nil {
+		return err
+	}
+	if fcc == "null" {
+		if !p.o.AllowNullStorage {
+			return unsupported(fcc, at, "the vectors were left out of this file with IO_FLAG_SKIP_STORAGE; the graph alone cannot be searched")
+		}
+		c.off += 4
+		x.Child = &Index{FourCC: fcc, Off: at, End: c.off, Binary: x.Binary}
+		if !x.Binary {
+			x.CodeSize = 0 // unknown: the storage that would say is absent
+		}
+		return nil
+	}
+	if x.Binary {
+		x.Child, err = p.binaryIndex(depth + 1)
+	} else {
+		x.Child, err = p.floatIndex(depth + 1)
+	}
+	if err != nil {
+		return err
+	}
+	if err := checkStorage(x); err != nil {
+		return err
+	}
+	if err := sameHeader(x, x.Child, !x.Binary); err != nil {
+		return err
+	}
+	if !x.Binary {
+		x.CodeSize = x.Child.CodeSize
+	}
+	return nil
+}
+
+// checkStorage checks that an HNSW index's storage is the kind its fourcc
+// (and, for IHc2, its numeric type) requires.
+func checkStorage(x *Index) error {
+	ch := x.Child.FourCC
+	flat := ch == "IxF2" || ch == "IxFI" || ch == "IxFl"
+	switch x.FourCC {
+	case "IHNf":
+		if !flat {
+			return unsupported(ch, x.Child.Off, "IHNf storage must be IxF2, IxFI or IxFl")
+		}
+	case "IHNs":
+		if ch != "IxSQ" {
+			return unsupported(ch, x.Child.Off, "IHNs storage must be IxSQ")
+		}
+	case "IBHf", "IBHc":
+		if ch != "IBxF" {
+			return unsupported(ch, x.Child.Off, x.FourCC+" storage must be IBxF")
+		}
+	case "IHNc", "IHc2":
+		if !flat && ch != "IxSQ" {
+			return unsupported(ch, x.Child.Off, x.FourCC+" storage must be IxF2, IxFI or IxFl (Float32) or an fp16 IxSQ (Float16)")
+		}
+		nt := x.CAGRA.NumericType
+		fp16 := ch == "IxSQ" && x.Child.SQ.QType == QTFP16
+		if nt == NumericFloat32 && !flat || nt == NumericFloat16 && !fp16 {
+			what := ch
+			if ch == "IxSQ" {
+				what = "an IxSQ of type " + x.Child.SQ.QType.String()
+			}
+			return invalidf("cagra.numeric_type", x.Child.Off, "%s at byte %d has numeric type %s but its storage at byte %d is %s; %s needs %s",
+				x.FourCC, x.Off, nt, x.Child.Off, what, nt, map[NumericType]string{NumericFloat32: "IxF2, IxFI or IxFl", NumericFloat16: "an fp16 IxSQ"}[nt])
+		}
+	}
+	return nil
+}
+
+// MaxCAGRAEntrypoints bounds num_base_level_search_entrypoints: the random
+// nodes a base-level-only search draws per query (FAISS's default is 32).
+const MaxCAGRAEntrypoints = 1 << 16
+
+// cagra reads the fields IHc2, IHNc and IBHc store between the header and
+// the HNSW block (docs/faiss-format.md §3).
+func (p *parser) cagra(x *Index) error {
+	c := p.c
+	at := c.off
+	n := 6
+	if x.FourCC == "IHc2" {
+		n = 10
+	}
+	b, err := c.read("cagra", n)
+	if err != nil {
+		return err
+	}
+	for i, name := range []string{"keep_max_size_level0", "base_level_only"} {
+		if b[i] > 1 {
+			return invalidf("cagra."+name, at+int64(i), "%s %s at byte %d is %d, expected a bool (0 or 1)", x.FourCC, name, at+int64(i), b[i])
+		}
+	}
+	cg := &CAGRA{KeepMaxSizeLevel0: b[0] == 1, BaseLevelOnly: b[1] == 1,
+		NumBaseLevelSearchEntrypoints: int32(binary.LittleEndian.Uint32(b[2:]))}
+	if v := cg.NumBaseLevelSearchEntrypoints; v < 1 || v > MaxCAGRAEntrypoints {
+		return invalidf("cagra.num_base_level_search_entrypoints", at+2, "%s num_base_level_search_entrypoints %d at byte %d is out of range [1, %d]",
+			x.FourCC, v, at+2, MaxCAGRAEntrypoints)
+	}
+	if x.FourCC == "IHc2" {
+		cg.HasNumericType = true
+		cg.NumericType = NumericType(int32(binary.LittleEndian.Uint32(b[6:])))
+		switch nt := cg.NumericType; {
+		case nt < 0 || nt >= numNumericTypes:
+			return invalidf("cagra.numeric_type", at+6, "%s numeric_type %d at byte %d is not a FAISS numeric type (0–3)", x.FourCC, int32(nt), at+6)
+		case nt != NumericFloat32 && nt != NumericFloat16:
+			return &FormatError{Field: "cagra.numeric_type", Off: at + 6, Kind: ErrUnsupported,
+				Msg: fmt.Sprintf("%s numeric_type %s at byte %d is not supported (IndexHNSWCagra stores Float32 or Float16)", x.FourCC, nt, at+6)}
+		}
+	}
+	x.CAGRA = cg
+	return nil
 }
 
 func (p *parser) binaryIndex(depth int) (*Index, error) {
@@ -162,9 +298,9 @@ func (p *parser) binaryIndex(depth int) (*Index, error) {
 	}
 	x := &Index{FourCC: fcc, Off: at, Binary: true}
 	switch fcc {
-	case "IBxF", "IBHf", "IBMp", "IBM2":
+	case "IBxF", "IBHf", "IBHc", "IBMp", "IBM2":
 	case "null":
-		return nil, unsupported(fcc, at, "the vectors were left out of this file with IO_FLAG_SKIP_STORAGE")
+		return nil, unsupported(fcc, at, nullOutsideHNSW)
 	default:
 		return nil, unsupported(fcc, at, "")
 	}
@@ -181,19 +317,13 @@ func (p *parser) binaryIndex(depth int) (*Index, error) {
 			return nil, invalidf("codes", s.Offset-8, "IBxF codes at byte %d hold %d bytes, expected ntotal·code_size = %d·%d", s.Offset-8, s.Len, x.NTotal, x.CodeSize)
 		}
 		x.Sections = append(x.Sections, s)
-	case "IBHf":
-		if x.HNSW, err = readHNSW(c, x.NTotal); err != nil {
-			return nil, err
+	case "IBHf", "IBHc":
+		if fcc == "IBHc" {
+			if err := p.cagra(x); err != nil {
+				return nil, err
+			}
 		}
-		x.Sections = append(x.Sections, x.HNSW.Levels, x.HNSW.Offsets, x.HNSW.Neighbors)
-		p.checkMaxLevel(x)
-		if x.Child, err = p.binaryIndex(depth + 1); err != nil {
-			return nil, err
-		}
-		if x.Child.FourCC != "IBxF" {
-			return nil, unsupported(x.Child.FourCC, x.Child.Off, "IBHf storage must be IBxF")
-		}
-		if err := sameHeader(x, x.Child, false); err != nil {
+		if err := p.graph(x, depth); err != nil {
 			return nil, err
 		}
 	case "IBMp", "IBM2":
@@ -376,8 +506,9 @@ func (f *File) link() {
 		switch x.FourCC {
 		case "IxMp", "IxM2", "IBMp", "IBM2":
 			f.IDMap = x
-		case "IHNf", "IHNs", "IBHf":
+		case "IHNf", "IHNs", "IBHf", "IHc2", "IHNc", "IBHc":
 			f.Graph = x
+		case "null":
 		default:
 			f.Storage = x
 		}

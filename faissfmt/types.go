@@ -121,14 +121,21 @@ type Index struct {
 	Metric    Metric
 	MetricArg float32 // stored only for metrics > 1
 	// CodeSize is bytes per stored vector: d·4 for flat, the SQ code size,
-	// the storage's for float IHN*/IxM* wrappers (which store none), and for
+	// the storage's for float HNSW and id-map wrappers (which store none; 0
+	// when the storage is "null"), and for
 	// binary indexes the header's code_size as stored (0 in FAISS 1.7.x
 	// IBMp/IBM2 headers; File.Storage.CodeSize is always the real one).
 	CodeSize int64
 	Sections []Section
-	HNSW     *HNSW // IHNf, IHNs, IBHf
-	SQ       *SQ   // IxSQ
-	Child    *Index
+	HNSW     *HNSW  // IHNf, IHNs, IBHf, IHc2, IHNc, IBHc
+	CAGRA    *CAGRA // IHc2, IHNc, IBHc
+	SQ       *SQ    // IxSQ
+	// Child is the wrapped index: the storage of an HNSW index, the index
+	// an id map maps. An HNSW whose vectors were left out of the file
+	// (IO_FLAG_SKIP_STORAGE, accepted by OpenWith with AllowNullStorage)
+	// has a Child with FourCC "null": 4 bytes, no header (D, NTotal and
+	// CodeSize 0), no sections, no child.
+	Child *Index
 }
 
 // Section returns the node's section called name.
@@ -148,6 +155,53 @@ var typeNames = map[string]string{
 	"IxMp": "IndexIDMap", "IxM2": "IndexIDMap2", "IHNf": "IndexHNSWFlat", "IHNs": "IndexHNSWSQ",
 	"IxF2": "IndexFlatL2", "IxFI": "IndexFlatIP", "IxFl": "IndexFlat", "IxSQ": "IndexScalarQuantizer",
 	"IBMp": "IndexBinaryIDMap", "IBM2": "IndexBinaryIDMap2", "IBHf": "IndexBinaryHNSW", "IBxF": "IndexBinaryFlat",
+	"IHc2": "IndexHNSWCagra", "IHNc": "IndexHNSWCagra (FAISS 1.9–1.11 layout)", "IBHc": "IndexBinaryHNSWCagra",
+	"null": "no storage (vectors left out with IO_FLAG_SKIP_STORAGE)",
+}
+
+// NumericType is IndexHNSWCagra's numeric_type_: how its storage holds
+// the vectors.
+type NumericType int32
+
+// The numeric types FAISS defines (docs/faiss-format.md §3, IHc2).
+// IndexHNSWCagra is built with Float32 (flat storage) or Float16 (an fp16
+// IxSQ storage) only.
+const (
+	NumericFloat32  NumericType = 0
+	NumericFloat16  NumericType = 1
+	NumericUInt8    NumericType = 2
+	NumericInt8     NumericType = 3
+	numNumericTypes             = 4
+)
+
+func (n NumericType) String() string {
+	if n >= 0 && n < numNumericTypes {
+		return [...]string{"Float32", "Float16", "UInt8", "Int8"}[n]
+	}
+	return fmt.Sprintf("numeric_type(%d)", int32(n))
+}
+
+// CAGRA holds the fields FAISS's IndexHNSWCagra and IndexBinaryHNSWCagra
+// store between the header and the HNSW block (IHc2, IHNc, IBHc: an HNSW
+// whose level 0 may have been built by CAGRA on a GPU). The graph itself is
+// an ordinary HNSW block (Index.HNSW).
+type CAGRA struct {
+	// KeepMaxSizeLevel0: while building, level-0 lists were topped back up
+	// to their full size after pruning. Informational; search ignores it.
+	KeepMaxSizeLevel0 bool
+	// BaseLevelOnly: FAISS searches level 0 only, starting from the best of
+	// NumBaseLevelSearchEntrypoints random nodes, instead of descending
+	// from the entry point. When false the search is exactly the HNSW one.
+	BaseLevelOnly bool
+	// NumBaseLevelSearchEntrypoints is how many random level-0 nodes a
+	// BaseLevelOnly search draws per query, in [1, MaxCAGRAEntrypoints].
+	NumBaseLevelSearchEntrypoints int32
+	// NumericType is as stored in IHc2 (Float32 or Float16, which the
+	// storage agrees with); IHNc stores none and FAISS reads it as
+	// Float32; IBHc stores none and its vectors are binary codes.
+	NumericType NumericType
+	// HasNumericType reports whether the file stores NumericType (IHc2).
+	HasNumericType bool
 }
 
 // LuceneFooter is the 16-byte codec footer OpenSearch's k-NN plugin appends.
@@ -163,11 +217,24 @@ type File struct {
 	Size   int64         // size of the source
 	Footer *LuceneFooter // nil for plain FAISS files
 	// Shortcuts into the tree (nil where absent).
-	IDMap   *Index // IxMp, IxM2, IBMp, IBM2
-	Graph   *Index // IHNf, IHNs, IBHf
-	Storage *Index // the leaf holding the vectors: IxF2/IxFI/IxFl, IxSQ, IBxF
+	IDMap *Index // IxMp, IxM2, IBMp, IBM2
+	Graph *Index // IHNf, IHNs, IBHf, IHc2, IHNc, IBHc
+	// Storage is the leaf holding the vectors: IxF2/IxFI/IxFl, IxSQ, IBxF.
+	// It is nil when the vectors were left out of the file (Graph.Child is
+	// a "null" node; see VectorsMissing).
+	Storage *Index
 	// Warnings are oddities FAISS itself tolerates and search does not mind.
 	Warnings []string
+}
+
+// VectorsMissing reports whether the file holds an HNSW graph without its
+// vectors: FAISS wrote "null" in place of the storage (IO_FLAG_SKIP_STORAGE;
+// only OpenWith with AllowNullStorage accepts such a file). Then Storage is
+// nil, and the graph's header (Graph.D, Graph.NTotal, Graph.Metric,
+// Graph.Binary, and for binary graphs Graph.CodeSize) says what vectors a
+// separate source must supply.
+func (f *File) VectorsMissing() bool {
+	return f.Graph != nil && f.Graph.Child != nil && f.Graph.Child.FourCC == "null"
 }
 
 // ResidentBytes estimates the heap the opened File keeps: small arrays and
