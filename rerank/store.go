@@ -305,6 +305,3 @@ func (s *Store) viewDirect(labels []int32, st *FetchStats, use func(int, []byte)
 	}
 	return nil
 }
-
-// Evict drops the vector file from the page cache (cold benchmarks).
-func (s *Store) Evict() error { return partial.EvictPageCache(s.Path) }

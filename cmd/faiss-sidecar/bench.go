@@ -224,7 +224,7 @@ func runBenchSearch(args []string, stdout io.Writer) error {
 		runErr   error
 	)
 	total := int64(len(qs))
-	devBefore, _, _ := partial.ProcessIO()
+	devBefore, _, _ := processIO()
 	start := time.Now()
 	deadline := start.Add(*duration)
 	for range *threads {
@@ -287,7 +287,7 @@ func runBenchSearch(args []string, stdout io.Writer) error {
 	if runErr != nil {
 		return runErr
 	}
-	devAfter, _, _ := partial.ProcessIO()
+	devAfter, _, _ := processIO()
 	slices.Sort(lat)
 	res.FirstQueryUs = float64(firstQuery.Nanoseconds()) / 1e3
 	res.DevicePerQuery = float64(devAfter-devBefore) / float64(searches)
@@ -386,11 +386,11 @@ func runBenchStorage(args []string, stdout io.Writer) error {
 	}
 	path := pos[0]
 	if *cold {
-		if err := partial.EvictPageCache(path); err != nil {
+		if err := evictPageCache(path); err != nil {
 			return err
 		}
 	}
-	_, rssBefore, _ := partial.ProcessIO()
+	_, rssBefore, _ := processIO()
 	s, err := openSource(path, *backend, *cacheBytes)
 	if err != nil {
 		return err
@@ -414,7 +414,7 @@ func runBenchStorage(args []string, stdout io.Writer) error {
 			}
 		}
 	}
-	devBefore, _, err := partial.ProcessIO()
+	devBefore, _, err := processIO()
 	if err != nil {
 		return err
 	}
@@ -448,7 +448,7 @@ func runBenchStorage(args []string, stdout io.Writer) error {
 	if runErr != nil {
 		return runErr
 	}
-	devAfter, rss, _ := partial.ProcessIO()
+	devAfter, rss, _ := processIO()
 	slices.Sort(lat)
 	res := storageResult{
 		File: path, Backend: backendName(s), FileSize: s.Size(), Cold: *cold, Warmup: *warmup, Reads: *reads, ReadSize: *size,

@@ -9,7 +9,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/faiss-sidecar/faiss-sidecar/partial"
 	"github.com/faiss-sidecar/faiss-sidecar/rerank"
 )
 
@@ -81,11 +80,11 @@ func runBenchRerank(args []string, stdout io.Writer) error {
 			}
 		}
 		if *cold {
-			if err := s.Evict(); err != nil {
+			if err := evictPageCache(s.Path); err != nil {
 				return err
 			}
 		}
-		before, _, err := partial.ProcessIO()
+		before, _, err := processIO()
 		if err != nil {
 			return err
 		}
@@ -94,7 +93,7 @@ func runBenchRerank(args []string, stdout io.Writer) error {
 			return err
 		}
 		lat = append(lat, time.Since(t0))
-		after, _, _ := partial.ProcessIO()
+		after, _, _ := processIO()
 		dev += after - before
 	}
 	var total time.Duration
