@@ -1,8 +1,10 @@
 package engine
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -10,6 +12,7 @@ import (
 
 	"github.com/faiss-sidecar/faiss-sidecar/faissfmt"
 	"github.com/faiss-sidecar/faiss-sidecar/hnswsearch"
+	"github.com/faiss-sidecar/faiss-sidecar/partial"
 	"github.com/faiss-sidecar/faiss-sidecar/quant"
 )
 
@@ -101,7 +104,10 @@ func (p *Plan) planOnDisk(workers int) error {
 	}
 	spec.Compression = p.level.String()
 	if spec.Rerank == nil {
-		spec.Rerank = &RerankSpec{Path: spec.Path, Label: spec.Label, Strategy: DefaultRerankStrategy}
+		spec.Rerank = &RerankSpec{Strategy: DefaultRerankStrategy}
+	}
+	if spec.Rerank.Path == "" { // the index file's own vectors
+		spec.Rerank.Path, spec.Rerank.Label = spec.Path, spec.Label
 	}
 	if spec.Rerank.Oversample == 0 {
 		spec.Rerank.Oversample = quant.DefaultOversample(p.level, g.D)
@@ -124,38 +130,25 @@ func GuidePath(dir, indexPath, level string) string {
 }
 
 // openGuide loads the index's guide when its file matches the index file,
-// else builds it from the index's vectors and writes it (atomically) for
-// the next open. A guide that cannot be written is still served; why is in
-// GuideInfo.
+// else builds and saves it (buildGuide). A guide that cannot be written is
+// still served; why is in GuideInfo.
 func (x *Index) openGuide(p *Plan) error {
 	spec := x.spec
-	fi, err := os.Stat(spec.Path)
+	src, err := identify(x.st, x.file, spec.Path)
 	if err != nil {
 		return err
 	}
-	src, err := quant.IdentifyFile(x.st, x.file, fi.ModTime().UnixNano())
-	if err != nil {
-		return fmt.Errorf("identifying the index file for its guide: %w", err)
-	}
 	path := GuidePath(spec.GuideDir, spec.Path, p.level.String())
-	x.guideInfo = GuideInfo{Path: path, Level: p.level.String()}
 	c, err := quant.Load(path, src)
+	x.guideInfo = GuideInfo{Path: path, Level: p.level.String(), Loaded: err == nil}
 	switch {
 	case err == nil:
-		x.guideInfo.Loaded = true
 	case errors.Is(err, fs.ErrNotExist), errors.Is(err, quant.ErrStale), errors.Is(err, quant.ErrCorrupt):
 		if !errors.Is(err, fs.ErrNotExist) {
 			x.guideInfo.Rebuilt = err.Error()
 		}
-		sec, _ := x.file.Storage.Section("codes")
-		g := x.file.Graph
-		c, err = quant.Build(x.st, sec.Offset, int(g.NTotal), g.D, g.Metric, p.level,
-			quant.BuildOptions{Ctx: spec.Ctx, Progress: spec.Progress})
-		if err != nil {
-			return fmt.Errorf("building the %s guide: %w", p.level, err)
-		}
-		if werr := quant.Write(path, c, src); werr != nil {
-			x.guideInfo.NotSaved = werr.Error()
+		if c, x.guideInfo.NotSaved, err = buildGuide(x.st, x.file, p.level, path, src, spec.Ctx, spec.Progress); err != nil {
+			return err
 		}
 	default:
 		return err
@@ -163,6 +156,84 @@ func (x *Index) openGuide(p *Plan) error {
 	x.guide = c
 	x.guideInfo.Bytes = c.Bytes()
 	return nil
+}
+
+// identify is the index file's identity a guide records.
+func identify(r io.ReaderAt, f *faissfmt.File, path string) (quant.SourceID, error) {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return quant.SourceID{}, err
+	}
+	src, err := quant.IdentifyFile(r, f, fi.ModTime().UnixNano())
+	if err != nil {
+		return src, fmt.Errorf("identifying the index file for its guide: %w", err)
+	}
+	return src, nil
+}
+
+// buildGuide builds f's guide at level from its vectors (read through r in
+// one streaming pass) and writes it to path atomically, creating its
+// directory. notSaved says why it could not be written.
+func buildGuide(r io.ReaderAt, f *faissfmt.File, level quant.Level, path string, src quant.SourceID,
+	ctx context.Context, progress func(done, total int64)) (c *quant.Codes, notSaved string, err error) {
+	sec, _ := f.Storage.Section("codes")
+	g := f.Graph
+	c, err = quant.Build(r, sec.Offset, int(g.NTotal), g.D, g.Metric, level, quant.BuildOptions{Ctx: ctx, Progress: progress})
+	if err != nil {
+		return nil, "", fmt.Errorf("building the %s guide: %w", level, err)
+	}
+	werr := os.MkdirAll(filepath.Dir(path), 0o755)
+	if werr == nil {
+		werr = quant.Write(path, c, src)
+	}
+	if werr != nil {
+		notSaved = werr.Error()
+	}
+	return c, notSaved, nil
+}
+
+// Quantize builds the guide of the index at spec.Path at spec.Compression
+// (auto: the finest) into out ("": GuidePath(spec.GuideDir, …)) ahead of
+// time, as an on_disk open would, and describes it.
+func Quantize(spec Spec, out string) (GuideInfo, error) {
+	spec.Mode, spec.MemoryBudget, spec.Rerank = ModeOnDisk, 0, nil
+	if spec.Label == "" {
+		spec.Label = spec.Path
+	}
+	if err := checkCompression(&spec); err != nil {
+		return GuideInfo{}, err
+	}
+	p, err := Prepare(spec)
+	if err != nil {
+		return GuideInfo{}, err
+	}
+	st, err := partial.Open(spec.Path, partial.Options{Backend: "pread", CacheBytes: 1 << 20})
+	if err != nil {
+		return GuideInfo{}, err
+	}
+	defer st.Close()
+	f := p.reusableProbe()
+	if f == nil {
+		if f, err = faissfmt.Open(st, st.Size()); err != nil {
+			return GuideInfo{}, fmt.Errorf("%s: %w", spec.Label, err)
+		}
+	}
+	src, err := identify(st, f, spec.Path)
+	if err != nil {
+		return GuideInfo{}, err
+	}
+	if out == "" {
+		out = GuidePath(spec.GuideDir, spec.Path, p.level.String())
+	}
+	c, notSaved, err := buildGuide(st, f, p.level, out, src, spec.Ctx, spec.Progress)
+	if err != nil {
+		return GuideInfo{}, fmt.Errorf("%s: %w", spec.Label, err)
+	}
+	defer c.Close()
+	if notSaved != "" {
+		return GuideInfo{}, fmt.Errorf("writing the guide %s: %s", out, notSaved)
+	}
+	return GuideInfo{Path: out, Level: p.level.String(), Bytes: c.Bytes()}, nil
 }
 
 // GuideInfo describes an on_disk index's guide.

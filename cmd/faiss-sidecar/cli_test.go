@@ -48,11 +48,11 @@ func TestHelp(t *testing.T) {
 	code, top, errOut := runCLI("--help")
 	require.Equal(t, 0, code)
 	assert.Empty(t, errOut)
-	for _, name := range []string{"serve", "health", "inspect", "compress", "search", "export-vectors", "bench", "bench storage", "bench rerank", "version"} {
+	for _, name := range []string{"serve", "health", "inspect", "compress", "quantize", "search", "export-vectors", "bench", "bench storage", "bench rerank", "version"} {
 		assert.Regexp(t, "(?m)^  "+regexp.QuoteMeta(name)+" +[A-Z]", top, "top-level usage lacks %q", name)
 	}
 	assert.Contains(t, top, "2 usage error")
-	require.Len(t, docs, 10)
+	require.Len(t, docs, 11)
 	for _, d := range docs {
 		for _, h := range []string{"--help", "-h"} {
 			args := append(strings.Fields(d.name), h)

@@ -21,6 +21,7 @@ import (
 // indexFlags are the flags every command that opens an index for search takes.
 type indexFlags struct {
 	mode, backend, semantics, kernel string
+	compression, guideDir            string
 	cacheBytes                       int64
 	cacheBlock                       int
 	batchReads                       bool
@@ -32,7 +33,9 @@ type indexFlags struct {
 }
 
 func (f *indexFlags) register(fs *flag.FlagSet) {
-	fs.StringVar(&f.mode, "mode", "memory_efficient", "loading mode: full (whole file in memory) or memory_efficient (read on demand)")
+	fs.StringVar(&f.mode, "mode", "memory_efficient", "loading mode: full (whole file in memory), memory_efficient (read on demand) or on_disk (graph walked on a compressed in-memory guide, exact rerank from the file)")
+	fs.StringVar(&f.compression, "compression", "", "on_disk: the guide's compression, "+strings.Join(engine.CompressionNames(), ", ")+" (default auto: the finest whose guide fits --memory-budget)")
+	fs.StringVar(&f.guideDir, "guide-dir", "", "on_disk: directory of guide files (default: beside the index); a missing, stale or corrupt guide is built and written there")
 	fs.StringVar(&f.backend, "backend", "", backendHelp+"; memory_efficient defaults to "+engine.DefaultMemoryEfficientBackend)
 	fs.StringVar(&f.semantics, "semantics", "faiss-modern", "search semantics: faiss-modern or faiss-1.7.3")
 	fs.StringVar(&f.kernel, "kernel", "fast", "distance kernel: fast or exact")
@@ -99,9 +102,10 @@ func (l *loadedIndex) Close() {
 func (f *indexFlags) spec(path string, rr *rerankFlags) engine.Spec {
 	s := engine.Spec{Path: path, Mode: f.mode, Backend: f.backend, CacheBytes: f.cacheBytes, CacheBlock: f.cacheBlock,
 		MemoryBudget: f.memoryBudget, Semantics: f.semantics, Kernel: f.kernel, BatchReads: f.batchReads,
-		ExactFilterMax: f.exactFilterMax, EfSearch: int(f.indexEf), VerifyChecksum: f.verifyChecksum}
-	if rr != nil && rr.vectors != "" {
-		s.Rerank = rr.spec()
+		ExactFilterMax: f.exactFilterMax, EfSearch: int(f.indexEf), VerifyChecksum: f.verifyChecksum,
+		Compression: f.compression, GuideDir: f.guideDir}
+	if rr != nil && (rr.vectors != "" || (f.mode == engine.ModeOnDisk && rr.oversample != 0)) {
+		s.Rerank = rr.spec() // on_disk without --rerank-vectors: the index file (the engine fills it in)
 	}
 	return s
 }
@@ -118,9 +122,24 @@ func (f *indexFlags) open(path string, rr *rerankFlags) (*loadedIndex, error) {
 		return nil, err
 	}
 	start := time.Now()
-	x, plan, err := engine.Open(f.spec(path, rr))
+	spec := f.spec(path, rr)
+	var bar *progressBar
+	if f.mode == engine.ModeOnDisk && isTerminal(os.Stderr) {
+		bar = newProgressBar(os.Stderr, "building the guide")
+		spec.Progress = bar.Update
+	}
+	x, plan, err := engine.Open(spec)
+	bar.Done()
 	if err != nil {
 		return nil, specError(err)
+	}
+	if gi, ok := x.Guide(); ok {
+		if gi.Rebuilt != "" {
+			fmt.Fprintf(os.Stderr, "faiss-sidecar: rebuilt the guide %s: %s\n", gi.Path, gi.Rebuilt)
+		}
+		if gi.NotSaved != "" {
+			fmt.Fprintf(os.Stderr, "faiss-sidecar: warning: the guide was built but not saved, the next open builds it again: %s\n", gi.NotSaved)
+		}
 	}
 	if f.warmup {
 		if err := x.Warm(); err != nil {

@@ -44,10 +44,10 @@ var docs = []doc{
 		"Ask a running server's /_health endpoint and exit 0 when it answers 200."},
 	{"inspect", "inspect FILE [--json] [--verify] [--backend NAME]",
 		"Print an index file's structure, sections and memory needs; --verify also checks every section."},
-	{"search", "search INDEX --queries Q --k K [--ef-search EF] [--index-ef-search N] [--mode full|memory_efficient] [--backend NAME] " +
+	{"search", "search INDEX --queries Q --k K [--ef-search EF] [--index-ef-search N] [--mode full|memory_efficient|on_disk] [--compression C] [--guide-dir DIR] [--backend NAME] " +
 		"[--semantics S] [--kernel K] [--allow-ids FILE] [--rerank-vectors FILE [--oversample F] [--rerank-strategy S]] [--out OUT.jsonl]",
 		"Search an HNSW index with query vectors, writing one JSON line of ids and distances per query."},
-	{"bench", "bench INDEX --queries Q --k K [--ef-search EF] [--index-ef-search N] [--threads N] [--mode M] [--backend B] [--gt GT.ivecs] [--duration D] [--json]",
+	{"bench", "bench INDEX --queries Q --k K [--ef-search EF] [--index-ef-search N] [--threads N] [--mode M] [--compression C] [--guide-dir DIR] [--oversample F] [--memory-budget BYTES] [--backend B] [--gt GT.ivecs] [--duration D] [--max-queries N] [--json]",
 		"Measure search throughput, latency and (with --gt) recall@k on an index."},
 	{"bench storage", "bench storage FILE --backend NAME [--cold] [--warmup] [--reads N] [--read-size B] [--inflight K] [--json]",
 		"Measure random reads of a file through one storage backend."},
@@ -55,6 +55,8 @@ var docs = []doc{
 		"Measure fetching and rescoring random shortlists of full-precision vectors."},
 	{"compress", "compress IN OUT [--frame-size N] [--level L]",
 		"Write a copy of a file in the seekable zstd format, which --backend zstd reads in place."},
+	{"quantize", "quantize INDEX --compression 4x|32x [--out FILE] [--guide-dir DIR]",
+		"Build the compressed guide mode on_disk walks the graph on, ahead of time (else the first on_disk open builds it)."},
 	{"export-vectors", "export-vectors IN(.fvecs|.npy|FAISS file) OUT.vec",
 		"Write full-precision vectors (.fvecs, float32 .npy, or a FAISS file's flat vectors) as a .vec file aligned for direct I/O."},
 	{"version", "version [--json]",
@@ -69,6 +71,7 @@ var commands = map[string]func(args []string, stdout, stderr io.Writer) error{
 	"search":         runSearch,
 	"bench":          runBench,
 	"compress":       runCompress,
+	"quantize":       runQuantize,
 	"export-vectors": runExportVectors,
 	"version":        runVersion,
 }

@@ -49,9 +49,9 @@ func (p *progressBar) Update(done, total int64) {
 	}
 }
 
-// Done ends the bar's line.
+// Done ends the bar's line, if it drew one.
 func (p *progressBar) Done() {
-	if p != nil {
+	if p != nil && !p.last.IsZero() {
 		fmt.Fprintln(p.w)
 	}
 }

@@ -1,0 +1,90 @@
+package main
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// onDiskFixture is testdata/ondisk/NAME.{faiss,queries.fvecs,gt.ivecs}
+// (testdata/gen_ondisk.py: FAISS's exact ids and its HNSW recall).
+func onDiskFixture(name, ext string) string {
+	return filepath.Join("..", "..", "testdata", "ondisk", name+ext)
+}
+
+// TestBenchOnDiskContract: `bench … --mode on_disk --compression C
+// --guide-dir DIR --json` prints qps, p50_us, p99_us and recall; the first
+// run builds the guide in DIR, the next reuses it; recall at ef 64 is at
+// least FAISS's own HNSW recall less 0.01 (4x).
+func TestBenchOnDiskContract(t *testing.T) {
+	raw, err := os.ReadFile(onDiskFixture("clustered_l2", ".json"))
+	require.NoError(t, err)
+	var fx struct {
+		HNSW []struct {
+			EfSearch int     `json:"ef_search"`
+			Recall   float64 `json:"recall"`
+		} `json:"hnsw"`
+	}
+	require.NoError(t, json.Unmarshal(raw, &fx))
+	dir := t.TempDir()
+	args := []string{"bench", onDiskFixture("clustered_l2", ".faiss"), "--queries", onDiskFixture("clustered_l2", ".queries.fvecs"),
+		"--gt", onDiskFixture("clustered_l2", ".gt.ivecs"), "--k", "10", "--ef-search", "64", "--threads", "1",
+		"--mode", "on_disk", "--compression", "4x", "--guide-dir", dir, "--max-queries", "50", "--duration", "200ms", "--json"}
+	for run := 0; run < 2; run++ {
+		code, out, errOut := runCLI(args...)
+		require.Equal(t, 0, code, errOut)
+		var res map[string]any
+		require.NoError(t, json.Unmarshal([]byte(out), &res))
+		for _, key := range []string{"qps", "p50_us", "p99_us", "recall"} {
+			require.Contains(t, res, key)
+		}
+		assert.Positive(t, res["qps"])
+		for _, h := range fx.HNSW {
+			if h.EfSearch == 64 {
+				assert.GreaterOrEqual(t, res["recall"], h.Recall-0.01)
+			}
+		}
+		assert.FileExists(t, filepath.Join(dir, "clustered_l2.faiss.4x.guide"))
+	}
+}
+
+// TestQuantize: `quantize` writes the guide an on_disk search then loads
+// (no rebuild message), and refuses what on_disk cannot serve.
+func TestQuantize(t *testing.T) {
+	dir := t.TempDir()
+	code, out, errOut := runCLI("quantize", onDiskFixture("clustered_ip", ".faiss"), "--compression", "32x", "--guide-dir", dir)
+	require.Equal(t, 0, code, errOut)
+	assert.Contains(t, out, "32x guide")
+	guide := filepath.Join(dir, "clustered_ip.faiss.32x.guide")
+	assert.FileExists(t, guide)
+	st, err := os.Stat(guide)
+	require.NoError(t, err)
+	code, out, errOut = runCLI("search", onDiskFixture("clustered_ip", ".faiss"), "--queries", onDiskFixture("clustered_ip", ".queries.fvecs"),
+		"--k", "5", "--mode", "on_disk", "--compression", "32x", "--guide-dir", dir)
+	require.Equal(t, 0, code, errOut)
+	assert.Empty(t, errOut, "the guide is loaded, not rebuilt")
+	assert.Equal(t, 50, strings.Count(out, "\n"), "one line per query")
+	st2, err := os.Stat(guide)
+	require.NoError(t, err)
+	assert.Equal(t, st.ModTime(), st2.ModTime(), "not rewritten")
+
+	for _, c := range []struct {
+		args []string
+		msg  string
+	}{
+		{[]string{"quantize", onDiskFixture("clustered_ip", ".faiss"), "--compression", "7x"}, `unknown compression "7x"`},
+		{[]string{"quantize", filepath.Join(fixtures, "bin_hnsw.faiss")}, "float (flat) storage"},
+		{[]string{"quantize"}, "usage: faiss-sidecar quantize"},
+		{[]string{"search", onDiskFixture("clustered_ip", ".faiss"), "--queries", onDiskFixture("clustered_ip", ".queries.fvecs"), "--k", "5", "--compression", "4x"},
+			"compression applies to --mode on_disk"},
+	} {
+		code, _, errOut := runCLI(c.args...)
+		assert.Equal(t, 2, code, "%v: %s", c.args, errOut)
+		assert.Contains(t, errOut, c.msg, "%v", c.args)
+	}
+}
