@@ -31,11 +31,16 @@ func runInspect(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	defer src.Close()
-	f, err := faissfmt.Open(src, src.Size())
+	// inspect shows a graph whose vectors were left out of the file too.
+	f, err := faissfmt.OpenWith(src, src.Size(), faissfmt.OpenOptions{AllowNullStorage: true})
 	if err != nil {
 		return fmt.Errorf("%s: %w", path, err)
 	}
 	rep := &inspectReport{File: path, Size: f.Size, Backend: backendName(src), Warnings: f.Warnings}
+	if f.VectorsMissing() {
+		g := f.Graph
+		rep.VectorsMissing = &missingJSON{Offset: g.Child.Off, D: g.D, NTotal: g.NTotal, Metric: metricName(g)}
+	}
 	rep.Node, err = describeNode(src, f.Root)
 	if err != nil {
 		return fmt.Errorf("%s: %w", path, err)
@@ -91,8 +96,18 @@ type inspectReport struct {
 		Full            int64 `json:"full"`
 		MemoryEfficient int64 `json:"memory_efficient"`
 	} `json:"memory_bytes"`
-	Warnings []string         `json:"warnings,omitempty"`
-	Verify   *faissfmt.Report `json:"verify,omitempty"`
+	// VectorsMissing is set when FAISS wrote "null" in place of the
+	// graph's storage (IO_FLAG_SKIP_STORAGE): what vectors it needs.
+	VectorsMissing *missingJSON     `json:"vectors_missing,omitempty"`
+	Warnings       []string         `json:"warnings,omitempty"`
+	Verify         *faissfmt.Report `json:"verify,omitempty"`
+}
+
+type missingJSON struct {
+	Offset int64  `json:"offset"` // of the "null" fourcc
+	D      int    `json:"d"`      // bits for binary graphs
+	NTotal int64  `json:"ntotal"`
+	Metric string `json:"metric"`
 }
 
 type footerJSON struct {
@@ -116,6 +131,7 @@ type Node struct {
 	CodeSize  int64         `json:"code_size"`
 	Sections  []sectionJSON `json:"sections"`
 	HNSW      *hnswJSON     `json:"hnsw,omitempty"`
+	CAGRA     *cagraJSON    `json:"cagra,omitempty"`
 	SQ        *sqJSON       `json:"sq,omitempty"`
 	IDMap     *idMapJSON    `json:"id_map,omitempty"`
 	Child     *Node         `json:"child,omitempty"`
@@ -141,6 +157,18 @@ type hnswJSON struct {
 	AssignProbas    int     `json:"assign_probas_len"`
 }
 
+// cagraJSON is what IHc2, IHNc and IBHc store before their HNSW block.
+type cagraJSON struct {
+	KeepMaxSizeLevel0 bool  `json:"keep_max_size_level0"`
+	BaseLevelOnly     bool  `json:"base_level_only"`
+	Entrypoints       int32 `json:"num_base_level_search_entrypoints"`
+	// Float CAGRA only: as stored (IHc2) or as FAISS assumes (IHNc,
+	// numeric_type_implied).
+	NumericType        string `json:"numeric_type,omitempty"`
+	NumericTypeID      *int32 `json:"numeric_type_id,omitempty"`
+	NumericTypeImplied bool   `json:"numeric_type_implied,omitempty"`
+}
+
 type sqJSON struct {
 	QType      string `json:"qtype"`
 	QTypeRaw   int32  `json:"qtype_id"`
@@ -156,8 +184,9 @@ func describeNode(r io.ReaderAt, x *faissfmt.Index) (*Node, error) {
 	n := &Node{FourCC: x.FourCC, Type: x.TypeName(), Offset: x.Off, End: x.End, D: x.D, NTotal: x.NTotal,
 		Metric: x.Metric.String(), MetricRaw: int32(x.Metric), IsTrained: x.IsTrained, CodeSize: x.CodeSize,
 		Sections: []sectionJSON{}}
-	if x.Binary {
-		n.Metric = "Hamming"
+	n.Metric = metricName(x)
+	if x.FourCC == "null" {
+		n.Metric = "none" // no header: nothing is stored
 	}
 	if x.Metric > faissfmt.MetricL2 {
 		n.MetricArg = &x.MetricArg
@@ -171,6 +200,13 @@ func describeNode(r io.ReaderAt, x *faissfmt.Index) (*Node, error) {
 			hist = []int64{}
 		}
 		n.HNSW = &hnswJSON{h.EntryPoint, h.MaxLevel, h.EfConstruction, h.EfSearch, h.UpperBeam, h.M(), hist, h.CumNeighbors, len(h.AssignProbas)}
+	}
+	if c := x.CAGRA; c != nil {
+		n.CAGRA = &cagraJSON{KeepMaxSizeLevel0: c.KeepMaxSizeLevel0, BaseLevelOnly: c.BaseLevelOnly, Entrypoints: c.NumBaseLevelSearchEntrypoints}
+		if !x.Binary {
+			id := int32(c.NumericType)
+			n.CAGRA.NumericType, n.CAGRA.NumericTypeID, n.CAGRA.NumericTypeImplied = c.NumericType.String(), &id, !c.HasNumericType
+		}
 	}
 	if q := x.SQ; q != nil {
 		n.SQ = &sqJSON{q.QType.String(), int32(q.QType), q.CodeSize, len(q.Trained)}
@@ -192,6 +228,14 @@ func describeNode(r io.ReaderAt, x *faissfmt.Index) (*Node, error) {
 	return n, nil
 }
 
+// metricName is the metric inspect prints for x: Hamming for binary indexes.
+func metricName(x *faissfmt.Index) string {
+	if x.Binary {
+		return "Hamming"
+	}
+	return x.Metric.String()
+}
+
 func printInspect(w io.Writer, rep *inspectReport) {
 	fmt.Fprintf(w, "%s: %s", rep.File, human(rep.Size))
 	if rep.Footer != nil {
@@ -200,6 +244,10 @@ func printInspect(w io.Writer, rep *inspectReport) {
 	fmt.Fprintln(w)
 	for n, depth := rep.Node, 0; n != nil; n, depth = n.Child, depth+1 {
 		ind := strings.Repeat("  ", depth)
+		if n.FourCC == "null" {
+			fmt.Fprintf(w, "%snull %s  bytes [%d, %d)\n", ind, n.Type, n.Offset, n.End)
+			continue
+		}
 		fmt.Fprintf(w, "%s%s %s  d=%d ntotal=%d metric=%s", ind, n.FourCC, n.Type, n.D, n.NTotal, n.Metric)
 		if n.MetricArg != nil {
 			fmt.Fprintf(w, "(%g)", *n.MetricArg)
@@ -214,6 +262,20 @@ func printInspect(w io.Writer, rep *inspectReport) {
 			}
 			fmt.Fprintln(w)
 		}
+		if c := n.CAGRA; c != nil {
+			fmt.Fprintf(w, "%s  cagra: keep_max_size_level0=%v base_level_only=%v num_base_level_search_entrypoints=%d",
+				ind, c.KeepMaxSizeLevel0, c.BaseLevelOnly, c.Entrypoints)
+			if c.NumericType != "" {
+				fmt.Fprintf(w, " numeric_type=%s", c.NumericType)
+				if c.NumericTypeImplied {
+					fmt.Fprint(w, " (not stored; FAISS assumes it)")
+				}
+			}
+			fmt.Fprintln(w)
+			if c.BaseLevelOnly {
+				fmt.Fprintf(w, "%s  FAISS searches level 0 only, from the best of %d random nodes per query\n", ind, c.Entrypoints)
+			}
+		}
 		if q := n.SQ; q != nil {
 			fmt.Fprintf(w, "%s  scalar quantizer: %s, %d bytes per vector, %d trained values\n", ind, q.QType, q.CodeSize, q.TrainedLen)
 		}
@@ -223,6 +285,10 @@ func printInspect(w io.Writer, rep *inspectReport) {
 		for _, s := range n.Sections {
 			fmt.Fprintf(w, "%s  section %-9s offset %-10d length %-10d (%d × %d B, %s)\n", ind, s.Name, s.Offset, s.Length, s.Count, s.Elem, human(s.Length))
 		}
+	}
+	if m := rep.VectorsMissing; m != nil {
+		fmt.Fprintf(w, "vectors: MISSING: FAISS wrote \"null\" at byte %d in place of the storage (IO_FLAG_SKIP_STORAGE); searching needs the %d vectors (d=%d, metric %s) from elsewhere\n",
+			m.Offset, m.NTotal, m.D, m.Metric)
 	}
 	if f := rep.Footer; f != nil {
 		status := "not checked (use --verify)"

@@ -8,6 +8,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
 	"github.com/faiss-sidecar/faiss-sidecar/partial"
 )
 
@@ -201,4 +204,130 @@ func TestInspectEveryBackend(t *testing.T) {
 			t.Errorf("inspect %v: exit %d stderr %q\n got %s\nwant %s", args, code, errOut, got, want)
 		}
 	}
+}
+
+const faiss115 = "../../testdata/faiss115" // files written by FAISS 1.15
+
+// inspectCAGRA is the part of inspect --json a reader of CAGRA and
+// skip-storage files looks at.
+type inspectCAGRA struct {
+	FourCC string `json:"fourcc"`
+	CAGRA  *struct {
+		Keep        bool   `json:"keep_max_size_level0"`
+		BaseOnly    bool   `json:"base_level_only"`
+		Entrypoints int32  `json:"num_base_level_search_entrypoints"`
+		Numeric     string `json:"numeric_type"`
+		NumericID   *int32 `json:"numeric_type_id"`
+		Implied     bool   `json:"numeric_type_implied"`
+	} `json:"cagra"`
+	Child *struct {
+		FourCC string `json:"fourcc"`
+		Type   string `json:"type"`
+		Offset int64  `json:"offset"`
+		End    int64  `json:"end"`
+	} `json:"child"`
+	Missing *struct {
+		Offset int64  `json:"offset"`
+		D      int    `json:"d"`
+		NTotal int64  `json:"ntotal"`
+		Metric string `json:"metric"`
+	} `json:"vectors_missing"`
+	Verify *struct {
+		Total int64 `json:"violations_total"`
+	} `json:"verify"`
+}
+
+func inspectJSON(t *testing.T, path string) inspectCAGRA {
+	t.Helper()
+	code, out, errOut := runCLI("inspect", path, "--json", "--verify")
+	require.Equal(t, 0, code, errOut)
+	require.Empty(t, errOut)
+	var got inspectCAGRA
+	require.NoError(t, json.Unmarshal([]byte(out), &got))
+	require.NotNil(t, got.Verify)
+	assert.Zero(t, got.Verify.Total)
+	return got
+}
+
+// TestInspectCAGRA: inspect shows the CAGRA fields FAISS 1.15 wrote, in
+// JSON and text, and --verify passes.
+func TestInspectCAGRA(t *testing.T) {
+	for _, c := range []struct {
+		name, fourcc, child, numeric, text string
+	}{
+		{"hnsw_cagra_l2", "IHc2", "IxF2", "Float32", "numeric_type=Float32\n"},
+		{"hnsw_cagra_ip", "IHc2", "IxFI", "Float32", "numeric_type=Float32\n"},
+		{"binary_hnsw_cagra", "IBHc", "IBxF", "", "num_base_level_search_entrypoints=32\n"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			path := filepath.Join(faiss115, c.name+".faiss")
+			got := inspectJSON(t, path)
+			assert.Equal(t, c.fourcc, got.FourCC)
+			require.NotNil(t, got.CAGRA)
+			assert.True(t, got.CAGRA.Keep)
+			assert.False(t, got.CAGRA.BaseOnly)
+			assert.Equal(t, int32(32), got.CAGRA.Entrypoints)
+			assert.Equal(t, c.numeric, got.CAGRA.Numeric)
+			assert.Equal(t, c.numeric != "", got.CAGRA.NumericID != nil)
+			assert.False(t, got.CAGRA.Implied)
+			assert.Equal(t, c.child, got.Child.FourCC)
+			assert.Nil(t, got.Missing)
+
+			code, out, errOut := runCLI("inspect", path)
+			require.Equal(t, 0, code, errOut)
+			assert.Contains(t, out, "  cagra: keep_max_size_level0=true base_level_only=false num_base_level_search_entrypoints=32")
+			assert.Contains(t, out, c.text)
+			assert.NotContains(t, out, "vectors: MISSING")
+		})
+	}
+	// A plain HNSW file has no cagra key.
+	_, out, _ := runCLI("inspect", filepath.Join(fixtures, "hnsw_flat_l2.faiss"), "--json")
+	assert.NotContains(t, out, `"cagra"`)
+	assert.NotContains(t, out, `"vectors_missing"`)
+}
+
+// TestInspectIHNc: the FAISS 1.9–1.11 layout (IHc2 less its numeric type)
+// says the numeric type is implied, and base_level_only is explained.
+func TestInspectIHNc(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join(faiss115, "hnsw_cagra_l2.faiss"))
+	require.NoError(t, err)
+	// IHc2: fourcc, 33-byte header, keep (37), base_level_only (38),
+	// entrypoints (39), numeric type (43–46), then the HNSW block.
+	ihnc := append(append([]byte("IHNc"), b[4:43]...), b[47:]...)
+	ihnc[38] = 1
+	path := filepath.Join(t.TempDir(), "ihnc.faiss")
+	require.NoError(t, os.WriteFile(path, ihnc, 0o644))
+	got := inspectJSON(t, path)
+	assert.Equal(t, "IHNc", got.FourCC)
+	require.NotNil(t, got.CAGRA)
+	assert.True(t, got.CAGRA.BaseOnly)
+	assert.Equal(t, "Float32", got.CAGRA.Numeric)
+	assert.True(t, got.CAGRA.Implied)
+	code, out, errOut := runCLI("inspect", path)
+	require.Equal(t, 0, code, errOut)
+	assert.Contains(t, out, "numeric_type=Float32 (not stored; FAISS assumes it)\n")
+	assert.Contains(t, out, "FAISS searches level 0 only, from the best of 32 random nodes per query\n")
+}
+
+// TestInspectSkipStorage: a file FAISS wrote without its vectors shows its
+// graph and says the vectors are missing.
+func TestInspectSkipStorage(t *testing.T) {
+	path := filepath.Join(faiss115, "hnsw_flat_l2_skip_storage.faiss")
+	got := inspectJSON(t, path)
+	assert.Equal(t, "IHNf", got.FourCC)
+	require.NotNil(t, got.Missing)
+	assert.Equal(t, int64(287949), got.Missing.Offset)
+	assert.Equal(t, 32, got.Missing.D)
+	assert.Equal(t, int64(2000), got.Missing.NTotal)
+	assert.Equal(t, "L2", got.Missing.Metric)
+	require.NotNil(t, got.Child)
+	assert.Equal(t, "null", got.Child.FourCC)
+	assert.Equal(t, int64(287949), got.Child.Offset)
+	assert.Equal(t, int64(287953), got.Child.End)
+
+	code, out, errOut := runCLI("inspect", path)
+	require.Equal(t, 0, code, errOut)
+	assert.Contains(t, out, "hnsw: M=16 efConstruction=40 efSearch=16 max_level=3 entry_point=1751")
+	assert.Contains(t, out, "  null no storage (vectors left out with IO_FLAG_SKIP_STORAGE)  bytes [287949, 287953)\n")
+	assert.Contains(t, out, `vectors: MISSING: FAISS wrote "null" at byte 287949 in place of the storage (IO_FLAG_SKIP_STORAGE); searching needs the 2000 vectors (d=32, metric L2) from elsewhere`)
 }
