@@ -2,6 +2,7 @@ package quant
 
 import (
 	"bytes"
+	"cmp"
 	"compress/gzip"
 	"encoding/binary"
 	"io"
@@ -10,7 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"sort"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -32,13 +33,26 @@ type dataset struct {
 	q      [][]float32
 	file   *faissfmt.File // for FAISS fixtures
 	size   int64
+	gt     [][]float64 // exact distances per query (truth)
+	kth    []float64
 }
 
 // fixture opens a float HNSW-flat (or flat) fixture written by FAISS and
 // reads its vectors from the storage's "codes" section.
 func fixture(t testing.TB, name string) *dataset {
 	t.Helper()
-	fh, err := os.Open(filepath.Join(fixtureDir, name+".faiss"))
+	return faissFile(t, filepath.Join(fixtureDir, name+".faiss"))
+}
+
+// faissFile opens a FAISS float flat or HNSW-flat file and reads its
+// vectors; queries are noisy copies of 100 of them.
+func faissFile(t testing.TB, path string) *dataset {
+	t.Helper()
+	name := filepath.Base(path)
+	fh, err := os.Open(path)
+	if os.IsNotExist(err) && !strings.HasPrefix(path, fixtureDir) {
+		t.Skipf("%s is absent (built by bench/gen_search_data.py)", path)
+	}
 	require.NoError(t, err)
 	t.Cleanup(func() { fh.Close() })
 	st, err := fh.Stat()
@@ -174,37 +188,35 @@ type idDist struct {
 // (ties count as hits).
 func rerankRecall(ds *dataset, c *Codes, k int, rs []int, exact func([]float32, int) float64) []float64 {
 	qs := c.NewQuery()
-	ids := make([]int32, ds.n)
-	for i := range ids {
-		ids[i] = int32(i)
-	}
-	est := make([]float32, ds.n)
-	ex := make([]idDist, ds.n)
-	out := make([]float64, len(rs))
-	for _, q := range ds.q {
-		if err := qs.Reset(q); err != nil {
+	return rerankRecallWith(ds, k, rs, exact, func(v []float32) {
+		if err := qs.Reset(v); err != nil {
 			panic(err)
 		}
-		qs.DistBatch(ids, est)
-		for i := range ex {
-			ex[i] = idDist{int32(i), exact(q, i)}
-		}
-		sort.Slice(ex, func(a, b int) bool { return ex[a].d < ex[b].d })
-		kth := ex[k-1].d
-		byEst := make([]idDist, ds.n)
+	}, func(_ []float32, i int) float32 { return qs.Dist(int32(i)) })
+}
+
+// rerankRecallWith is rerankRecall over any estimate (reset prepares the
+// query, estimate returns the estimated distance to vector i).
+func rerankRecallWith(ds *dataset, k int, rs []int, exact func([]float32, int) float64,
+	reset func([]float32), estimate func([]float32, int) float32) []float64 {
+	byEst := make([]idDist, ds.n)
+	out := make([]float64, len(rs))
+	for qi, q := range ds.q {
+		ex, kth := ds.truth(qi, k, exact)
+		reset(q)
 		for i := range byEst {
-			byEst[i] = idDist{int32(i), float64(est[i])}
+			byEst[i] = idDist{int32(i), float64(estimate(q, i))}
 		}
-		sort.Slice(byEst, func(a, b int) bool { return byEst[a].d < byEst[b].d })
+		slices.SortFunc(byEst, func(a, b idDist) int { return cmp.Compare(a.d, b.d) })
 		for ri, r := range rs {
-			cand := make([]idDist, min(r, ds.n))
+			cand := make([]float64, min(r, ds.n))
 			for i := range cand {
-				cand[i] = idDist{byEst[i].id, exact(q, int(byEst[i].id))}
+				cand[i] = ex[byEst[i].id]
 			}
-			sort.Slice(cand, func(a, b int) bool { return cand[a].d < cand[b].d })
+			slices.Sort(cand)
 			hits := 0
 			for i := 0; i < k && i < len(cand); i++ {
-				if cand[i].d <= kth {
+				if cand[i] <= kth {
 					hits++
 				}
 			}
@@ -215,4 +227,23 @@ func rerankRecall(ds *dataset, c *Codes, k int, rs []int, exact func([]float32, 
 		out[i] /= float64(len(ds.q))
 	}
 	return out
+}
+
+// truth returns the exact distances from query qi to every vector and the
+// k-th smallest, computed once per dataset.
+func (ds *dataset) truth(qi, k int, exact func([]float32, int) float64) ([]float64, float64) {
+	if ds.gt == nil {
+		ds.gt = make([][]float64, len(ds.q))
+		ds.kth = make([]float64, len(ds.q))
+	}
+	if ds.gt[qi] == nil {
+		ex := make([]float64, ds.n)
+		for i := range ex {
+			ex[i] = exact(ds.q[qi], i)
+		}
+		s := slices.Clone(ex)
+		slices.Sort(s)
+		ds.gt[qi], ds.kth[qi] = ex, s[min(k, ds.n)-1]
+	}
+	return ds.gt[qi], ds.kth[qi]
 }

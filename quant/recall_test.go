@@ -1,0 +1,116 @@
+package quant
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+
+	"github.com/faiss-sidecar/faiss-sidecar/faissfmt"
+)
+
+// floatQueryDist is the 32x estimate with the rotated query kept in float
+// (no 4-bit query quantization): the reference the popcount path is
+// measured against.
+func floatQueryDist(q *Query, v int32) float32 {
+	c := q.c
+	row := c.row(v)
+	bits := row[factorBytes:]
+	var g float32
+	for j, y := range q.y {
+		s := float32(int(bits[j>>3]>>(j&7)&1)*2 - 1)
+		g += s * y
+	}
+	if c.metric == faissfmt.MetricL2 {
+		return f32(row) + q.qn - f32(row[4:])*g
+	}
+	return -(q.qn + f32(row) + 0.5*f32(row[4:])*g)
+}
+
+// TestRecallFashionMNIST measures recall@10 of "top R by estimate, exact
+// rerank" against exact brute force on fashion-mnist (60k × 784, 200 test
+// images as queries) for both levels and metrics, and prints the table in
+// docs/quantization.md:
+//
+//	go test -run RecallFashionMNIST -v ./quant/
+func TestRecallFashionMNIST(t *testing.T) {
+	if testing.Short() || raceEnabled {
+		t.Skip("brute force over fashion-mnist takes a minute (more under -race)")
+	}
+	rs := []int{10, 20, 30, 50, 100}
+	var tab strings.Builder
+	fmt.Fprintf(&tab, "| metric | level | R=10 | R=20 | R=30 | R=50 | R=100 |\n|---|---|---|---|---|---|---|\n")
+	row := func(m faissfmt.Metric, name string, rec []float64) {
+		fmt.Fprintf(&tab, "| %s | %s |", m, name)
+		for _, r := range rec {
+			fmt.Fprintf(&tab, " %.3f |", r)
+		}
+		tab.WriteString("\n")
+	}
+	for _, m := range []faissfmt.Metric{faissfmt.MetricL2, faissfmt.MetricInnerProduct} {
+		ds := fashionMNIST(t, 200, m)
+		for _, lvl := range Levels {
+			c := ds.build(t, lvl)
+			rec := rerankRecall(ds, c, 10, rs, ds.exactFast)
+			row(m, lvl.String(), rec)
+			if lvl == Level4x {
+				assert.GreaterOrEqual(t, rec[0], 0.9, "%s 4x R=10", m)
+				assert.GreaterOrEqual(t, rec[3], 0.99, "%s 4x R=50", m)
+			} else {
+				assert.GreaterOrEqual(t, rec[3], 0.9, "%s 32x R=50", m)
+				assert.GreaterOrEqual(t, rec[4], 0.97, "%s 32x R=100", m)
+				fq := floatRecall(ds, c, rs)
+				row(m, "32x, float query", fq)
+				assert.InDelta(t, fq[3], rec[3], 0.02, "4-bit query ≈ float query at R=50")
+			}
+		}
+	}
+	t.Logf("recall@10, fashion-mnist, 200 queries:\n%s", tab.String())
+}
+
+// floatRecall is rerankRecall with floatQueryDist as the estimate.
+func floatRecall(ds *dataset, c *Codes, rs []int) []float64 {
+	fc := *c
+	shim := &floatCodes{c: &fc}
+	return shim.recall(ds, rs)
+}
+
+type floatCodes struct{ c *Codes }
+
+func (f *floatCodes) recall(ds *dataset, rs []int) []float64 {
+	q := f.c.NewQuery()
+	est := func(v []float32, i int) float32 { return floatQueryDist(q, int32(i)) }
+	return rerankRecallWith(ds, 10, rs, ds.exactFast, func(v []float32) { _ = q.Reset(v) }, est)
+}
+
+// TestRecallClustered is TestRecallFashionMNIST on bench-data/clustered.faiss
+// (100k × 128 Gaussian clusters, real-valued so 4x is lossy), when present:
+//
+//	go test -run RecallClustered -v ./quant/
+func TestRecallClustered(t *testing.T) {
+	if testing.Short() || raceEnabled {
+		t.Skip("brute force takes seconds (more under -race)")
+	}
+	rs := []int{10, 20, 30, 50, 100}
+	var tab strings.Builder
+	for _, m := range []faissfmt.Metric{faissfmt.MetricL2, faissfmt.MetricInnerProduct} {
+		ds := faissFile(t, "../bench-data/clustered.faiss")
+		ds.metric = m
+		for _, lvl := range Levels {
+			c := ds.build(t, lvl)
+			rec := rerankRecall(ds, c, 10, rs, ds.exactFast)
+			fmt.Fprintf(&tab, "| %s | %s |", m, lvl)
+			for _, r := range rec {
+				fmt.Fprintf(&tab, " %.3f |", r)
+			}
+			tab.WriteString("\n")
+			if lvl == Level4x {
+				assert.GreaterOrEqual(t, rec[3], 0.99, "%s 4x R=50", m)
+			} else {
+				assert.GreaterOrEqual(t, rec[4], 0.95, "%s 32x R=100", m)
+			}
+		}
+	}
+	t.Logf("recall@10, clustered 100k × 128, 100 queries:\n%s", tab.String())
+}
