@@ -10,6 +10,8 @@ type Change struct {
 	// EfSearch sets the index-level efSearch; -1 goes back to the file's.
 	EfSearch          int
 	Semantics, Kernel string
+	// Compression is on_disk's guide level; leaving on_disk drops it.
+	Compression string
 }
 
 // Apply returns spec changed by c. A new mode drops a backend that
@@ -47,12 +49,21 @@ func (c Change) Apply(spec Spec) Spec {
 	if c.Kernel != "" {
 		spec.Kernel = c.Kernel
 	}
+	if c.Compression != "" {
+		spec.Compression = c.Compression
+	}
+	if spec.Mode != ModeOnDisk {
+		spec.Compression = ""
+	}
 	return spec
 }
 
-// ChangesResults reports whether c changes answers by design (semantics,
-// kernel, efSearch), so that a switch cannot check the new handle by
-// comparing its answers with the old one's.
-func (c Change) ChangesResults() bool {
-	return c.Semantics != "" || c.Kernel != "" || c.EfSearch != 0
+// ChangesResults reports whether c applied to from changes answers by
+// design (semantics, kernel, efSearch; into, out of or within on_disk,
+// whose walk uses approximate distances), so that a switch cannot check
+// the new handle by comparing its answers with the old one's.
+func (c Change) ChangesResults(from Spec) bool {
+	to := c.Apply(from)
+	return c.Semantics != "" || c.Kernel != "" || c.EfSearch != 0 ||
+		(from.Mode == ModeOnDisk || to.Mode == ModeOnDisk) && (from.Mode != to.Mode || from.Compression != to.Compression)
 }

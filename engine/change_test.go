@@ -36,7 +36,15 @@ func TestChangeApply(t *testing.T) {
 	} {
 		assert.Equal(t, c.want, c.change.Apply(c.from), c.name)
 	}
-	assert.False(t, engine.Change{Mode: "full", Backend: "x", MemoryBudget: 1}.ChangesResults())
-	assert.True(t, engine.Change{Kernel: "exact"}.ChangesResults())
-	assert.True(t, engine.Change{EfSearch: -1}.ChangesResults())
+	assert.False(t, engine.Change{Mode: "full", Backend: "x", MemoryBudget: 1}.ChangesResults(base))
+	assert.True(t, engine.Change{Kernel: "exact"}.ChangesResults(base))
+	assert.True(t, engine.Change{EfSearch: -1}.ChangesResults(base))
+	assert.True(t, engine.Change{Mode: engine.ModeOnDisk}.ChangesResults(base), "into on_disk")
+	onDisk := engine.Change{Mode: engine.ModeOnDisk, Compression: "4x"}.Apply(base)
+	assert.Equal(t, "4x", onDisk.Compression)
+	assert.True(t, engine.Change{Compression: "32x"}.ChangesResults(onDisk), "another guide")
+	assert.False(t, engine.Change{MemoryBudget: 1 << 30}.ChangesResults(onDisk))
+	back := engine.Change{Mode: "memory_efficient"}.Apply(onDisk)
+	assert.Empty(t, back.Compression, "leaving on_disk drops the compression")
+	assert.True(t, engine.Change{Mode: "memory_efficient"}.ChangesResults(onDisk), "out of on_disk")
 }

@@ -16,11 +16,13 @@ import (
 
 // LoadSpec says how to open an index (the body of PUT /indexes/{name}).
 type LoadSpec struct {
-	Path       string `json:"path"`
-	Mode       string `json:"mode"`    // full | memory_efficient
-	Backend    string `json:"backend"` // memory_efficient: mmap (default), pread, direct, zstd
-	SpaceType  string `json:"space_type"`
-	CacheBytes int64  `json:"cache_bytes"`
+	Path string `json:"path"`
+	Mode string `json:"mode"` // full | memory_efficient | on_disk
+	// Compression is on_disk's guide level: auto (default), 4x or 32x.
+	Compression string `json:"compression,omitempty"`
+	Backend     string `json:"backend"` // memory_efficient: mmap (default), pread, direct, zstd
+	SpaceType   string `json:"space_type"`
+	CacheBytes  int64  `json:"cache_bytes"`
 	// MemoryBudget (memory_efficient only) applies the bounded-memory
 	// policy (hnswsearch.PlanBudget): all the index may hold, counted
 	// whole against the node's budget. Backend defaults to direct.
@@ -40,14 +42,14 @@ type LoadSpec struct {
 // engineSpec translates s for the engine, but for paths: Label is s.Path
 // and Path is left for the caller to resolve; the rerank spec is not set.
 func (s LoadSpec) engineSpec() engine.Spec {
-	return engine.Spec{Label: s.Path, Mode: s.Mode, Backend: s.Backend, CacheBytes: s.CacheBytes,
+	return engine.Spec{Label: s.Path, Mode: s.Mode, Compression: s.Compression, Backend: s.Backend, CacheBytes: s.CacheBytes,
 		MemoryBudget: s.MemoryBudget, Semantics: s.Semantics, Kernel: s.Kernel, EfSearch: s.EfSearch,
 		VerifyChecksum: s.VerifyChecksum, SpaceType: s.SpaceType}
 }
 
 // setEngineSpec takes back the fields an engine.Change may change.
 func (s *LoadSpec) setEngineSpec(es engine.Spec) {
-	s.Mode, s.Backend, s.CacheBytes, s.MemoryBudget = es.Mode, es.Backend, es.CacheBytes, es.MemoryBudget
+	s.Mode, s.Compression, s.Backend, s.CacheBytes, s.MemoryBudget = es.Mode, es.Compression, es.Backend, es.CacheBytes, es.MemoryBudget
 	s.EfSearch, s.Semantics, s.Kernel = es.EfSearch, es.Semantics, es.Kernel
 }
 

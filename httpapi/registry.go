@@ -33,6 +33,9 @@ type entry struct {
 	deleted  atomic.Bool
 	cancelMu sync.Mutex
 	cancel   context.CancelFunc
+	// building is the progress of an on_disk guide being built for a load
+	// or switch: bytes read and total (nil when none is).
+	building atomic.Pointer[[2]int64]
 }
 
 // setCancel records (or, with nil, clears) the running switch's cancel.
@@ -57,6 +60,8 @@ type Registry struct {
 	given  []string // data roots as configured (absolute), for the check before any lookup
 	budget int64    // bytes; 0 = unlimited
 	limits Limits
+	// guideDir holds on_disk guide files ("": beside each index).
+	guideDir string
 
 	// entries is never changed in place: a load or delete stores a changed
 	// copy (under mu), so a lookup is one atomic load with no lock (a read
@@ -272,7 +277,7 @@ func cmpInt(a, b int64) int {
 
 // open builds a handle for spec (normalised) within the budget: it
 // resolves the paths, and engine checks, plans and opens the index.
-func (r *Registry) open(spec LoadSpec) (*handle, error) {
+func (r *Registry) open(ctx context.Context, e *entry, spec LoadSpec) (*handle, error) {
 	if spec.Mode == "" {
 		spec.Mode = "memory_efficient"
 	}
@@ -284,7 +289,9 @@ func (r *Registry) open(spec LoadSpec) (*handle, error) {
 		return nil, badRequest("ef_search=%d is out of range [1, %d] (0 or absent: the file's)", spec.EfSearch, r.limits.MaxEfSearch)
 	}
 	es := spec.engineSpec()
-	es.Path = path
+	es.Path, es.GuideDir, es.Ctx = path, r.guideDir, ctx
+	es.Progress = func(done, total int64) { e.building.Store(&[2]int64{done, total}) }
+	defer e.building.Store(nil)
 	if rs := spec.Rerank; rs != nil {
 		es.Rerank = &engine.RerankSpec{Label: rs.VectorsPath, Strategy: rs.Strategy, Oversample: rs.OversampleFactor}
 		if es.Rerank.Path, err = r.resolve(rs.VectorsPath); err != nil {
@@ -296,8 +303,13 @@ func (r *Registry) open(spec LoadSpec) (*handle, error) {
 		return nil, err
 	}
 	spec.Backend = plan.Backend()
+	spec.Compression = plan.Spec().Compression
 	if rs := plan.Spec().Rerank; rs != nil {
-		spec.Rerank = &RerankSpec{VectorsPath: spec.Rerank.VectorsPath, Strategy: rs.Strategy, OversampleFactor: rs.Oversample}
+		vp := spec.Path // on_disk's default: the index file's own vectors
+		if spec.Rerank != nil {
+			vp = spec.Rerank.VectorsPath
+		}
+		spec.Rerank = &RerankSpec{VectorsPath: vp, Strategy: rs.Strategy, OversampleFactor: rs.Oversample}
 	}
 	r.memMu.Lock()
 	defer r.memMu.Unlock()
@@ -329,7 +341,11 @@ func (r *Registry) Load(name string, spec LoadSpec) error {
 	r.setLocked(name, e)
 	r.mu.Unlock()
 	defer e.mu.Unlock()
-	h, err := r.open(spec)
+	ctx, cancel := context.WithTimeout(context.Background(), r.limits.SwitchTimeout)
+	defer cancel()
+	e.setCancel(cancel) // a DELETE stops a guide build
+	defer e.setCancel(nil)
+	h, err := r.open(ctx, e, spec)
 	if err == nil && e.deleted.Load() {
 		h.retire()
 		err = &apiError{409, "index_deleted", fmt.Sprintf("index %q was deleted while it loaded", name)}
@@ -375,9 +391,10 @@ func (r *Registry) Delete(name string, wait time.Duration) error {
 // SwitchSpec is the body of PUT /indexes/{name}/_mode: fields left empty
 // keep their current value.
 type SwitchSpec struct {
-	Mode       string `json:"mode"`
-	Backend    string `json:"backend"`
-	CacheBytes int64  `json:"cache_bytes"`
+	Mode        string `json:"mode"`
+	Compression string `json:"compression"` // on_disk's guide: auto (default), 4x, 32x
+	Backend     string `json:"backend"`
+	CacheBytes  int64  `json:"cache_bytes"`
 	// MemoryBudget switches to (or re-plans) the bounded-memory policy.
 	MemoryBudget int64  `json:"memory_budget"`
 	Semantics    string `json:"semantics"`
@@ -423,11 +440,14 @@ func (r *Registry) Switch(ctx context.Context, name string, sw SwitchSpec) error
 	}
 	defer ol.release()
 	change := engine.Change{Mode: sw.Mode, Backend: sw.Backend, CacheBytes: sw.CacheBytes, MemoryBudget: sw.MemoryBudget,
-		EfSearch: sw.EfSearch, Semantics: sw.Semantics, Kernel: sw.Kernel}
+		EfSearch: sw.EfSearch, Semantics: sw.Semantics, Kernel: sw.Kernel, Compression: sw.Compression}
 	spec := old.spec
 	spec.setEngineSpec(change.Apply(old.spec.engineSpec()))
+	if old.spec.Mode == engine.ModeOnDisk && spec.Mode != engine.ModeOnDisk && spec.Rerank != nil && spec.Rerank.VectorsPath == spec.Path {
+		spec.Rerank = nil // on_disk's own rerank source goes with it
+	}
 	verify := defaultVerifyQueries
-	if change.ChangesResults() {
+	if change.ChangesResults(old.spec.engineSpec()) {
 		verify = 0
 	}
 	if v := sw.VerifyQueries; v != nil {
@@ -449,8 +469,11 @@ func (r *Registry) Switch(ctx context.Context, name string, sw SwitchSpec) error
 		e.lastErr.Store(err.Error())
 		return err
 	}
-	h, err := r.open(spec)
+	h, err := r.open(ctx, e, spec)
 	if err != nil {
+		if derr := switchDone(ctx, e); derr != nil {
+			err = derr // deleted or timed out while the new handle opened
+		}
 		return fail(err)
 	}
 	abandon := func(err error) error {

@@ -34,6 +34,7 @@ import (
 type Config struct {
 	DataRoots      []string
 	MemoryBudget   int64         // bytes for all indexes; 0 = unlimited
+	GuideDir       string        // on_disk guide files ("": beside each index)
 	Token          string        // bearer token required when not empty
 	MaxBodyBytes   int64         // default 16 MiB
 	RequestTimeout time.Duration // default 30 s
@@ -205,6 +206,7 @@ func New(cfg Config) (*Server, error) {
 	s := &Server{cfg: cfg, Reg: reg, log: cfg.Logger, limits: cfg.Limits, stop: make(chan struct{}),
 		adm: newAdmission(cfg.Limits.MaxConcurrentSearches, cfg.Limits.MaxQueuedSearches)}
 	reg.limits = cfg.Limits
+	reg.guideDir = cfg.GuideDir
 	s.bodyMem.max, s.workMem.max = cfg.Limits.MaxBodiesInFlight, cfg.Limits.MaxWorkInFlight
 	s.metrics = newMetrics(reg)
 	if cfg.Token != "" {
@@ -580,6 +582,13 @@ func (s *Server) indexInfo(e *entry, h *handle) gin.H {
 	}
 	if x.HasRerank() {
 		info["rerank"] = gin.H{"vectors_path": h.spec.Rerank.VectorsPath, "strategy": x.RerankStrategy()}
+	}
+	if gi, ok := x.Guide(); ok {
+		info["compression"] = gi.Level
+		info["guide"] = gi
+	}
+	if b := e.building.Load(); b != nil {
+		info["guide_build"] = gin.H{"done_bytes": b[0], "total_bytes": b[1]}
 	}
 	if h.spec.MemoryBudget > 0 {
 		info["memory_budget"] = gin.H{"budget_bytes": h.spec.MemoryBudget, "pinned_list_bytes": x.PinnedBytes(),

@@ -38,6 +38,7 @@ type serveConfig struct {
 	Listen         string                      `json:"listen"`
 	DataRoots      []string                    `json:"data_roots"`
 	MemoryBudget   int64                       `json:"memory_budget"`
+	GuideDir       string                      `json:"guide_dir"`
 	Token          string                      `json:"token"`
 	MaxBodyBytes   int64                       `json:"max_body_bytes"`
 	RequestTimeout string                      `json:"request_timeout"`
@@ -67,6 +68,7 @@ func runServe(args []string, stdout, stderr io.Writer) error {
 	var roots stringList
 	fs.Var(&roots, "data-root", "directory index paths must resolve into (repeatable; env FAISS_SIDECAR_DATA_ROOT, colon-separated)")
 	budget := fs.Int64("memory-budget", -1, "bytes all indexes may hold: full copies, caches, small arrays (0: unlimited; env FAISS_SIDECAR_MEMORY_BUDGET)")
+	guideDir := fs.String("guide-dir", "", "directory for on_disk indexes' guide files (default: beside each index)")
 	token := fs.String("token", "", "bearer token required by /indexes endpoints (env FAISS_SIDECAR_TOKEN)")
 	maxBody := fs.Int64("max-body-bytes", 0, "request body limit (default 16 MiB)")
 	timeout := fs.Duration("request-timeout", 0, "per-request timeout (default 30s)")
@@ -134,6 +136,9 @@ func runServe(args []string, stdout, stderr io.Writer) error {
 	if *token != "" {
 		cfg.Token = *token
 	}
+	if *guideDir != "" {
+		cfg.GuideDir = *guideDir
+	}
 	if *maxBody > 0 {
 		cfg.MaxBodyBytes = *maxBody
 	}
@@ -198,7 +203,7 @@ func runServe(args []string, stdout, stderr io.Writer) error {
 		}
 		cfg.Indexes["demo"] = httpapi.LoadSpec{Path: filepath.Join(dir, "demo.faiss"), Mode: "full"}
 	}
-	srv, err := httpapi.New(httpapi.Config{DataRoots: cfg.DataRoots, MemoryBudget: cfg.MemoryBudget, Token: cfg.Token,
+	srv, err := httpapi.New(httpapi.Config{DataRoots: cfg.DataRoots, MemoryBudget: cfg.MemoryBudget, GuideDir: cfg.GuideDir, Token: cfg.Token,
 		MaxBodyBytes: cfg.MaxBodyBytes, RequestTimeout: reqTimeout, Pprof: cfg.Pprof, Logger: log, Limits: cfg.Limits})
 	if err != nil {
 		return err
