@@ -10,6 +10,7 @@ For each NAME in clustered_l2, clustered_ip (2000 vectors of dimension 32 drawn 
     testdata/ondisk/NAME.json    50 queries (other draws around the same centres), FAISS's exact
                                  top-10 (IndexFlat over the index's own vectors: ids and distances),
                                  and FAISS's HNSW results and recall@10 at efSearch 16, 64 and 256
+    testdata/ondisk/NAME.queries.fvecs, NAME.gt.ivecs   the same queries and exact ids, for the CLI
 
 Recall figures here are FAISS's own; the tests hold on_disk's recall against them.
 """
@@ -24,7 +25,18 @@ OUT = os.path.join(HERE, "ondisk")
 N, D, NQ, K, CENTRES = 2000, 32, 50, 10, 100
 
 
+def write_vecs(path, a, dtype):
+    """.fvecs / .ivecs: each row is an int32 dimension then the values."""
+    a = np.ascontiguousarray(a, dtype=dtype)
+    n, d = a.shape
+    rows = np.empty((n, d + 1), dtype=dtype)
+    rows.view("<i4")[:, 0] = d
+    rows[:, 1:] = a
+    rows.tofile(path)
+
+
 def main():
+    faiss.omp_set_num_threads(1)  # the graph is built the same way on every run
     os.makedirs(OUT, exist_ok=True)
     rng = np.random.default_rng(18)
     centres = rng.standard_normal((CENTRES, D)).astype("float32")
@@ -52,6 +64,8 @@ def main():
             _, hi = ix.search(xq, K)
             recall = float(np.mean([len(set(hi[i]) & set(ei[i])) / K for i in range(NQ)]))
             out["hnsw"].append({"ef_search": ef, "ids": hi.tolist(), "recall": recall})
+        write_vecs(os.path.join(OUT, name + ".queries.fvecs"), xq, "float32")
+        write_vecs(os.path.join(OUT, name + ".gt.ivecs"), ei, "int32")
         with open(os.path.join(OUT, name + ".json"), "w") as f:
             json.dump(out, f)
         print(name, [(r["ef_search"], round(r["recall"], 3)) for r in out["hnsw"]])
