@@ -15,6 +15,7 @@ import (
 	"github.com/faiss-sidecar/faiss-sidecar/hnswsearch"
 	"github.com/faiss-sidecar/faiss-sidecar/internal/testfixtures"
 	"github.com/faiss-sidecar/faiss-sidecar/partial"
+	"github.com/faiss-sidecar/faiss-sidecar/partial/zstd"
 )
 
 const fixtures = "../testdata/fixtures"
@@ -355,7 +356,7 @@ func TestModeBackend(t *testing.T) {
 	zpath := filepath.Join(t.TempDir(), "idx.faiss.zst")
 	dst, err := os.Create(zpath)
 	require.NoError(t, err)
-	_, err = partial.CompressSeekable(dst, src, 4096, 1, nil)
+	_, err = zstd.CompressSeekable(dst, src, 4096, 1, nil)
 	require.NoError(t, err)
 	require.NoError(t, dst.Close())
 	for _, c := range []struct{ mode, backend, path, want string }{

@@ -6,6 +6,8 @@ import (
 	"github.com/faiss-sidecar/faiss-sidecar/faissfmt"
 	"github.com/faiss-sidecar/faiss-sidecar/hnswsearch"
 	"github.com/faiss-sidecar/faiss-sidecar/partial"
+	"github.com/faiss-sidecar/faiss-sidecar/partial/blockcache"
+	"github.com/faiss-sidecar/faiss-sidecar/partial/recordcache"
 	"github.com/faiss-sidecar/faiss-sidecar/quant"
 	"github.com/faiss-sidecar/faiss-sidecar/rerank"
 )
@@ -49,16 +51,16 @@ func (x *Index) Spec() Spec { return x.spec }
 func (x *Index) Backend() string { return x.backend }
 
 // Dim is the query length: components, or bytes for a binary index.
-func (x *Index) Dim() int                              { return x.idx.Dim() }
-func (x *Index) NTotal() int64                         { return x.idx.NTotal() }
-func (x *Index) Binary() bool                          { return x.idx.Binary() }
-func (x *Index) Metric() faissfmt.Metric               { return x.idx.Metric() }
-func (x *Index) EfSearch() int                         { return x.idx.EfSearch() }
-func (x *Index) StoredEfSearch() int                   { return x.idx.StoredEfSearch() }
-func (x *Index) Options() hnswsearch.Options           { return x.idx.Options() }
-func (x *Index) PinnedBytes() int64                    { return x.idx.PinnedBytes() }
-func (x *Index) AllListsPinned() bool                  { return x.idx.AllListsPinned() }
-func (x *Index) VectorCache() partial.RecordCacheStats { return x.idx.VectorCache() }
+func (x *Index) Dim() int                       { return x.idx.Dim() }
+func (x *Index) NTotal() int64                  { return x.idx.NTotal() }
+func (x *Index) Binary() bool                   { return x.idx.Binary() }
+func (x *Index) Metric() faissfmt.Metric        { return x.idx.Metric() }
+func (x *Index) EfSearch() int                  { return x.idx.EfSearch() }
+func (x *Index) StoredEfSearch() int            { return x.idx.StoredEfSearch() }
+func (x *Index) Options() hnswsearch.Options    { return x.idx.Options() }
+func (x *Index) PinnedBytes() int64             { return x.idx.PinnedBytes() }
+func (x *Index) AllListsPinned() bool           { return x.idx.AllListsPinned() }
+func (x *Index) VectorCache() recordcache.Stats { return x.idx.VectorCache() }
 
 // MetricName is the metric as the front ends show it: L2, IP or Hamming.
 func (x *Index) MetricName() string {
@@ -91,8 +93,8 @@ func (x *Index) StorageStats() (partial.Stats, bool) {
 }
 
 // Cache is the storage's block cache, nil for backends without one.
-func (x *Index) Cache() *partial.Cache {
-	if c, ok := x.st.(*partial.Cached); ok {
+func (x *Index) Cache() *blockcache.Cache {
+	if c, ok := x.st.(*blockcache.Cached); ok {
 		return c.Cache()
 	}
 	return nil

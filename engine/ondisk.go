@@ -12,7 +12,7 @@ import (
 
 	"github.com/faiss-sidecar/faiss-sidecar/faissfmt"
 	"github.com/faiss-sidecar/faiss-sidecar/hnswsearch"
-	"github.com/faiss-sidecar/faiss-sidecar/partial"
+	"github.com/faiss-sidecar/faiss-sidecar/partial/storage"
 	"github.com/faiss-sidecar/faiss-sidecar/quant"
 )
 
@@ -207,7 +207,7 @@ func Quantize(spec Spec, out string) (GuideInfo, error) {
 	if err != nil {
 		return GuideInfo{}, err
 	}
-	st, err := partial.Open(spec.Path, partial.Options{Backend: "pread", CacheBytes: 1 << 20})
+	st, err := storage.Open(spec.Path, storage.Options{Backend: "pread", CacheBytes: 1 << 20})
 	if err != nil {
 		return GuideInfo{}, err
 	}

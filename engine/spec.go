@@ -22,6 +22,9 @@ import (
 	"github.com/faiss-sidecar/faiss-sidecar/faissfmt"
 	"github.com/faiss-sidecar/faiss-sidecar/hnswsearch"
 	"github.com/faiss-sidecar/faiss-sidecar/partial"
+	"github.com/faiss-sidecar/faiss-sidecar/partial/blockcache"
+	"github.com/faiss-sidecar/faiss-sidecar/partial/storage"
+	"github.com/faiss-sidecar/faiss-sidecar/partial/zstd"
 	"github.com/faiss-sidecar/faiss-sidecar/quant"
 	"github.com/faiss-sidecar/faiss-sidecar/rerank"
 )
@@ -42,7 +45,7 @@ type Spec struct {
 	// the bytes read so far and the total; Ctx, when set, cancels the build.
 	Progress func(done, total int64)
 	Ctx      context.Context
-	// Backend is one of partial.Backends, or "" for ModeBackend's choice, which is direct under a MemoryBudget (its misses are read in
+	// Backend is one of storage.Backends, or "" for ModeBackend's choice, which is direct under a MemoryBudget (its misses are read in
 	// batches with direct I/O) unless the file is zstd.
 	Backend string
 	// CacheBytes is the block cache budget (0: partial's default, capped
@@ -242,7 +245,7 @@ func Prepare(spec Spec) (*Plan, error) {
 	p := &Plan{spec: spec, backend: backend, probe: pf, probed: probed}
 	p.opts = hnswsearch.Options{Semantics: sem, Kernel: ker, BatchReads: spec.BatchReads, ExactFilterMax: spec.ExactFilterMax,
 		IndexEfSearch: spec.EfSearch, FullMode: spec.Mode == "full", VerifyChecksum: spec.VerifyChecksum}
-	p.cacheBytes = partial.Options{CacheBytes: spec.CacheBytes, BlockSize: spec.CacheBlock}.CacheBudgetFor(backend, pf.Size)
+	p.cacheBytes = storage.Options{CacheBytes: spec.CacheBytes, BlockSize: spec.CacheBlock}.CacheBudgetFor(backend, pf.Size)
 	p.need = pf.ResidentBytes() + p.cacheBytes
 	if backend == "memory" {
 		p.need += pf.Size
@@ -268,13 +271,13 @@ func Prepare(spec Spec) (*Plan, error) {
 
 // DefaultMemoryEfficientBackend is mode memory_efficient's backend for an
 // uncompressed file when none is named (a zstd file: zstd, by
-// partial.AutoBackend).
+// storage.AutoBackend).
 const DefaultMemoryEfficientBackend = "mmap"
 
 // ModeBackend resolves a loading mode and an optional backend name to the
 // backend that serves them. Mode "full" reads the whole file into memory
 // (backend "memory"); "memory_efficient" (also "") reads on demand, by
-// default through partial.AutoBackend(path,
+// default through storage.AutoBackend(path,
 // DefaultMemoryEfficientBackend): zstd when the file carries a zstd seek
 // table, mmap otherwise. A path that cannot be read picks the plain
 // default (the load reports the file). Errors match ErrBadSpec and
@@ -292,15 +295,15 @@ func ModeBackend(mode, backend, path string) (string, error) {
 	case "", "memory_efficient", ModeOnDisk:
 		switch {
 		case backend == "":
-			b, err := partial.AutoBackend(path, DefaultMemoryEfficientBackend)
+			b, err := storage.AutoBackend(path, DefaultMemoryEfficientBackend)
 			if err != nil {
 				return DefaultMemoryEfficientBackend, nil
 			}
 			return b, nil
 		case backend == "memory":
 			return "", bad("backend", "backend memory is mode full")
-		case !partial.KnownBackend(backend):
-			return "", fieldWrap("backend", partial.UnknownBackend(backend))
+		case !storage.KnownBackend(backend):
+			return "", fieldWrap("backend", storage.UnknownBackend(backend))
 		}
 		return backend, nil
 	}
@@ -332,7 +335,7 @@ func checkStatic(spec *Spec) error {
 	if _, err := hnswsearch.ParseKernel(spec.Kernel); err != nil {
 		return fieldWrap("kernel", err)
 	}
-	if err := partial.CheckBlockSize(spec.CacheBlock); err != nil {
+	if err := blockcache.CheckBlockSize(spec.CacheBlock); err != nil {
 		return fieldWrap("cache_block", err)
 	}
 	switch {
@@ -380,7 +383,7 @@ func checkStatic(spec *Spec) error {
 // backendFits refuses a backend that cannot read the file as it is stored:
 // zstd on a plain file, another backend on a zstd file.
 func backendFits(path, backend string) error {
-	z, err := partial.IsSeekableZstd(path)
+	z, err := zstd.IsSeekable(path)
 	mismatch := func(format string, a ...any) error {
 		return &tagged{msg: fmt.Sprintf(format, a...), tags: []error{ErrBackendMismatch, partial.ErrBadOption}}
 	}
@@ -414,7 +417,7 @@ func (p *Plan) Spec() Spec { return p.spec }
 // and rerank vectors.
 func (p *Plan) Open() (*Index, error) {
 	spec := p.spec
-	st, err := partial.Open(spec.Path, partial.Options{Backend: p.backend, CacheBytes: p.cacheBytes, BlockSize: spec.CacheBlock,
+	st, err := storage.Open(spec.Path, storage.Options{Backend: p.backend, CacheBytes: p.cacheBytes, BlockSize: spec.CacheBlock,
 		AlignOffset: hnswsearch.AlignOffset(p.probe)})
 	if err != nil {
 		if errors.Is(err, partial.ErrBadOption) {

@@ -10,8 +10,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/faiss-sidecar/faiss-sidecar/partial"
 	"golang.org/x/sys/unix"
+
+	"github.com/faiss-sidecar/faiss-sidecar/partial/storage"
 )
 
 // BenchmarkBackendsInterleaved compares memory_efficient with full mode in
@@ -32,14 +33,14 @@ func BenchmarkBackendsInterleaved(b *testing.B) {
 func backendsInterleaved(b *testing.B, ds string, ef int, path string, align int64) {
 	configs := []struct {
 		name string
-		o    partial.Options
+		o    storage.Options
 	}{
-		{"full", partial.Options{Backend: "memory", AlignOffset: align}},
-		{"mmap", partial.Options{Backend: "mmap"}},
-		{"pread", partial.Options{Backend: "pread", CacheBytes: 1 << 30, AlignOffset: align}},
+		{"full", storage.Options{Backend: "memory", AlignOffset: align}},
+		{"mmap", storage.Options{Backend: "mmap"}},
+		{"pread", storage.Options{Backend: "pread", CacheBytes: 1 << 30, AlignOffset: align}},
 		// Full mode with the vectors where the file has them, as a mapping
 		// must: the cost of alignment alone.
-		{"full-fileoffsets", partial.Options{Backend: "memory"}},
+		{"full-fileoffsets", storage.Options{Backend: "memory"}},
 	}
 	arms := make([]arm, len(configs))
 	for i, c := range configs {
@@ -70,8 +71,8 @@ func headsFirst(b *testing.B, ds string, ef int, path string, align int64) {
 	if err := copyFile(clone, path); err != nil {
 		b.Fatal(err)
 	}
-	full := partial.Options{Backend: "memory", AlignOffset: align}
-	mmap := partial.Options{Backend: "mmap"}
+	full := storage.Options{Backend: "memory", AlignOffset: align}
+	mmap := storage.Options{Backend: "mmap"}
 	interleave(b, ds, ef, []arm{
 		{"full-onepass", benchIndexWith(b, path, full, onePass), nil}, {"full-headsfirst", benchIndexWith(b, path, full, heads), nil},
 		{"mmap-onepass", benchIndexWith(b, path, mmap, onePass), nil}, {"mmap-headsfirst", benchIndexWith(b, clone, mmap, heads), nil},

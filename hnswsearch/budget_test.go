@@ -7,7 +7,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/faiss-sidecar/faiss-sidecar/partial"
+	"github.com/faiss-sidecar/faiss-sidecar/partial/storage"
 )
 
 func TestPlanBudget(t *testing.T) {
@@ -36,7 +36,7 @@ func TestPlanBudget(t *testing.T) {
 // TestHeldBytesSplit: the policy pins every list when they fit and gives the
 // rest to the vector cache; with less, it pins the hubs' lists in half.
 func TestHeldBytesSplit(t *testing.T) {
-	s := openFixture(t, "hnsw_flat_large", partial.Options{Backend: "direct"})
+	s := openFixture(t, "hnsw_flat_large", storage.Options{Backend: "direct"})
 	full := openIndex(t, s, Options{hold: holding{allLists: true}})
 	lists := full.PinnedBytes()
 	x := openIndex(t, s, Options{HeldBytes: lists * 3, BatchReads: true})
@@ -67,7 +67,7 @@ func TestHeldBytesSplit(t *testing.T) {
 
 // TestHeldBytesIDMap: the policy pins an id map, so results read nothing.
 func TestHeldBytesIDMap(t *testing.T) {
-	s := openFixture(t, "idmap_hnsw", partial.Options{Backend: "direct"})
+	s := openFixture(t, "idmap_hnsw", storage.Options{Backend: "direct"})
 	x := openIndex(t, s, Options{HeldBytes: 1 << 20, BatchReads: true})
 	if x.idView == nil || x.PinnedBytes() < x.idMap.Len {
 		t.Fatalf("id map not pinned: %d bytes pinned", x.PinnedBytes())

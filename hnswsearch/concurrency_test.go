@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/faiss-sidecar/faiss-sidecar/partial"
+	"github.com/faiss-sidecar/faiss-sidecar/partial/storage"
 )
 
 // TestConcurrentAndBatch: many goroutines (and SearchBatch) on one Index give
@@ -14,7 +15,7 @@ import (
 func TestConcurrentAndBatch(t *testing.T) {
 	fr := runsOf(t, "hnsw_flat_large")
 	for _, backend := range []string{"mmap", "pread"} {
-		s, err := partial.Open(filepath.Join(fixtureDir, "hnsw_flat_large.faiss"), partial.Options{Backend: backend, CacheBytes: 256 << 10})
+		s, err := storage.Open(filepath.Join(fixtureDir, "hnsw_flat_large.faiss"), storage.Options{Backend: backend, CacheBytes: 256 << 10})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -44,7 +45,7 @@ func TestNoAllocationsPerQuery(t *testing.T) {
 	}
 	fr := runsOf(t, "idmap_hnsw")
 	for _, backend := range []string{"memory", "mmap", "pread", "direct"} {
-		s, err := partial.Open(filepath.Join(fixtureDir, fr.Fixture+".faiss"), partial.Options{Backend: backend})
+		s, err := storage.Open(filepath.Join(fixtureDir, fr.Fixture+".faiss"), storage.Options{Backend: backend})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -86,7 +87,7 @@ func TestPerQueryIO(t *testing.T) {
 	fr := loadRuns(t)[0]
 	path := filepath.Join(fixtureDir, fr.Fixture+".faiss")
 	q, qb := fr.Query(0)
-	s, err := partial.Open(path, partial.Options{Backend: "pread", CacheBytes: 8 << 20})
+	s, err := storage.Open(path, storage.Options{Backend: "pread", CacheBytes: 8 << 20})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -107,7 +108,7 @@ func TestPerQueryIO(t *testing.T) {
 	if after := s.(partial.StatsReporter).Stats(); after.CacheHits-before.CacheHits != again.IO.CacheHits {
 		t.Errorf("backend counted %d hits for the query, the query %d", after.CacheHits-before.CacheHits, again.IO.CacheHits)
 	}
-	d, err := partial.Open(path, partial.Options{Backend: "direct"})
+	d, err := storage.Open(path, storage.Options{Backend: "direct"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -125,7 +126,7 @@ func TestWarm(t *testing.T) {
 	fr := runsOf(t, "hnsw_flat_large")
 	q, _ := fr.Query(0)
 	for _, warm := range []bool{false, true} {
-		s, err := partial.Open(filepath.Join(fixtureDir, fr.Fixture+".faiss"), partial.Options{Backend: "pread", CacheBytes: 16 << 20})
+		s, err := storage.Open(filepath.Join(fixtureDir, fr.Fixture+".faiss"), storage.Options{Backend: "pread", CacheBytes: 16 << 20})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -144,7 +145,7 @@ func TestWarm(t *testing.T) {
 		}
 		s.Close()
 	}
-	m, err := partial.Open(filepath.Join(fixtureDir, fr.Fixture+".faiss"), partial.Options{Backend: "mmap"})
+	m, err := storage.Open(filepath.Join(fixtureDir, fr.Fixture+".faiss"), storage.Options{Backend: "mmap"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -158,7 +159,7 @@ func TestWarm(t *testing.T) {
 // and searches give the same answers as without it.
 func TestPinHubs(t *testing.T) {
 	fr := runsOf(t, "hnsw_flat_large")
-	s := openFixture(t, fr.Fixture, partial.Options{Backend: "pread"})
+	s := openFixture(t, fr.Fixture, storage.Options{Backend: "pread"})
 	plain := openIndex(t, s, Options{})
 	const budget = 64 << 10
 	x := openIndex(t, s, Options{hold: holding{hubBytes: budget}})
@@ -185,7 +186,7 @@ func TestPinHubs(t *testing.T) {
 // level 0, so a query's descent through the upper levels reads nothing.
 func TestWarmVectorCache(t *testing.T) {
 	fr := runsOf(t, "hnsw_flat_large")
-	s := openFixture(t, fr.Fixture, partial.Options{Backend: "direct"})
+	s := openFixture(t, fr.Fixture, storage.Options{Backend: "direct"})
 	x := openIndex(t, s, Options{BatchReads: true, hold: holding{allLists: true, cacheBytes: vectorCacheFor(t, s, 2000)}})
 	if err := x.Warm(0); err != nil {
 		t.Fatal(err)
@@ -217,8 +218,8 @@ func TestWarmVectorCache(t *testing.T) {
 // less memory than the section.
 func TestPinnedListsCompacted(t *testing.T) {
 	for _, fx := range []string{"hnsw_flat_large", "hnsw_flat_l2"} {
-		ref := openIndex(t, openFixture(t, fx, partial.Options{Backend: "memory"}), Options{})
-		x := openIndex(t, openFixture(t, fx, partial.Options{Backend: "direct"}), Options{hold: holding{allLists: true}})
+		ref := openIndex(t, openFixture(t, fx, storage.Options{Backend: "memory"}), Options{})
+		x := openIndex(t, openFixture(t, fx, storage.Options{Backend: "direct"}), Options{hold: holding{allLists: true}})
 		if x.PinnedBytes() <= 0 || x.PinnedBytes() >= x.nb.Len+6*int64(x.n) {
 			t.Fatalf("%s: %d bytes pinned for a %d-byte section", fx, x.PinnedBytes(), x.nb.Len)
 		}

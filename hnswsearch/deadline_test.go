@@ -7,14 +7,14 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/faiss-sidecar/faiss-sidecar/partial"
+	"github.com/faiss-sidecar/faiss-sidecar/partial/storage"
 )
 
 // TestDeadline: a query past its deadline stops with ErrDeadline, in the
 // graph search and in the exact scan of a small filter; one with time left
 // answers as without a deadline.
 func TestDeadline(t *testing.T) {
-	x := openIndex(t, openFixture(t, "hnsw_flat_large", partial.Options{Backend: "mmap"}), Options{})
+	x := openIndex(t, openFixture(t, "hnsw_flat_large", storage.Options{Backend: "mmap"}), Options{})
 	q := make([]float32, x.Dim())
 	q[0] = 1
 	want, _, err := x.Search(q, Params{K: 10, EfSearch: 256}, nil)

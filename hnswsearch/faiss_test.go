@@ -11,6 +11,8 @@ import (
 	"github.com/faiss-sidecar/faiss-sidecar/faissfmt"
 	"github.com/faiss-sidecar/faiss-sidecar/internal/testfixtures"
 	"github.com/faiss-sidecar/faiss-sidecar/partial"
+	"github.com/faiss-sidecar/faiss-sidecar/partial/storage"
+	"github.com/faiss-sidecar/faiss-sidecar/partial/zstd"
 )
 
 const fixtureDir = "../testdata/fixtures"
@@ -32,9 +34,9 @@ func runsOf(t testing.TB, name string) faissRuns {
 
 // openFixture opens the fixture name's index file with o; it is closed when
 // the test ends.
-func openFixture(t testing.TB, name string, o partial.Options) partial.Storage {
+func openFixture(t testing.TB, name string, o storage.Options) partial.Storage {
 	t.Helper()
-	s, err := partial.Open(filepath.Join(fixtureDir, name+".faiss"), o)
+	s, err := storage.Open(filepath.Join(fixtureDir, name+".faiss"), o)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -55,7 +57,7 @@ func loadRuns(t testing.TB) []faissRuns {
 // without a block cache, and the zstd copy where zstd is built in.
 func backendNames() []string {
 	names := []string{"memory", "mmap", "pread", "direct", "direct-uncached"}
-	if partial.ZstdSupported {
+	if zstd.Supported {
 		names = append(names, "zstd")
 	}
 	return names
@@ -65,11 +67,11 @@ func backendNames() []string {
 // backendNames); it is closed when the test ends.
 func openBackend(t *testing.T, path, name string) partial.Storage {
 	t.Helper()
-	var o partial.Options
+	var o storage.Options
 	switch name {
 	case "direct-uncached":
 		// direct without a block cache: the parity test gives it a vector cache.
-		o = partial.Options{Backend: "direct"}
+		o = storage.Options{Backend: "direct"}
 	case "zstd":
 		zpath := filepath.Join(t.TempDir(), "idx.zst")
 		in, err := os.Open(path)
@@ -80,16 +82,16 @@ func openBackend(t *testing.T, path, name string) partial.Storage {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := partial.CompressSeekable(f, in, 4096, 3, nil); err != nil {
+		if _, err := zstd.CompressSeekable(f, in, 4096, 3, nil); err != nil {
 			t.Fatal(err)
 		}
 		in.Close()
 		f.Close()
-		path, o = zpath, partial.Options{CacheBytes: 64 << 10}
+		path, o = zpath, storage.Options{CacheBytes: 64 << 10}
 	default:
-		o = partial.Options{Backend: name, CacheBytes: 1 << 20}
+		o = storage.Options{Backend: name, CacheBytes: 1 << 20}
 	}
-	s, err := partial.Open(path, o)
+	s, err := storage.Open(path, o)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -239,7 +241,7 @@ func parityOptions(t *testing.T, name string, s partial.Storage, batch bool) Opt
 }
 
 func TestBadQueries(t *testing.T) {
-	s, err := partial.Open(filepath.Join(fixtureDir, "hnsw_flat_l2.faiss"), partial.Options{Backend: "memory"})
+	s, err := storage.Open(filepath.Join(fixtureDir, "hnsw_flat_l2.faiss"), storage.Options{Backend: "memory"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -321,7 +323,7 @@ func sameUpToTies(t *testing.T, what string, got []Result, ids []int64, dist []f
 func TestModernSemantics(t *testing.T) {
 	compared, diverged := 0, 0
 	for _, fr := range loadRuns(t) {
-		s, err := partial.Open(filepath.Join(fixtureDir, fr.Fixture+".faiss"), partial.Options{Backend: "mmap"})
+		s, err := storage.Open(filepath.Join(fixtureDir, fr.Fixture+".faiss"), storage.Options{Backend: "mmap"})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -377,7 +379,7 @@ func TestModernSemantics(t *testing.T) {
 func TestFastKernel(t *testing.T) {
 	rows, tiedRows := 0, 0
 	for _, fr := range loadRuns(t) {
-		s, err := partial.Open(filepath.Join(fixtureDir, fr.Fixture+".faiss"), partial.Options{Backend: "memory"})
+		s, err := storage.Open(filepath.Join(fixtureDir, fr.Fixture+".faiss"), storage.Options{Backend: "memory"})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -16,6 +16,8 @@ import (
 
 	"github.com/faiss-sidecar/faiss-sidecar/faissfmt"
 	"github.com/faiss-sidecar/faiss-sidecar/partial"
+	"github.com/faiss-sidecar/faiss-sidecar/partial/storage"
+	"github.com/faiss-sidecar/faiss-sidecar/partial/zstd"
 )
 
 // Regression tests for issue 16: a memory_efficient file truncated or
@@ -81,14 +83,14 @@ func openChangeable(t testing.TB, backend string) (partial.Storage, string) {
 	b, err := os.ReadFile(src)
 	require.NoError(t, err)
 	require.NoError(t, os.WriteFile(path, b, 0o644))
-	o := partial.Options{Backend: backend, CacheBytes: 16 << 20}
+	o := storage.Options{Backend: backend, CacheBytes: 16 << 20}
 	switch backend {
 	case "direct":
 		o.CacheBytes = 0
 	case "direct+cache":
 		o.Backend = "direct"
 	case "zstd":
-		if !partial.ZstdSupported {
+		if !zstd.Supported {
 			t.Skip("zstd needs cgo")
 		}
 		in, err := os.Open(path)
@@ -97,12 +99,12 @@ func openChangeable(t testing.TB, backend string) (partial.Storage, string) {
 		zpath := path + ".zst"
 		out, err := os.Create(zpath)
 		require.NoError(t, err)
-		_, err = partial.CompressSeekable(out, in, 4096, 3, nil)
+		_, err = zstd.CompressSeekable(out, in, 4096, 3, nil)
 		require.NoError(t, err)
 		require.NoError(t, out.Close())
 		path = zpath
 	}
-	s, err := partial.Open(path, o)
+	s, err := storage.Open(path, o)
 	require.NoError(t, err)
 	t.Cleanup(func() { s.Close() })
 	return s, path

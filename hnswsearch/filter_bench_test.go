@@ -7,7 +7,7 @@ import (
 
 	"github.com/faiss-sidecar/faiss-sidecar/faissfmt"
 	"github.com/faiss-sidecar/faiss-sidecar/internal/vecio"
-	"github.com/faiss-sidecar/faiss-sidecar/partial"
+	"github.com/faiss-sidecar/faiss-sidecar/partial/storage"
 )
 
 // BenchmarkFilterThreshold measures where an exact scan of the allowed ids
@@ -16,7 +16,7 @@ import (
 //
 //	go test -run='^$' -bench=FilterThreshold ./hnswsearch
 func BenchmarkFilterThreshold(b *testing.B) {
-	s, err := partial.Open("../bench-data/clustered.faiss", partial.Options{Backend: "mmap"})
+	s, err := storage.Open("../bench-data/clustered.faiss", storage.Options{Backend: "mmap"})
 	if err != nil {
 		b.Skip("no bench-data/clustered.faiss: run bench/gen_search_data.py")
 	}

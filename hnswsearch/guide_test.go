@@ -10,6 +10,7 @@ import (
 	"github.com/faiss-sidecar/faiss-sidecar/faissfmt"
 	"github.com/faiss-sidecar/faiss-sidecar/internal/distance"
 	"github.com/faiss-sidecar/faiss-sidecar/partial"
+	"github.com/faiss-sidecar/faiss-sidecar/partial/storage"
 )
 
 // exactGuide is a "guide" holding the vectors uncompressed and computing
@@ -70,7 +71,7 @@ func TestGuideParity(t *testing.T) {
 		t.Run(fx, func(t *testing.T) {
 			fr := runsOf(t, fx)
 			for _, backend := range []string{"memory", "direct"} {
-				s := openFixture(t, fx, partial.Options{Backend: backend})
+				s := openFixture(t, fx, storage.Options{Backend: backend})
 				o := Options{Semantics: FAISS173, Kernel: Exact, Guide: newExactGuide(t, s)}
 				if backend == "direct" {
 					o.BatchReads, o.HeldBytes = true, 1<<20
@@ -108,7 +109,7 @@ func TestGuideParity(t *testing.T) {
 // TestGuideRefused: a guide of another shape, or on a binary or SQ index, is
 // refused at New.
 func TestGuideRefused(t *testing.T) {
-	s := openFixture(t, "hnsw_flat_l2", partial.Options{Backend: "memory"})
+	s := openFixture(t, "hnsw_flat_l2", storage.Options{Backend: "memory"})
 	g := newExactGuide(t, s)
 	f, err := faissfmt.Open(s, s.Size())
 	require.NoError(t, err)
@@ -116,7 +117,7 @@ func TestGuideRefused(t *testing.T) {
 	require.ErrorIs(t, err, ErrBadOption)
 	assert.Contains(t, err.Error(), "dimension")
 	for _, fx := range []string{"bin_hnsw", "hnsw_sq_8bit"} {
-		s := openFixture(t, fx, partial.Options{Backend: "memory"})
+		s := openFixture(t, fx, storage.Options{Backend: "memory"})
 		f, err := faissfmt.Open(s, s.Size())
 		require.NoError(t, err)
 		_, err = New(f, s, Options{Guide: &exactGuide{n: f.Graph.NTotal, d: f.Graph.D}})

@@ -12,6 +12,8 @@ import (
 	"github.com/faiss-sidecar/faiss-sidecar/internal/distance"
 	"github.com/faiss-sidecar/faiss-sidecar/internal/offheap"
 	"github.com/faiss-sidecar/faiss-sidecar/partial"
+	"github.com/faiss-sidecar/faiss-sidecar/partial/recordcache"
+	"github.com/faiss-sidecar/faiss-sidecar/partial/storage"
 )
 
 // Semantics selects which FAISS behaviour the search reproduces.
@@ -175,10 +177,10 @@ type Index struct {
 	vecs  vectorSource
 	// Zero-copy views of the sections (viewer backends), or pinned copies.
 	nbView, codesView, idView []byte
-	pinned                    *pinnedLists         // lists pinned in memory, or nil
-	codesMem                  offheap.Buf          // backs codesView when vectors are pinned
-	idMem                     offheap.Buf          // backs idView when the id map is pinned
-	vc                        *partial.RecordCache // vectors cache, or nil
+	pinned                    *pinnedLists       // lists pinned in memory, or nil
+	codesMem                  offheap.Buf        // backs codesView when vectors are pinned
+	idMem                     offheap.Buf        // backs idView when the id map is pinned
+	vc                        *recordcache.Cache // vectors cache, or nil
 	scratch                   sync.Pool
 	reverse                   atomic.Pointer[reverseMap]
 	reverseMu                 sync.Mutex
@@ -391,9 +393,9 @@ func (x *Index) PinnedBytes() int64 {
 func (x *Index) AllListsPinned() bool { return x.opts.hold.allLists }
 
 // VectorCache describes the vector cache (zero without one).
-func (x *Index) VectorCache() partial.RecordCacheStats {
+func (x *Index) VectorCache() recordcache.Stats {
 	if x.vc == nil {
-		return partial.RecordCacheStats{}
+		return recordcache.Stats{}
 	}
 	return x.vc.Stats()
 }
@@ -403,7 +405,7 @@ func (x *Index) VectorCache() partial.RecordCacheStats {
 func (x *Index) HeldBytes() int64 { return x.PinnedBytes() + x.VectorCache().Bytes }
 
 // AlignOffset is the file offset mode full and the pread block cache should
-// place on a cache-line boundary in memory (partial.Options.AlignOffset):
+// place on a cache-line boundary in memory (storage.Options.AlignOffset):
 // the vectors section's start, so
 // each vector spans the fewest cache lines. 0 when f has no vectors section.
 func AlignOffset(f *faissfmt.File) int64 {
@@ -418,11 +420,11 @@ func AlignOffset(f *faissfmt.File) int64 {
 // for zstd, the file itself otherwise) without loading it, to learn its
 // sizes and small arrays before committing memory to it.
 func Probe(path, backend string) (*faissfmt.File, error) {
-	o := partial.Options{Backend: "pread", CacheBytes: 1 << 20}
+	o := storage.Options{Backend: "pread", CacheBytes: 1 << 20}
 	if backend == "zstd" {
 		o.Backend = "zstd"
 	}
-	s, err := partial.Open(path, o)
+	s, err := storage.Open(path, o)
 	if err != nil {
 		return nil, err
 	}

@@ -10,11 +10,13 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
 	"github.com/faiss-sidecar/faiss-sidecar/faissfmt"
 	"github.com/faiss-sidecar/faiss-sidecar/internal/testfixtures"
 	"github.com/faiss-sidecar/faiss-sidecar/partial"
-	"github.com/stretchr/testify/assert"
-	"github.com/stretchr/testify/require"
+	"github.com/faiss-sidecar/faiss-sidecar/partial/storage"
 )
 
 // indexEfRuns is what FAISS 1.7.3 returned with index.hnsw.efSearch set
@@ -114,7 +116,7 @@ func TestIndexEfSearchParity(t *testing.T) {
 func TestIndexEfSearchIsNotPerQueryEf(t *testing.T) {
 	perQueryDiffers, efDiffers := 0, 0
 	for _, fr := range loadIndexEfRuns(t) {
-		s := openFixture(t, fr.Fixture, partial.Options{Backend: "memory"})
+		s := openFixture(t, fr.Fixture, storage.Options{Backend: "memory"})
 		stored := openIndex(t, s, Options{Semantics: FAISS173, Kernel: Exact})
 		byKey := map[string][][]int64{}
 		for _, run := range fr.Runs {
@@ -155,7 +157,7 @@ func TestIndexEfSearchIsNotPerQueryEf(t *testing.T) {
 }
 
 func TestIndexEfSearchOption(t *testing.T) {
-	s := openFixture(t, "hnsw_flat_l2", partial.Options{Backend: "memory"})
+	s := openFixture(t, "hnsw_flat_l2", storage.Options{Backend: "memory"})
 	f, err := faissfmt.Open(s, s.Size())
 	require.NoError(t, err)
 	for _, bad := range []int{-1, MaxEfSearch + 1} {
@@ -187,7 +189,7 @@ func corruptCopy(t *testing.T, name string, patch func(b []byte, f *faissfmt.Fil
 
 func openPath(t *testing.T, path, backend string) partial.Storage {
 	t.Helper()
-	s, err := partial.Open(path, partial.Options{Backend: backend, CacheBytes: 1 << 20})
+	s, err := storage.Open(path, storage.Options{Backend: backend, CacheBytes: 1 << 20})
 	require.NoError(t, err)
 	t.Cleanup(func() { s.Close() })
 	return s
@@ -260,7 +262,7 @@ func TestChecksumAtLoad(t *testing.T) {
 		x.Close()
 	}
 	// Plain FAISS files have no checksum: nothing to check.
-	s := openFixture(t, "idmap_hnsw", partial.Options{Backend: "memory"})
+	s := openFixture(t, "idmap_hnsw", storage.Options{Backend: "memory"})
 	x, err := newFrom(s, Options{VerifyChecksum: true, FullMode: true})
 	require.NoError(t, err)
 	x.Close()

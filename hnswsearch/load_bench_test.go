@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/faiss-sidecar/faiss-sidecar/faissfmt"
-	"github.com/faiss-sidecar/faiss-sidecar/partial"
+	"github.com/faiss-sidecar/faiss-sidecar/partial/storage"
 )
 
 // BenchmarkLoadFull times mode full's load of a large index (the file read
@@ -49,7 +49,7 @@ func BenchmarkLoadFull(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		s, err := partial.Open(path, partial.Options{Backend: "memory", AlignOffset: AlignOffset(pf)})
+		s, err := storage.Open(path, storage.Options{Backend: "memory", AlignOffset: AlignOffset(pf)})
 		if err != nil {
 			b.Fatal(err)
 		}

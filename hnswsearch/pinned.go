@@ -10,6 +10,7 @@ import (
 	"github.com/faiss-sidecar/faiss-sidecar/faissfmt"
 	"github.com/faiss-sidecar/faiss-sidecar/internal/offheap"
 	"github.com/faiss-sidecar/faiss-sidecar/partial"
+	"github.com/faiss-sidecar/faiss-sidecar/partial/recordcache"
 )
 
 // pinnedLists holds neighbor lists in memory outside the Go heap, compacted:
@@ -294,7 +295,7 @@ func (x *Index) hold(o *Options) error {
 }
 
 func (x *Index) newVectorCache(bytes int64) error {
-	vc, err := partial.NewRecordCache(int(x.n), x.codeSize, bytes)
+	vc, err := recordcache.New(int(x.n), x.codeSize, bytes)
 	if err != nil {
 		return fmt.Errorf("hnswsearch: vector cache: %w", err)
 	}

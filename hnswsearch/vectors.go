@@ -7,6 +7,7 @@ import (
 
 	"github.com/faiss-sidecar/faiss-sidecar/internal/distance"
 	"github.com/faiss-sidecar/faiss-sidecar/partial"
+	"github.com/faiss-sidecar/faiss-sidecar/partial/recordcache"
 )
 
 // vectorSource is where the search gets vectors and their distances to the
@@ -293,7 +294,7 @@ func (b *blockVectors) prefetch(list []byte) {
 // from one.
 type batchVectors struct {
 	x     *Index
-	vc    *partial.RecordCache
+	vc    *recordcache.Cache
 	batch partial.BatchReader
 	one   vectorSource
 	off   int64

@@ -11,6 +11,7 @@ import (
 	"github.com/faiss-sidecar/faiss-sidecar/faissfmt"
 	"github.com/faiss-sidecar/faiss-sidecar/hnswsearch"
 	"github.com/faiss-sidecar/faiss-sidecar/partial"
+	"github.com/faiss-sidecar/faiss-sidecar/partial/blockcache"
 	"github.com/faiss-sidecar/faiss-sidecar/rerank"
 )
 
@@ -130,7 +131,7 @@ func (h *handle) close() {
 }
 
 // cache returns the handle's block cache, if its backend has one.
-func (h *handle) cache() *partial.Cache { return h.x.Cache() }
+func (h *handle) cache() *blockcache.Cache { return h.x.Cache() }
 
 // score is OpenSearch's translation of a distance to a score.
 func score(space string, d float32) float64 { return engine.Score(space, d) }

@@ -3,7 +3,6 @@ package httpapi
 import (
 	"encoding/json"
 	"fmt"
-	"github.com/faiss-sidecar/faiss-sidecar/hnswsearch"
 	"io"
 	"math"
 	"net/http"
@@ -14,8 +13,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/faiss-sidecar/faiss-sidecar/hnswsearch"
 	"github.com/faiss-sidecar/faiss-sidecar/internal/testfixtures"
-	"github.com/faiss-sidecar/faiss-sidecar/partial"
+	"github.com/faiss-sidecar/faiss-sidecar/partial/zstd"
 )
 
 const fixtures = "../testdata/fixtures"
@@ -404,7 +404,7 @@ func TestMetricsAndDelete(t *testing.T) {
 // zstd-seekable file through zstd (the same rule as the CLI) and answers as
 // the plain file does.
 func TestCompressedIndexAutoDetected(t *testing.T) {
-	if !partial.ZstdSupported {
+	if !zstd.Supported {
 		t.Skip("built without cgo: no zstd")
 	}
 	root := t.TempDir()
@@ -417,7 +417,7 @@ func TestCompressedIndexAutoDetected(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := partial.CompressSeekable(out, in, 4096, 3, nil); err != nil {
+	if _, err := zstd.CompressSeekable(out, in, 4096, 3, nil); err != nil {
 		t.Fatal(err)
 	}
 	out.Close()

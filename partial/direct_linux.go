@@ -9,6 +9,8 @@ import (
 	"unsafe"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/faiss-sidecar/faiss-sidecar/partial/internal/backendkit"
 )
 
 // Direct reads a file with O_DIRECT, bypassing the page cache, through an
@@ -17,8 +19,8 @@ import (
 // lengths and buffers are aligned to what the kernel reports for the file
 // (statx STATX_DIOALIGN; 4096 when it reports nothing); unaligned requests
 // read the covering aligned range into a reused bounce buffer. It
-// implements Storage, BatchReader and StatsReporter. Put a Cache in front
-// of it to keep hot blocks in memory.
+// implements Storage, BatchReader and StatsReporter. Put a
+// blockcache.Cached in front of it to keep hot blocks in memory.
 type Direct struct {
 	fd       int
 	name     string
@@ -28,7 +30,7 @@ type Direct struct {
 	pool     sync.Pool // *[]byte bounce buffers of bounceSize bytes
 	batches  sync.Pool // *directBatch scratch of ReadBatch
 	ring     *uring    // nil: plain pread (io_uring unavailable)
-	life     life
+	life     backendkit.Life
 	w        fileWatch
 	counters
 	// parallel is the number of reads ReadBatch keeps in flight, set at open.
@@ -83,7 +85,7 @@ func OpenDirect(path string, parallel int) (*Direct, error) {
 	}
 	d.pool.New = func() any { b := alignedBuf(bounceSize, d.memAlign); return &b }
 	d.ring, _ = newUring(256) // falls back to pread where io_uring is unavailable
-	d.life.free = func() error {
+	d.life.Free = func() error {
 		d.w.stop()
 		if d.ring != nil {
 			d.ring.close()
@@ -113,12 +115,12 @@ func (d *Direct) ReadAt(p []byte, off int64) (int, error) { return d.ReadAtTally
 
 // ReadAtTally is ReadAt that counts the aligned reads it issues in t.
 func (d *Direct) ReadAtTally(p []byte, off int64, t *Tally) (int, error) {
-	if !d.life.acquire() {
-		return 0, closedErr(d.name)
+	if !d.life.Acquire() {
+		return 0, backendkit.Closed(d.name)
 	}
-	defer d.life.release()
+	defer d.life.Release()
 	d.request(len(p))
-	if err := rangeCheck(d.name, off, int64(len(p)), d.size); err != nil {
+	if err := backendkit.CheckRange(d.name, off, int64(len(p)), d.size); err != nil {
 		return 0, err
 	}
 	// Aligned caller buffer and range: read straight into it.
@@ -218,10 +220,10 @@ func (d *Direct) ReadBatchEach(reqs []ReadReq, each func(i int)) error {
 		}
 		return err
 	}
-	if !d.life.acquire() {
-		return closedErr(d.name)
+	if !d.life.Acquire() {
+		return backendkit.Closed(d.name)
 	}
-	defer d.life.release()
+	defer d.life.Release()
 	b, _ := d.batches.Get().(*directBatch)
 	if b == nil {
 		b = &directBatch{}
@@ -344,7 +346,7 @@ func (d *Direct) aligned(reqs []ReadReq) bool {
 // AlignedBuffer returns n zeroed bytes aligned for this file's O_DIRECT reads.
 func (d *Direct) AlignedBuffer(n int) []byte { return alignedBuf(n, max(d.memAlign, 4096)) }
 
-func (d *Direct) Close() error { return d.life.close(d.name) }
+func (d *Direct) Close() error { return d.life.Close(d.name) }
 
 // Stats: ResidentBytes is not tracked for the pooled bounce buffers (64 KiB
 // each, one per concurrent reader).

@@ -10,6 +10,8 @@ import (
 	"sync/atomic"
 	"time"
 	"unsafe"
+
+	"github.com/faiss-sidecar/faiss-sidecar/partial/internal/backendkit"
 )
 
 // ErrFileChanged marks a file that changed after it was opened: truncated,
@@ -20,7 +22,7 @@ import (
 var ErrFileChanged = errors.New("partial: file changed")
 
 // FileChecker is implemented by storages that read a file as it is on disk
-// (mmap, pread File, Direct, Zstd, and Cached when what it wraps does), and
+// (Mmap, File, Direct, zstd.File, and blockcache.Cached when what it wraps does), and
 // by Memory, whose private copy never changes (its checks return nil).
 //
 // Both checks compare the file with its identity recorded at open: device,
@@ -104,7 +106,7 @@ func (e *fileChangedError) Unwrap() error { return ErrFileChanged }
 type fileWatch struct {
 	path    string
 	fd      int
-	life    *life
+	life    *backendkit.Life
 	open    fileID
 	changed atomic.Pointer[fileChangedError]
 	leased  atomic.Bool // a read lease stands: no writer has opened the file since
@@ -113,7 +115,7 @@ type fileWatch struct {
 
 // start begins watching the file open as fd, whose identity at open is id,
 // taking a lease on it where it can.
-func (w *fileWatch) start(path string, fd int, l *life, id fileID) {
+func (w *fileWatch) start(path string, fd int, l *backendkit.Life, id fileID) {
 	w.path, w.fd, w.life, w.open = path, fd, l, id
 	if w.lease() {
 		// A write between the stat at open and the lease went unannounced.
@@ -136,14 +138,14 @@ func (w *fileWatch) checkFD() error {
 
 // fstatCheck compares fstat of the descriptor with the identity at open.
 func (w *fileWatch) fstatCheck() error {
-	if !w.life.acquire() {
+	if !w.life.Acquire() {
 		if e := w.changed.Load(); e != nil {
 			return e
 		}
-		return closedErr(w.path)
+		return backendkit.Closed(w.path)
 	}
 	id, err := fstatID(w.fd)
-	w.life.release()
+	w.life.Release()
 	if err != nil {
 		return fmt.Errorf("partial: %s: fstat: %w", w.path, err)
 	}
@@ -165,11 +167,11 @@ func (w *fileWatch) checkFile() error {
 		return e
 	}
 	w.verifyLease()
-	if !w.life.acquire() {
-		return closedErr(w.path)
+	if !w.life.Acquire() {
+		return backendkit.Closed(w.path)
 	}
 	fid, ferr := fstatID(w.fd)
-	w.life.release()
+	w.life.Release()
 	pid, perr := statID(w.path)
 	switch {
 	case ferr != nil:
@@ -225,30 +227,6 @@ func (m *Mmap) CheckFile() error { return m.w.checkFile() }
 
 // CheckFD: see FileChecker.
 func (m *Mmap) CheckFD() error { return m.w.checkFD() }
-
-// CheckFile checks the compressed file: see FileChecker.
-func (z *Zstd) CheckFile() error { return z.raw.w.checkFile() }
-
-// CheckFD checks the compressed file: see FileChecker.
-func (z *Zstd) CheckFD() error { return z.raw.w.checkFD() }
-
-// CheckFile forwards to the wrapped storage (nil when it is not a
-// FileChecker).
-func (c *Cached) CheckFile() error {
-	if f, ok := c.inner.(FileChecker); ok {
-		return f.CheckFile()
-	}
-	return nil
-}
-
-// CheckFD forwards to the wrapped storage (nil when it is not a
-// FileChecker).
-func (c *Cached) CheckFD() error {
-	if f, ok := c.inner.(FileChecker); ok {
-		return f.CheckFD()
-	}
-	return nil
-}
 
 // CheckFile is nil: a Memory's bytes are a private copy of one version.
 func (m *Memory) CheckFile() error { return nil }
@@ -306,8 +284,8 @@ func mmapOf(s Storage) *Mmap {
 	switch v := s.(type) {
 	case *Mmap:
 		return v
-	case *Cached:
-		return mmapOf(v.inner)
+	case interface{ Inner() Storage }: // a block cache in front
+		return mmapOf(v.Inner())
 	}
 	return nil
 }

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"runtime/debug"
 	"syscall"
 	"testing"
@@ -13,6 +14,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/faiss-sidecar/faiss-sidecar/partial"
+	"github.com/faiss-sidecar/faiss-sidecar/partial/partialtest"
+	"github.com/faiss-sidecar/faiss-sidecar/partial/storage"
+	"github.com/faiss-sidecar/faiss-sidecar/partial/zstd"
 )
 
 // Regression tests for issue 16 at the storage level: every backend that
@@ -23,15 +27,15 @@ import (
 // changeOpeners open a file of the test with each backend.
 var changeOpeners = []struct {
 	name string
-	o    partial.Options
+	o    storage.Options
 	zstd bool
 }{
-	{"mmap", partial.Options{Backend: "mmap"}, false},
-	{"pread", partial.Options{Backend: "pread", CacheBytes: 4 << 20}, false},
-	{"pread tiny cache", partial.Options{Backend: "pread", CacheBytes: 64 << 10, BlockSize: 512}, false},
-	{"direct", partial.Options{Backend: "direct"}, false},
-	{"direct cached", partial.Options{Backend: "direct", CacheBytes: 4 << 20}, false},
-	{"zstd", partial.Options{Backend: "zstd", CacheBytes: 4 << 20}, true},
+	{"mmap", storage.Options{Backend: "mmap"}, false},
+	{"pread", storage.Options{Backend: "pread", CacheBytes: 4 << 20}, false},
+	{"pread tiny cache", storage.Options{Backend: "pread", CacheBytes: 64 << 10, BlockSize: 512}, false},
+	{"direct", storage.Options{Backend: "direct"}, false},
+	{"direct cached", storage.Options{Backend: "direct", CacheBytes: 4 << 20}, false},
+	{"zstd", storage.Options{Backend: "zstd", CacheBytes: 4 << 20}, true},
 }
 
 // changes are the ways a file changes under a storage: in place (the
@@ -60,21 +64,29 @@ var changes = []struct {
 	}},
 }
 
-// changeable writes a 1 MiB pattern file (compressed when zstd) and opens
-// it with o; it returns the storage, the path and the bytes on disk.
-func changeable(t *testing.T, o partial.Options, zstd bool) (partial.Storage, string, []byte) {
+// changeable writes a 1 MiB pattern file (compressed when compressed is
+// set) and opens it with o; it returns the storage, the path and the bytes
+// on disk.
+func changeable(t *testing.T, o storage.Options, compressed bool) (partial.Storage, string, []byte) {
 	t.Helper()
-	path, data := patternFile(t, 1<<20+123)
-	if zstd {
-		if !partial.ZstdSupported {
+	path, data := partialtest.PatternFile(t, 1<<20+123)
+	if compressed {
+		if !zstd.Supported {
 			t.Skip("zstd needs cgo")
 		}
-		path = compress(64<<10)(t, path)
-		var err error
+		in, err := os.Open(path)
+		require.NoError(t, err)
+		defer in.Close()
+		path = filepath.Join(t.TempDir(), "data.zst")
+		f, err := os.Create(path)
+		require.NoError(t, err)
+		_, err = zstd.CompressSeekable(f, in, 64<<10, 3, nil)
+		require.NoError(t, err)
+		require.NoError(t, f.Close())
 		data, err = os.ReadFile(path)
 		require.NoError(t, err)
 	}
-	s, err := partial.Open(path, o)
+	s, err := storage.Open(path, o)
 	require.NoError(t, err)
 	t.Cleanup(func() { s.Close() })
 	return s, path, data
@@ -129,16 +141,16 @@ func TestFileChecks(t *testing.T) {
 
 // TestFileCheckMessages: the error says what changed.
 func TestFileCheckMessages(t *testing.T) {
-	s, path, data := changeable(t, partial.Options{Backend: "mmap"}, false)
+	s, path, data := changeable(t, storage.Options{Backend: "mmap"}, false)
 	require.NoError(t, os.Truncate(path, 0))
 	assert.ErrorContains(t, s.(partial.FileChecker).CheckFD(),
 		fmt.Sprintf("partial: file changed: %s: size %d -> 0, mtime ", path, len(data)))
 
-	s, path, _ = changeable(t, partial.Options{Backend: "pread"}, false)
+	s, path, _ = changeable(t, storage.Options{Backend: "pread"}, false)
 	require.NoError(t, os.Remove(path))
 	assert.ErrorContains(t, s.(partial.FileChecker).CheckFile(), "the path no longer names a file")
 
-	s, path, data = changeable(t, partial.Options{Backend: "pread"}, false)
+	s, path, data = changeable(t, storage.Options{Backend: "pread"}, false)
 	require.NoError(t, os.WriteFile(path+".new", data, 0o600))
 	require.NoError(t, os.Rename(path+".new", path))
 	assert.ErrorContains(t, s.(partial.FileChecker).CheckFile(), "the path names another file now: inode ")
@@ -168,7 +180,7 @@ func TestFileChangedShortReads(t *testing.T) {
 // of succeeding, and a fault on a view becomes the change through
 // FaultError.
 func TestMmapFaults(t *testing.T) {
-	path, data := patternFile(t, 4<<20)
+	path, data := partialtest.PatternFile(t, 4<<20)
 	m, all := mapWhole(t, path)
 	require.NoError(t, m.Warm(0, int64(len(data))))
 	require.NoError(t, os.Truncate(path, 4096))
@@ -176,7 +188,7 @@ func TestMmapFaults(t *testing.T) {
 	require.ErrorIs(t, err, partial.ErrFileChanged)
 	assert.ErrorContains(t, err, fmt.Sprintf("size %d -> 4096", len(data)))
 
-	path2, data2 := patternFile(t, 4<<20)
+	path2, data2 := partialtest.PatternFile(t, 4<<20)
 	m2, all2 := mapWhole(t, path2)
 	require.NoError(t, os.Truncate(path2, 0))
 	err = m2.Warm(0, int64(len(data2)))
@@ -220,9 +232,9 @@ func touch(m *partial.Mmap, all []byte, off int) (err error) {
 
 var faultSink byte
 
-// TestMemoryIgnoresChanges: full mode's copy never changes.
+// TestMemoryIgnoresChanges: a Memory's copy never changes.
 func TestMemoryIgnoresChanges(t *testing.T) {
-	s, path, data := changeable(t, partial.Options{Backend: "memory"}, false)
+	s, path, data := changeable(t, storage.Options{Backend: "memory"}, false)
 	require.NoError(t, os.Truncate(path, 0))
 	c := s.(partial.FileChecker)
 	require.NoError(t, c.CheckFD())
@@ -238,7 +250,7 @@ func TestMemoryIgnoresChanges(t *testing.T) {
 // fstat; closing a storage gives its lease up.
 func TestLeaseWriterNotHeld(t *testing.T) {
 	defer partial.SetFileLeases(partial.SetFileLeases(true))
-	s, path, _ := changeable(t, partial.Options{Backend: "mmap"}, false)
+	s, path, _ := changeable(t, storage.Options{Backend: "mmap"}, false)
 	c := s.(partial.FileChecker)
 	start := time.Now()
 	f, err := os.OpenFile(path, os.O_WRONLY, 0) // breaks the lease
@@ -250,7 +262,7 @@ func TestLeaseWriterNotHeld(t *testing.T) {
 	require.NoError(t, f.Close())
 	require.ErrorIs(t, c.CheckFD(), partial.ErrFileChanged)
 
-	s2, path2, _ := changeable(t, partial.Options{Backend: "pread"}, false)
+	s2, path2, _ := changeable(t, storage.Options{Backend: "pread"}, false)
 	require.NoError(t, s2.Close())
 	start = time.Now()
 	require.NoError(t, os.Truncate(path2, 0))
@@ -272,7 +284,7 @@ func TestFileCheckAfterClose(t *testing.T) {
 // against the seek table; the read reports the change, not the checksum.
 func TestZstdRewrittenFrame(t *testing.T) {
 	defer partial.SetFileLeases(partial.SetFileLeases(false))
-	s, path, data := changeable(t, partial.Options{Backend: "zstd", CacheBytes: 4 << 20}, true)
+	s, path, data := changeable(t, storage.Options{Backend: "zstd", CacheBytes: 4 << 20}, true)
 	f, err := os.OpenFile(path, os.O_WRONLY, 0)
 	require.NoError(t, err)
 	bad := make([]byte, len(data)/2)
@@ -291,7 +303,7 @@ func TestZstdRewrittenFrame(t *testing.T) {
 // EAGAIN, a retry succeeds, and the change is then seen.
 func TestLeaseNonBlockingWriter(t *testing.T) {
 	defer partial.SetFileLeases(partial.SetFileLeases(true))
-	s, path, _ := changeable(t, partial.Options{Backend: "mmap"}, false)
+	s, path, _ := changeable(t, storage.Options{Backend: "mmap"}, false)
 	c := s.(partial.FileChecker)
 	_, err := os.OpenFile(path, os.O_WRONLY|syscall.O_NONBLOCK, 0)
 	if err == nil {

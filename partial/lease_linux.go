@@ -78,10 +78,10 @@ func (w *fileWatch) unlease() {
 // verifyLease switches w to the fstat check if its lease is gone without
 // a break seen (SIGIO lost, or a break that timed out); CheckFile calls it.
 func (w *fileWatch) verifyLease() {
-	if !w.leased.Load() || !w.life.acquire() {
+	if !w.leased.Load() || !w.life.Acquire() {
 		return
 	}
-	defer w.life.release()
+	defer w.life.Release()
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if t, err := unix.FcntlInt(uintptr(w.fd), unix.F_GETLEASE, 0); err != nil || t != unix.F_RDLCK {
@@ -105,7 +105,7 @@ func leaseBreaks(ch chan os.Signal) {
 		leases.mu.Unlock()
 		broken = broken[:0]
 		for _, w := range ws {
-			if !w.life.acquire() {
+			if !w.life.Acquire() {
 				continue // closing: its descriptor, and with it the lease, goes
 			}
 			w.mu.Lock()
@@ -115,7 +115,7 @@ func leaseBreaks(ch chan os.Signal) {
 				broken = append(broken, w)
 			}
 			w.mu.Unlock()
-			w.life.release()
+			w.life.Release()
 		}
 		leases.mu.Lock()
 		for _, w := range broken {

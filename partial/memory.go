@@ -5,14 +5,14 @@ import (
 	"io"
 )
 
-// Memory holds a whole file in RAM (loading mode "full"). It implements
+// Memory holds a whole file in RAM. It implements
 // Storage, Viewer and StatsReporter.
 type Memory struct{ region }
 
 // NewMemory serves b; b must not be modified afterwards.
 func NewMemory(name string, b []byte) *Memory {
 	m := &Memory{region{name: name, data: b}}
-	m.life.free = func() error { m.data = nil; return nil }
+	m.life.Free = func() error { m.data = nil; return nil }
 	return m
 }
 
@@ -37,7 +37,7 @@ func OpenMemoryAligned(path string, align int64) (*Memory, error) {
 	buf, free := allocLarge(int(size) + pad)
 	b := buf[pad : pad+int(size) : pad+int(size)]
 	m := NewMemory(path, b)
-	m.life.free = func() error { m.data = nil; return free() }
+	m.life.Free = func() error { m.data = nil; return free() }
 	for off := 0; off < len(b); {
 		n, err := f.ReadAt(b[off:min(len(b), off+8<<20)], int64(off))
 		m.osRead(n)

@@ -11,6 +11,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/faiss-sidecar/faiss-sidecar/partial"
+	"github.com/faiss-sidecar/faiss-sidecar/partial/partialtest"
 )
 
 // TestMmapWarm: after Warm every page of the range is resident
@@ -18,7 +19,7 @@ import (
 // page-aligned and one already cached. How much of it ended up on 2 MiB
 // pages depends on the kernel and file system, and is logged.
 func TestMmapWarm(t *testing.T) {
-	path, data := patternFile(t, 9<<20)
+	path, data := partialtest.PatternFile(t, 9<<20)
 	m, all := mapWhole(t, path)
 	for _, r := range [][2]int64{{3<<20 + 100, 5<<20 + 7}, {0, int64(len(data))}} {
 		if err := m.Warm(r[0], r[1]); err != nil {
@@ -95,7 +96,7 @@ func pmdMappedIn(t *testing.T, lo, hi uintptr) int {
 var sink byte
 
 func TestMmapWarmWholeHugePages(t *testing.T) {
-	path, data := patternFile(t, 10<<20)
+	path, data := partialtest.PatternFile(t, 10<<20)
 	// Leave the page cache with single 4 KiB pages at the range's two edge
 	// regions, as a parse's small reads do.
 	f, err := os.Open(path)

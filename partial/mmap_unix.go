@@ -8,6 +8,8 @@ import (
 	"runtime/debug"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/faiss-sidecar/faiss-sidecar/partial/internal/backendkit"
 )
 
 // Mmap maps a file read-only with MADV_RANDOM: with the default advice a
@@ -42,7 +44,7 @@ func OpenMmap(path string) (*Mmap, error) {
 	}
 	// The descriptor stays open for the file checks (CheckFD's fstat).
 	data := m.data
-	m.life.free = func() error {
+	m.life.Free = func() error {
 		m.w.stop()
 		err := f.Close()
 		if data != nil {
@@ -84,11 +86,11 @@ func (m *Mmap) WillNeed(off, n int64) error {
 // withPages calls fn with the mapped pages that hold [off, off+n) and the
 // file offset of the first, while holding the mapping; nothing for n = 0.
 func (m *Mmap) withPages(off, n int64, fn func(span []byte, start int64) error) error {
-	if !m.life.acquire() {
-		return closedErr(m.name)
+	if !m.life.Acquire() {
+		return backendkit.Closed(m.name)
 	}
-	defer m.life.release()
-	if err := rangeCheck(m.name, off, n, int64(len(m.data))); err != nil || n == 0 {
+	defer m.life.Release()
+	if err := backendkit.CheckRange(m.name, off, n, int64(len(m.data))); err != nil || n == 0 {
 		return err
 	}
 	start := off &^ (int64(os.Getpagesize()) - 1)

@@ -6,15 +6,17 @@ import (
 	"io"
 	"os"
 	"sync"
+
+	"github.com/faiss-sidecar/faiss-sidecar/partial/internal/backendkit"
 )
 
 // File reads a file with positional reads (pread), no caching of its own.
-// Put a Cache in front of it for the "pread" backend.
+// Put a blockcache.Cached in front of it for the "pread" backend.
 type File struct {
 	f    *os.File
 	name string
 	size int64
-	life life
+	life backendkit.Life
 	w    fileWatch
 	counters
 }
@@ -27,7 +29,7 @@ func OpenFile(path string) (*File, error) {
 	}
 	adviseRandom(f)
 	p := &File{f: f, name: path, size: id.size}
-	p.life.free = func() error { p.w.stop(); return f.Close() }
+	p.life.Free = func() error { p.w.stop(); return f.Close() }
 	p.w.start(path, int(f.Fd()), &p.life, id)
 	return p, nil
 }
@@ -35,12 +37,12 @@ func OpenFile(path string) (*File, error) {
 func (p *File) Size() int64 { return p.size }
 
 func (p *File) ReadAt(b []byte, off int64) (int, error) {
-	if !p.life.acquire() {
-		return 0, closedErr(p.name)
+	if !p.life.Acquire() {
+		return 0, backendkit.Closed(p.name)
 	}
-	defer p.life.release()
+	defer p.life.Release()
 	p.request(len(b))
-	if err := rangeCheck(p.name, off, int64(len(b)), p.size); err != nil {
+	if err := backendkit.CheckRange(p.name, off, int64(len(b)), p.size); err != nil {
 		return 0, err
 	}
 	n, err := p.f.ReadAt(b, off)
@@ -101,7 +103,7 @@ func (p *File) ReadBatch(reqs []ReadReq) error { return readBatchParallel(p, req
 // Fd is the descriptor, for posix_fadvise in benchmarks.
 func (p *File) Fd() uintptr { return p.f.Fd() }
 
-func (p *File) Close() error { return p.life.close(p.name) }
+func (p *File) Close() error { return p.life.Close(p.name) }
 
 func (p *File) Stats() Stats { return p.snapshot() }
 

@@ -1,43 +1,47 @@
 package partial
 
+import (
+	"github.com/faiss-sidecar/faiss-sidecar/partial/internal/backendkit"
+)
+
 // region serves a file's bytes held in addressable memory (a heap copy or
 // a mapping): reads copy, views do not. Memory and Mmap embed it.
 type region struct {
 	name string
 	data []byte
-	life life
+	life backendkit.Life
 	counters
 }
 
 func (m *region) Size() int64 { return int64(len(m.data)) }
 
 func (m *region) ReadAt(p []byte, off int64) (int, error) {
-	if !m.life.acquire() {
-		return 0, closedErr(m.name)
+	if !m.life.Acquire() {
+		return 0, backendkit.Closed(m.name)
 	}
-	defer m.life.release()
+	defer m.life.Release()
 	m.request(len(p))
-	if err := rangeCheck(m.name, off, int64(len(p)), int64(len(m.data))); err != nil {
+	if err := backendkit.CheckRange(m.name, off, int64(len(p)), int64(len(m.data))); err != nil {
 		return 0, err
 	}
 	return copy(p, m.data[off:]), nil
 }
 
 func (m *region) Acquire() error {
-	if !m.life.acquire() {
-		return closedErr(m.name)
+	if !m.life.Acquire() {
+		return backendkit.Closed(m.name)
 	}
 	return nil
 }
 
-func (m *region) Release() { m.life.release() }
+func (m *region) Release() { m.life.Release() }
 
 func (m *region) View(off, n int64) ([]byte, error) {
 	m.request(int(n))
-	if err := rangeCheck(m.name, off, n, int64(len(m.data))); err != nil {
+	if err := backendkit.CheckRange(m.name, off, n, int64(len(m.data))); err != nil {
 		return nil, err
 	}
 	return m.data[off : off+n : off+n], nil
 }
 
-func (m *region) Close() error { return m.life.close(m.name) }
+func (m *region) Close() error { return m.life.Close(m.name) }

@@ -2,8 +2,9 @@ package partial
 
 import (
 	"errors"
-	"fmt"
 	"io"
+
+	"github.com/faiss-sidecar/faiss-sidecar/partial/internal/backendkit"
 )
 
 // Storage is read-only random access to one file's bytes.
@@ -68,25 +69,11 @@ type StatsReporter interface {
 }
 
 // ErrClosed is returned by operations on a closed Storage.
-var ErrClosed = errors.New("partial: storage is closed")
+var ErrClosed = backendkit.ErrClosed
 
-// rangeCheck validates a read of n bytes at off against size, in the
-// overflow-safe form.
-func rangeCheck(name string, off, n, size int64) error {
-	switch {
-	case off < 0:
-		return fmt.Errorf("partial: %s: read at negative offset %d", name, off)
-	case n == 0 && off <= size:
-		return nil
-	case off >= size:
-		return fmt.Errorf("partial: %s: read of %d bytes at offset %d, file size %d: %w", name, n, off, size, io.EOF)
-	case n > size-off:
-		return fmt.Errorf("partial: %s: read of %d bytes at offset %d runs past the end (file size %d): %w", name, n, off, size, io.ErrUnexpectedEOF)
-	}
-	return nil
-}
-
-func closedErr(name string) error { return fmt.Errorf("partial: %s: %w", name, ErrClosed) }
+// ErrBadOption marks an option a backend or cache cannot serve (callers
+// turn it into a usage error or an HTTP 400).
+var ErrBadOption = errors.New("partial: bad option")
 
 // Tally accumulates one caller's I/O (e.g. one query's); not safe for
 // concurrent use.
@@ -100,9 +87,9 @@ type Tally struct {
 	views, viewBytes int64
 }
 
-// lookup counts one cache lookup; a miss costs one device read of n bytes.
-// A nil Tally counts nothing.
-func (t *Tally) lookup(hit bool, n int64) {
+// CountLookup counts one cache lookup by a caching backend; a miss costs
+// one device read of n bytes. A nil Tally counts nothing.
+func (t *Tally) CountLookup(hit bool, n int64) {
 	switch {
 	case t == nil:
 	case hit:
@@ -112,6 +99,23 @@ func (t *Tally) lookup(hit bool, n int64) {
 		t.DeviceReads++
 		t.DeviceBytes += n
 	}
+}
+
+// CountView counts a BlockViewer's view (or copy) of n cached bytes as a
+// hit, and keeps it for TakeViews.
+func (t *Tally) CountView(n int64) {
+	t.CacheHits++
+	t.views++
+	t.viewBytes += n
+}
+
+// TakeViews returns the views CountView counted since the last TakeViews
+// and their bytes, and forgets them: BlockViewer.Account adds them to the
+// backend's statistics.
+func (t *Tally) TakeViews() (views, bytes int64) {
+	views, bytes = t.views, t.viewBytes
+	t.views, t.viewBytes = 0, 0
+	return views, bytes
 }
 
 // TallyReader is implemented by backends that can attribute their I/O to a

@@ -20,7 +20,7 @@ import (
 
 	"github.com/faiss-sidecar/faiss-sidecar/internal/buildinfo"
 	"github.com/faiss-sidecar/faiss-sidecar/internal/vecio"
-	"github.com/faiss-sidecar/faiss-sidecar/partial"
+	"github.com/faiss-sidecar/faiss-sidecar/partial/zstd"
 )
 
 // TestVersion: `--version` and `version` print buildinfo's line; `version
@@ -216,7 +216,7 @@ func TestOutputFiles(t *testing.T) {
 		"compress":       func(out string) []string { return []string{"compress", idx, out} },
 		"export-vectors": func(out string) []string { return []string{"export-vectors", idx, out} },
 	}
-	if !partial.ZstdSupported {
+	if !zstd.Supported {
 		delete(commands, "compress")
 	}
 	for name, args := range commands {
@@ -277,7 +277,7 @@ func TestOutputFiles(t *testing.T) {
 // TestZstdMistakes: a zstd file read through another backend, or cut
 // short, says it is zstd and what to do; compress refuses compressed input.
 func TestZstdMistakes(t *testing.T) {
-	if !partial.ZstdSupported {
+	if !zstd.Supported {
 		t.Skip("built without cgo: no zstd")
 	}
 	dir := t.TempDir()

@@ -7,7 +7,7 @@ import (
 	"io"
 	"os"
 
-	"github.com/faiss-sidecar/faiss-sidecar/partial"
+	"github.com/faiss-sidecar/faiss-sidecar/partial/zstd"
 )
 
 func runCompress(args []string, stdout, stderr io.Writer) error {
@@ -21,7 +21,7 @@ func runCompress(args []string, stdout, stderr io.Writer) error {
 	if len(pos) != 2 {
 		return usageOf("compress")
 	}
-	if err := partial.CheckFrameSize(*frame); err != nil {
+	if err := zstd.CheckFrameSize(*frame); err != nil {
 		return usagef("--frame-size: %v", err)
 	}
 	if *level < 1 || *level > 22 {
@@ -36,7 +36,7 @@ func runCompress(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	if z, err := partial.IsZstd(pos[0]); err != nil {
+	if z, err := zstd.IsCompressed(pos[0]); err != nil {
 		return err
 	} else if z {
 		return fmt.Errorf("%s is zstd-compressed already (read it with --backend zstd; to recompress, decompress it first)", pos[0])
@@ -45,9 +45,9 @@ func runCompress(args []string, stdout, stderr io.Writer) error {
 	if isTerminal(os.Stderr) {
 		prog = newProgressBar(os.Stderr, "compress")
 	}
-	var res partial.CompressResult
+	var res zstd.CompressResult
 	err = writeFile(pos[1], func(w *bufio.Writer) (err error) {
-		res, err = partial.CompressSeekable(w, bufio.NewReaderSize(in, 1<<20), *frame, *level, func(done int64) { prog.Update(done, st.Size()) })
+		res, err = zstd.CompressSeekable(w, bufio.NewReaderSize(in, 1<<20), *frame, *level, func(done int64) { prog.Update(done, st.Size()) })
 		return err
 	})
 	prog.Done()

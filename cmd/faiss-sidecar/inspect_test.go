@@ -11,7 +11,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/faiss-sidecar/faiss-sidecar/partial"
+	"github.com/faiss-sidecar/faiss-sidecar/partial/zstd"
 )
 
 const fixtures = "../../testdata/fixtures"
@@ -174,7 +174,7 @@ func TestInspectBadFiles(t *testing.T) {
 // TestInspectEveryBackend: the same file read through every backend, and
 // its compressed copy recognised by its seek table, inspect identically.
 func TestInspectEveryBackend(t *testing.T) {
-	if !partial.ZstdSupported {
+	if !zstd.Supported {
 		t.Skip("built without cgo: no zstd")
 	}
 	src := filepath.Join(fixtures, "opensearch_0_165_vec.faiss")

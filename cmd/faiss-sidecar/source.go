@@ -6,15 +6,18 @@ import (
 	"strings"
 
 	"github.com/faiss-sidecar/faiss-sidecar/partial"
+	"github.com/faiss-sidecar/faiss-sidecar/partial/blockcache"
+	"github.com/faiss-sidecar/faiss-sidecar/partial/storage"
+	"github.com/faiss-sidecar/faiss-sidecar/partial/zstd"
 )
 
 // backendHelp documents --backend for every subcommand.
-var backendHelp = "storage backend: " + strings.Join(partial.Backends, ", ") + " (default: zstd for compressed files, " + partial.DefaultPlainBackend + " otherwise)"
+var backendHelp = "storage backend: " + strings.Join(storage.Backends, ", ") + " (default: zstd for compressed files, " + storage.DefaultPlainBackend + " otherwise)"
 
 // openSource opens path's raw storage (inspect, bench storage) through the
 // named backend ("" = auto); indexes open through the engine.
 func openSource(path, backend string, cacheBytes int64) (partial.Storage, error) {
-	s, err := partial.Open(path, partial.Options{Backend: backend, CacheBytes: cacheBytes})
+	s, err := storage.Open(path, storage.Options{Backend: backend, CacheBytes: cacheBytes})
 	if errors.Is(err, partial.ErrBadOption) {
 		return nil, badOption(err)
 	}
@@ -28,11 +31,11 @@ func backendName(s partial.Storage) string {
 		return "memory"
 	case *partial.Mmap:
 		return "mmap"
-	case *partial.Zstd:
+	case *zstd.File:
 		return "zstd"
 	case *partial.Direct:
 		return "direct"
-	case *partial.Cached:
+	case *blockcache.Cached:
 		if _, ok := s.Inner().(*partial.Direct); ok {
 			return "direct"
 		}

@@ -6,6 +6,7 @@ import (
 
 	"github.com/faiss-sidecar/faiss-sidecar/engine"
 	"github.com/faiss-sidecar/faiss-sidecar/partial"
+	"github.com/faiss-sidecar/faiss-sidecar/partial/storage"
 )
 
 // Flag values are checked before a command opens or reads anything; a bad
@@ -70,8 +71,8 @@ func badOption(err error) error {
 
 // checkBackend checks a --backend name ("" or "auto": chosen by the file).
 func checkBackend(b string) error {
-	if b != "" && b != "auto" && !partial.KnownBackend(b) {
-		return badOption(partial.UnknownBackend(b))
+	if b != "" && b != "auto" && !storage.KnownBackend(b) {
+		return badOption(storage.UnknownBackend(b))
 	}
 	return nil
 }

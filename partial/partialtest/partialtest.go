@@ -307,3 +307,19 @@ func (t *Trace) Snapshot() [][2]int64 {
 	defer t.mu.Unlock()
 	return append([][2]int64(nil), t.Reads...)
 }
+
+// PatternFile writes n bytes of a pattern that differs from one 4 KiB block
+// to the next (so a block read from the wrong place shows) to a temporary
+// file and returns its path and contents.
+func PatternFile(t *testing.T, n int) (string, []byte) {
+	t.Helper()
+	data := make([]byte, n)
+	for i := range data {
+		data[i] = byte(i*13 + i>>12 + i>>20)
+	}
+	path := filepath.Join(t.TempDir(), "f.bin")
+	if err := os.WriteFile(path, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path, data
+}

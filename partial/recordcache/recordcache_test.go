@@ -1,11 +1,15 @@
-package partial
+package recordcache
 
 import (
 	"bytes"
-	"errors"
 	"sync"
 	"sync/atomic"
 	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/faiss-sidecar/faiss-sidecar/partial"
 )
 
 func record(id int32, size int) []byte {
@@ -18,64 +22,52 @@ func record(id int32, size int) []byte {
 
 func TestRecordCacheClock(t *testing.T) {
 	const size = 100
-	c, err := NewRecordCache(50, size, 4*50+3*128) // room for 3 records
-	if err != nil {
-		t.Fatal(err)
-	}
+	c, err := New(50, size, 4*50+3*128) // room for 3 records
+	require.NoError(t, err)
 	defer c.Close()
-	if st := c.Stats(); st.Slots != 3 || c.stride != 128 {
-		t.Fatalf("slots %d stride %d, want 3 and 128 (16-byte header, 64-byte alignment)", st.Slots, c.stride)
-	}
+	require.Equal(t, 3, c.Stats().Slots)
+	require.Equal(t, 128, c.stride, "16-byte header, 64-byte alignment")
 	for id := int32(0); id < 3; id++ {
 		c.Put(id, record(id, size))
 	}
 	// Referencing 0 and 2 leaves 1 as the CLOCK victim.
 	for _, id := range []int32{0, 2} {
 		rec, tok, ok := c.Get(id)
-		if !ok || !bytes.Equal(rec, record(id, size)) || !c.Valid(tok) {
-			t.Fatalf("record %d: ok %v, valid %v", id, ok, c.Valid(tok))
-		}
+		require.True(t, ok, "record %d", id)
+		require.Equal(t, record(id, size), rec, "record %d", id)
+		require.True(t, c.Valid(tok), "record %d", id)
 	}
 	c.Put(10, record(10, size))
-	if c.Contains(1) || !c.Contains(0) || !c.Contains(2) || !c.Contains(10) {
-		t.Fatal("CLOCK should have replaced record 1, the one not referenced")
+	// CLOCK should have replaced record 1, the one not referenced.
+	assert.False(t, c.Contains(1))
+	for _, id := range []int32{0, 2, 10} {
+		assert.True(t, c.Contains(id), "record %d", id)
 	}
 	c.Put(10, record(99, size)) // already cached: kept as it was
 	dst := make([]byte, size)
-	if !c.Copy(dst, 10) || !bytes.Equal(dst, record(10, size)) {
-		t.Fatal("record 10 changed by a second Put")
-	}
-	if _, _, ok := c.Get(1); ok {
-		t.Fatal("Get of an evicted record succeeded")
-	}
-	want := RecordCacheStats{Slots: 3, Used: 3, Bytes: 3*128 + 4*50, Inserts: 4, Evictions: 1, Record: size}
-	if st := c.Stats(); st != want {
-		t.Fatalf("stats %+v, want %+v", st, want)
-	}
+	require.True(t, c.Copy(dst, 10))
+	require.Equal(t, record(10, size), dst, "record 10 changed by a second Put")
+	_, _, ok := c.Get(1)
+	require.False(t, ok, "Get of an evicted record succeeded")
+	want := Stats{Slots: 3, Used: 3, Bytes: 3*128 + 4*50, Inserts: 4, Evictions: 1, Record: size}
+	require.Equal(t, want, c.Stats())
 }
 
 func TestRecordCacheBudget(t *testing.T) {
-	if _, err := NewRecordCache(1000, 3136, 4000); !errors.Is(err, ErrBadOption) {
-		t.Fatalf("budget below one record: %v, want ErrBadOption", err)
-	}
-	c, err := NewRecordCache(10, 64, 1<<30)
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, err := New(1000, 3136, 4000)
+	require.ErrorIs(t, err, partial.ErrBadOption, "budget below one record")
+	c, err := New(10, 64, 1<<30)
+	require.NoError(t, err)
 	defer c.Close()
-	if s := c.Stats().Slots; s != 10 {
-		t.Fatalf("%d slots for 10 ids", s)
-	}
+	require.Equal(t, 10, c.Stats().Slots, "slots for 10 ids")
 }
 
 // TestRecordCacheConcurrent: readers racing writers never accept bytes of a
 // record other than the one they asked for.
 func TestRecordCacheConcurrent(t *testing.T) {
 	const n, size = 64, 200
-	c, err := NewRecordCache(n, size, 4*n+8*(size+16+64))
-	if err != nil {
-		t.Fatal(err)
-	}
+	c, err := New(n, size, 4*n+8*(size+16+64))
+	require.NoError(t, err)
 	defer c.Close()
 	var stop atomic.Bool
 	var wg, readers sync.WaitGroup
@@ -108,7 +100,7 @@ func TestRecordCacheConcurrent(t *testing.T) {
 				}
 				accepted.Add(1)
 				if !bytes.Equal(got, record(id, size)) {
-					t.Errorf("record %d: accepted bytes of another record", id)
+					assert.Fail(t, "accepted bytes of another record", "record %d", id)
 					return
 				}
 			}
@@ -117,8 +109,6 @@ func TestRecordCacheConcurrent(t *testing.T) {
 	readers.Wait()
 	stop.Store(true)
 	wg.Wait()
-	if accepted.Load() == 0 {
-		t.Fatal("no read was accepted")
-	}
+	require.NotZero(t, accepted.Load(), "no read was accepted")
 	t.Logf("accepted %d, rejected %d (overwritten while read)", accepted.Load(), rejected.Load())
 }

@@ -1,6 +1,6 @@
 //go:build cgo
 
-package partial_test
+package zstd_test
 
 import (
 	"bytes"
@@ -12,14 +12,16 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/faiss-sidecar/faiss-sidecar/partial"
+	"github.com/faiss-sidecar/faiss-sidecar/partial/blockcache"
+	"github.com/faiss-sidecar/faiss-sidecar/partial/storage"
+	"github.com/faiss-sidecar/faiss-sidecar/partial/zstd"
 )
 
 // writeZstd compresses data into a seekable zstd file of frame-byte frames.
 func writeZstd(t *testing.T, data []byte, frame int) string {
 	t.Helper()
 	var buf bytes.Buffer
-	_, err := partial.CompressSeekable(&buf, bytes.NewReader(data), frame, 3, nil)
+	_, err := zstd.CompressSeekable(&buf, bytes.NewReader(data), frame, 3, nil)
 	require.NoError(t, err)
 	p := filepath.Join(t.TempDir(), "data.zst")
 	require.NoError(t, os.WriteFile(p, buf.Bytes(), 0o644))
@@ -31,18 +33,18 @@ func writeZstd(t *testing.T, data []byte, frame int) string {
 // every frame: a second pass over the file decompresses nothing.
 func TestZstdCacheBudgetFor(t *testing.T) {
 	const size = 70000 // two 64 KiB frames, the second short
-	assert.Equal(t, int64(size), partial.Options{}.CacheBudgetFor("zstd", size))
-	assert.Equal(t, int64(size), partial.Options{CacheBytes: 1 << 30}.CacheBudgetFor("zstd", size))
-	assert.Equal(t, int64(5000), partial.Options{CacheBytes: 5000}.CacheBudgetFor("zstd", size), "a smaller budget stays")
-	assert.Equal(t, int64(partial.DefaultCacheBytes), partial.Options{}.CacheBudgetFor("zstd", 1<<40), "a large file keeps the default")
-	shared := partial.NewCache(1 << 20)
-	assert.Equal(t, int64(partial.DefaultCacheBytes), partial.Options{Cache: shared}.CacheBudgetFor("zstd", size),
+	assert.Equal(t, int64(size), storage.Options{}.CacheBudgetFor("zstd", size))
+	assert.Equal(t, int64(size), storage.Options{CacheBytes: 1 << 30}.CacheBudgetFor("zstd", size))
+	assert.Equal(t, int64(5000), storage.Options{CacheBytes: 5000}.CacheBudgetFor("zstd", size), "a smaller budget stays")
+	assert.Equal(t, int64(storage.DefaultCacheBytes), storage.Options{}.CacheBudgetFor("zstd", 1<<40), "a large file keeps the default")
+	shared := blockcache.New(1 << 20)
+	assert.Equal(t, int64(storage.DefaultCacheBytes), storage.Options{Cache: shared}.CacheBudgetFor("zstd", size),
 		"a shared cache is charged elsewhere")
 	// pread and direct: capped where the cache mirrors the file.
-	pread := partial.Options{}.CacheBudgetFor("pread", size)
-	assert.True(t, partial.Mirrors(pread, size), "pread budget %d", pread)
+	pread := storage.Options{}.CacheBudgetFor("pread", size)
+	assert.GreaterOrEqual(t, pread, blockcache.MirrorBudget(size), "pread budget: the cache mirrors the file")
 	assert.Less(t, pread, int64(2*size))
-	assert.Zero(t, partial.Options{}.CacheBudgetFor("mmap", size))
+	assert.Zero(t, storage.Options{}.CacheBudgetFor("mmap", size))
 
 	data := make([]byte, size)
 	r := rand.New(rand.NewPCG(1, 2))
@@ -50,11 +52,11 @@ func TestZstdCacheBudgetFor(t *testing.T) {
 		data[i] = byte(r.IntN(8))
 	}
 	path := writeZstd(t, data, 64<<10)
-	budget := partial.Options{}.CacheBudgetFor("zstd", size)
-	s, err := partial.Open(path, partial.Options{Backend: "zstd", CacheBytes: budget})
+	budget := storage.Options{}.CacheBudgetFor("zstd", size)
+	s, err := storage.Open(path, storage.Options{Backend: "zstd", CacheBytes: budget})
 	require.NoError(t, err)
 	defer s.Close()
-	z := s.(*partial.Zstd)
+	z := s.(*zstd.File)
 	require.Equal(t, 2, z.Frames())
 	require.Equal(t, int64(size), s.Size())
 	got := make([]byte, 1000)
@@ -86,31 +88,31 @@ func TestZstdTruncated(t *testing.T) {
 	tiny := filepath.Join(dir, "tiny")
 	require.NoError(t, os.WriteFile(tiny, []byte{1, 2}, 0o644))
 
-	_, err = partial.Open(trunc, partial.Options{Backend: "zstd"})
+	_, err = storage.Open(trunc, storage.Options{Backend: "zstd"})
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), trunc+" starts with a zstd frame but has no seek table at its end: it is truncated")
-	_, err = partial.Open(plain, partial.Options{Backend: "zstd"})
+	_, err = storage.Open(plain, storage.Options{Backend: "zstd"})
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), plain+" is not zstd-compressed")
 
 	for path, want := range map[string]bool{trunc: true, plain: false, tiny: false} {
-		ok, err := partial.IsZstd(path)
+		ok, err := zstd.IsCompressed(path)
 		require.NoError(t, err)
 		assert.Equal(t, want, ok, path)
 	}
 	// The end of a seek table whose frames are not there is no seek table.
 	tableOnly := filepath.Join(dir, "table")
 	require.NoError(t, os.WriteFile(tableOnly, append(bytes.Repeat([]byte{7}, 10), full[len(full)-200:]...), 0o644))
-	ok, err := partial.IsZstd(tableOnly)
+	ok, err := zstd.IsCompressed(tableOnly)
 	require.NoError(t, err)
 	assert.False(t, ok, "a table that does not match its frames is not a seek table")
-	ok, err = partial.IsZstd(filepath.Join(dir, "missing"))
+	ok, err = zstd.IsCompressed(filepath.Join(dir, "missing"))
 	assert.Error(t, err)
 	assert.False(t, ok)
 
-	assert.True(t, partial.IsZstdMagic([]byte{0x28, 0xb5, 0x2f, 0xfd}))
-	assert.True(t, partial.IsZstdMagic([]byte{0x5e, 0x2a, 0x4d, 0x18, 0}))
-	assert.True(t, partial.IsZstdMagic([]byte{0x50, 0x2a, 0x4d, 0x18}))
-	assert.False(t, partial.IsZstdMagic([]byte{0x49, 0x78, 0x4d, 0x70})) // IxMp
-	assert.False(t, partial.IsZstdMagic([]byte{0x28, 0xb5}))
+	assert.True(t, zstd.HasMagic([]byte{0x28, 0xb5, 0x2f, 0xfd}))
+	assert.True(t, zstd.HasMagic([]byte{0x5e, 0x2a, 0x4d, 0x18, 0}))
+	assert.True(t, zstd.HasMagic([]byte{0x50, 0x2a, 0x4d, 0x18}))
+	assert.False(t, zstd.HasMagic([]byte{0x49, 0x78, 0x4d, 0x70})) // IxMp
+	assert.False(t, zstd.HasMagic([]byte{0x28, 0xb5}))
 }

@@ -1,8 +1,10 @@
-package partial
+package zstd
 
 import (
 	"bytes"
 	"testing"
+
+	"github.com/stretchr/testify/require"
 )
 
 // FuzzSeekTable: no input makes the seek-table parser panic, and an accepted
@@ -21,13 +23,10 @@ func FuzzSeekTable(f *testing.F) {
 		}
 		var d int64
 		for _, fr := range frames {
-			if fr.cOff < 0 || fr.cSize < 0 || fr.cOff+fr.cSize > int64(len(b)) || fr.dOff != d || fr.dSize <= 0 {
-				t.Fatalf("bad frame %+v in a %d-byte file", fr, len(b))
-			}
+			require.False(t, fr.cOff < 0 || fr.cSize < 0 || fr.cOff+fr.cSize > int64(len(b)) || fr.dOff != d || fr.dSize <= 0,
+				"bad frame %+v in a %d-byte file", fr, len(b))
 			d += fr.dSize
 		}
-		if d != size {
-			t.Fatalf("frames hold %d bytes, size %d", d, size)
-		}
+		require.Equal(t, size, d, "bytes the frames hold")
 	})
 }

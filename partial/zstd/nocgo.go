@@ -1,6 +1,6 @@
 //go:build !cgo
 
-package partial
+package zstd
 
 import (
 	"errors"

@@ -1,9 +1,16 @@
-package partial
+// Package backends opens a file with a storage backend chosen by name: the
+// one place that composes partial's file backends with a block cache
+// (blockcache) and the zstd backend (zstd), and knows each one's defaults.
+package storage
 
 import (
-	"errors"
 	"fmt"
+	"slices"
 	"strings"
+
+	"github.com/faiss-sidecar/faiss-sidecar/partial"
+	"github.com/faiss-sidecar/faiss-sidecar/partial/blockcache"
+	"github.com/faiss-sidecar/faiss-sidecar/partial/zstd"
 )
 
 // Backends lists the backend names accepted by Open.
@@ -17,7 +24,7 @@ type Options struct {
 	Backend string
 	// Cache is a shared block cache for pread, direct and zstd; when nil a
 	// private cache of CacheBytes is made.
-	Cache *Cache
+	Cache *blockcache.Cache
 	// CacheBytes is the private cache's budget (default 64 MiB). For direct,
 	// 0 means no cache in front and a negative value is an error; pread and
 	// zstd always use a cache.
@@ -25,7 +32,7 @@ type Options struct {
 	// BlockSize is the cache block size for pread and direct (default 4096).
 	BlockSize int
 	// DirectParallel is how many reads backend direct keeps in flight in a
-	// batch (0: DefaultDirectParallel); fixed for the storage's life.
+	// batch (0: partial.DefaultDirectParallel); fixed for the storage's life.
 	DirectParallel int
 	// AlignOffset, for backends memory and pread, is the file offset to
 	// place on a cache-line boundary in memory (hnswsearch.AlignOffset: the
@@ -36,17 +43,12 @@ type Options struct {
 // DefaultCacheBytes is the private cache budget when none is given.
 const DefaultCacheBytes = 64 << 20
 
-// ErrBadOption marks a mode or backend choice that cannot be served
-// (callers turn it into a usage error or an HTTP 400).
-var ErrBadOption = errors.New("partial: bad option")
-
 // AutoBackend is the one rule for a backend left unnamed: zstd when the
 // file carries a zstd seek table, plain otherwise. Open's own default
 // (Options.Backend "") is AutoBackend(path, DefaultPlainBackend); a caller
-// with another plain default (the engine's memory_efficient mode: mmap)
-// passes its own.
+// with another plain default passes its own.
 func AutoBackend(path, plain string) (string, error) {
-	ok, err := IsSeekableZstd(path)
+	ok, err := zstd.IsSeekable(path)
 	if err != nil {
 		return "", err
 	}
@@ -61,23 +63,12 @@ func AutoBackend(path, plain string) (string, error) {
 const DefaultPlainBackend = "pread"
 
 // KnownBackend reports whether b is one of Backends.
-func KnownBackend(b string) bool { return knownBackend(b) }
+func KnownBackend(b string) bool { return slices.Contains(Backends, b) }
 
 // UnknownBackend is the error naming an unknown backend b (matches
-// ErrBadOption).
-func UnknownBackend(b string) error { return unknownBackend(b) }
-
-func knownBackend(b string) bool {
-	for _, k := range Backends {
-		if k == b {
-			return true
-		}
-	}
-	return false
-}
-
-func unknownBackend(b string) error {
-	return fmt.Errorf("%w: unknown backend %q (known: %s)", ErrBadOption, b, strings.Join(Backends, ", "))
+// partial.ErrBadOption).
+func UnknownBackend(b string) error {
+	return fmt.Errorf("%w: unknown backend %q (known: %s)", partial.ErrBadOption, b, strings.Join(Backends, ", "))
 }
 
 // CacheBudget is the block-cache budget Open gives backend: CacheBytes, or
@@ -97,9 +88,9 @@ func (o Options) CacheBudget(backend string) int64 {
 // decompressed size: Storage.Size). A private block cache never holds more
 // than the file, so a larger budget is capped at what it can ever hold,
 // and the memory a load is charged is that (a 70 KB index is not charged
-// the 64 MiB default): for zstd the decoded frames, size bytes (OpenZstd
+// the 64 MiB default): for zstd the decoded frames, size bytes (zstd.Open
 // then never evicts); for pread and direct the blocks, mirrored whole from
-// mirrorMinBudget(size) on, two blocks of slack included.
+// blockcache.MirrorBudget(size) on, two blocks of slack included.
 func (o Options) CacheBudgetFor(backend string, size int64) int64 {
 	b := o.CacheBudget(backend)
 	if o.Cache != nil || b <= 0 {
@@ -113,13 +104,13 @@ func (o Options) CacheBudgetFor(backend string, size int64) int64 {
 		if bs == 0 {
 			bs = 4096
 		}
-		b = min(b, mirrorMinBudget(size)+2*bs)
+		b = min(b, blockcache.MirrorBudget(size)+2*bs)
 	}
 	return b
 }
 
 // Open opens path with the backend o names.
-func Open(path string, o Options) (Storage, error) {
+func Open(path string, o Options) (partial.Storage, error) {
 	backend := o.Backend
 	if backend == "" || backend == "auto" {
 		var err error
@@ -129,30 +120,30 @@ func Open(path string, o Options) (Storage, error) {
 	}
 	budget := o.CacheBudget(backend)
 	if budget < 0 {
-		return nil, fmt.Errorf("%w: cache budget %d is negative", ErrBadOption, budget)
+		return nil, fmt.Errorf("%w: cache budget %d is negative", partial.ErrBadOption, budget)
 	}
 	switch backend {
 	case "memory":
-		return OpenMemoryAligned(path, o.AlignOffset)
+		return partial.OpenMemoryAligned(path, o.AlignOffset)
 	case "mmap":
-		return OpenMmap(path)
+		return partial.OpenMmap(path)
 	case "pread":
-		f, err := OpenFile(path)
+		f, err := partial.OpenFile(path)
 		if err != nil {
 			return nil, err
 		}
-		return NewCachedAligned(path, f, o.Cache, budget, o.BlockSize, o.AlignOffset)
+		return blockcache.NewCachedAligned(path, f, o.Cache, budget, o.BlockSize, o.AlignOffset)
 	case "direct":
-		d, err := OpenDirect(path, o.DirectParallel)
+		d, err := partial.OpenDirect(path, o.DirectParallel)
 		if err != nil {
 			return nil, err
 		}
 		if o.Cache == nil && budget == 0 {
 			return d, nil
 		}
-		return NewCached(path, d, o.Cache, budget, o.BlockSize)
+		return blockcache.NewCached(path, d, o.Cache, budget, o.BlockSize)
 	case "zstd":
-		return OpenZstd(path, o.Cache, budget)
+		return zstd.Open(path, o.Cache, budget)
 	}
-	return nil, unknownBackend(o.Backend)
+	return nil, UnknownBackend(o.Backend)
 }

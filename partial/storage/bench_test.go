@@ -1,4 +1,4 @@
-package partial_test
+package storage_test
 
 import (
 	"fmt"
@@ -8,6 +8,8 @@ import (
 	"testing"
 
 	"github.com/faiss-sidecar/faiss-sidecar/partial"
+	"github.com/faiss-sidecar/faiss-sidecar/partial/blockcache"
+	"github.com/faiss-sidecar/faiss-sidecar/partial/storage"
 )
 
 // benchFile writes a size-byte file of random data in dir.
@@ -59,11 +61,11 @@ func BenchmarkRead4K(b *testing.B) {
 		}
 		b.SetBytes(4096)
 	})
-	for _, o := range []partial.Options{
+	for _, o := range []storage.Options{
 		{Backend: "memory"}, {Backend: "mmap"}, {Backend: "pread", CacheBytes: 2 * size}, {Backend: "direct"},
 	} {
 		b.Run("backend="+o.Backend, func(b *testing.B) {
-			s, err := partial.Open(path, o)
+			s, err := storage.Open(path, o)
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -93,7 +95,7 @@ func BenchmarkRead4K(b *testing.B) {
 func BenchmarkCacheHit4K(b *testing.B) {
 	for _, size := range []int64{512 << 10, 16 << 20} {
 		m := partial.NewMemory("mem", make([]byte, size))
-		c, err := partial.NewCached("mem", m, nil, 2*size, 4096)
+		c, err := blockcache.NewCached("mem", m, nil, 2*size, 4096)
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -1,4 +1,7 @@
-package partial
+// Package recordcache keeps fixed-size records addressed by a dense id (an
+// index's vectors by node id) in a fixed amount of memory outside the Go
+// heap, with lock-free lookups.
+package recordcache
 
 import (
 	"fmt"
@@ -7,12 +10,13 @@ import (
 	"unsafe"
 
 	"github.com/faiss-sidecar/faiss-sidecar/internal/offheap"
+	"github.com/faiss-sidecar/faiss-sidecar/partial"
 )
 
-// RecordCache keeps fixed-size records addressed by a dense id (an index's
+// Cache keeps fixed-size records addressed by a dense id (an index's
 // vectors by node id) in a fixed amount of memory outside the Go heap.
 //
-// Unlike the block cache, it stores exactly the record's bytes: a 3,136-byte
+// Unlike the block cache (blockcache), it stores exactly the record's bytes: a 3,136-byte
 // vector that straddles two 4 KiB blocks costs 3,136 bytes here instead of
 // 8 KiB, and no memory goes to collection headroom. Lookups take no lock:
 // each slot carries a version that is odd while the slot is being
@@ -23,7 +27,7 @@ import (
 // first. A slot's header (version, id, reference bit) sits just before its
 // record, so a lookup touches the id table and then the record's own cache
 // lines only.
-type RecordCache struct {
+type Cache struct {
 	size, stride int
 	buf          offheap.Buf
 	slotOf       []int32 // id → slot+1, 0 when absent (atomic)
@@ -44,12 +48,12 @@ type slotHeader struct {
 
 const headerSize = int(unsafe.Sizeof(slotHeader{}))
 
-func (c *RecordCache) header(s int) *slotHeader {
+func (c *Cache) header(s int) *slotHeader {
 	return (*slotHeader)(unsafe.Pointer(&c.buf.B[s*c.stride]))
 }
 
-// RecordCacheStats describes a RecordCache.
-type RecordCacheStats struct {
+// Stats describes a Cache.
+type Stats struct {
 	Slots     int   `json:"slots"`      // records it can hold
 	Used      int   `json:"used"`       // records held
 	Bytes     int64 `json:"bytes"`      // memory it holds (records and slot table)
@@ -58,12 +62,12 @@ type RecordCacheStats struct {
 	Record    int   `json:"record_len"` // bytes per record
 }
 
-// NewRecordCache makes a cache for ids in [0, n) of size-byte records within
-// budget bytes (records, slot metadata and the id table all count). It fails
-// when the budget cannot hold a single record.
-func NewRecordCache(n, size int, budget int64) (*RecordCache, error) {
+// New makes a cache for ids in [0, n) of size-byte records within budget
+// bytes (records, slot metadata and the id table all count). It fails when
+// the budget cannot hold a single record.
+func New(n, size int, budget int64) (*Cache, error) {
 	if n <= 0 || size <= 0 {
-		return nil, fmt.Errorf("%w: record cache of %d records of %d bytes", ErrBadOption, n, size)
+		return nil, fmt.Errorf("%w: record cache of %d records of %d bytes", partial.ErrBadOption, n, size)
 	}
 	// Cache-line aligned slots, unless that wastes more than 1/32 of a
 	// record: memory is what bounds the hit rate, and a 512-byte vector
@@ -75,9 +79,9 @@ func NewRecordCache(n, size int, budget int64) (*RecordCache, error) {
 	slots := (budget - 4*int64(n)) / int64(stride)
 	slots = min(slots, int64(n))
 	if slots < 1 {
-		return nil, fmt.Errorf("%w: a record cache budget of %d bytes cannot hold one %d-byte record for %d ids", ErrBadOption, budget, size, n)
+		return nil, fmt.Errorf("%w: a record cache budget of %d bytes cannot hold one %d-byte record for %d ids", partial.ErrBadOption, budget, size, n)
 	}
-	c := &RecordCache{size: size, stride: stride, buf: offheap.Alloc(int(slots) * stride),
+	c := &Cache{size: size, stride: stride, buf: offheap.Alloc(int(slots) * stride),
 		slotOf: make([]int32, n), slots: int(slots)}
 	return c, nil
 }
@@ -86,7 +90,7 @@ func NewRecordCache(n, size int, budget int64) (*RecordCache, error) {
 // when the record is not cached. The bytes may be overwritten at any time:
 // use them, then call Valid(token); if it reports false, discard whatever was
 // computed from them.
-func (c *RecordCache) Get(id int32) (rec []byte, token uint64, ok bool) {
+func (c *Cache) Get(id int32) (rec []byte, token uint64, ok bool) {
 	s := atomic.LoadInt32(&c.slotOf[id]) - 1
 	if s < 0 {
 		return nil, 0, false
@@ -105,13 +109,13 @@ func (c *RecordCache) Get(id int32) (rec []byte, token uint64, ok bool) {
 
 // Valid reports whether the bytes Get returned with token were not
 // overwritten since.
-func (c *RecordCache) Valid(token uint64) bool {
+func (c *Cache) Valid(token uint64) bool {
 	return c.header(int(token>>32)).ver.Load() == uint32(token)
 }
 
 // Copy copies record id into dst (len ≥ the record size) and reports whether
 // it was cached and intact.
-func (c *RecordCache) Copy(dst []byte, id int32) bool {
+func (c *Cache) Copy(dst []byte, id int32) bool {
 	rec, tok, ok := c.Get(id)
 	if !ok {
 		return false
@@ -123,7 +127,7 @@ func (c *RecordCache) Copy(dst []byte, id int32) bool {
 // Put stores record id (len(rec) = the record size), replacing the least
 // recently referenced record once the cache is full. Storing an id already
 // cached does nothing.
-func (c *RecordCache) Put(id int32, rec []byte) {
+func (c *Cache) Put(id int32, rec []byte) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if atomic.LoadInt32(&c.slotOf[id]) != 0 {
@@ -163,25 +167,25 @@ func (c *RecordCache) Put(id int32, rec []byte) {
 }
 
 // Contains reports whether record id is cached.
-func (c *RecordCache) Contains(id int32) bool { return atomic.LoadInt32(&c.slotOf[id]) != 0 }
+func (c *Cache) Contains(id int32) bool { return atomic.LoadInt32(&c.slotOf[id]) != 0 }
 
 // Stats describes the cache.
-func (c *RecordCache) Stats() RecordCacheStats {
+func (c *Cache) Stats() Stats {
 	c.mu.Lock()
 	used := c.used
 	c.mu.Unlock()
-	return RecordCacheStats{Slots: c.slots, Used: used, Bytes: c.Bytes(),
+	return Stats{Slots: c.slots, Used: used, Bytes: c.Bytes(),
 		Inserts: c.inserts.Load(), Evictions: c.evictions.Load(), Record: c.size}
 }
 
 // Bytes is the memory the cache holds: slots (headers and records) and the
 // id table.
-func (c *RecordCache) Bytes() int64 {
+func (c *Cache) Bytes() int64 {
 	return int64(len(c.buf.B)) + 4*int64(len(c.slotOf))
 }
 
 // Close frees the records. No Get, Put or use of returned bytes may follow.
-func (c *RecordCache) Close() error {
+func (c *Cache) Close() error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.buf.Free()

@@ -1,4 +1,4 @@
-package partial
+package zstd
 
 import (
 	"encoding/binary"

@@ -1,4 +1,4 @@
-package partial
+package zstd
 
 import (
 	"encoding/binary"
@@ -7,9 +7,13 @@ import (
 	"io"
 	"os"
 	"sort"
-	"unsafe"
+	"sync/atomic"
 
 	"github.com/cespare/xxhash/v2"
+
+	"github.com/faiss-sidecar/faiss-sidecar/partial"
+	"github.com/faiss-sidecar/faiss-sidecar/partial/blockcache"
+	"github.com/faiss-sidecar/faiss-sidecar/partial/internal/backendkit"
 )
 
 // Zstd seekable format (zstd contrib/seekable_format): independent zstd
@@ -49,7 +53,7 @@ func seekTable(r interface {
 	}
 	if binary.LittleEndian.Uint32(foot[5:]) != seekableMagic {
 		var head [4]byte
-		if _, err := r.ReadAt(head[:], 0); err == nil && IsZstdMagic(head[:]) {
+		if _, err := r.ReadAt(head[:], 0); err == nil && HasMagic(head[:]) {
 			return nil, 0, fmt.Errorf("partial: zstd: %s starts with a zstd frame but has no seek table at its end: "+
 				"it is truncated, or plain zstd rather than the seekable format (faiss-sidecar compress writes that; or decompress it)", name)
 		}
@@ -109,9 +113,9 @@ const (
 	skippableMagicMask = 0xFFFFFFF0
 )
 
-// IsZstdMagic reports whether b starts with a zstd frame or a skippable
+// HasMagic reports whether b starts with a zstd frame or a skippable
 // frame: compressed data, not a file to read in place.
-func IsZstdMagic(b []byte) bool {
+func HasMagic(b []byte) bool {
 	if len(b) < 4 {
 		return false
 	}
@@ -119,9 +123,9 @@ func IsZstdMagic(b []byte) bool {
 	return m == zstdFrameMagic || m&skippableMagicMask == skippableMagic&skippableMagicMask
 }
 
-// IsZstd reports whether the file at path is zstd-compressed in any form: a
-// zstd (or skippable) frame at its start, or a seek table at its end.
-func IsZstd(path string) (bool, error) {
+// IsCompressed reports whether the file at path is zstd-compressed in any
+// form: a zstd (or skippable) frame at its start, or a seek table at its end.
+func IsCompressed(path string) (bool, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return false, err
@@ -131,7 +135,7 @@ func IsZstd(path string) (bool, error) {
 	if n, err := f.ReadAt(head[:], 0); err != nil && n < len(head) && !errors.Is(err, io.EOF) {
 		return false, err
 	}
-	if IsZstdMagic(head[:]) {
+	if HasMagic(head[:]) {
 		return true, nil
 	}
 	st, err := f.Stat()
@@ -142,12 +146,12 @@ func IsZstd(path string) (bool, error) {
 	return err == nil, nil
 }
 
-// ZstdSupported reports whether this build can decompress zstd (it needs cgo).
-const ZstdSupported = zstdAvailable
+// Supported reports whether this build can decompress zstd (it needs cgo).
+const Supported = zstdAvailable
 
-// IsSeekableZstd reports whether the file at path ends with a valid zstd
-// seek table.
-func IsSeekableZstd(path string) (bool, error) {
+// IsSeekable reports whether the file at path ends with a valid zstd seek
+// table.
+func IsSeekable(path string) (bool, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return false, err
@@ -161,27 +165,28 @@ func IsSeekableZstd(path string) (bool, error) {
 	return err == nil, nil
 }
 
-// Zstd serves the decompressed bytes of a zstd seekable file; decoded frames
-// are kept in a block cache. It implements Storage and StatsReporter.
-type Zstd struct {
-	raw    *File
+// File serves the decompressed bytes of a zstd seekable file; decoded
+// frames are kept in a block cache. It implements partial.Storage,
+// TallyReader, StatsReporter and FileChecker.
+type File struct {
+	raw    *partial.File
 	name   string
 	frames []zframe
 	size   int64
-	cache  *Cache
-	file   uint64
-	table  *table
-	life   life
-	counters
+	cache  *blockcache.Cache
+	blocks *blockcache.Blocks // the frames, by number
+	life   backendkit.Life
+
+	requests, bytesRequested, hits, misses atomic.Int64
 }
 
-// OpenZstd opens a zstd seekable file; cache may be nil (a private cache of
+// Open opens a zstd seekable file; cache may be nil (a private cache of
 // budget bytes is made). Without cgo it fails with errors.ErrUnsupported.
-func OpenZstd(path string, cache *Cache, budget int64) (*Zstd, error) {
+func Open(path string, cache *blockcache.Cache, budget int64) (*File, error) {
 	if !zstdAvailable {
 		return nil, fmt.Errorf("partial: zstd backend needs cgo (built without it): %w", errors.ErrUnsupported)
 	}
-	raw, err := OpenFile(path)
+	raw, err := partial.OpenFile(path)
 	if err != nil {
 		return nil, err
 	}
@@ -190,37 +195,38 @@ func OpenZstd(path string, cache *Cache, budget int64) (*Zstd, error) {
 		raw.Close()
 		return nil, err
 	}
-	if cache == nil {
-		cache = NewCache(budget)
-		if budget >= size {
-			// The frames bound what a private cache of the whole file holds, so
-			// it never needs to evict; its shards each get the whole budget,
-			// lest a frame be refused for landing in a full shard.
-			cache.SetBudget(budget * int64(len(cache.shards)))
-		}
+	switch {
+	case cache != nil:
+	case budget >= size:
+		// The frames bound what a private cache of the whole file holds,
+		// so it never needs to evict.
+		cache = blockcache.NewWhole(budget)
+	default:
+		cache = blockcache.New(budget)
 	}
-	z := &Zstd{raw: raw, name: path, frames: frames, size: size, cache: cache}
-	z.file, z.table = cache.newFile(int64(len(frames)), nil)
-	z.life.free = func() error { z.cache.forget(z.file); return raw.Close() }
+	z := &File{raw: raw, name: path, frames: frames, size: size, cache: cache}
+	z.blocks = cache.Register(int64(len(frames)))
+	z.life.Free = func() error { z.blocks.Forget(); return raw.Close() }
 	return z, nil
 }
 
-func (z *Zstd) Size() int64 { return z.size }
+func (z *File) Size() int64 { return z.size }
 
 // Frames is the number of data frames.
-func (z *Zstd) Frames() int { return len(z.frames) }
+func (z *File) Frames() int { return len(z.frames) }
 
-func (z *Zstd) ReadAt(p []byte, off int64) (int, error) { return z.ReadAtTally(p, off, nil) }
+func (z *File) ReadAt(p []byte, off int64) (int, error) { return z.ReadAtTally(p, off, nil) }
 
 // ReadAtTally is ReadAt that adds frame-cache hits and misses (and the
 // compressed bytes read for misses) to t (when not nil).
-func (z *Zstd) ReadAtTally(p []byte, off int64, t *Tally) (int, error) {
-	if !z.life.acquire() {
-		return 0, closedErr(z.name)
+func (z *File) ReadAtTally(p []byte, off int64, t *partial.Tally) (int, error) {
+	if !z.life.Acquire() {
+		return 0, backendkit.Closed(z.name)
 	}
-	defer z.life.release()
-	z.request(len(p))
-	if err := rangeCheck(z.name, off, int64(len(p)), z.size); err != nil {
+	defer z.life.Release()
+	z.requests.Add(1)
+	z.bytesRequested.Add(int64(len(p)))
+	if err := backendkit.CheckRange(z.name, off, int64(len(p)), z.size); err != nil {
 		return 0, err
 	}
 	i := sort.Search(len(z.frames), func(i int) bool { return z.frames[i].dOff+z.frames[i].dSize > off })
@@ -238,52 +244,61 @@ func (z *Zstd) ReadAtTally(p []byte, off int64, t *Tally) (int, error) {
 	return done, nil
 }
 
-func (z *Zstd) frame(i int, t *Tally) ([]byte, error) {
-	if p, ok := z.table.hit(int64(i)); ok {
+func (z *File) frame(i int, t *partial.Tally) ([]byte, error) {
+	if b, ok := z.blocks.Hit(int64(i), z.frames[i].dSize); ok {
 		z.hits.Add(1)
-		t.lookup(true, 0)
-		return unsafe.Slice(p, z.frames[i].dSize), nil
+		t.CountLookup(true, 0)
+		return b, nil
 	}
 	f := z.frames[i]
-	b, hit, err := z.cache.get(keyOf(z.file, int64(i)), func() ([]byte, int32, error) {
+	b, hit, err := z.blocks.Get(int64(i), func() ([]byte, error) {
 		src := make([]byte, f.cSize)
 		if _, err := z.raw.ReadAt(src, f.cOff); err != nil {
-			return nil, -1, err
+			return nil, err
 		}
 		dst := make([]byte, f.dSize)
 		n, err := zstdDecompress(dst, src)
 		if err != nil {
-			return nil, -1, fmt.Errorf("partial: zstd: %s: frame %d at byte %d: %w", z.name, i, f.cOff, err)
+			return nil, fmt.Errorf("partial: zstd: %s: frame %d at byte %d: %w", z.name, i, f.cOff, err)
 		}
 		if int64(n) != f.dSize {
-			return nil, -1, fmt.Errorf("partial: zstd: %s: frame %d at byte %d decompressed to %d bytes, the seek table says %d", z.name, i, f.cOff, n, f.dSize)
+			return nil, fmt.Errorf("partial: zstd: %s: frame %d at byte %d decompressed to %d bytes, the seek table says %d", z.name, i, f.cOff, n, f.dSize)
 		}
 		if sum := uint32(xxhash.Sum64(dst)); f.hasSum && sum != f.sum {
-			return nil, -1, fmt.Errorf("partial: zstd: %s: frame %d at byte %d: checksum %#08x does not match the seek table's %#08x", z.name, i, f.cOff, sum, f.sum)
+			return nil, fmt.Errorf("partial: zstd: %s: frame %d at byte %d: checksum %#08x does not match the seek table's %#08x", z.name, i, f.cOff, sum, f.sum)
 		}
-		return dst, -1, nil
+		return dst, nil
 	})
 	if hit {
 		z.hits.Add(1)
 	} else {
 		z.misses.Add(1)
 	}
-	t.lookup(hit, f.cSize)
+	t.CountLookup(hit, f.cSize)
 	if err != nil {
 		// A frame that no longer decodes, or checks, may be another
 		// version's: say so when the file changed.
-		err = z.raw.w.explain(err)
+		if cerr := z.raw.CheckFile(); errors.Is(cerr, partial.ErrFileChanged) {
+			err = cerr
+		}
 	}
 	return b, err
 }
 
-func (z *Zstd) Close() error { return z.life.close(z.name) }
+func (z *File) Close() error { return z.life.Close(z.name) }
 
-func (z *Zstd) Stats() Stats {
-	s := z.snapshot()
+func (z *File) Stats() partial.Stats {
+	s := partial.Stats{Requests: z.requests.Load(), BytesRequested: z.bytesRequested.Load(),
+		CacheHits: z.hits.Load(), CacheMisses: z.misses.Load()}
 	in := z.raw.Stats()
 	s.ReadCalls, s.BytesRead = in.ReadCalls, in.BytesRead
 	s.CacheEvictions = z.cache.Evictions()
 	s.ResidentBytes = z.cache.Bytes()
 	return s
 }
+
+// CheckFile checks the compressed file: see partial.FileChecker.
+func (z *File) CheckFile() error { return z.raw.CheckFile() }
+
+// CheckFD checks the compressed file: see partial.FileChecker.
+func (z *File) CheckFD() error { return z.raw.CheckFD() }

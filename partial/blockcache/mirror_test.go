@@ -1,4 +1,4 @@
-package partial
+package blockcache
 
 import (
 	"bytes"
@@ -8,16 +8,19 @@ import (
 	"testing"
 	"time"
 	"unsafe"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/faiss-sidecar/faiss-sidecar/partial"
 )
 
 // mirrored is a Cached over data in blocks of 4 KiB with a mirror, or skips
 // where mirrors do not exist.
 func mirrored(t *testing.T, data []byte, budget int64) *Cached {
 	t.Helper()
-	c, err := newCached("mem", NewMemory("mem", data), nil, budget, 4096, 0, true)
-	if err != nil {
-		t.Fatal(err)
-	}
+	c, err := newCached("mem", partial.NewMemory("mem", data), nil, budget, 4096, 0, true)
+	require.NoError(t, err)
 	if c.mirror == nil {
 		c.Close()
 		t.Skip("no mirror on this platform")
@@ -43,12 +46,12 @@ func viewBlock0(t *testing.T, c *Cached) (v []byte, exit func()) {
 	exit = func() { once.Do(func() { c.ExitRead(e) }) }
 	if _, err := c.ReadAt(make([]byte, 1), 0); err != nil {
 		exit()
-		t.Fatal(err)
+		require.NoError(t, err)
 	}
 	v, ok := c.ViewBlock(0, c.BlockSize(), nil)
 	if !ok {
 		exit()
-		t.Fatal("block 0 not cached")
+		require.Fail(t, "block 0 not cached")
 	}
 	return v, exit
 }
@@ -57,9 +60,7 @@ func viewBlock0(t *testing.T, c *Cached) (v []byte, exit func()) {
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
 	for end := time.Now().Add(5 * time.Second); !cond(); {
-		if time.Now().After(end) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
+		require.False(t, time.Now().After(end), "timed out waiting for %s", what)
 		time.Sleep(time.Millisecond)
 	}
 }
@@ -75,37 +76,29 @@ func TestMirrorViewAcrossBlocks(t *testing.T) {
 	e := c.EnterRead()
 	defer c.ExitRead(e)
 	off, n := int64(2*bs-10), int64(bs+20) // blocks 1, 2 and 3
-	if _, ok := c.ViewBlock(off, n, nil); ok {
-		t.Fatal("view of an empty cache")
-	}
+	_, ok := c.ViewBlock(off, n, nil)
+	require.False(t, ok, "view of an empty cache")
 	for _, at := range []int64{off, off + n - 1} {
-		if _, err := c.ReadAt(make([]byte, 1), at); err != nil {
-			t.Fatal(err)
-		}
+		_, err := c.ReadAt(make([]byte, 1), at)
+		require.NoError(t, err)
 	}
-	if _, ok := c.ViewBlock(off, n, nil); ok {
-		t.Fatal("view with the middle block missing")
-	}
-	if _, err := c.ReadAt(make([]byte, 1), 2*bs); err != nil {
-		t.Fatal(err)
-	}
-	var tl Tally
+	_, ok = c.ViewBlock(off, n, nil)
+	require.False(t, ok, "view with the middle block missing")
+	_, err := c.ReadAt(make([]byte, 1), 2*bs)
+	require.NoError(t, err)
+	var tl partial.Tally
 	v, ok := c.ViewBlock(off, n, &tl)
-	if !ok || !bytes.Equal(v, data[off:off+n]) {
-		t.Fatalf("view across three blocks: ok %v, bytes equal %v", ok, bytes.Equal(v, data[off:off+n]))
+	require.True(t, ok, "view across three blocks")
+	require.Equal(t, data[off:off+n], v, "view across three blocks")
+	assert.Equal(t, int64(1), tl.CacheHits, "tally %+v, want one hit", tl)
+	_, err = c.ReadAt(make([]byte, 150), 5*bs-50)
+	require.NoError(t, err)
+	v, ok = c.ViewBlock(5*bs-50, 150, nil)
+	if assert.True(t, ok, "view into the short tail block") {
+		assert.Equal(t, data[5*bs-50:], v, "view into the short tail block differs")
 	}
-	if tl.CacheHits != 1 {
-		t.Errorf("tally %+v, want one hit", tl)
-	}
-	if _, err := c.ReadAt(make([]byte, 150), 5*bs-50); err != nil {
-		t.Fatal(err)
-	}
-	if v, ok := c.ViewBlock(5*bs-50, 150, nil); !ok || !bytes.Equal(v, data[5*bs-50:]) {
-		t.Error("view into the short tail block differs")
-	}
-	if _, ok := c.ViewBlock(5*bs-50, 151, nil); ok {
-		t.Error("view past the end of the file")
-	}
+	_, ok = c.ViewBlock(5*bs-50, 151, nil)
+	assert.False(t, ok, "view past the end of the file")
 }
 
 // TestMirrorDiscardAfterSections: an evicted block stays readable in place
@@ -119,31 +112,24 @@ func TestMirrorDiscardAfterSections(t *testing.T) {
 	v, exit := viewBlock0(t, c)
 	defer exit()             // before Close, which would wait for the section
 	touchBlocks(t, c, 1, 64) // evicts block 0 (and most others)
-	if _, ok := c.ViewBlock(0, 1, nil); ok {
-		t.Fatal("block 0 still cached")
-	}
+	_, ok := c.ViewBlock(0, 1, nil)
+	require.False(t, ok, "block 0 still cached")
 	time.Sleep(20 * reclaimPause)
-	if !bytes.Equal(v, data[:bs]) {
-		t.Fatal("an evicted block was discarded under an open section")
-	}
-	if c.mirror.pendingBytes.Load() == 0 {
-		t.Fatal("no evicted bytes pending while the section is open")
-	}
+	require.Equal(t, data[:bs], v, "an evicted block was discarded under an open section")
+	require.NotZero(t, c.mirror.pendingBytes.Load(), "no evicted bytes pending while the section is open")
 	before := c.Stats().ResidentBytes
 	exit()
 	waitFor(t, "the evicted blocks' discard", func() bool { return c.mirror.pendingBytes.Load() == 0 })
-	if !bytes.Equal(c.mirror.mem.B[:bs], make([]byte, bs)) {
-		t.Error("block 0's pages were not given back (still hold its bytes)")
-	}
+	assert.Equal(t, make([]byte, bs), c.mirror.mem.B[:bs], "block 0's pages were not given back (still hold its bytes)")
 	// The inner Memory backend holds the file; the cache at most its budget.
-	if after := c.Stats().ResidentBytes; after >= before || after > int64(len(data))+16*bs {
-		t.Errorf("resident bytes %d before the discard, %d after (file %d, budget %d)", before, after, len(data), 16*bs)
-	}
+	after := c.Stats().ResidentBytes
+	assert.Less(t, after, before, "resident bytes before and after the discard")
+	assert.LessOrEqual(t, after, int64(len(data))+16*bs, "resident bytes after the discard (file %d, budget %d)", len(data), 16*bs)
 	// Read again, block 0 comes back whole.
 	got := make([]byte, bs)
-	if _, err := c.ReadAt(got, 0); err != nil || !bytes.Equal(got, data[:bs]) {
-		t.Errorf("block 0 read back after its discard: err %v, equal %v", err, bytes.Equal(got, data[:bs]))
-	}
+	_, err := c.ReadAt(got, 0)
+	assert.NoError(t, err, "block 0 read back after its discard")
+	assert.Equal(t, data[:bs], got, "block 0 read back after its discard")
 }
 
 // TestMirrorCloseWaitsForSections: Close unmaps only after the open
@@ -153,34 +139,26 @@ func TestMirrorCloseWaitsForSections(t *testing.T) {
 	data := pattern(8 * bs)
 	c := mirrored(t, data, 1<<20)
 	e := c.EnterRead()
-	if _, err := c.ReadAt(make([]byte, 1), 3*bs); err != nil {
-		t.Fatal(err)
-	}
+	_, err := c.ReadAt(make([]byte, 1), 3*bs)
+	require.NoError(t, err)
 	v, ok := c.ViewBlock(3*bs, bs, nil)
-	if !ok {
-		t.Fatal("block 3 not cached")
-	}
+	require.True(t, ok, "block 3 not cached")
 	closed := make(chan error, 1)
 	go func() { closed <- c.Close() }()
 	select {
 	case err := <-closed:
-		t.Fatalf("Close returned (%v) with a section open", err)
+		require.Fail(t, "Close returned with a section open", "Close: %v", err)
 	case <-time.After(50 * time.Millisecond):
 	}
-	if !bytes.Equal(v, data[3*bs:4*bs]) {
-		t.Error("a view changed while Close waited")
-	}
-	if _, ok := c.ViewBlock(3*bs, 1, nil); ok {
-		t.Error("a closing backend served a new view")
-	}
+	assert.Equal(t, data[3*bs:4*bs], v, "a view changed while Close waited")
+	_, ok = c.ViewBlock(3*bs, 1, nil)
+	assert.False(t, ok, "a closing backend served a new view")
 	c.ExitRead(e)
 	select {
 	case err := <-closed:
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 	case <-time.After(5 * time.Second):
-		t.Fatal("Close did not return after the section ended")
+		require.Fail(t, "Close did not return after the section ended")
 	}
 }
 
@@ -241,11 +219,9 @@ func churn(t *testing.T, c *Cached, data []byte) {
 	wg.Wait()
 	close(errs)
 	for e := range errs {
-		t.Error(e)
+		assert.Fail(t, e)
 	}
-	if c.cache.Evictions() == 0 {
-		t.Error("no evictions: the test did not churn")
-	}
+	assert.NotZero(t, c.cache.Evictions(), "no evictions: the test did not churn")
 }
 
 // TestMirrorAligned: with an align offset the mirror puts that offset on a
@@ -255,44 +231,34 @@ func TestMirrorAligned(t *testing.T) {
 	const bs = 4096
 	data := pattern(10*bs + 77)
 	for _, align := range []int64{58, 3*bs + 58, 64, 1} {
-		c, err := newCached("mem", NewMemory("mem", data), nil, 1<<20, bs, align, true)
-		if err != nil {
-			t.Fatal(err)
-		}
+		c, err := newCached("mem", partial.NewMemory("mem", data), nil, 1<<20, bs, align, true)
+		require.NoError(t, err)
 		if c.mirror == nil {
 			c.Close()
 			t.Skip("no mirror on this platform")
 		}
 		e := c.EnterRead()
-		if _, err := c.ReadAt(make([]byte, len(data)), 0); err != nil {
-			t.Fatal(err)
-		}
+		_, err = c.ReadAt(make([]byte, len(data)), 0)
+		require.NoError(t, err)
 		for _, off := range []int64{align, align + 512, align + 64*7} {
 			v, ok := c.ViewBlock(off, 512, nil)
-			if !ok || !bytes.Equal(v, data[off:off+512]) {
-				t.Fatalf("align %d: view at %d: ok %v", align, off, ok)
-			}
-			if a := uintptr(unsafe.Pointer(&v[0])) % 64; a != 0 {
-				t.Errorf("align %d: offset %d sits at %d mod 64 in memory", align, off, a)
-			}
+			require.True(t, ok, "align %d: view at %d", align, off)
+			require.Equal(t, data[off:off+512], v, "align %d: view at %d", align, off)
+			assert.Zero(t, uintptr(unsafe.Pointer(&v[0]))%64, "align %d: offset %d's place in memory mod 64", align, off)
 		}
 		// Every block's bounds: views of one byte on either side of each.
 		for blk := int64(0); blk < c.g.count(); blk++ {
 			start, end := c.g.span(blk)
 			for _, off := range []int64{start, end - 1} {
-				if v, ok := c.ViewBlock(off, 1, nil); !ok || v[0] != data[off] {
-					t.Fatalf("align %d: block %d [%d, %d): byte %d wrong", align, blk, start, end, off)
-				}
+				v, ok := c.ViewBlock(off, 1, nil)
+				require.True(t, ok, "align %d: block %d [%d, %d): byte %d", align, blk, start, end, off)
+				require.Equal(t, data[off], v[0], "align %d: block %d [%d, %d): byte %d", align, blk, start, end, off)
 			}
 		}
-		reqs := []ReadReq{{Off: 5, Buf: make([]byte, 2*bs)}, {Off: int64(len(data)) - 100, Buf: make([]byte, 100)}}
-		if err := c.ReadBatch(reqs); err != nil {
-			t.Fatal(err)
-		}
+		reqs := []partial.ReadReq{{Off: 5, Buf: make([]byte, 2*bs)}, {Off: int64(len(data)) - 100, Buf: make([]byte, 100)}}
+		require.NoError(t, c.ReadBatch(reqs))
 		for _, q := range reqs {
-			if !bytes.Equal(q.Buf, data[q.Off:q.Off+int64(len(q.Buf))]) {
-				t.Errorf("align %d: batch read at %d differs", align, q.Off)
-			}
+			assert.Equal(t, data[q.Off:q.Off+int64(len(q.Buf))], q.Buf, "align %d: batch read at %d differs", align, q.Off)
 		}
 		c.ExitRead(e)
 		c.Close()
@@ -307,13 +273,11 @@ func TestMirrorOnlyWhenTheFileFits(t *testing.T) {
 	for _, tc := range []struct {
 		budget int64
 		want   bool
-	}{{mirrorMinBudget(int64(len(data))), true}, {int64(len(data)), false}, {16 * 4096, false}} {
-		c, err := NewCached("mem", NewMemory("mem", data), nil, tc.budget, 4096)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if got := c.mirror != nil; got != tc.want && !(got == false && tc.want && !mirrorsWork()) {
-			t.Errorf("budget %d for a file of %d: mirror %v, want %v", tc.budget, len(data), got, tc.want)
+	}{{MirrorBudget(int64(len(data))), true}, {int64(len(data)), false}, {16 * 4096, false}} {
+		c, err := NewCached("mem", partial.NewMemory("mem", data), nil, tc.budget, 4096)
+		require.NoError(t, err)
+		if got := c.mirror != nil; !(got == false && tc.want && !mirrorsWork()) {
+			assert.Equal(t, tc.want, got, "budget %d for a file of %d: mirror", tc.budget, len(data))
 		}
 		c.Close()
 	}
@@ -333,13 +297,9 @@ func mirrorsWork() bool {
 // recycled slots (a private cache smaller than the file).
 func slotted(t *testing.T, data []byte, budget int64) *Cached {
 	t.Helper()
-	c, err := NewCached("mem", NewMemory("mem", data), nil, budget, 4096)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if c.slots == nil {
-		t.Fatalf("budget %d for a file of %d: no slots", budget, len(data))
-	}
+	c, err := NewCached("mem", partial.NewMemory("mem", data), nil, budget, 4096)
+	require.NoError(t, err)
+	require.NotNil(t, c.slots, "budget %d for a file of %d: no slots", budget, len(data))
 	return c
 }
 
@@ -357,17 +317,14 @@ func TestSlotsReusedAfterSections(t *testing.T) {
 		touchBlocks(t, c, 1, 256)
 		time.Sleep(5 * reclaimPause)
 	}
-	if !bytes.Equal(v, data[:bs]) {
-		t.Fatal("an evicted block's slot was reused under an open section")
-	}
+	require.Equal(t, data[:bs], v, "an evicted block's slot was reused under an open section")
 	held := c.slots.heldBytes()
 	exit()
 	waitFor(t, "the pending slots' reuse", func() bool { return c.slots.pendingBytes.Load() == 0 })
 	touchBlocks(t, c, 1, 256)
 	time.Sleep(5 * reclaimPause)
-	if got := c.slots.heldBytes(); got > held+slotsPerChunk*bs {
-		t.Errorf("slots grew from %d to %d bytes with no section open: freed slots were not reused", held, got)
-	}
+	assert.LessOrEqual(t, c.slots.heldBytes(), held+slotsPerChunk*bs,
+		"slots grew from %d bytes with no section open: freed slots were not reused", held)
 }
 
 // TestSlotsConcurrentChurn: TestMirrorConcurrentChurn with slots.
@@ -379,7 +336,7 @@ func TestSlotsConcurrentChurn(t *testing.T) {
 
 // countingMemory is a Memory that counts the reads made of it.
 type countingMemory struct {
-	*Memory
+	*partial.Memory
 	reads atomic.Int64
 }
 
@@ -394,42 +351,31 @@ func (m *countingMemory) ReadAt(p []byte, off int64) (int, error) {
 func TestCachedWarm(t *testing.T) {
 	const bs = 4096
 	data := pattern(600*bs + 100)
-	shared := NewCache(2 << 20) // below the file: heap blocks
+	shared := New(2 << 20) // below the file: heap blocks
 	for _, tc := range []struct {
 		name   string
 		cache  *Cache
 		budget int64
 	}{{"mirror", nil, 4 << 20}, {"slots", nil, 2 << 20}, {"heap", shared, 0}} {
-		inner := &countingMemory{Memory: NewMemory("mem", data)}
+		inner := &countingMemory{Memory: partial.NewMemory("mem", data)}
 		c, err := NewCachedAligned("mem", inner, tc.cache, tc.budget, bs, 58)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if got := [3]bool{c.mirror != nil, c.slots != nil, c.sec == nil}; tc.name == "mirror" && !got[0] || tc.name == "slots" && !got[1] || tc.name == "heap" && !got[2] {
-			t.Fatalf("%s: homes %v", tc.name, got)
-		}
+		require.NoError(t, err)
+		got := [3]bool{c.mirror != nil, c.slots != nil, c.sec == nil}
+		require.False(t, tc.name == "mirror" && !got[0] || tc.name == "slots" && !got[1] || tc.name == "heap" && !got[2],
+			"%s: homes %v", tc.name, got)
 		off, n := int64(3*bs+7), int64(200*bs) // 201 blocks, under every budget
-		if err := c.Warm(off, n); err != nil {
-			t.Fatal(err)
-		}
-		if r := inner.reads.Load(); r > 2 {
-			t.Errorf("%s: Warm of %d bytes made %d inner reads, want at most 2", tc.name, n, r)
-		}
+		require.NoError(t, c.Warm(off, n))
+		assert.LessOrEqual(t, inner.reads.Load(), int64(2), "%s: inner reads of a Warm of %d bytes", tc.name, n)
 		e := c.EnterRead()
 		for at := off; at < off+n; at += bs / 2 {
 			m := min(int64(100), off+n-at)
 			dst := make([]byte, m)
-			if !c.CopyCached(dst, at, nil) || !bytes.Equal(dst, data[at:at+m]) {
-				t.Fatalf("%s: bytes at %d not cached as the file's", tc.name, at)
-			}
+			require.True(t, c.CopyCached(dst, at, nil), "%s: bytes at %d not cached", tc.name, at)
+			require.Equal(t, data[at:at+m], dst, "%s: bytes at %d not cached as the file's", tc.name, at)
 		}
-		if c.CopyCached(make([]byte, 10), off+n+2*bs, nil) {
-			t.Errorf("%s: a block past the range was cached", tc.name)
-		}
+		assert.False(t, c.CopyCached(make([]byte, 10), off+n+2*bs, nil), "%s: a block past the range was cached", tc.name)
 		c.ExitRead(e)
-		if err := c.Warm(int64(len(data))-10, 20); err == nil {
-			t.Errorf("%s: Warm past the end succeeded", tc.name)
-		}
+		assert.Error(t, c.Warm(int64(len(data))-10, 20), "%s: Warm past the end succeeded", tc.name)
 		c.Close()
 	}
 }
@@ -438,8 +384,7 @@ func TestCachedWarm(t *testing.T) {
 func touchBlocks(t *testing.T, c *Cached, from, to int64) {
 	t.Helper()
 	for blk := from; blk < to; blk++ {
-		if _, err := c.ReadAt(make([]byte, 1), blk*c.BlockSize()); err != nil {
-			t.Fatal(err)
-		}
+		_, err := c.ReadAt(make([]byte, 1), blk*c.BlockSize())
+		require.NoError(t, err)
 	}
 }

@@ -1,4 +1,4 @@
-package partial
+package blockcache
 
 import (
 	"fmt"
@@ -9,6 +9,9 @@ import (
 	"unsafe"
 
 	"github.com/hashicorp/golang-lru/v2/simplelru"
+
+	"github.com/faiss-sidecar/faiss-sidecar/partial"
+	"github.com/faiss-sidecar/faiss-sidecar/partial/internal/backendkit"
 )
 
 // Cache is a sharded LRU block cache with a byte budget, shared by any
@@ -218,8 +221,8 @@ func (t *table) clear(blk int64, b *block) {
 	}
 }
 
-// NewCache makes a cache holding at most budget bytes of blocks.
-func NewCache(budget int64) *Cache {
+// New makes a cache holding at most budget bytes of blocks.
+func New(budget int64) *Cache {
 	const n = 16 // shard() takes the top 4 bits of a hash
 	c := &Cache{shards: make([]cacheShard, n), tables: map[uint64]*table{}}
 	for i := range c.shards {
@@ -386,13 +389,13 @@ func (c *Cache) forget(file uint64) {
 	c.tablesMu.Unlock()
 }
 
-// Cached puts a block cache in front of a Storage: reads are served in
+// Cached puts a block cache in front of a partial.Storage: reads are served in
 // blocks of blockSize bytes (the file's last block may be shorter), each
 // read from the inner Storage once while it stays cached. Where it can
 // (unix, blocks of whole pages) it keeps the blocks in a mirror of the
 // file's layout, so ViewBlock serves ranges across blocks without copying.
 type Cached struct {
-	inner    Storage
+	inner    partial.Storage
 	cache    *Cache
 	ownCache bool
 	file     uint64
@@ -436,7 +439,7 @@ func (g grid) count() int64 { return (g.size + g.pad + g.bs - 1) >> g.lg }
 // NewCached wraps inner with cache (a private one of budget bytes when cache
 // is nil). blockSize must be a power of two; 4096 when 0. Closing the
 // Cached closes inner and drops its blocks.
-func NewCached(name string, inner Storage, cache *Cache, budget int64, blockSize int) (*Cached, error) {
+func NewCached(name string, inner partial.Storage, cache *Cache, budget int64, blockSize int) (*Cached, error) {
 	return NewCachedAligned(name, inner, cache, budget, blockSize, 0)
 }
 
@@ -451,7 +454,7 @@ func NewCached(name string, inner Storage, cache *Cache, budget int64, blockSize
 // fault and an madvise per block (fashion-mnist with a cache of a third of
 // the file ran at 0.41× the heap blocks' speed), where heap blocks cost an
 // allocation.
-func NewCachedAligned(name string, inner Storage, cache *Cache, budget int64, blockSize int, align int64) (*Cached, error) {
+func NewCachedAligned(name string, inner partial.Storage, cache *Cache, budget int64, blockSize int, align int64) (*Cached, error) {
 	return newCached(name, inner, cache, budget, blockSize, align, false)
 }
 
@@ -459,23 +462,23 @@ func NewCachedAligned(name string, inner Storage, cache *Cache, budget int64, bl
 // block size a block cache accepts: a power of two ≥ 512.
 func CheckBlockSize(blockSize int) error {
 	if blockSize != 0 && (blockSize < 512 || blockSize&(blockSize-1) != 0) {
-		return fmt.Errorf("%w: block size %d is not a power of two ≥ 512", ErrBadOption, blockSize)
+		return fmt.Errorf("%w: block size %d is not a power of two ≥ 512", partial.ErrBadOption, blockSize)
 	}
 	return nil
 }
 
-// mirrorMinBudget is the smallest cache budget that gets a mirror for a
-// file of size bytes.
-func mirrorMinBudget(size int64) int64 { return size + size/8 }
+// MirrorBudget is the smallest cache budget that keeps a file of size
+// bytes in a mirror (where the platform allows), the only case in which an
+// align offset matters.
+func MirrorBudget(size int64) int64 { return size + size/8 }
 
-// Mirrors reports whether a block cache of budget bytes keeps a file of
-// size bytes in a mirror (where the platform allows), the only case in
-// which an align offset matters.
-func Mirrors(budget, size int64) bool { return budget >= mirrorMinBudget(size) }
+// mirrors reports whether a block cache of budget bytes keeps a file of
+// size bytes in a mirror.
+func mirrors(budget, size int64) bool { return budget >= MirrorBudget(size) }
 
 // newCached is NewCachedAligned; alwaysMirror keeps a mirror whatever the
 // budget (tests of eviction with a mirror).
-func newCached(name string, inner Storage, cache *Cache, budget int64, blockSize int, align int64, alwaysMirror bool) (*Cached, error) {
+func newCached(name string, inner partial.Storage, cache *Cache, budget int64, blockSize int, align int64, alwaysMirror bool) (*Cached, error) {
 	if blockSize == 0 {
 		blockSize = 4096
 	}
@@ -485,9 +488,9 @@ func newCached(name string, inner Storage, cache *Cache, budget int64, blockSize
 	c := &Cached{inner: inner, cache: cache, name: name,
 		g: grid{lg: uint(bits.TrailingZeros(uint(blockSize))), bs: int64(blockSize), size: inner.Size()}}
 	if cache == nil {
-		c.cache, c.ownCache = NewCache(budget), true
+		c.cache, c.ownCache = New(budget), true
 	}
-	if alwaysMirror || Mirrors(c.cache.Budget(), c.g.size) {
+	if alwaysMirror || mirrors(c.cache.Budget(), c.g.size) {
 		// 2 MiB pages only where they cannot cost memory beyond the budget:
 		// a private cache, which holds the whole file.
 		huge := c.ownCache && budget >= c.g.size
@@ -524,24 +527,24 @@ func (c *Cached) ReadAt(p []byte, off int64) (int, error) { return c.ReadAtTally
 //
 // Reads need no reference count: closing makes new reads fail, and a read in
 // flight either finishes or gets the inner backend's ErrClosed.
-func (c *Cached) ReadAtTally(p []byte, off int64, t *Tally) (int, error) {
+func (c *Cached) ReadAtTally(p []byte, off int64, t *partial.Tally) (int, error) {
 	return c.read(p, off, t, nil)
 }
 
 // read serves p from the cache; fresh lists blocks a batch loaded for this
 // read, which count as its misses.
-func (c *Cached) read(p []byte, off int64, t *Tally, fresh *[]int64) (int, error) {
+func (c *Cached) read(p []byte, off int64, t *partial.Tally, fresh *[]int64) (int, error) {
 	if c.sec != nil {
 		e := c.sec.enter()
 		defer c.sec.exit(e)
 	}
 	if c.closed.Load() {
-		return 0, closedErr(c.name)
+		return 0, backendkit.Closed(c.name)
 	}
 	st := &c.stripes[c.g.blk(off)&7]
 	st.requests.Add(1)
 	st.bytes.Add(int64(len(p)))
-	if err := rangeCheck(c.name, off, int64(len(p)), c.g.size); err != nil {
+	if err := backendkit.CheckRange(c.name, off, int64(len(p)), c.g.size); err != nil {
 		return 0, err
 	}
 	done := 0
@@ -558,7 +561,7 @@ func (c *Cached) read(p []byte, off int64, t *Tally, fresh *[]int64) (int, error
 	return done, nil
 }
 
-func (c *Cached) block(blk int64, t *Tally, fresh *[]int64) ([]byte, error) {
+func (c *Cached) block(blk int64, t *partial.Tally, fresh *[]int64) ([]byte, error) {
 	if p, ok := c.table.hit(blk); ok {
 		buf := c.blockBytes(p, blk)
 		// A block a batch has just loaded for this caller is its miss.
@@ -591,14 +594,14 @@ func (c *Cached) block(blk int64, t *Tally, fresh *[]int64) ([]byte, error) {
 }
 
 // count records one block lookup in the backend's stripe and in t.
-func (c *Cached) count(blk int64, hit bool, n int, t *Tally) {
+func (c *Cached) count(blk int64, hit bool, n int, t *partial.Tally) {
 	st := &c.stripes[blk&7]
 	if hit {
 		st.hits.Add(1)
 	} else {
 		st.misses.Add(1)
 	}
-	t.lookup(hit, int64(n))
+	t.CountLookup(hit, int64(n))
 }
 
 // claim removes blk from *fresh and reports whether it was there.
@@ -620,12 +623,12 @@ func claim(fresh *[]int64, blk int64) bool {
 // has cached are read first as one batch from the inner backend (on direct:
 // one io_uring submission, reads in parallel) and cached; each such block is
 // a miss of the first request that reads it, every other block a hit.
-func (c *Cached) ReadBatch(reqs []ReadReq) error {
+func (c *Cached) ReadBatch(reqs []partial.ReadReq) error {
 	if c.closed.Load() {
-		return closedErr(c.name)
+		return backendkit.Closed(c.name)
 	}
 	var fresh []int64
-	if br, ok := c.inner.(BatchReader); ok {
+	if br, ok := c.inner.(partial.BatchReader); ok {
 		var missing []int64
 		for _, q := range reqs {
 			if q.Off < 0 || len(q.Buf) == 0 || int64(len(q.Buf)) > c.g.size-q.Off {
@@ -639,10 +642,10 @@ func (c *Cached) ReadBatch(reqs []ReadReq) error {
 			}
 		}
 		if len(missing) > 1 {
-			inner := make([]ReadReq, len(missing))
+			inner := make([]partial.ReadReq, len(missing))
 			for i, blk := range missing {
 				start, _ := c.g.span(blk)
-				inner[i] = ReadReq{Off: start, Buf: make([]byte, c.g.bs)}
+				inner[i] = partial.ReadReq{Off: start, Buf: make([]byte, c.g.bs)}
 			}
 			br.ReadBatch(inner) // failed requests are read again one by one below
 			for _, q := range inner {
@@ -666,7 +669,7 @@ func (c *Cached) ReadBatch(reqs []ReadReq) error {
 // ViewBlock returns the cached bytes [off, off+n) without copying when every
 // block they span is cached (in one block only, without a mirror); see
 // BlockViewer. A nil t is a peek (e.g. to prefetch) and counts nothing.
-func (c *Cached) ViewBlock(off, n int64, t *Tally) ([]byte, bool) {
+func (c *Cached) ViewBlock(off, n int64, t *partial.Tally) ([]byte, bool) {
 	if n <= 0 || off < 0 || off+n > c.g.size || c.closed.Load() {
 		return nil, false
 	}
@@ -676,7 +679,7 @@ func (c *Cached) ViewBlock(off, n int64, t *Tally) ([]byte, bool) {
 			return nil, false
 		}
 		if t != nil {
-			countView(n, t)
+			t.CountView(n)
 		}
 		at := c.g.pad + off
 		return c.mirror.mem.B[at : at+n : at+n], true
@@ -686,7 +689,7 @@ func (c *Cached) ViewBlock(off, n int64, t *Tally) ([]byte, bool) {
 		return nil, false
 	}
 	if t != nil {
-		countView(n, t)
+		t.CountView(n)
 	}
 	return unsafe.Slice((*byte)(unsafe.Add(unsafe.Pointer(p), off&(c.g.bs-1))), n), true
 }
@@ -698,32 +701,24 @@ func (c *Cached) blockBytes(p *byte, blk int64) []byte {
 	return unsafe.Slice(p, end-start)
 }
 
-// countView counts a view (or a copy out of cached blocks) in t; Account
-// later adds it to the backend's statistics.
-func countView(n int64, t *Tally) {
-	t.CacheHits++
-	t.views++
-	t.viewBytes += n
-}
-
 // Account adds the views counted in t to the backend's statistics; see
 // BlockViewer.
-func (c *Cached) Account(t *Tally) {
-	if t.views == 0 {
+func (c *Cached) Account(t *partial.Tally) {
+	views, bytes := t.TakeViews()
+	if views == 0 {
 		return
 	}
-	st := &c.stripes[t.views&7]
-	st.requests.Add(t.views)
-	st.bytes.Add(t.viewBytes)
-	st.hits.Add(t.views)
-	t.views, t.viewBytes = 0, 0
+	st := &c.stripes[views&7]
+	st.requests.Add(views)
+	st.bytes.Add(bytes)
+	st.hits.Add(views)
 }
 
 // CopyCached copies [off, off+len(dst)) into dst when every block it
 // spans is cached (lock-free, like ViewBlock; for ranges that cross a
 // block boundary), counting the hits in t; false, with dst undefined, when
 // one is missing or the range is out of bounds. See BlockViewer.
-func (c *Cached) CopyCached(dst []byte, off int64, t *Tally) bool {
+func (c *Cached) CopyCached(dst []byte, off int64, t *partial.Tally) bool {
 	n := int64(len(dst))
 	if c.sec != nil {
 		e := c.sec.enter()
@@ -743,7 +738,7 @@ func (c *Cached) CopyCached(dst []byte, off int64, t *Tally) bool {
 		done += int64(copy(dst[done:], c.blockBytes(p, blk)[pos-start:]))
 	}
 	if t != nil {
-		countView(n, t)
+		t.CountView(n)
 	}
 	return true
 }
@@ -752,7 +747,7 @@ func (c *Cached) CopyCached(dst []byte, off int64, t *Tally) bool {
 // backend; a second Close returns ErrClosed.
 func (c *Cached) Close() error {
 	if c.closed.Swap(true) {
-		return closedErr(c.name)
+		return backendkit.Closed(c.name)
 	}
 	c.cache.forget(c.file)
 	err := c.inner.Close()
@@ -780,12 +775,12 @@ const fillRead = 1 << 20
 // the kernel's read-ahead off). The cache's budget applies as to any read.
 func (c *Cached) Warm(off, n int64) error {
 	if c.closed.Load() {
-		return closedErr(c.name)
+		return backendkit.Closed(c.name)
 	}
 	if n <= 0 {
 		return nil
 	}
-	if err := rangeCheck(c.name, off, n, c.g.size); err != nil {
+	if err := backendkit.CheckRange(c.name, off, n, c.g.size); err != nil {
 		return err
 	}
 	per := max(1, fillRead/c.g.bs) // blocks per inner read
@@ -830,8 +825,8 @@ func (c *Cached) ExitRead(token uint64) {
 
 // Stats merges the wrapper's requests and cache counters with the inner
 // backend's device reads; ResidentBytes is the cache's (shared) content.
-func (c *Cached) Stats() Stats {
-	var s Stats
+func (c *Cached) Stats() partial.Stats {
+	var s partial.Stats
 	for i := range c.stripes {
 		st := &c.stripes[i]
 		s.Requests += st.requests.Load()
@@ -839,7 +834,7 @@ func (c *Cached) Stats() Stats {
 		s.CacheHits += st.hits.Load()
 		s.CacheMisses += st.misses.Load()
 	}
-	if r, ok := c.inner.(StatsReporter); ok {
+	if r, ok := c.inner.(partial.StatsReporter); ok {
 		in := r.Stats()
 		s.ReadCalls, s.BytesRead = in.ReadCalls, in.BytesRead
 		s.ResidentBytes += in.ResidentBytes
@@ -855,8 +850,26 @@ func (c *Cached) Stats() Stats {
 	return s
 }
 
+// CheckFile forwards to the wrapped storage (nil when it is not a
+// partial.FileChecker).
+func (c *Cached) CheckFile() error {
+	if f, ok := c.inner.(partial.FileChecker); ok {
+		return f.CheckFile()
+	}
+	return nil
+}
+
+// CheckFD forwards to the wrapped storage (nil when it is not a
+// partial.FileChecker).
+func (c *Cached) CheckFD() error {
+	if f, ok := c.inner.(partial.FileChecker); ok {
+		return f.CheckFD()
+	}
+	return nil
+}
+
 // Inner is the wrapped Storage.
-func (c *Cached) Inner() Storage { return c.inner }
+func (c *Cached) Inner() partial.Storage { return c.inner }
 
 // Cache returns the block cache in use.
 func (c *Cached) Cache() *Cache { return c.cache }

@@ -1,0 +1,82 @@
+package blockcache
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/faiss-sidecar/faiss-sidecar/partial"
+)
+
+// TestCacheSecondChance: a block hit through the lock-free path (its ref
+// bit in the table) survives the next eviction in its shard once; an
+// unreferenced one leaves first.
+func TestCacheSecondChance(t *testing.T) {
+	const bs = 512
+	data := make([]byte, 1<<20)
+	for i := range data {
+		data[i] = byte(i * 31)
+	}
+	c, err := NewCached("mem", partial.NewMemory("mem", data), nil, 16*2*bs, bs) // two blocks per shard
+	require.NoError(t, err)
+	defer c.Close()
+	// Three blocks of one shard.
+	var same []int64
+	want := c.cache.shard(keyOf(c.file, 0))
+	for blk := int64(0); len(same) < 3; blk++ {
+		if c.cache.shard(keyOf(c.file, blk)) == want {
+			same = append(same, blk)
+		}
+	}
+	a, b, d := same[0], same[1], same[2]
+	buf := make([]byte, bs)
+	for _, blk := range []int64{a, b} {
+		_, err := c.ReadAt(buf, blk*bs)
+		require.NoError(t, err)
+	}
+	_, ok := c.ViewBlock(a*bs, bs, nil) // a: oldest, but referenced
+	require.True(t, ok, "block a not cached")
+	_, err = c.ReadAt(buf, d*bs) // evicts one of a, b
+	require.NoError(t, err)
+	_, ok = c.ViewBlock(a*bs, 1, nil)
+	assert.True(t, ok, "the referenced block was evicted")
+	_, ok = c.ViewBlock(b*bs, 1, nil)
+	assert.False(t, ok, "the unreferenced block stayed")
+	_, ok = c.ViewBlock(d*bs, 1, nil)
+	assert.True(t, ok, "the new block is not cached")
+}
+
+// TestCopyCached: a range across a block boundary is copied only when both
+// blocks are cached, byte for byte, and counted as a hit.
+func TestCopyCached(t *testing.T) {
+	const bs = 512
+	data := make([]byte, 8*bs+100)
+	for i := range data {
+		data[i] = byte(i*7 + 3)
+	}
+	c, err := NewCached("mem", partial.NewMemory("mem", data), nil, 1<<20, bs)
+	require.NoError(t, err)
+	defer c.Close()
+	dst := make([]byte, 300)
+	off := int64(3*bs - 100)
+	require.False(t, c.CopyCached(dst, off, nil), "CopyCached succeeded on an empty cache")
+	_, err = c.ReadAt(make([]byte, 1), off) // first block only
+	require.NoError(t, err)
+	require.False(t, c.CopyCached(dst, off, nil), "CopyCached succeeded with the second block missing")
+	_, err = c.ReadAt(make([]byte, 1), off+200)
+	require.NoError(t, err)
+	var tl partial.Tally
+	require.True(t, c.CopyCached(dst, off, &tl))
+	require.Equal(t, data[off:off+300], dst)
+	assert.Equal(t, int64(1), tl.CacheHits, "tally %+v, want one hit", tl)
+	tail := make([]byte, 100)
+	_, err = c.ReadAt(tail, 8*bs)
+	require.NoError(t, err)
+	if assert.True(t, c.CopyCached(tail, 8*bs, nil), "CopyCached of the short tail block") {
+		assert.Equal(t, data[8*bs:], tail, "CopyCached of the short tail block differs")
+	}
+	for _, bad := range []int64{-1, int64(len(data)) - 50} {
+		assert.False(t, c.CopyCached(make([]byte, 100), bad, nil), "CopyCached at %d succeeded", bad)
+	}
+}
