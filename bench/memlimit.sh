@@ -17,11 +17,21 @@ bin=$(realpath bench-data/faiss-sidecar)
 cg=/sys/fs/cgroup/memory/faiss-sidecar-bench-$$
 size=$(stat -c %s "$idx")
 trap 'rmdir "$cg" 2>/dev/null || true' EXIT
-printf "%-6s %-28s %9s %9s %9s %12s %7s %10s %10s %7s\n" limit backend QPS p50_us p99_us dev_B/query recall first_ms peak_MiB vc_hit%
+# The device's limit in the same run: fio 4 KiB random reads at queue depth
+# 64 on the index file itself (O_DIRECT, io_uring), 5 s. A query needing R
+# device reads cannot beat IOPS / R.
+command -v fio >/dev/null || apt-get install -y fio >/dev/null
+iops=$(fio --name=r --filename="$idx" --rw=randread --bs=4k --direct=1 --ioengine=io_uring --iodepth=64 \
+  --runtime=5 --time_based --readonly --output-format=json 2>/dev/null | /usr/bin/python3 -c "import json,sys;print(int(json.load(sys.stdin)['jobs'][0]['read']['iops']))")
+echo "fio 4 KiB random reads, queue depth 64, on $idx: $iops IOPS"
+printf "%-6s %-28s %9s %9s %9s %12s %7s %7s %10s %10s %7s\n" limit backend QPS p50_us p99_us dev_B/query R recall first_ms peak_MiB vc_hit%
 # FRACS: which fractions of the file to limit memory to; BACKENDS: which
 # configurations (mmap, pread, direct: block caches of 40% of the limit;
 # budget: the bounded-memory policy with --memory-budget of the limit less
-# max(1/10 of it, 8 MiB), or BUDGET_PCT % of it when set).
+# max(1/10 of it, 8 MiB), or BUDGET_PCT % of it when set; ondisk4x,
+# ondisk32x, ondisk: mode on_disk at that level (ondisk: auto) under the
+# same budget, its guide built beforehand into bench-data/guides, outside
+# the limit, as `quantize` or a first run would).
 for frac in ${FRACS:-2 3 10}; do
   limit=$((size / frac))
   cache=$((limit * 4 / 10))
@@ -35,6 +45,10 @@ for frac in ${FRACS:-2 3 10}; do
       mmap) cfg="mmap" ;;
       pread|direct) cfg="$name --cache-bytes $cache" ;;
       budget) cfg="direct --memory-budget $budget ${BUDGET_FLAGS:-}" ;;
+      ondisk*) level=${name#ondisk}; level=${level:-auto}
+        [ "$level" = auto ] || [ -f "bench-data/guides/$(basename "$idx").$level.guide" ] ||
+          "$bin" quantize "$idx" --compression "$level" --guide-dir bench-data/guides >/dev/null
+        cfg="direct --mode on_disk --compression $level --guide-dir bench-data/guides --memory-budget $budget" ;;
     esac
     "$bin" bench storage "$idx" --reads 1 --cold >/dev/null
     mkdir -p "$cg"
@@ -54,6 +68,7 @@ try:
     d=json.loads(raw)
 except Exception:
     print('%-6s %-28s failed: %s' % ('1/$frac', '$cfg'.split()[0], raw.strip()[:80])); sys.exit()
-print('%-6s %-28s %9.0f %9.0f %9.0f %12.0f %7.4f %10.2f %10.1f %7.1f' % ('1/$frac', '$cfg'.split()[0] + ('' if '$cfg'=='mmap' else (' budget=%dMiB' % ($budget>>20) if 'budget' in '$cfg' else ' cache=%dMiB' % ($cache>>20))), d['qps'], d['p50_us'], d['p99_us'], d['device_read_bytes_per_query'], d['recall'], (d['open_ms']*1000 + d['first_query_us'])/1000, $peak/2**20, d.get('vector_cache_hit_pct', 0)))"
+R = d.get('device_reads_per_query', 0) + d.get('rerank_reads_per_query', 0)
+print('%-6s %-28s %9.0f %9.0f %9.0f %12.0f %7.1f %7.4f %10.2f %10.1f %7.1f' % ('1/$frac', '$name' + ('' if '$cfg'=='mmap' else (' budget=%dMiB' % ($budget>>20) if 'budget' in '$cfg' or 'on_disk' in '$cfg' else ' cache=%dMiB' % ($cache>>20))), d['qps'], d['p50_us'], d['p99_us'], d['device_read_bytes_per_query'], R, d['recall'], (d['open_ms']*1000 + d['first_query_us'])/1000, $peak/2**20, d.get('vector_cache_hit_pct', 0)))"
   done
 done

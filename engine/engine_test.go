@@ -461,7 +461,7 @@ func TestSearchBatchFAISS(t *testing.T) {
 	}
 	assert.Positive(t, checked)
 	// One query with its own float query, as the CLI passes --rerank-queries.
-	rows, _, err := x.SearchFAISS(hnswsearch.Query{Vector: qs[0].Vector}, qs[0].Vector, engine.FAISSRequest{K: 5, Filter: []int64{3, 7}}, nil)
+	rows, _, err := x.SearchFAISS(hnswsearch.Query{Vector: qs[0].Vector}, qs[0].Vector, engine.FAISSRequest{K: 5, Filter: []int64{3, 7}}, nil, nil)
 	require.NoError(t, err)
 	require.Len(t, rows, 5)
 	assert.ElementsMatch(t, []int64{3, 7}, []int64{rows[0].ID, rows[1].ID})
@@ -474,11 +474,11 @@ func TestSearchBatchFAISS(t *testing.T) {
 func TestSearchFAISSBinaryRerankNeedsFloats(t *testing.T) {
 	x := openBinaryWithRerank(t)
 	code := make([]byte, x.Dim())
-	_, _, err := x.SearchFAISS(hnswsearch.Query{Code: code}, nil, engine.FAISSRequest{K: 3}, nil)
+	_, _, err := x.SearchFAISS(hnswsearch.Query{Code: code}, nil, engine.FAISSRequest{K: 3}, nil, nil)
 	require.ErrorIs(t, err, engine.ErrBadRequest)
 	assert.Contains(t, err.Error(), "needs float queries")
 	allow := []int64{1, 2, 3, 40}
-	rows, _, err := x.SearchFAISS(hnswsearch.Query{Code: code}, []float32{2, 2, 2, 2}, engine.FAISSRequest{K: 5, Filter: allow}, nil)
+	rows, _, err := x.SearchFAISS(hnswsearch.Query{Code: code}, []float32{2, 2, 2, 2}, engine.FAISSRequest{K: 5, Filter: allow}, nil, nil)
 	require.NoError(t, err)
 	require.Len(t, rows, 5)
 	assert.Equal(t, int64(2), rows[0].ID)

@@ -104,7 +104,7 @@ func (p *Plan) planOnDisk(workers int) error {
 	}
 	spec.Compression = p.level.String()
 	if spec.Rerank == nil {
-		spec.Rerank = &RerankSpec{Strategy: DefaultRerankStrategy}
+		spec.Rerank = &RerankSpec{Strategy: onDiskRerankStrategy(spec.MemoryBudget)}
 	}
 	if spec.Rerank.Path == "" { // the index file's own vectors
 		spec.Rerank.Path, spec.Rerank.Label = spec.Path, spec.Label
@@ -118,6 +118,18 @@ func (p *Plan) planOnDisk(workers int) error {
 		p.need = pf.ResidentBytes() + p.cacheBytes + p.guide
 	}
 	return nil
+}
+
+// onDiskRerankStrategy is how on_disk reads the vectors it reranks when
+// the spec names no rerank source: under a memory budget with direct I/O
+// (the page cache is not the index's to use); without one through the
+// page cache, where a warm index's vectors already are (direct I/O would
+// read the device for every shortlist).
+func onDiskRerankStrategy(budget int64) string {
+	if budget > 0 {
+		return DefaultRerankStrategy
+	}
+	return "mmap-willneed"
 }
 
 // GuidePath is where an on_disk index's guide lives: dir (the index's own

@@ -315,8 +315,9 @@ type FAISSRequest struct {
 // external ids: the search's own (−1 fills), or, on an index with rerank
 // vectors, its shortlist rescored with rq and filled as FAISS fills
 // (FillFAISS). rq is the float query that rescores: nil takes q.Vector; a
-// binary index's rescoring needs it. dst is reused.
-func (x *Index) SearchFAISS(q hnswsearch.Query, rq []float32, r FAISSRequest, dst []hnswsearch.Result) ([]hnswsearch.Result, hnswsearch.Stats, error) {
+// binary index's rescoring needs it. dst is reused; fs, when not nil,
+// receives the rescoring's reads.
+func (x *Index) SearchFAISS(q hnswsearch.Query, rq []float32, r FAISSRequest, dst []hnswsearch.Result, fs *rerank.FetchStats) ([]hnswsearch.Result, hnswsearch.Stats, error) {
 	p := hnswsearch.Params{K: r.K, EfSearch: r.EfSearch, Filter: r.Filter}
 	if x.rer != nil {
 		if rq == nil {
@@ -331,7 +332,7 @@ func (x *Index) SearchFAISS(q hnswsearch.Query, rq []float32, r FAISSRequest, ds
 	if err != nil || x.rer == nil {
 		return res, st, err
 	}
-	if res, err = x.Rescore(rq, res, r.K, nil, nil); err != nil {
+	if res, err = x.Rescore(rq, res, r.K, nil, fs); err != nil {
 		return nil, st, err
 	}
 	return x.FillFAISS(res, r.K), st, nil
@@ -347,7 +348,7 @@ func (x *Index) SearchBatchFAISS(qs []hnswsearch.Query, rqs [][]float32, r FAISS
 			rq = rqs[i]
 		}
 		o := &out[i]
-		o.Hits, o.Stats, o.Err = x.SearchFAISS(qs[i], rq, r, nil)
+		o.Hits, o.Stats, o.Err = x.SearchFAISS(qs[i], rq, r, nil, nil)
 	})
 	return out
 }

@@ -19,6 +19,7 @@ import (
 	"github.com/faiss-sidecar/faiss-sidecar/internal/distance"
 	"github.com/faiss-sidecar/faiss-sidecar/internal/vecio"
 	"github.com/faiss-sidecar/faiss-sidecar/partial"
+	"github.com/faiss-sidecar/faiss-sidecar/rerank"
 )
 
 func runBench(args []string, stdout, stderr io.Writer) error {
@@ -58,19 +59,26 @@ type searchBenchResult struct {
 	HitsPerQuery   float64  `json:"cache_hits_per_query"`
 	MissPerQuery   float64  `json:"cache_misses_per_query"`
 	DevBytesPerQ   float64  `json:"device_bytes_per_query"`
-	PinnedPerQ     float64  `json:"pinned_bytes_per_query"`       // neighbor lists served from pinned memory
-	VecCachePerQ   float64  `json:"vector_cache_bytes_per_query"` // vectors served by the vector cache
-	VecCacheHitPct float64  `json:"vector_cache_hit_pct"`         // share of vector fetches it served
-	VectorCache    any      `json:"vector_cache,omitempty"`
-	BatchesPerQ    float64  `json:"batches_per_query"`    // batched reads (round trips) per query
-	ReadAheadPerQ  float64  `json:"read_ahead_per_query"` // vectors read ahead into the vector cache
-	ExpandedPerQ   float64  `json:"expanded_per_query"`   // level-0 nodes expanded
-	OpenMs         float64  `json:"open_ms"`
-	FirstQueryUs   float64  `json:"first_query_us"`
-	DevicePerQuery float64  `json:"device_read_bytes_per_query"`
-	PeakRSS        int64    `json:"peak_rss_bytes"`
-	ResidentBytes  int64    `json:"resident_bytes"`
-	StorageStats   any      `json:"storage_stats,omitempty"`
+	// DevReadsPerQ: the search's reads that reached the device (backends
+	// that account them); RerankReadsPerQ: the rerank's read requests
+	// (after coalescing) and their bytes. Their sum is R, the round of
+	// device reads a cold query waits on.
+	DevReadsPerQ    float64 `json:"device_reads_per_query"`
+	RerankReadsPerQ float64 `json:"rerank_reads_per_query,omitempty"`
+	RerankBytesPerQ float64 `json:"rerank_bytes_per_query,omitempty"`
+	PinnedPerQ      float64 `json:"pinned_bytes_per_query"`       // neighbor lists served from pinned memory
+	VecCachePerQ    float64 `json:"vector_cache_bytes_per_query"` // vectors served by the vector cache
+	VecCacheHitPct  float64 `json:"vector_cache_hit_pct"`         // share of vector fetches it served
+	VectorCache     any     `json:"vector_cache,omitempty"`
+	BatchesPerQ     float64 `json:"batches_per_query"`    // batched reads (round trips) per query
+	ReadAheadPerQ   float64 `json:"read_ahead_per_query"` // vectors read ahead into the vector cache
+	ExpandedPerQ    float64 `json:"expanded_per_query"`   // level-0 nodes expanded
+	OpenMs          float64 `json:"open_ms"`
+	FirstQueryUs    float64 `json:"first_query_us"`
+	DevicePerQuery  float64 `json:"device_read_bytes_per_query"`
+	PeakRSS         int64   `json:"peak_rss_bytes"`
+	ResidentBytes   int64   `json:"resident_bytes"`
+	StorageStats    any     `json:"storage_stats,omitempty"`
 }
 
 // peakRSS is the process's peak resident set (VmHWM), 0 where unknown.
@@ -139,12 +147,12 @@ func runBenchSearch(args []string, stdout io.Writer) error {
 		}
 	}
 	// one query, rescored when the index has rerank vectors: what both passes time.
-	search := func(i int64, dst []hnswsearch.Result) ([]hnswsearch.Result, hnswsearch.Stats, error) {
+	search := func(i int64, dst []hnswsearch.Result, fs *rerank.FetchStats) ([]hnswsearch.Result, hnswsearch.Stats, error) {
 		var rq []float32
 		if fq != nil {
 			rq = fq[i]
 		}
-		return l.x.SearchFAISS(qs[i], rq, req, dst)
+		return l.x.SearchFAISS(qs[i], rq, req, dst, fs)
 	}
 	// Warm-up pass (also the results recall is computed from).
 	first := make([]hnswsearch.BatchResult, len(qs))
@@ -152,7 +160,7 @@ func runBenchSearch(args []string, stdout io.Writer) error {
 	for i := range qs {
 		r := &first[i]
 		t0 := time.Now()
-		if r.Hits, r.Stats, r.Err = search(int64(i), nil); r.Err != nil {
+		if r.Hits, r.Stats, r.Err = search(int64(i), nil, nil); r.Err != nil {
 			return fmt.Errorf("query %d: %w", i, r.Err)
 		}
 		if i == 0 {
@@ -214,6 +222,7 @@ func runBenchSearch(args []string, stdout io.Writer) error {
 		bytesRd  int64
 		readsN   int64
 		io       partial.Tally
+		fetch    rerank.FetchStats
 		searches int64
 		pinned   int64
 		vcBytes  int64
@@ -234,6 +243,7 @@ func runBenchSearch(args []string, stdout io.Writer) error {
 			var my []time.Duration
 			var nd, br, rd, pin, vcb, vch, bat, ahd, exp int64
 			var myIO partial.Tally
+			var myFetch rerank.FetchStats
 			dst := make([]hnswsearch.Result, 0, *k)
 			for {
 				i := next.Add(1) - 1
@@ -243,7 +253,7 @@ func runBenchSearch(args []string, stdout io.Writer) error {
 				t0 := time.Now()
 				var st hnswsearch.Stats
 				var err error
-				dst, st, err = search(i%total, dst)
+				dst, st, err = search(i%total, dst, &myFetch)
 				my = append(my, time.Since(t0))
 				if err != nil {
 					mu.Lock()
@@ -257,6 +267,7 @@ func runBenchSearch(args []string, stdout io.Writer) error {
 				myIO.CacheHits += st.IO.CacheHits
 				myIO.CacheMisses += st.IO.CacheMisses
 				myIO.DeviceBytes += st.IO.DeviceBytes
+				myIO.DeviceReads += st.IO.DeviceReads
 				pin += st.BytesPinned
 				vcb += st.BytesVectorCache
 				vch += st.VectorCacheHits
@@ -272,6 +283,10 @@ func runBenchSearch(args []string, stdout io.Writer) error {
 			io.CacheHits += myIO.CacheHits
 			io.CacheMisses += myIO.CacheMisses
 			io.DeviceBytes += myIO.DeviceBytes
+			io.DeviceReads += myIO.DeviceReads
+			fetch.Vectors += myFetch.Vectors
+			fetch.Reads += myFetch.Reads
+			fetch.BytesRead += myFetch.BytesRead
 			pinned += pin
 			vcBytes += vcb
 			vcHits += vch
@@ -303,6 +318,11 @@ func runBenchSearch(args []string, stdout io.Writer) error {
 	res.HitsPerQuery = float64(io.CacheHits) / float64(searches)
 	res.MissPerQuery = float64(io.CacheMisses) / float64(searches)
 	res.DevBytesPerQ = float64(io.DeviceBytes) / float64(searches)
+	res.DevReadsPerQ = float64(io.DeviceReads) / float64(searches)
+	if rescore {
+		res.RerankReadsPerQ = float64(fetch.Reads) / float64(searches)
+		res.RerankBytesPerQ = float64(fetch.BytesRead) / float64(searches)
+	}
 	res.PinnedPerQ = float64(pinned) / float64(searches)
 	res.VecCachePerQ = float64(vcBytes) / float64(searches)
 	res.BatchesPerQ = float64(batches) / float64(searches)
