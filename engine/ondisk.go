@@ -122,14 +122,15 @@ func (p *Plan) planOnDisk(workers int) error {
 
 // onDiskRerankStrategy is how on_disk reads the vectors it reranks when
 // the spec names no rerank source: under a memory budget with direct I/O
-// (the page cache is not the index's to use); without one through the
-// page cache, where a warm index's vectors already are (direct I/O would
-// read the device for every shortlist).
+// (the page cache is not the index's to use); without one in place from a
+// mapping, where a warm index's vectors already are (direct I/O would read
+// the device for every shortlist, MADV_WILLNEED cost a system call per
+// vector).
 func onDiskRerankStrategy(budget int64) string {
 	if budget > 0 {
 		return DefaultRerankStrategy
 	}
-	return "mmap-willneed"
+	return "mmap"
 }
 
 // GuidePath is where an on_disk index's guide lives: dir (the index's own

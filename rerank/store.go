@@ -14,7 +14,7 @@ import (
 )
 
 // Strategies names the read strategies.
-var Strategies = []string{"direct", "mmap-willneed", "pread"}
+var Strategies = []string{"direct", "mmap-willneed", "mmap", "pread"}
 
 // Store reads full-precision vectors by label with one strategy:
 //
@@ -23,6 +23,9 @@ var Strategies = []string{"direct", "mmap-willneed", "pread"}
 //     (its own kernel-side queue, independent of search concurrency);
 //   - mmap-willneed: a MADV_RANDOM mapping; MADV_WILLNEED over every page of
 //     the shortlist first, so the kernel reads them in parallel, then copies;
+//   - mmap: the same mapping read in place without the advice: for vectors
+//     in the page cache (a warm index), where a system call per vector is
+//     the cost (a cold one faults its pages in one at a time);
 //   - pread: one buffered read per vector, in shortlist order (the baseline).
 //
 // A Store is safe for concurrent use.
@@ -75,7 +78,7 @@ func OpenParallel(path, strategy string, parallel int) (*Store, error) {
 	switch strategy {
 	case "direct":
 		s.direct, err = partial.OpenDirect(path, parallel)
-	case "mmap-willneed":
+	case "mmap-willneed", "mmap":
 		s.mm, err = partial.OpenMmap(path)
 	case "pread":
 		s.file, err = partial.OpenFile(path)
@@ -144,7 +147,7 @@ func (s *Store) view(labels []int32, st *FetchStats, use func(i int, b []byte)) 
 	switch s.strategy {
 	case "direct":
 		err = s.viewDirect(labels, st, use)
-	case "mmap-willneed":
+	case "mmap-willneed", "mmap":
 		err = s.viewMmapGuarded(labels, st, use)
 	default:
 		err = s.viewPread(labels, st, use)
@@ -210,6 +213,9 @@ func (s *Store) viewPread(labels []int32, st *FetchStats, use func(int, []byte))
 func (s *Store) viewMmap(labels []int32, st *FetchStats, use func(int, []byte)) error {
 	n := int64(4 * s.Dim)
 	for _, l := range labels {
+		if s.strategy == "mmap" {
+			break
+		}
 		if err := s.mm.WillNeed(s.Base+int64(l)*s.Stride, n); err != nil {
 			return fmt.Errorf("rerank: %s: madvise: %w", s.Path, err)
 		}

@@ -13,6 +13,7 @@ import (
 	"testing"
 
 	"github.com/faiss-sidecar/faiss-sidecar/internal/testfixtures"
+	"github.com/faiss-sidecar/faiss-sidecar/rerank"
 )
 
 type searchFixture = testfixtures.Search
@@ -205,7 +206,7 @@ func TestSearchRerank(t *testing.T) {
 	if code, _, errOut := runCLI("export-vectors", idx, vec); code != 0 {
 		t.Fatalf("export-vectors: %s", errOut)
 	}
-	for _, strat := range []string{"direct", "mmap-willneed", "pread"} {
+	for _, strat := range rerank.Strategies {
 		out := filepath.Join(t.TempDir(), "out.jsonl")
 		code, _, errOut := runCLI("search", idx, "--queries", writeQueries(t, f), "--k", "10", "--rerank-vectors", vec,
 			"--rerank-strategy", strat, "--oversample", "10", "--out", out)
