@@ -152,15 +152,25 @@ func (s *scratch) advance() {
 // Search returns the k nearest neighbors of q (len Dim()) appended to dst,
 // in FAISS's order. Binary indexes take SearchBinary.
 func (x *Index) Search(q []float32, p Params, dst []Result) ([]Result, Stats, error) {
+	s, err := x.floatQuery(q)
+	if err != nil {
+		return dst, Stats{}, err
+	}
+	return x.guarded(s, p, dst)
+}
+
+// floatQuery checks a float query and returns a scratch from the pool
+// holding it (and the guide's and the integer query's forms of it).
+func (x *Index) floatQuery(q []float32) (*scratch, error) {
 	if x.binary {
-		return dst, Stats{}, fmt.Errorf("%w: index is binary: use a binary (byte) query", ErrBadQuery)
+		return nil, fmt.Errorf("%w: index is binary: use a binary (byte) query", ErrBadQuery)
 	}
 	if len(q) != x.d {
-		return dst, Stats{}, fmt.Errorf("%w: query has %d components, index dimension is %d", ErrBadQuery, len(q), x.d)
+		return nil, fmt.Errorf("%w: query has %d components, index dimension is %d", ErrBadQuery, len(q), x.d)
 	}
 	for j, v := range q {
 		if math.IsNaN(float64(v)) || math.IsInf(float64(v), 0) {
-			return dst, Stats{}, fmt.Errorf("%w: query component %d is %v", ErrBadQuery, j, v)
+			return nil, fmt.Errorf("%w: query component %d is %v", ErrBadQuery, j, v)
 		}
 	}
 	s := x.scratch.Get().(*scratch)
@@ -168,26 +178,35 @@ func (x *Index) Search(q []float32, p Params, dst []Result) ([]Result, Stats, er
 	if s.gq != nil {
 		if err := s.gq.Reset(q); err != nil {
 			x.scratch.Put(s)
-			return dst, Stats{}, fmt.Errorf("%w: %v", ErrBadQuery, err)
+			return nil, fmt.Errorf("%w: %v", ErrBadQuery, err)
 		}
 	}
 	if x.kind == sqIntL2 || x.kind == sqIntIP {
 		distance.QueryBytes(s.qb[:x.d], q)
 	}
-	return x.guarded(s, p, dst)
+	return s, nil
 }
 
 // SearchBinary is Search for binary indexes: q is a code of Dim() bytes.
 func (x *Index) SearchBinary(q []byte, p Params, dst []Result) ([]Result, Stats, error) {
+	s, err := x.binaryQuery(q)
+	if err != nil {
+		return dst, Stats{}, err
+	}
+	return x.guarded(s, p, dst)
+}
+
+// binaryQuery checks a binary query and returns a scratch holding it.
+func (x *Index) binaryQuery(q []byte) (*scratch, error) {
 	if !x.binary {
-		return dst, Stats{}, fmt.Errorf("%w: index holds float vectors: use a float query", ErrBadQuery)
+		return nil, fmt.Errorf("%w: index holds float vectors: use a float query", ErrBadQuery)
 	}
 	if len(q) != x.codeSize {
-		return dst, Stats{}, fmt.Errorf("%w: binary query has %d bytes, index codes have %d (%d bits)", ErrBadQuery, len(q), x.codeSize, x.d)
+		return nil, fmt.Errorf("%w: binary query has %d bytes, index codes have %d (%d bits)", ErrBadQuery, len(q), x.codeSize, x.d)
 	}
 	s := x.scratch.Get().(*scratch)
 	copy(s.qb, q)
-	return x.guarded(s, p, dst)
+	return s, nil
 }
 
 // Validate checks p's sizes against MaxK and MaxEfSearch. Callers that
@@ -263,6 +282,9 @@ func (x *Index) searchGraph(s *scratch, p Params) error {
 	efStop := efObj
 	if p.EfSearch > 0 {
 		efStop = p.EfSearch
+	}
+	if x.baseLevel > 0 { // CAGRA with base_level_only (cagra.go)
+		return x.searchBaseLevel(s, p)
 	}
 	if !modern && h.UpperBeam != 1 {
 		return x.beamSearch(s, p.K)
