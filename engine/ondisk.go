@@ -104,7 +104,10 @@ func (p *Plan) planOnDisk(workers int) error {
 	}
 	spec.Compression = p.level.String()
 	if spec.Rerank == nil {
-		spec.Rerank = &RerankSpec{Strategy: onDiskRerankStrategy(spec.MemoryBudget)}
+		spec.Rerank = &RerankSpec{}
+	}
+	if spec.Rerank.Strategy == "" {
+		spec.Rerank.Strategy = onDiskRerankStrategy(spec.MemoryBudget)
 	}
 	if spec.Rerank.Path == "" { // the index file's own vectors
 		spec.Rerank.Path, spec.Rerank.Label = spec.Path, spec.Label

@@ -188,10 +188,17 @@ func TestOnDiskAutoFitsBudget(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, "4x", p.Spec().Compression, "no budget: the finest")
 	assert.InDelta(t, quant.DefaultOversample(quant.Level4x, 64), p.Spec().Rerank.Oversample, 0)
+	assert.Equal(t, "mmap", p.Spec().Rerank.Strategy, "no budget: the rerank reads through the page cache")
+	assert.Equal(t, fixture("hnsw_flat_large.faiss"), p.Spec().Rerank.Path, "from the index file itself")
 	roomy, err := engine.Prepare(engine.Spec{Path: fixture("hnsw_flat_large.faiss"), Mode: engine.ModeOnDisk, MemoryBudget: 64 << 20})
 	require.NoError(t, err)
 	assert.Equal(t, "4x", roomy.Spec().Compression)
 	assert.Equal(t, int64(64<<20), roomy.NeedBytes())
+	assert.Equal(t, "direct", roomy.Spec().Rerank.Strategy, "under a budget: direct I/O")
+	os7, err := engine.Prepare(engine.Spec{Path: fixture("hnsw_flat_large.faiss"), Mode: engine.ModeOnDisk, Rerank: &engine.RerankSpec{Oversample: 7}})
+	require.NoError(t, err)
+	assert.Equal(t, engine.RerankSpec{Path: fixture("hnsw_flat_large.faiss"), Label: fixture("hnsw_flat_large.faiss"), Strategy: "mmap", Oversample: 7},
+		*os7.Spec().Rerank, "an oversample alone keeps the other defaults")
 	// Find a budget between the two guides' needs: the 4x plan's heap
 	// share plus the 32x guide, plus a little.
 	var tight *engine.Plan

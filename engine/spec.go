@@ -362,14 +362,14 @@ func checkStatic(spec *Spec) error {
 		return fieldErr("space_type", "unknown {space_type} %q (known: l2, innerproduct, cosinesimil, hamming)", spec.SpaceType)
 	}
 	if rs := spec.Rerank; rs != nil {
-		if rs.Strategy == "" {
+		if rs.Strategy == "" && spec.Mode != ModeOnDisk { // on_disk's default depends on its budget (planOnDisk)
 			rs.Strategy = DefaultRerankStrategy
 		}
 		if rs.Label == "" {
 			rs.Label = rs.Path
 		}
 		switch {
-		case !slices.Contains(rerank.Strategies, rs.Strategy):
+		case rs.Strategy != "" && !slices.Contains(rerank.Strategies, rs.Strategy):
 			return fieldErr("rerank.strategy", "unknown {rerank.strategy} %q (known: %s)", rs.Strategy, strings.Join(rerank.Strategies, ", "))
 		case rs.Oversample < 0:
 			return fieldErr("rerank.oversample_factor", "{rerank.oversample_factor} %g is negative", rs.Oversample)
