@@ -44,6 +44,11 @@ type Request struct {
 	// Rescore, when nil, rescores on an index with rerank vectors at its
 	// own oversampling; see Rescore.
 	Rescore *Rescore
+	// MaxDistance or MinScore, when one is set, make the query radial
+	// (radial.go): every hit within the distance, or scoring at least the
+	// score, up to MaxResults (0: DefaultMaxRadialResults); K is ignored.
+	MaxDistance, MinScore *float64
+	MaxResults            int
 }
 
 // Rescore overrides an index's rescoring for one request: Oversample > 0
@@ -59,14 +64,18 @@ type QueryPlan struct {
 	k       int               // hits returned
 	rescore bool
 	work    int64
+	radial  *radialPlan // a radial query's plan, else nil
 }
 
 // Work is what one query of the plan may hold: max(k or shortlist,
 // ef_search), the figure request limits multiply by the query count.
 func (qp *QueryPlan) Work() int64 { return qp.work }
 
-// K is the number of hits a query returns at most.
+// K is the number of hits a query returns at most (a radial query's cap).
 func (qp *QueryPlan) K() int { return qp.k }
+
+// Radial reports whether the plan's queries are radial.
+func (qp *QueryPlan) Radial() bool { return qp.radial != nil }
 
 // SetDeadline ends queries still running at t with hnswsearch.ErrDeadline.
 func (qp *QueryPlan) SetDeadline(t time.Time) { qp.p.Deadline = t }
@@ -74,6 +83,12 @@ func (qp *QueryPlan) SetDeadline(t time.Time) { qp.p.Deadline = t }
 // Plan checks r against x before anything is sized by it.
 func (x *Index) Plan(r Request) (QueryPlan, error) {
 	var qp QueryPlan
+	if r.isRadial() {
+		if err := CheckQuery(1, r.EfSearch, r.EfSearchSet, r.MaxEfSearch); err != nil {
+			return qp, err
+		}
+		return qp, x.planRadial(r, &qp)
+	}
 	if err := CheckQuery(r.K, r.EfSearch, r.EfSearchSet, r.MaxEfSearch); err != nil {
 		return qp, err
 	}
@@ -132,6 +147,8 @@ type Profile struct {
 	hnswsearch.Stats
 	Rerank *rerank.FetchStats `json:"rerank,omitempty"`
 	Micros float64            `json:"search_us"`
+	// Truncated: a radial query's cap cut its hits.
+	Truncated bool `json:"truncated,omitempty"`
 }
 
 // Scratch is one query's buffers, reused across queries by one goroutine
@@ -205,6 +222,9 @@ func (x *Index) Query(qp *QueryPlan, vec []float64, sc *Scratch) ([]Hit, Profile
 		}
 	}
 	t0 := time.Now()
+	if qp.radial != nil {
+		return x.queryRadial(qp, hnswsearch.Query{Vector: q, Code: qb}, sc, t0)
+	}
 	res := grow(sc.res, qp.p.K)[:0] // the search appends no more
 	defer func() { sc.res = res[:0] }()
 	var err error
