@@ -1,6 +1,3 @@
-// Package vecio reads the vector files benchmarks and tools exchange:
-// .fvecs, .bvecs and .ivecs (each row: int32 dimension, then the values)
-// and NumPy .npy arrays (C order; float32, uint8, int32, int64).
 package vecio
 
 import (

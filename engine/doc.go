@@ -1,0 +1,10 @@
+// Package engine is the one load pipeline and the one query pipeline both
+// front ends (cmd/faiss-sidecar and httpapi) serve an index through: a Spec
+// is checked and planned (Prepare: backend, probe, memory budget, what the
+// load will hold) without committing memory, then opened (Plan.Open:
+// storage, parse, search index, rerank vectors, space type); an Index
+// answers queries (Plan, Query, Rescore), warms, reports and checks its
+// files. The front ends translate flags and JSON into these and back; every
+// default and limit of loading and querying lives here or in the package
+// it names.
+package engine

@@ -1,0 +1,3 @@
+// Package par runs independent loop iterations on a bounded number of
+// goroutines.
+package par
