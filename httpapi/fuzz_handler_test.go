@@ -62,6 +62,10 @@ func FuzzHandler(f *testing.F) {
 		{2, 4, "f", ``},
 		{0, 7, "", ``},
 		{2, 1, "f", `{"vector":` + q + `,"filter":{"ids":[1,2,3]},"rescore":{"oversample_factor":2}}`},
+		{2, 1, "f", `{"vector":` + q + `,"max_distance":4.5,"filter":{"ids":[1,2,3]}}`},
+		{2, 1, "f", `{"vector":` + q + `,"min_score":0.2,"method_parameters":{"ef_search":64}}`},
+		{2, 1, "f", `{"vector":` + q + `,"k":3,"min_score":-1e39,"max_distance":null}`},
+		{2, 2, "f", `{"vectors":[` + q + `,` + q + `],"max_distance":1e38}`},
 	}
 	for _, sd := range seeds {
 		f.Add(sd.m, sd.p, sd.name, []byte(sd.body))

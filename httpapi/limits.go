@@ -23,6 +23,11 @@ type Limits struct {
 	// MaxEfSearch bounds method_parameters.ef_search and an index's
 	// ef_search (default 100000; hnswsearch.MaxEfSearch at most).
 	MaxEfSearch int `json:"max_ef_search"`
+	// MaxRadialResults caps a radial query's hits (max_distance or
+	// min_score), as OpenSearch's index.knn.max_radial_search_results
+	// does (default engine.DefaultMaxRadialResults; at most
+	// hnswsearch.MaxRangeResults); it counts as k in MaxRequestWork.
+	MaxRadialResults int `json:"max_radial_results"`
 	// MaxMsearchVectors bounds the vectors of one _msearch (default 1000).
 	MaxMsearchVectors int `json:"max_msearch_vectors"`
 	// MaxRequestWork bounds the sum, over a request's queries, of
@@ -57,7 +62,7 @@ func (l Limits) Check() error {
 	for _, f := range []struct {
 		name string
 		v    int64
-	}{{"max_ef_search", int64(l.MaxEfSearch)}, {"max_msearch_vectors", int64(l.MaxMsearchVectors)},
+	}{{"max_ef_search", int64(l.MaxEfSearch)}, {"max_radial_results", int64(l.MaxRadialResults)}, {"max_msearch_vectors", int64(l.MaxMsearchVectors)},
 		{"max_request_work", l.MaxRequestWork}, {"max_concurrent_searches", int64(l.MaxConcurrentSearches)},
 		{"max_work_in_flight", l.MaxWorkInFlight}, {"max_bodies_in_flight", l.MaxBodiesInFlight},
 		{"max_queued_searches", int64(l.MaxQueuedSearches)}, {"max_verify_queries", int64(l.MaxVerifyQueries)},
@@ -69,6 +74,9 @@ func (l Limits) Check() error {
 	if l.MaxEfSearch > hnswsearch.MaxEfSearch {
 		return fmt.Errorf("max_ef_search %d is above %d", l.MaxEfSearch, hnswsearch.MaxEfSearch)
 	}
+	if l.MaxRadialResults > hnswsearch.MaxRangeResults {
+		return fmt.Errorf("max_radial_results %d is above %d", l.MaxRadialResults, hnswsearch.MaxRangeResults)
+	}
 	return nil
 }
 
@@ -78,6 +86,9 @@ const DefaultK = engine.DefaultK
 func (l Limits) withDefaults() Limits {
 	if l.MaxEfSearch <= 0 || l.MaxEfSearch > hnswsearch.MaxEfSearch {
 		l.MaxEfSearch = min(100000, hnswsearch.MaxEfSearch)
+	}
+	if l.MaxRadialResults <= 0 || l.MaxRadialResults > hnswsearch.MaxRangeResults {
+		l.MaxRadialResults = engine.DefaultMaxRadialResults
 	}
 	if l.MaxMsearchVectors <= 0 {
 		l.MaxMsearchVectors = 1000

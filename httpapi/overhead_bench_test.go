@@ -31,7 +31,7 @@ func BenchmarkHTTPOverhead(b *testing.B) {
 		var lat []time.Duration
 		for b.Loop() {
 			t0 := time.Now()
-			qp, err := s.plan(h, IntParam{V: 10, Set: true}, nil, nil, nil)
+			qp, err := s.plan(h, IntParam{V: 10, Set: true}, radial{}, nil, nil, nil)
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -217,7 +217,7 @@ func BenchmarkSearchOneParallel(b *testing.B) {
 	_, l, _ := s.Reg.acquire("b")
 	defer l.release()
 	h := l.h
-	qp, err := s.plan(h, IntParam{V: 10, Set: true}, nil, nil, nil)
+	qp, err := s.plan(h, IntParam{V: 10, Set: true}, radial{}, nil, nil, nil)
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -34,6 +34,24 @@ func (p *IntParam) UnmarshalJSON(b []byte) error {
 	return json.Unmarshal(b, &p.V)
 }
 
+// FloatParam is a number request field that tells an absent field (Set
+// false) from an explicit null (Set and Null) and a value.
+type FloatParam struct {
+	V    float64
+	Set  bool
+	Null bool
+}
+
+// UnmarshalJSON reads a number or null; anything else is an error.
+func (p *FloatParam) UnmarshalJSON(b []byte) error {
+	*p = FloatParam{Set: true}
+	if string(b) == "null" {
+		p.Null = true
+		return nil
+	}
+	return json.Unmarshal(b, &p.V)
+}
+
 // MethodParameters are the HNSW search parameters of a request.
 type MethodParameters struct {
 	EfSearch int `json:"ef_search"`
@@ -53,6 +71,8 @@ type Rescore struct {
 type SearchRequest struct {
 	Vector           Vector            `json:"vector"`
 	K                IntParam          `json:"k"`
+	MaxDistance      FloatParam        `json:"max_distance"`
+	MinScore         FloatParam        `json:"min_score"`
 	MethodParameters *MethodParameters `json:"method_parameters"`
 	Filter           *IDFilter         `json:"filter"`
 	Rescore          *Rescore          `json:"rescore"`
@@ -63,6 +83,8 @@ type SearchRequest struct {
 type MSearchRequest struct {
 	Vectors          []Vector          `json:"vectors"`
 	K                IntParam          `json:"k"`
+	MaxDistance      FloatParam        `json:"max_distance"`
+	MinScore         FloatParam        `json:"min_score"`
 	MethodParameters *MethodParameters `json:"method_parameters"`
 	Filter           *IDFilter         `json:"filter"`
 	Rescore          *Rescore          `json:"rescore"`
@@ -78,11 +100,33 @@ type (
 // queryPlan is a request's validated parameters, shared by its queries.
 type queryPlan = engine.QueryPlan
 
-// plan validates a request's k, ef_search, filter and rescore against h and
-// the limits, before anything is allocated by them.
-func (s *Server) plan(h *handle, k IntParam, mp *MethodParameters, filter *IDFilter, rs *Rescore) (queryPlan, error) {
-	r := engine.Request{K: k.V, MaxEfSearch: s.limits.MaxEfSearch}
+// radial is a request's max_distance and min_score: a radial query when
+// one is set (in place of k).
+type radial struct{ maxDistance, minScore FloatParam }
+
+// plan validates a request's k (or max_distance / min_score), ef_search,
+// filter and rescore against h and the limits, before anything is
+// allocated by them.
+func (s *Server) plan(h *handle, k IntParam, rad radial, mp *MethodParameters, filter *IDFilter, rs *Rescore) (queryPlan, error) {
+	r := engine.Request{K: k.V, MaxEfSearch: s.limits.MaxEfSearch, MaxResults: s.limits.MaxRadialResults}
+	md, ms := rad.maxDistance, rad.minScore
+	n := 0
+	for _, set := range []bool{k.Set, md.Set, ms.Set} {
+		if set {
+			n++
+		}
+	}
 	switch {
+	case n > 1:
+		return queryPlan{}, badRequest("give exactly one of k, max_distance and min_score")
+	case md.Null:
+		return queryPlan{}, badRequest("max_distance is null; give a number or use k or min_score")
+	case ms.Null:
+		return queryPlan{}, badRequest("min_score is null; give a number or use k or max_distance")
+	case md.Set:
+		r.MaxDistance = &md.V
+	case ms.Set:
+		r.MinScore = &ms.V
 	case !k.Set:
 		r.K = DefaultK
 	case k.Null:
@@ -107,7 +151,7 @@ func (s *Server) plan(h *handle, k IntParam, mp *MethodParameters, filter *IDFil
 func (s *Server) checkWork(qp queryPlan, n int) (int64, error) {
 	w := qp.Work() * int64(n)
 	if w > s.limits.MaxRequestWork {
-		return 0, badRequest("request asks for %d queries × max(k or shortlist, ef_search) %d = %d, above the limit of %d (max_request_work)",
+		return 0, badRequest("request asks for %d queries × max(k, shortlist or radial cap, ef_search) %d = %d, above the limit of %d (max_request_work)",
 			n, qp.Work(), w, s.limits.MaxRequestWork)
 	}
 	if !s.workMem.take(w) {
@@ -158,7 +202,7 @@ func (s *Server) search(c *gin.Context) {
 	}
 	l := hold.l
 	h := l.h
-	qp, err := s.plan(h, req.K, req.MethodParameters, req.Filter, req.Rescore)
+	qp, err := s.plan(h, req.K, radial{req.MaxDistance, req.MinScore}, req.MethodParameters, req.Filter, req.Rescore)
 	var work int64
 	if err == nil {
 		work, err = s.checkWork(qp, 1)
@@ -183,6 +227,9 @@ func (s *Server) search(c *gin.Context) {
 	b = appendTook(b, took)
 	b = append(b, `,"hits":`...)
 	b = appendHits(b, hits)
+	if qp.Radial() {
+		b = appendTruncated(b, prof.Truncated)
+	}
 	if req.Profile {
 		pj, err := json.Marshal(prof)
 		if err != nil {
@@ -264,6 +311,12 @@ func appendHits(b []byte, hits []Hit) []byte {
 	return append(b, ']')
 }
 
+// appendTruncated writes a radial answer's flag: whether the cap
+// (engine.DefaultMaxRadialResults) cut its hits.
+func appendTruncated(b []byte, t bool) []byte {
+	return strconv.AppendBool(append(b, `,"truncated":`...), t)
+}
+
 // hitBytes is about what one hit takes as JSON (id, distance, score).
 const hitBytes = 64
 
@@ -291,7 +344,7 @@ func (s *Server) msearch(c *gin.Context) {
 	}()
 	h := l.h
 	n := len(req.Vectors)
-	qp, err := s.plan(h, req.K, req.MethodParameters, req.Filter, req.Rescore)
+	qp, err := s.plan(h, req.K, radial{req.MaxDistance, req.MinScore}, req.MethodParameters, req.Filter, req.Rescore)
 	var charged int64
 	switch {
 	case err != nil:
@@ -391,6 +444,9 @@ func (s *Server) msearch(c *gin.Context) {
 			continue
 		}
 		b = appendHits(append(b, `{"hits":`...), o.hits)
+		if qp.Radial() {
+			b = appendTruncated(b, o.prof.Truncated)
+		}
 		if req.Profile {
 			pj, err := json.Marshal(o.prof)
 			if err != nil {
