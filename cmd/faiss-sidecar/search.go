@@ -5,10 +5,12 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"strconv"
 
 	"github.com/faiss-sidecar/faiss-sidecar/engine"
 	"github.com/faiss-sidecar/faiss-sidecar/hnswsearch"
+	"github.com/faiss-sidecar/faiss-sidecar/internal/par"
 )
 
 func runSearch(args []string, stdout, stderr io.Writer) error {
@@ -19,6 +21,7 @@ func runSearch(args []string, stdout, stderr io.Writer) error {
 	allow := fs.String("allow-ids", "", "only return these external ids: one per line (.txt) or .ivecs")
 	out := fs.String("out", "-", "output JSON lines, one per query (- for stdout)")
 	threads := fs.Int("threads", 0, "worker goroutines (0: GOMAXPROCS)")
+	radius := fs.String("radius", "", "range search instead of k: every node the walk finds strictly inside R (squared L2 < R, inner product > R, Hamming < R), in FAISS's order")
 	var rr rerankFlags
 	rr.register(fs)
 	pos, err := parseArgs(fs, args)
@@ -30,6 +33,19 @@ func runSearch(args []string, stdout, stderr io.Writer) error {
 	}
 	if err := checkQuery(*k, *ef); err != nil {
 		return err
+	}
+	var rp *hnswsearch.RangeParams
+	if *radius != "" {
+		kSet := false
+		fs.Visit(func(f *flag.Flag) { kSet = kSet || f.Name == "k" })
+		if kSet {
+			return usagef("give --k or --radius, not both")
+		}
+		r, err := strconv.ParseFloat(*radius, 32)
+		if err != nil || math.IsNaN(r) || math.IsInf(r, 0) {
+			return usagef("--radius %q is not a finite float32", *radius)
+		}
+		rp = &hnswsearch.RangeParams{Radius: float32(r), EfSearch: *ef}
 	}
 	if *threads < 0 {
 		return usagef("--threads %d is negative (0: GOMAXPROCS)", *threads)
@@ -48,6 +64,10 @@ func runSearch(args []string, stdout, stderr io.Writer) error {
 			return err
 		}
 	}
+	if rp != nil {
+		rp.Filter = req.Filter
+		return rangeSearch(l.x, qs, *rp, *threads, *out, stdout)
+	}
 	var fq [][]float32
 	if l.x.HasRerank() {
 		if fq, err = rr.floatQueries(l.x, qs, l.x.RerankDim()); err != nil {
@@ -65,6 +85,44 @@ func runSearch(args []string, stdout, stderr io.Writer) error {
 		buf := make([]byte, 0, 4096)
 		for i, r := range res {
 			buf = appendResultLine(buf[:0], i, r.Hits, l.x.Binary())
+			if _, err := w.Write(buf); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+// rangeSearch answers --radius: per query FAISS's range results in its
+// order (up to hnswsearch.MaxRangeResults; a line cut there says
+// "truncated": true), every query answered before anything is written.
+func rangeSearch(x *engine.Index, qs []hnswsearch.Query, p hnswsearch.RangeParams, threads int, out string, stdout io.Writer) error {
+	if x.HasRerank() {
+		return usagef("--radius returns FAISS's own range results: it does not combine with rerank vectors or mode on_disk")
+	}
+	type one struct {
+		hits      []hnswsearch.Result
+		truncated bool
+		err       error
+	}
+	res := make([]one, len(qs))
+	par.For(len(qs), threads, func(i int) {
+		var st hnswsearch.RangeStats
+		res[i].hits, st, res[i].err = x.RangeFAISS(qs[i], p, nil)
+		res[i].truncated = st.Truncated
+	})
+	for i, r := range res {
+		if r.err != nil {
+			return fmt.Errorf("query %d: %w", i, r.err)
+		}
+	}
+	return writeOutput(out, stdout, func(w *bufio.Writer) error {
+		buf := make([]byte, 0, 4096)
+		for i, r := range res {
+			buf = appendResultLine(buf[:0], i, r.hits, x.Binary())
+			if r.truncated {
+				buf = append(buf[:len(buf)-2], `,"truncated":true}`+"\n"...)
+			}
 			if _, err := w.Write(buf); err != nil {
 				return err
 			}
