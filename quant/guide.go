@@ -303,6 +303,10 @@ func Write(path string, c *Codes, src SourceID) (err error) {
 	return nil
 }
 
+// IsGuide reports whether head, a file's first bytes, starts as a guide
+// file does (its magic), so a tool can tell a guide from an index file.
+func IsGuide(head []byte) bool { return len(head) >= 8 && string(head[:8]) == guideMagic }
+
 // ReadInfo reads a guide's header (checked, including its size against
 // the file's) without the codes, for inspect. Use Load to check the rest.
 func ReadInfo(path string) (Info, error) {

@@ -26,6 +26,9 @@ func runInspect(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	path := pos[0]
+	if ok, err := inspectGuide(path, *asJSON, stdout); ok || err != nil {
+		return err
+	}
 	src, err := openSource(path, *backend, 0)
 	if err != nil {
 		return err

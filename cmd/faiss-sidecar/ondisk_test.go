@@ -88,3 +88,34 @@ func TestQuantize(t *testing.T) {
 		assert.Contains(t, errOut, c.msg, "%v", c.args)
 	}
 }
+
+// TestInspectGuide: inspect describes a guide file (text and JSON); a
+// damaged header is an error naming the file.
+func TestInspectGuide(t *testing.T) {
+	dir := t.TempDir()
+	code, _, errOut := runCLI("quantize", onDiskFixture("clustered_l2", ".faiss"), "--compression", "4x", "--guide-dir", dir)
+	require.Equal(t, 0, code, errOut)
+	guide := filepath.Join(dir, "clustered_l2.faiss.4x.guide")
+	code, out, errOut := runCLI("inspect", guide)
+	require.Equal(t, 0, code, errOut)
+	assert.Contains(t, out, "on_disk guide v1, 4x, L2, 2000 vectors of d=32")
+	code, out, errOut = runCLI("inspect", guide, "--json")
+	require.Equal(t, 0, code, errOut)
+	var info map[string]any
+	require.NoError(t, json.Unmarshal([]byte(out), &info))
+	assert.Equal(t, "guide", info["kind"])
+	assert.Equal(t, "4x", info["compression"])
+	assert.EqualValues(t, 2000, info["ntotal"])
+	src := info["source"].(map[string]any)
+	st, err := os.Stat(onDiskFixture("clustered_l2", ".faiss"))
+	require.NoError(t, err)
+	assert.EqualValues(t, st.Size(), src["size"])
+
+	b, err := os.ReadFile(guide)
+	require.NoError(t, err)
+	b[20] ^= 0xff // inside the checked header
+	require.NoError(t, os.WriteFile(guide, b, 0o644))
+	code, _, errOut = runCLI("inspect", guide)
+	assert.NotEqual(t, 0, code)
+	assert.Contains(t, errOut, guide)
+}
