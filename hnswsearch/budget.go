@@ -51,7 +51,7 @@ func PlanBudget(f *faissfmt.File, backend string, budget int64, workers int) (Pl
 	workers = max(workers, 1)
 	var p Plan
 	p.HeapBytes = 2*(f.ResidentBytes()+int64(workers)*(g.NTotal+256<<10)) + 4<<20
-	if least := p.HeapBytes + minVectorCache(g.NTotal, f.Storage.CodeSize); budget < least {
+	if least := p.HeapBytes + minVectorCache(g.NTotal, VectorCodeSize(f)); budget < least {
 		return Plan{}, fmt.Errorf("%w: %d bytes; this index needs at least %d (small arrays, %d workers' scratch, 64 cached vectors)",
 			ErrBudget, budget, least, workers)
 	}
@@ -93,7 +93,7 @@ func (x *Index) planHeld(held int64, guide bool) (h holding, idMap bool, err err
 			h.hubBytes = held / 2
 		}
 		return h, idMap, nil
-	case est+x.codes.Len <= held*9/10:
+	case est+int64(x.n)*int64(x.codeSize) <= held*9/10: // vectors pinned compacted
 		h.allLists, h.vectors = true, true
 	case est <= held*9/10:
 		h.allLists = true

@@ -31,9 +31,11 @@ var checkFiles = true
 // fileCheck is the storage's per-query check (nil without one).
 func (x *Index) fileCheck() error {
 	if c, ok := x.st.(partial.FileChecker); ok && checkFiles {
-		return c.CheckFD()
+		if err := c.CheckFD(); err != nil {
+			return err
+		}
 	}
-	return nil
+	return x.checkVectorFD()
 }
 
 // guarded runs one query on s: faults on mapped memory become errors, and
@@ -46,7 +48,7 @@ func (x *Index) guarded(s *scratch, p Params, dst []Result) (res []Result, st St
 	defer func() {
 		debug.SetPanicOnFault(prev)
 		if r := recover(); r != nil {
-			ferr, ok := partial.FaultError(x.st, r)
+			ferr, ok := x.faultError(r)
 			if !ok {
 				panic(r)
 			}
@@ -71,12 +73,15 @@ func (x *Index) guarded(s *scratch, p Params, dst []Result) (res []Result, st St
 // is an error wrapping partial.ErrFileChanged, so a warm-up never succeeds
 // on a file that queries will then fail on.
 func (x *Index) Warm(maxBytes int64) (err error) {
-	defer partial.RecoverFault(x.st, debug.SetPanicOnFault(true), &err)
+	defer x.recoverFault(debug.SetPanicOnFault(true), &err)
 	err = x.warm(maxBytes)
 	if c, ok := x.st.(partial.FileChecker); ok {
 		if cerr := c.CheckFile(); errors.Is(cerr, partial.ErrFileChanged) {
 			return cerr
 		}
+	}
+	if cerr := x.checkVectorFile(); errors.Is(cerr, partial.ErrFileChanged) {
+		return cerr
 	}
 	return err
 }

@@ -104,6 +104,15 @@ type Options struct {
 	// is read, distances are estimates, and the caller reranks. Float
 	// indexes with flat storage only; HeldBytes then pins lists only.
 	Guide Guide
+	// Vectors serves the vectors of a graph written without them
+	// (faissfmt's null storage): a separate vector file. nil otherwise.
+	Vectors *Vectors
+	// CAGRASeed seeds the random level-0 entry points of a CAGRA graph
+	// stored with base_level_only (cagra.go). Each query draws from a
+	// generator seeded by CAGRASeed and the query's own bytes, so a query
+	// gets the same entry points, and results, whatever ran before it or
+	// beside it; the default 0 is as good a seed as any.
+	CAGRASeed uint64
 
 	// hold is what New keeps in memory: the policy's outcome, or set by
 	// tests directly (with HeldBytes 0).
@@ -154,8 +163,16 @@ const fltMax = math.MaxFloat32
 // through a partial.Storage. It is immutable and safe for concurrent use;
 // per-query state comes from a pool.
 type Index struct {
-	st       partial.Storage
-	viewer   partial.Viewer      // nil: bytes are copied with ReadAt
+	st     partial.Storage
+	viewer partial.Viewer // nil: bytes are copied with ReadAt
+	// The vectors' storage: st, or a separate vector file (external,
+	// Options.Vectors) with its own viewer and I/O tally. Vector v lies at
+	// codes.Offset + v·vstride.
+	vst      partial.Storage
+	vviewer  partial.Viewer
+	vtally   partial.TallyReader
+	vstride  int64
+	external bool
 	tally    partial.TallyReader // nil: the backend cannot attribute I/O
 	batch    partial.BatchReader // set when Options.BatchReads applies
 	blocks   partial.BlockViewer // cached blocks served without copying
@@ -170,15 +187,19 @@ type Index struct {
 	kind     distKind
 	sq       distance.SQ
 	nb       faissfmt.Section
-	codes    faissfmt.Section
+	codes    faissfmt.Section // the vectors' bytes in vst (strided by vstride)
 	idMap    *faissfmt.Section
 	// Where the search gets lists and vectors, chosen at New.
 	lists listSource
 	vecs  vectorSource
+	// baseLevel > 0: a CAGRA graph searched on level 0 only from the best
+	// of baseLevel random nodes (cagra.go).
+	baseLevel int
 	// Zero-copy views of the sections (viewer backends), or pinned copies.
 	nbView, codesView, idView []byte
 	pinned                    *pinnedLists       // lists pinned in memory, or nil
 	codesMem                  offheap.Buf        // backs codesView when vectors are pinned
+	codesStride               int64              // bytes between vectors in codesView
 	idMem                     offheap.Buf        // backs idView when the id map is pinned
 	vc                        *recordcache.Cache // vectors cache, or nil
 	scratch                   sync.Pool
@@ -200,12 +221,13 @@ const (
 )
 
 // New prepares a search over f, whose bytes s serves. s must stay open until
-// the Index is closed. Only HNSW indexes (IHNf, IHNs, IBHf, possibly inside
-// an id map) with metric L2 or IP are searchable.
+// the Index is closed. HNSW indexes (IHNf, IHNs, IBHf and the CAGRA-built
+// IHc2, IHNc, IBHc, possibly inside an id map) with metric L2 or IP are
+// searchable; a graph written without its vectors needs Options.Vectors.
 func New(f *faissfmt.File, s partial.Storage, o Options) (*Index, error) {
 	g := f.Graph
 	if g == nil {
-		return nil, fmt.Errorf("hnswsearch: %s index has no HNSW graph; only IHNf, IHNs and IBHf are searchable", f.Root.FourCC)
+		return nil, fmt.Errorf("hnswsearch: %s index has no HNSW graph; searchable are IHNf, IHNs, IBHf, IHc2, IHNc and IBHc, alone or in an id map", f.Root.FourCC)
 	}
 	x := &Index{st: s, opts: o, h: g.HNSW, n: int32(g.NTotal), d: g.D, binary: g.Binary, metric: g.Metric}
 	if g.NTotal > math.MaxInt32 {
@@ -218,9 +240,13 @@ func New(f *faissfmt.File, s partial.Storage, o Options) (*Index, error) {
 		}
 		x.efSearch = int32(o.IndexEfSearch)
 	}
-	st := f.Storage
-	x.codes, _ = st.Section("codes")
-	x.codeSize = int(st.CodeSize)
+	if c := g.CAGRA; c != nil && c.BaseLevelOnly {
+		x.baseLevel = max(1, int(c.NumBaseLevelSearchEntrypoints))
+	}
+	if err := x.vectorsOf(f, s, o.Vectors); err != nil {
+		return nil, err
+	}
+	st := f.Storage // nil with a separate vector file
 	x.nb = g.HNSW.Neighbors
 	if f.IDMap != nil {
 		s, _ := f.IDMap.Section("id_map")
@@ -231,7 +257,7 @@ func New(f *faissfmt.File, s partial.Storage, o Options) (*Index, error) {
 		x.kind = hamming
 	case g.Metric != faissfmt.MetricL2 && g.Metric != faissfmt.MetricInnerProduct:
 		return nil, fmt.Errorf("hnswsearch: metric %s is not supported by HNSW search (L2 and IP are)", g.Metric)
-	case st.SQ != nil:
+	case st != nil && st.SQ != nil:
 		x.sq = distance.SQ{QType: int(st.SQ.QType), D: g.D, Trained: st.SQ.Trained}
 		switch {
 		case x.sq.IntegerDirect() && g.Metric == faissfmt.MetricL2:
@@ -248,56 +274,90 @@ func New(f *faissfmt.File, s partial.Storage, o Options) (*Index, error) {
 	default:
 		x.kind = flatIP
 	}
-	if st.SQ != nil && len(st.SQ.Trained) != int(st.SQ.QType.TrainedLen(int64(g.D))) {
+	if st != nil && st.SQ != nil && len(st.SQ.Trained) != int(st.SQ.QType.TrainedLen(int64(g.D))) {
 		return nil, fmt.Errorf("hnswsearch: scalar quantizer is not trained")
 	}
-	if v, ok := s.(partial.Viewer); ok {
-		if err := v.Acquire(); err != nil {
-			return nil, err
-		}
-		var err error
-		if x.nbView, err = v.View(x.nb.Offset, x.nb.Len); err == nil {
-			if x.codesView, err = v.View(x.codes.Offset, x.codes.Len); err == nil && x.idMap != nil {
-				x.idView, err = v.View(x.idMap.Offset, x.idMap.Len)
-			}
-		}
-		if err != nil {
-			v.Release()
-			return nil, err
-		}
-		x.viewer = v
+	if err := x.acquireViews(); err != nil {
+		return nil, err
 	}
 	if err := x.verify(f); err != nil {
-		if x.viewer != nil {
-			x.viewer.Release()
-		}
+		x.releaseViews()
 		return nil, err
 	}
 	if o.Guide != nil {
 		if err := x.checkGuide(o.Guide); err != nil {
-			if x.viewer != nil {
-				x.viewer.Release()
-			}
+			x.releaseViews()
 			return nil, err
 		}
 	}
 	if x.viewer == nil && x.n > 0 {
 		if err := x.hold(&o); err != nil {
 			x.release()
+			x.releaseViews()
 			return nil, err
 		}
 	}
 	x.opts = o
 	x.tally, _ = s.(partial.TallyReader)
+	x.vtally, _ = x.vst.(partial.TallyReader)
 	if x.viewer == nil {
 		x.blocks, _ = s.(partial.BlockViewer)
 	}
-	if b, ok := s.(partial.BatchReader); ok && o.BatchReads && x.viewer == nil && x.codesView == nil {
+	if b, ok := x.vst.(partial.BatchReader); ok && o.BatchReads && x.vviewer == nil && x.codesView == nil {
 		x.batch = b
 	}
 	x.lists, x.vecs = x.chooseLists(), x.chooseVectors()
 	x.scratch.New = func() any { return x.newScratch() }
 	return x, nil
+}
+
+// acquireViews takes zero-copy views of the sections on Viewer backends:
+// the neighbor lists and the id map in the index file's storage, the
+// vectors in theirs (the same one unless they are a separate file).
+func (x *Index) acquireViews() error {
+	if v, ok := x.st.(partial.Viewer); ok {
+		if err := v.Acquire(); err != nil {
+			return err
+		}
+		var err error
+		if x.nbView, err = v.View(x.nb.Offset, x.nb.Len); err == nil && x.idMap != nil {
+			x.idView, err = v.View(x.idMap.Offset, x.idMap.Len)
+		}
+		if err != nil {
+			v.Release()
+			x.nbView, x.idView = nil, nil
+			return err
+		}
+		x.viewer = v
+	}
+	if !x.external {
+		x.vviewer = x.viewer
+	} else if v, ok := x.vst.(partial.Viewer); ok {
+		if err := v.Acquire(); err != nil {
+			x.releaseViews()
+			return err
+		}
+		x.vviewer = v
+	}
+	if x.vviewer != nil {
+		b, err := x.vviewer.View(x.codes.Offset, x.codes.Len)
+		if err != nil {
+			x.releaseViews()
+			return err
+		}
+		x.codesView, x.codesStride = b, x.vstride
+	}
+	return nil
+}
+
+// releaseViews releases what acquireViews took.
+func (x *Index) releaseViews() {
+	if x.viewer != nil {
+		x.viewer.Release()
+	}
+	if x.external && x.vviewer != nil {
+		x.vviewer.Release()
+	}
 }
 
 // Close releases the Index's hold on the storage (zero-copy views); it does
@@ -306,9 +366,7 @@ func (x *Index) Close() error {
 	if x.closed.Swap(true) {
 		return nil
 	}
-	if x.viewer != nil {
-		x.viewer.Release()
-	}
+	x.releaseViews()
 	x.release()
 	return nil
 }
@@ -429,7 +487,9 @@ func Probe(path, backend string) (*faissfmt.File, error) {
 		return nil, err
 	}
 	defer s.Close()
-	f, err := faissfmt.Open(s, s.Size())
+	// A graph written without its vectors parses (File.VectorsMissing):
+	// the caller gives them as Options.Vectors.
+	f, err := faissfmt.OpenWith(s, s.Size(), faissfmt.OpenOptions{AllowNullStorage: true})
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}

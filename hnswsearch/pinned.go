@@ -222,26 +222,54 @@ func (x *Index) estimatePinnedAll() (int64, error) {
 	return 6*n + 4*(upper+valid*n/max(samples, 1)), nil
 }
 
-// pinVectors copies the vectors section into memory.
+// pinVectors copies the vectors into memory, one after another (a
+// separate vector file's padding between them left out).
 func (x *Index) pinVectors() error {
-	b, err := x.pinSection(x.codes)
-	x.codesMem, x.codesView = b, b.B
+	if x.vstride == int64(x.codeSize) {
+		b, err := x.pinSection(x.vst, x.codes)
+		x.codesMem, x.codesView, x.codesStride = b, b.B, x.vstride
+		return err
+	}
+	b, err := x.pinStrided()
+	x.codesMem, x.codesView, x.codesStride = b, b.B, int64(x.codeSize)
 	return err
+}
+
+// pinStrided copies the vectors of a separate vector file whose rows are
+// padded (vstride > codeSize) outside the Go heap, compacted, reading
+// about 4 MiB at a time.
+func (x *Index) pinStrided() (offheap.Buf, error) {
+	cs, stride, n := int64(x.codeSize), x.vstride, int64(x.n)
+	b := offheap.AllocDense(int(n * cs))
+	rows := max(1, (4<<20)/stride)
+	buf := make([]byte, (rows-1)*stride+cs)
+	for i := int64(0); i < n; i += rows {
+		r := min(rows, n-i)
+		chunk := buf[:(r-1)*stride+cs]
+		if _, err := x.vst.ReadAt(chunk, x.codes.Offset+i*stride); err != nil {
+			b.Free()
+			return offheap.Buf{}, fmt.Errorf("hnswsearch: pinning the vectors: %w", err)
+		}
+		for j := int64(0); j < r; j++ {
+			copy(b.B[(i+j)*cs:(i+j+1)*cs], chunk[j*stride:j*stride+cs])
+		}
+	}
+	return b, nil
 }
 
 // pinIDMap copies the id map into memory.
 func (x *Index) pinIDMap() error {
-	b, err := x.pinSection(*x.idMap)
+	b, err := x.pinSection(x.st, *x.idMap)
 	x.idMem, x.idView = b, b.B
 	return err
 }
 
-// pinSection copies a section outside the Go heap with 4 MiB reads.
-func (x *Index) pinSection(sec faissfmt.Section) (offheap.Buf, error) {
+// pinSection copies a section of st outside the Go heap with 4 MiB reads.
+func (x *Index) pinSection(st partial.Storage, sec faissfmt.Section) (offheap.Buf, error) {
 	b := offheap.AllocDense(int(sec.Len))
 	for off := int64(0); off < sec.Len; off += 4 << 20 {
 		n := min(4<<20, sec.Len-off)
-		if _, err := x.st.ReadAt(b.B[off:off+n], sec.Offset+off); err != nil {
+		if _, err := st.ReadAt(b.B[off:off+n], sec.Offset+off); err != nil {
 			b.Free()
 			return offheap.Buf{}, fmt.Errorf("hnswsearch: pinning the %s section: %w", sec.Name, err)
 		}
@@ -277,8 +305,10 @@ func (x *Index) hold(o *Options) error {
 		}
 	}
 	if h.vectors {
-		if err := x.pinVectors(); err != nil {
-			return err
+		if x.codesView == nil { // not viewed in place already
+			if err := x.pinVectors(); err != nil {
+				return err
+			}
 		}
 		h.cacheBytes, h.restBytes = 0, 0
 	}
@@ -306,7 +336,10 @@ func (x *Index) newVectorCache(bytes int64) error {
 // release frees everything hold pinned. No search may run.
 func (x *Index) release() {
 	if x.viewer == nil {
-		x.nbView, x.codesView, x.idView = nil, nil, nil
+		x.nbView, x.idView = nil, nil
+	}
+	if x.vviewer == nil {
+		x.codesView = nil
 	}
 	x.pinned.free()
 	x.pinned = nil

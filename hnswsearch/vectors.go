@@ -71,26 +71,32 @@ func (x *Index) bindDist() distFn {
 }
 
 // chooseVectors picks the vector source for what New found and pinned.
+// Vectors lie in x.vst (the index file's storage, or a separate vector
+// file) at x.codes.Offset + v·x.vstride; in memory (viewed or pinned) at
+// v·x.codesStride of x.codesView.
 func (x *Index) chooseVectors() vectorSource {
 	if x.opts.Guide != nil {
 		return guideVectors{}
 	}
-	fn, cs, off := x.bindDist(), int64(x.codeSize), x.codes.Offset
+	fn, cs, off, stride := x.bindDist(), int64(x.codeSize), x.codes.Offset, x.vstride
 	heads := cs >= headsFirstBytes
 	if x.opts.test.headsFirst != 0 {
 		heads = x.opts.test.headsFirst > 0
 	}
 	if x.codesView != nil {
-		return &memVectors{b: x.codesView, cs: cs, n: x.n, fn: fn, headsFirst: heads}
+		return &memVectors{b: x.codesView, cs: cs, stride: x.codesStride, n: x.n, fn: fn, headsFirst: heads}
 	}
-	var one vectorSource = &readVectors{x: x, off: off, cs: cs, fn: fn}
-	if x.blocks != nil {
+	var one vectorSource = &readVectors{x: x, off: off, cs: cs, stride: stride, fn: fn}
+	if x.blocks != nil && !x.external {
+		// (A separate vector file is read through its storage, its block
+		// cache included, but not viewed in its blocks: the query's read
+		// section, Index.run, covers the index file's block cache only.)
 		one = &blockVectors{blocks: x.blocks, off: off, cs: cs, n: x.n, fn: fn, miss: one, headsFirst: heads}
 	}
 	if x.batch == nil && x.vc == nil {
 		return one
 	}
-	return &batchVectors{x: x, vc: x.vc, batch: x.batch, one: one, off: off, cs: cs, fn: fn}
+	return &batchVectors{x: x, vc: x.vc, batch: x.batch, one: one, off: off, cs: cs, stride: stride, fn: fn}
 }
 
 // headsFirstBytes is the vector size from which dists prefetches in two
@@ -98,10 +104,10 @@ func (x *Index) chooseVectors() vectorSource {
 const headsFirstBytes = 1024
 
 // memVectors computes distances on vectors in memory: the section viewed
-// in place, or pinned.
+// in place, or pinned. Vector v is b[v·stride:][:cs].
 type memVectors struct {
 	b          []byte
-	cs         int64
+	cs, stride int64
 	n          int32
 	fn         distFn
 	headsFirst bool
@@ -110,7 +116,7 @@ type memVectors struct {
 func (m *memVectors) dist(s *scratch, v int32) (float32, error) {
 	s.st.BytesRead += m.cs
 	s.st.NDis++
-	return m.fn(s, m.b[int64(v)*m.cs:int64(v+1)*m.cs]), nil
+	return m.fn(s, m.b[int64(v)*m.stride:][:m.cs]), nil
 }
 
 func (m *memVectors) dists(s *scratch, _ int, cand []int32, out []float32) error {
@@ -118,7 +124,7 @@ func (m *memVectors) dists(s *scratch, _ int, cand []int32, out []float32) error
 	s.st.BytesRead += int64(len(cand)) * m.cs
 	s.st.NDis += len(cand)
 	for i, v := range cand {
-		out[i] = m.fn(s, m.b[int64(v)*m.cs:int64(v+1)*m.cs])
+		out[i] = m.fn(s, m.b[int64(v)*m.stride:][:m.cs])
 	}
 	return nil
 }
@@ -131,14 +137,14 @@ func (m *memVectors) dists(s *scratch, _ int, cand []int32, out []float32) error
 // ran 2.5–7% faster in full mode and over mmap; on 128-d vectors (8 lines)
 // 0.5–2.5% slower, so smaller vectors take the one pass.
 func (m *memVectors) prefetchAll(cand []int32) {
-	cs := m.cs
+	cs, stride := m.cs, m.stride
 	if m.headsFirst {
 		for _, v := range cand {
-			distance.Prefetch(m.b[int64(v)*cs : int64(v)*cs+1])
+			distance.Prefetch(m.b[int64(v)*stride:][:1])
 		}
 	}
 	for _, v := range cand {
-		distance.Prefetch(m.b[int64(v)*cs : int64(v+1)*cs])
+		distance.Prefetch(m.b[int64(v)*stride:][:cs])
 	}
 }
 
@@ -148,7 +154,7 @@ func (m *memVectors) prefetch(list []byte) {
 		if v < 0 || v >= m.n {
 			return
 		}
-		distance.Prefetch(m.b[int64(v)*m.cs : int64(v+1)*m.cs])
+		distance.Prefetch(m.b[int64(v)*m.stride:][:m.cs])
 	}
 }
 
@@ -161,16 +167,16 @@ func prefetchWindow(codeSize int) int {
 
 // readVectors reads each vector through the backend into s.vbuf.
 type readVectors struct {
-	x   *Index
-	off int64
-	cs  int64
-	fn  distFn
+	x          *Index
+	off        int64
+	cs, stride int64
+	fn         distFn
 }
 
 func (r *readVectors) dist(s *scratch, v int32) (float32, error) {
 	s.st.BytesRead += r.cs
 	s.st.Reads++
-	if _, err := r.x.readAt(s, s.vbuf, r.off+int64(v)*r.cs); err != nil {
+	if _, err := r.x.vreadAt(s, s.vbuf, r.off+int64(v)*r.stride); err != nil {
 		return 0, fmt.Errorf("hnswsearch: reading vector %d: %w", v, err)
 	}
 	s.st.NDis++
@@ -293,13 +299,13 @@ func (b *blockVectors) prefetch(list []byte) {
 // expansions (read-ahead). Single distances without a vector cache come
 // from one.
 type batchVectors struct {
-	x     *Index
-	vc    *recordcache.Cache
-	batch partial.BatchReader
-	one   vectorSource
-	off   int64
-	cs    int64
-	fn    distFn
+	x          *Index
+	vc         *recordcache.Cache
+	batch      partial.BatchReader
+	one        vectorSource
+	off        int64
+	cs, stride int64
+	fn         distFn
 }
 
 func (b *batchVectors) dist(s *scratch, v int32) (float32, error) {
@@ -312,7 +318,7 @@ func (b *batchVectors) dist(s *scratch, v int32) (float32, error) {
 		s.st.BytesVectorCache += b.cs
 	} else {
 		s.st.Reads++
-		if _, err := b.x.readAt(s, s.vbuf, b.off+int64(v)*b.cs); err != nil {
+		if _, err := b.x.vreadAt(s, s.vbuf, b.off+int64(v)*b.stride); err != nil {
 			return 0, fmt.Errorf("hnswsearch: reading vector %d: %w", v, err)
 		}
 		b.vc.Put(v, s.vbuf)
@@ -356,7 +362,7 @@ func (b *batchVectors) dists(s *scratch, level int, cand []int32, out []float32)
 					continue
 				}
 				s.st.Reads++
-				if _, err := b.x.readAt(s, c, b.off+int64(v)*cs); err != nil {
+				if _, err := b.x.vreadAt(s, c, b.off+int64(v)*b.stride); err != nil {
 					return fmt.Errorf("hnswsearch: reading vector %d: %w", v, err)
 				}
 			}
@@ -417,7 +423,7 @@ func (b *batchVectors) fetch(s *scratch, cand []int32) error {
 			}
 			s.hits = append(s.hits, cachedCode{})
 		}
-		s.reqs = append(s.reqs, partial.ReadReq{Off: b.off + int64(v)*int64(cs), Buf: s.codes[i*cs : (i+1)*cs]})
+		s.reqs = append(s.reqs, partial.ReadReq{Off: b.off + int64(v)*b.stride, Buf: s.codes[i*cs : (i+1)*cs]})
 	}
 	if len(s.reqs) == 0 {
 		return nil
@@ -428,7 +434,7 @@ func (b *batchVectors) fetch(s *scratch, cand []int32) error {
 			s.aheadB = make([]byte, len(s.ahead)*cs)
 		}
 		for j, v := range s.ahead {
-			s.reqs = append(s.reqs, partial.ReadReq{Off: b.off + int64(v)*int64(cs), Buf: s.aheadB[j*cs : (j+1)*cs]})
+			s.reqs = append(s.reqs, partial.ReadReq{Off: b.off + int64(v)*b.stride, Buf: s.aheadB[j*cs : (j+1)*cs]})
 		}
 		s.st.ReadAhead += int64(len(s.ahead))
 	}
@@ -436,7 +442,7 @@ func (b *batchVectors) fetch(s *scratch, cand []int32) error {
 	err := b.batch.ReadBatch(s.reqs)
 	if b.vc != nil && err == nil {
 		for _, q := range s.reqs {
-			b.vc.Put(int32((q.Off-b.off)/int64(cs)), q.Buf)
+			b.vc.Put(int32((q.Off-b.off)/b.stride), q.Buf)
 		}
 	}
 	for i := range s.reqs {

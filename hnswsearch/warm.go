@@ -15,20 +15,27 @@ import (
 // cache's budget; ≤ 0 for no limit), skipping what is pinned, and the
 // vectors the vector cache will hold instead. Then the vector cache.
 func (x *Index) warm(maxBytes int64) error {
+	// What to warm, in order: the lists (index file), then the vectors
+	// (the index file, or a separate vector file with its own backend).
+	type part struct {
+		w   partial.Warmer
+		sec faissfmt.Section
+	}
 	w, _ := x.st.(partial.Warmer)
-	secs := []faissfmt.Section{x.nb, x.codes}
+	vw, _ := x.vst.(partial.Warmer)
+	parts := []part{{w, x.nb}, {vw, x.codes}}
 	if x.opts.Guide != nil { // the search reads no vector
-		secs = secs[:1]
+		parts = parts[:1]
 	}
 	if x.viewer == nil {
 		if x.PinnedBytes() > 0 {
-			secs = secs[1:]
+			parts = parts[1:]
 		}
-		if x.vc != nil && len(secs) > 0 && secs[len(secs)-1] == x.codes {
-			secs = secs[:len(secs)-1]
+		if x.vc != nil && len(parts) > 0 && parts[len(parts)-1].sec == x.codes {
+			parts = parts[:len(parts)-1]
 		}
 		if x.blocks == nil { // no block cache: nothing would keep the bytes
-			secs = nil
+			parts = nil
 		}
 	} else {
 		maxBytes = 0
@@ -36,13 +43,16 @@ func (x *Index) warm(maxBytes int64) error {
 	if maxBytes <= 0 {
 		maxBytes = math.MaxInt64
 	}
-	for _, s := range secs {
-		if w == nil || maxBytes == 0 {
+	for _, p := range parts {
+		if maxBytes == 0 {
 			break
 		}
-		n := min(s.Len, maxBytes)
-		if err := w.Warm(s.Offset, n); err != nil {
-			return fmt.Errorf("hnswsearch: warming %s: %w", s.Name, err)
+		if p.w == nil {
+			continue
+		}
+		n := min(p.sec.Len, maxBytes)
+		if err := p.w.Warm(p.sec.Offset, n); err != nil {
+			return fmt.Errorf("hnswsearch: warming %s: %w", p.sec.Name, err)
 		}
 		maxBytes -= n
 	}
@@ -69,13 +79,13 @@ func (x *Index) warmVectorCache() error {
 	const chunk = 256
 	buf := make([]byte, chunk*cs)
 	reqs := make([]partial.ReadReq, 0, chunk)
-	batch, _ := x.st.(partial.BatchReader)
+	batch, _ := x.vst.(partial.BatchReader)
 	for len(nodes) > 0 {
 		part := nodes[:min(chunk, len(nodes))]
 		nodes = nodes[len(part):]
 		reqs = reqs[:0]
 		for i, v := range part {
-			reqs = append(reqs, partial.ReadReq{Off: x.codes.Offset + int64(v)*int64(cs), Buf: buf[i*cs : (i+1)*cs]})
+			reqs = append(reqs, partial.ReadReq{Off: x.vectorOffset(v), Buf: buf[i*cs : (i+1)*cs]})
 		}
 		if batch != nil {
 			if err := batch.ReadBatch(reqs); err != nil {
@@ -83,7 +93,7 @@ func (x *Index) warmVectorCache() error {
 			}
 		} else {
 			for _, q := range reqs {
-				if _, err := x.st.ReadAt(q.Buf, q.Off); err != nil {
+				if _, err := x.vst.ReadAt(q.Buf, q.Off); err != nil {
 					return fmt.Errorf("hnswsearch: warming the vector cache: %w", err)
 				}
 			}
