@@ -7,8 +7,6 @@ import (
 	"math"
 	"runtime/debug"
 	"time"
-
-	"github.com/faiss-sidecar/faiss-sidecar/partial"
 )
 
 // MaxRangeResults bounds the results one range search returns (and the
@@ -17,7 +15,7 @@ import (
 // RangeStats.Truncated.
 const MaxRangeResults = 100000
 
-// RangeParams are one range query's parameters (docs/hnsw-search.md §10).
+// RangeParams are one range query's parameters (docs/hnsw-search.md §12).
 type RangeParams struct {
 	// Radius in FAISS's terms: a squared L2 distance (results have
 	// distance < Radius), a raw inner product (results have inner product
@@ -63,7 +61,7 @@ func (p RangeParams) Validate() error {
 
 // RangeSearch returns the nodes within p.Radius of q (len Dim()) that the
 // walk evaluates, appended to dst in FAISS's order: the order they were
-// first evaluated, unsorted (docs/hnsw-search.md §10). Distances are
+// first evaluated, unsorted (docs/hnsw-search.md §12). Distances are
 // FAISS's: squared L2, or the raw inner product on IP indexes. Binary
 // indexes take RangeSearchBinary. With dst's capacity large enough the
 // search allocates nothing.
@@ -93,7 +91,7 @@ func (x *Index) guardedRange(s *scratch, p RangeParams, dst []Result) (res []Res
 	defer func() {
 		debug.SetPanicOnFault(prev)
 		if r := recover(); r != nil {
-			ferr, ok := partial.FaultError(x.st, r)
+			ferr, ok := x.faultError(r) // the index file or a separate vector file
 			if !ok {
 				panic(r)
 			}
@@ -165,7 +163,7 @@ func (x *Index) runRange(s *scratch, p RangeParams, dst []Result) ([]Result, Ran
 }
 
 // rangeGraph is FAISS 1.15's IndexHNSW::range_search for one query
-// (docs/hnsw-search.md §10): the greedy descent, then level 0 with a pool
+// (docs/hnsw-search.md §12): the greedy descent, then level 0 with a pool
 // of max(ef, 1), every evaluated node strictly inside the radius kept in
 // s.pairs in evaluation order. It reports whether the cap cut the list.
 func (x *Index) rangeGraph(s *scratch, p RangeParams) (bool, error) {
