@@ -18,6 +18,7 @@ type Index struct {
 	spec       Spec
 	backend    string
 	st         partial.Storage
+	vst        partial.Storage // a separate vector file (Spec.VectorsPath), or nil
 	file       *faissfmt.File
 	idx        *hnswsearch.Index
 	rer        *rerank.Store
@@ -39,6 +40,9 @@ func (x *Index) Close() {
 		}
 		if x.rer != nil {
 			x.rer.Close()
+		}
+		if x.vst != nil {
+			x.vst.Close()
 		}
 		x.st.Close()
 	})
@@ -133,11 +137,16 @@ func (x *Index) Warm() error {
 	return x.idx.Warm(limit)
 }
 
-// CheckFile compares the index's files (index and rerank vectors) with
+// CheckFile compares the index's files (index, vector file and rerank vectors) with
 // what was opened: size, times, inode and path. It fails with
 // partial.ErrFileChanged.
 func (x *Index) CheckFile() error {
 	if fc, ok := x.st.(partial.FileChecker); ok {
+		if err := fc.CheckFile(); err != nil {
+			return err
+		}
+	}
+	if fc, ok := x.vst.(partial.FileChecker); ok {
 		if err := fc.CheckFile(); err != nil {
 			return err
 		}

@@ -72,7 +72,8 @@ func guideBytes(l quant.Level, n int64, d int) int64 {
 func (p *Plan) planOnDisk(workers int) error {
 	spec, pf := &p.spec, p.probe
 	g := pf.Graph
-	if g.Binary || pf.Storage == nil || pf.Storage.SQ != nil || pf.Storage.CodeSize != int64(g.D)*4 {
+	external := pf.Storage == nil && p.vlayout != nil // flat float32 in a separate vector file
+	if g.Binary || (!external && (pf.Storage == nil || pf.Storage.SQ != nil || pf.Storage.CodeSize != int64(g.D)*4)) {
 		return &tagged{msg: fmt.Sprintf("%s: mode on_disk serves indexes with float (flat) storage; this one is %s",
 			spec.Label, pf.Root.FourCC), tags: []error{ErrBadSpec, ErrNotServable}}
 	}
@@ -94,6 +95,7 @@ func (p *Plan) planOnDisk(workers int) error {
 		if bp, err = hnswsearch.PlanBudget(pf, p.backend, spec.MemoryBudget-p.guide, workers); err == nil {
 			bp.Apply(&p.opts)
 			p.cacheBytes, p.heap = bp.BlockCacheBytes, bp.HeapBytes
+			p.splitBudgetCache()
 			break
 		}
 	}
@@ -109,7 +111,11 @@ func (p *Plan) planOnDisk(workers int) error {
 	if spec.Rerank.Strategy == "" {
 		spec.Rerank.Strategy = onDiskRerankStrategy(spec.MemoryBudget)
 	}
-	if spec.Rerank.Path == "" { // the index file's own vectors
+	switch {
+	case spec.Rerank.Path != "":
+	case external: // the separate vector file
+		spec.Rerank.Path, spec.Rerank.Label = spec.VectorsPath, spec.VectorsLabel
+	default: // the index file's own vectors
 		spec.Rerank.Path, spec.Rerank.Label = spec.Path, spec.Label
 	}
 	if spec.Rerank.Oversample == 0 {
@@ -150,7 +156,7 @@ func GuidePath(dir, indexPath, level string) string {
 // still served; why is in GuideInfo.
 func (x *Index) openGuide(p *Plan) error {
 	spec := x.spec
-	src, err := identify(x.st, x.file, spec.Path)
+	r, off, src, err := guideSource(x.st, x.file, spec.Path, x.vst, p.vlayout)
 	if err != nil {
 		return err
 	}
@@ -163,7 +169,7 @@ func (x *Index) openGuide(p *Plan) error {
 		if !errors.Is(err, fs.ErrNotExist) {
 			x.guideInfo.Rebuilt = err.Error()
 		}
-		if c, x.guideInfo.NotSaved, err = buildGuide(x.st, x.file, p.level, path, src, spec.Ctx, spec.Progress); err != nil {
+		if c, x.guideInfo.NotSaved, err = buildGuide(r, off, x.file, p.level, path, src, spec.Ctx, spec.Progress); err != nil {
 			return err
 		}
 	default:
@@ -187,14 +193,14 @@ func identify(r io.ReaderAt, f *faissfmt.File, path string) (quant.SourceID, err
 	return src, nil
 }
 
-// buildGuide builds f's guide at level from its vectors (read through r in
-// one streaming pass) and writes it to path atomically, creating its
-// directory. notSaved says why it could not be written.
-func buildGuide(r io.ReaderAt, f *faissfmt.File, level quant.Level, path string, src quant.SourceID,
+// buildGuide builds f's guide at level from its vectors (read through r
+// from off, contiguous: guideSource, in one streaming pass) and writes it
+// to path atomically, creating its directory. notSaved says why it could
+// not be written.
+func buildGuide(r io.ReaderAt, off int64, f *faissfmt.File, level quant.Level, path string, src quant.SourceID,
 	ctx context.Context, progress func(done, total int64)) (c *quant.Codes, notSaved string, err error) {
-	sec, _ := f.Storage.Section("codes")
 	g := f.Graph
-	c, err = quant.Build(r, sec.Offset, int(g.NTotal), g.D, g.Metric, level, quant.BuildOptions{Ctx: ctx, Progress: progress})
+	c, err = quant.Build(r, off, int(g.NTotal), g.D, g.Metric, level, quant.BuildOptions{Ctx: ctx, Progress: progress})
 	if err != nil {
 		return nil, "", fmt.Errorf("building the %s guide: %w", level, err)
 	}
@@ -230,18 +236,27 @@ func Quantize(spec Spec, out string) (GuideInfo, error) {
 	defer st.Close()
 	f := p.reusableProbe()
 	if f == nil {
-		if f, err = faissfmt.Open(st, st.Size()); err != nil {
+		if f, err = faissfmt.OpenWith(st, st.Size(), faissfmt.OpenOptions{AllowNullStorage: true}); err != nil {
 			return GuideInfo{}, fmt.Errorf("%s: %w", spec.Label, err)
 		}
 	}
-	src, err := identify(st, f, spec.Path)
+	var vr io.ReaderAt
+	if p.vlayout != nil {
+		vst, err := storage.Open(spec.VectorsPath, storage.Options{Backend: "pread", CacheBytes: 1 << 20})
+		if err != nil {
+			return GuideInfo{}, err
+		}
+		defer vst.Close()
+		vr = vst
+	}
+	r, off, src, err := guideSource(st, f, spec.Path, vr, p.vlayout)
 	if err != nil {
 		return GuideInfo{}, err
 	}
 	if out == "" {
 		out = GuidePath(spec.GuideDir, spec.Path, p.level.String())
 	}
-	c, notSaved, err := buildGuide(st, f, p.level, out, src, spec.Ctx, spec.Progress)
+	c, notSaved, err := buildGuide(r, off, f, p.level, out, src, spec.Ctx, spec.Progress)
 	if err != nil {
 		return GuideInfo{}, fmt.Errorf("%s: %w", spec.Label, err)
 	}

@@ -62,6 +62,12 @@ type Spec struct {
 	SpaceType string
 	// Rerank, when set, rescores shortlists with full-precision vectors.
 	Rerank *RerankSpec
+	// VectorsPath is the vector file of a graph written without its
+	// vectors (IO_FLAG_SKIP_STORAGE; vectors.go), resolved by the caller;
+	// VectorsLabel names it in errors (default VectorsPath). Such a graph
+	// cannot be served without one, and a file that holds its vectors
+	// takes none.
+	VectorsPath, VectorsLabel string
 }
 
 // RerankSpec configures full-precision rescoring.
@@ -198,6 +204,11 @@ type Plan struct {
 	need, heap int64
 	level      quant.Level // on_disk's guide level
 	guide      int64       // and its bytes
+	// A separate vector file (Spec.VectorsPath): where its vectors lie,
+	// its size and its cache budget.
+	vlayout *rerank.Layout
+	vsize   int64
+	vcache  int64
 }
 
 // Prepare checks spec, probes its file (headers and small arrays only)
@@ -205,6 +216,9 @@ type Plan struct {
 func Prepare(spec Spec) (*Plan, error) {
 	if spec.Label == "" {
 		spec.Label = spec.Path
+	}
+	if spec.VectorsLabel == "" {
+		spec.VectorsLabel = spec.VectorsPath
 	}
 	if spec.Mode == "" {
 		spec.Mode = "memory_efficient"
@@ -241,6 +255,9 @@ func Prepare(spec Spec) (*Plan, error) {
 	if backend == "memory" {
 		p.need += pf.Size
 	}
+	if err := p.planVectors(); err != nil {
+		return nil, err
+	}
 	workers := spec.Workers
 	if workers <= 0 {
 		workers = runtime.GOMAXPROCS(0)
@@ -256,6 +273,7 @@ func Prepare(spec Spec) (*Plan, error) {
 		}
 		bp.Apply(&p.opts)
 		p.cacheBytes, p.need, p.heap = bp.BlockCacheBytes, spec.MemoryBudget, bp.HeapBytes
+		p.splitBudgetCache()
 	}
 	return p, nil
 }
@@ -418,9 +436,15 @@ func (p *Plan) Open() (*Index, error) {
 	}
 	x := &Index{spec: spec, backend: p.backend, st: st, cacheBytes: p.cacheBytes}
 	if x.file = p.reusableProbe(); x.file == nil {
-		x.file, err = faissfmt.Open(st, st.Size())
+		x.file, err = faissfmt.OpenWith(st, st.Size(), faissfmt.OpenOptions{AllowNullStorage: true})
+		if err == nil && x.file.VectorsMissing() && p.vlayout == nil {
+			err = errVectorsMissing(spec.Label) // the file changed since Prepare
+		}
 	}
 	opts := p.opts
+	if err == nil {
+		err = x.openVectors(p, &opts)
+	}
 	if err == nil && spec.Mode == ModeOnDisk {
 		if err = x.openGuide(p); err == nil {
 			opts.Guide = guideAdapter{x.guide}
@@ -435,7 +459,14 @@ func (p *Plan) Open() (*Index, error) {
 		if x.guide != nil {
 			x.guide.Close()
 		}
+		if x.vst != nil {
+			x.vst.Close()
+		}
 		st.Close()
+		var fe *FieldError
+		if errors.As(err, &fe) && errors.Is(err, hnswsearch.ErrNoVectors) {
+			return nil, err // names the file already
+		}
 		return nil, fmt.Errorf("%s: %w", spec.Label, err)
 	}
 	x.space = spec.SpaceType

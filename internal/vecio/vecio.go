@@ -164,9 +164,20 @@ func parseVecs(path string, b []byte, elem int, reserve func(*Matrix, int), add 
 
 var npyHeader = regexp.MustCompile(`'descr':\s*'([<>|=]?)([a-z])(\d+)'.*'fortran_order':\s*(True|False).*'shape':\s*\(([\d,\s]*)\)`)
 
-func parseNpy(path string, b []byte) (*Matrix, error) {
+// NpyHeader is what a .npy file's header says: the element type (kind
+// and size, e.g. "f4"), the shape, and where the data start.
+type NpyHeader struct {
+	Dtype      string
+	Shape      []int
+	DataOffset int64
+}
+
+// ParseNpyHeader reads the header at the start of b (the file's first
+// bytes, at least the whole header): little-endian or byte-sized C-order
+// arrays only.
+func ParseNpyHeader(path string, b []byte) (NpyHeader, error) {
 	if len(b) < 10 || string(b[:6]) != "\x93NUMPY" {
-		return nil, formatErr(path, "not a .npy file (bad magic)")
+		return NpyHeader{}, formatErr(path, "not a .npy file (bad magic)")
 	}
 	var hlen, start int
 	switch b[6] {
@@ -174,35 +185,44 @@ func parseNpy(path string, b []byte) (*Matrix, error) {
 		hlen, start = int(binary.LittleEndian.Uint16(b[8:])), 10
 	case 2, 3:
 		if len(b) < 12 {
-			return nil, formatErr(path, "truncated header")
+			return NpyHeader{}, formatErr(path, "truncated header")
 		}
 		hlen, start = int(binary.LittleEndian.Uint32(b[8:])), 12
 	default:
-		return nil, formatErr(path, "unsupported .npy version %d", b[6])
+		return NpyHeader{}, formatErr(path, "unsupported .npy version %d", b[6])
 	}
 	if hlen > len(b)-start {
-		return nil, formatErr(path, "header of %d bytes runs past the end", hlen)
+		return NpyHeader{}, formatErr(path, "header of %d bytes runs past the end", hlen)
 	}
 	h := npyHeader.FindSubmatch(b[start : start+hlen])
 	if h == nil {
-		return nil, formatErr(path, "cannot read the header %q", bytes.TrimSpace(b[start:start+hlen]))
+		return NpyHeader{}, formatErr(path, "cannot read the header %q", bytes.TrimSpace(b[start:start+hlen]))
 	}
 	if string(h[4]) == "True" {
-		return nil, formatErr(path, "Fortran-order arrays are not supported")
+		return NpyHeader{}, formatErr(path, "Fortran-order arrays are not supported")
 	}
 	if string(h[1]) == ">" {
-		return nil, formatErr(path, "big-endian arrays are not supported")
+		return NpyHeader{}, formatErr(path, "big-endian arrays are not supported")
 	}
 	var shape []int
 	for _, f := range strings.Split(string(h[5]), ",") {
 		if f = strings.TrimSpace(f); f != "" {
 			v, err := strconv.Atoi(f)
 			if err != nil || v < 0 || v > maxElems {
-				return nil, formatErr(path, "bad shape %q", h[5])
+				return NpyHeader{}, formatErr(path, "bad shape %q", h[5])
 			}
 			shape = append(shape, v)
 		}
 	}
+	return NpyHeader{Dtype: string(h[2]) + string(h[3]), Shape: shape, DataOffset: int64(start + hlen)}, nil
+}
+
+func parseNpy(path string, b []byte) (*Matrix, error) {
+	nh, err := ParseNpyHeader(path, b)
+	if err != nil {
+		return nil, err
+	}
+	shape := nh.Shape
 	m := &Matrix{}
 	switch len(shape) {
 	case 1:
@@ -212,8 +232,8 @@ func parseNpy(path string, b []byte) (*Matrix, error) {
 	default:
 		return nil, formatErr(path, "shape %v: want a 1-D or 2-D array", shape)
 	}
-	kind, size := string(h[2]), string(h[3])
-	data := b[start+hlen:]
+	kind, size := nh.Dtype[:1], nh.Dtype[1:]
+	data := b[nh.DataOffset:]
 	if m.N > 0 && m.Dim > maxElems/m.N {
 		return nil, formatErr(path, "shape %v is too large", shape)
 	}
