@@ -41,39 +41,15 @@ func vectorsBackend(backend string) string {
 // plans its memory (p.vlayout, p.vcache, p.need).
 func (p *Plan) planVectors() error {
 	spec, pf := &p.spec, p.probe
-	switch {
-	case pf.Graph == nil:
-		return nil // hnswsearch.New names the problem
-	case !pf.VectorsMissing() && spec.VectorsPath != "":
-		return fieldErr("vectors_path", "{vectors_path} is for a graph written without its vectors (IO_FLAG_SKIP_STORAGE); %s holds them", spec.Label)
-	case !pf.VectorsMissing():
-		return nil
-	case spec.VectorsPath == "":
-		return errVectorsMissing(spec.Label)
-	}
-	g := pf.Graph
-	if g.Binary || g.FourCC == "IHNs" {
-		// hnswsearch.New's words: which graphs cannot take a vector file.
-		_, err := hnswsearch.New(pf, nil, hnswsearch.Options{})
-		return &tagged{msg: fmt.Sprintf("%s: %v", spec.Label, err), tags: []error{ErrNotServable}, inner: err}
-	}
-	l, err := rerank.OpenLayout(spec.VectorsPath)
-	if err != nil {
-		return fmt.Errorf("%s: %w", spec.VectorsLabel, err)
-	}
-	switch {
-	case l.Dim != g.D:
-		return &tagged{msg: fmt.Sprintf("%s holds %d-dimensional vectors, the graph %s has dimension %d", spec.VectorsLabel, l.Dim, spec.Label, g.D),
-			tags: []error{ErrBadSpec, partial.ErrBadOption, rerank.ErrVectors}}
-	case l.Count != g.NTotal:
-		return &tagged{msg: fmt.Sprintf("%s holds %d vectors, the graph %s has %d", spec.VectorsLabel, l.Count, spec.Label, g.NTotal),
-			tags: []error{ErrBadSpec, partial.ErrBadOption, rerank.ErrVectors}}
+	l, err := CheckVectors(pf, spec.Label, spec.VectorsPath, spec.VectorsLabel)
+	if err != nil || l == nil {
+		return err
 	}
 	fi, err := os.Stat(spec.VectorsPath)
 	if err != nil {
 		return err
 	}
-	p.vlayout, p.vsize = &l, fi.Size()
+	p.vlayout, p.vsize = l, fi.Size()
 	vb := vectorsBackend(p.backend)
 	p.vcache = storage.Options{CacheBytes: spec.CacheBytes, BlockSize: spec.CacheBlock}.CacheBudgetFor(vb, fi.Size())
 	p.need += p.vcache
@@ -81,6 +57,47 @@ func (p *Plan) planVectors() error {
 		p.need += fi.Size()
 	}
 	return nil
+}
+
+// CheckVectors checks a vector file (path, named vlabel in errors; ""
+// for none) against the graph of f (named label): a graph written without
+// its vectors needs one of its count and dimension, in a format
+// rerank.OpenLayout reads; a file holding its vectors takes none. It
+// returns where the vectors lie (nil without a vector file).
+func CheckVectors(f *faissfmt.File, label, path, vlabel string) (*rerank.Layout, error) {
+	if vlabel == "" {
+		vlabel = path
+	}
+	switch {
+	case f.Graph == nil:
+		return nil, nil // hnswsearch.New names the problem
+	case !f.VectorsMissing() && path != "":
+		return nil, fieldErr("vectors_path", "{vectors_path} is for a graph written without its vectors (IO_FLAG_SKIP_STORAGE); %s holds them", label)
+	case !f.VectorsMissing():
+		return nil, nil
+	case path == "":
+		return nil, errVectorsMissing(label)
+	}
+	g := f.Graph
+	if g.Binary || g.FourCC == "IHNs" {
+		// hnswsearch.New's words: which graphs cannot take a vector file.
+		_, err := hnswsearch.New(f, nil, hnswsearch.Options{})
+		return nil, &tagged{msg: fmt.Sprintf("%s: %v", label, err), tags: []error{ErrNotServable}, inner: err}
+	}
+	l, err := rerank.OpenLayout(path)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", vlabel, err)
+	}
+	bad := func(format string, a ...any) error {
+		return &tagged{msg: fmt.Sprintf(format, a...), tags: []error{ErrBadSpec, partial.ErrBadOption, rerank.ErrVectors}}
+	}
+	switch {
+	case l.Dim != g.D:
+		return nil, bad("%s holds %d-dimensional vectors, the graph %s has dimension %d", vlabel, l.Dim, label, g.D)
+	case l.Count != g.NTotal:
+		return nil, bad("%s holds %d vectors, the graph %s has %d", vlabel, l.Count, label, g.NTotal)
+	}
+	return &l, nil
 }
 
 // splitBudgetCache gives a separate vector file half of a memory budget

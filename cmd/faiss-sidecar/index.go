@@ -30,6 +30,7 @@ type indexFlags struct {
 	warmup                           bool
 	indexEf                          indexEfFlag
 	verifyChecksum                   bool
+	vectors                          string
 }
 
 func (f *indexFlags) register(fs *flag.FlagSet) {
@@ -46,8 +47,12 @@ func (f *indexFlags) register(fs *flag.FlagSet) {
 	fs.BoolVar(&f.warmup, "warmup", false, "after open, pull the graph (then vectors, up to the cache budget) in with large sequential reads")
 	fs.BoolVar(&f.batchReads, "batch-reads", false, "pread/direct: read an expanded node's unvisited neighbors' vectors as one parallel batch")
 	fs.Var(&f.indexEf, "index-ef-search", "search as if the index had been written with efSearch N (FAISS's index.hnsw.efSearch, OpenSearch's index-level ef_search; 1.7.3 also sizes the candidate pool by it); --ef-search still sets the per-query value (default: the stored efSearch)")
+	fs.StringVar(&f.vectors, "vectors", "", vectorsHelp)
 	fs.BoolVar(&f.verifyChecksum, "verify-checksum", false, "check an OpenSearch file's Lucene footer CRC-32 at load (one pass over the file; mode full always does, and checks every neighbor id)")
 }
+
+// vectorsHelp is --vectors' help (search, bench, inspect).
+const vectorsHelp = "the vectors of a graph written without them (FAISS's IO_FLAG_SKIP_STORAGE): an .fvecs, .vec, float32 .npy or FAISS flat file, in id order"
 
 // indexEfFlag is --index-ef-search: 0 when not given, else a value
 // hnswsearch.CheckIndexEfSearch accepts (checked as the flag is parsed).
@@ -103,7 +108,7 @@ func (f *indexFlags) spec(path string, rr *rerankFlags) engine.Spec {
 	s := engine.Spec{Path: path, Mode: f.mode, Backend: f.backend, CacheBytes: f.cacheBytes, CacheBlock: f.cacheBlock,
 		MemoryBudget: f.memoryBudget, Semantics: f.semantics, Kernel: f.kernel, BatchReads: f.batchReads,
 		ExactFilterMax: f.exactFilterMax, EfSearch: int(f.indexEf), VerifyChecksum: f.verifyChecksum,
-		Compression: f.compression, GuideDir: f.guideDir}
+		Compression: f.compression, GuideDir: f.guideDir, VectorsPath: f.vectors}
 	if rr != nil && (rr.vectors != "" || (f.mode == engine.ModeOnDisk && rr.oversample != 0)) {
 		s.Rerank = rr.spec() // on_disk without --rerank-vectors: the index file (the engine fills it in)
 	}

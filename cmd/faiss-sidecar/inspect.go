@@ -7,6 +7,7 @@ import (
 	"os"
 	"strings"
 
+	"github.com/faiss-sidecar/faiss-sidecar/engine"
 	"github.com/faiss-sidecar/faiss-sidecar/faissfmt"
 )
 
@@ -15,6 +16,7 @@ func runInspect(args []string, stdout, stderr io.Writer) error {
 	asJSON := fs.Bool("json", false, "print one JSON object")
 	verify := fs.Bool("verify", false, "stream every section and report every violation")
 	backend := fs.String("backend", "", backendHelp)
+	vectors := fs.String("vectors", "", vectorsHelp)
 	pos, err := parseArgs(fs, args)
 	if err != nil {
 		return err
@@ -40,7 +42,14 @@ func runInspect(args []string, stdout, stderr io.Writer) error {
 		return fmt.Errorf("%s: %w", path, err)
 	}
 	rep := &inspectReport{File: path, Size: f.Size, Backend: backendName(src), Warnings: f.Warnings}
-	if f.VectorsMissing() {
+	if *vectors != "" {
+		l, err := engine.CheckVectors(f, path, *vectors, "")
+		if err != nil {
+			return specError(err)
+		}
+		rep.Vectors = &vectorsJSON{File: *vectors, Format: l.Kind, Count: l.Count, D: l.Dim, OK: true}
+	}
+	if f.VectorsMissing() && rep.Vectors == nil {
 		g := f.Graph
 		rep.VectorsMissing = &missingJSON{Offset: g.Child.Off, D: g.D, NTotal: g.NTotal, Metric: metricName(g)}
 	}
@@ -101,9 +110,11 @@ type inspectReport struct {
 	} `json:"memory_bytes"`
 	// VectorsMissing is set when FAISS wrote "null" in place of the
 	// graph's storage (IO_FLAG_SKIP_STORAGE): what vectors it needs.
-	VectorsMissing *missingJSON     `json:"vectors_missing,omitempty"`
-	Warnings       []string         `json:"warnings,omitempty"`
-	Verify         *faissfmt.Report `json:"verify,omitempty"`
+	VectorsMissing *missingJSON `json:"vectors_missing,omitempty"`
+	// Vectors is the --vectors file checked against such a graph.
+	Vectors  *vectorsJSON     `json:"vectors,omitempty"`
+	Warnings []string         `json:"warnings,omitempty"`
+	Verify   *faissfmt.Report `json:"verify,omitempty"`
 }
 
 type missingJSON struct {
@@ -111,6 +122,14 @@ type missingJSON struct {
 	D      int    `json:"d"`      // bits for binary graphs
 	NTotal int64  `json:"ntotal"`
 	Metric string `json:"metric"`
+}
+
+type vectorsJSON struct {
+	File   string `json:"file"`
+	Format string `json:"format"` // fvecs, vec, npy or faiss
+	Count  int64  `json:"count"`
+	D      int    `json:"d"`
+	OK     bool   `json:"ok"` // count and dimension are the graph's
 }
 
 type footerJSON struct {
@@ -290,8 +309,11 @@ func printInspect(w io.Writer, rep *inspectReport) {
 		}
 	}
 	if m := rep.VectorsMissing; m != nil {
-		fmt.Fprintf(w, "vectors: MISSING: FAISS wrote \"null\" at byte %d in place of the storage (IO_FLAG_SKIP_STORAGE); searching needs the %d vectors (d=%d, metric %s) from elsewhere\n",
+		fmt.Fprintf(w, "vectors: MISSING: FAISS wrote \"null\" at byte %d in place of the storage (IO_FLAG_SKIP_STORAGE); searching needs the %d vectors (d=%d, metric %s): give them with --vectors FILE\n",
 			m.Offset, m.NTotal, m.D, m.Metric)
+	}
+	if v := rep.Vectors; v != nil {
+		fmt.Fprintf(w, "vectors: from %s (%s, %d × d=%d): OK, count and dimension match the graph\n", v.File, v.Format, v.Count, v.D)
 	}
 	if f := rep.Footer; f != nil {
 		status := "not checked (use --verify)"

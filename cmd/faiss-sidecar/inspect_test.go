@@ -329,5 +329,5 @@ func TestInspectSkipStorage(t *testing.T) {
 	require.Equal(t, 0, code, errOut)
 	assert.Contains(t, out, "hnsw: M=16 efConstruction=40 efSearch=16 max_level=3 entry_point=1751")
 	assert.Contains(t, out, "  null no storage (vectors left out with IO_FLAG_SKIP_STORAGE)  bytes [287949, 287953)\n")
-	assert.Contains(t, out, `vectors: MISSING: FAISS wrote "null" at byte 287949 in place of the storage (IO_FLAG_SKIP_STORAGE); searching needs the 2000 vectors (d=32, metric L2) from elsewhere`)
+	assert.Contains(t, out, `vectors: MISSING: FAISS wrote "null" at byte 287949 in place of the storage (IO_FLAG_SKIP_STORAGE); searching needs the 2000 vectors (d=32, metric L2): give them with --vectors FILE`)
 }
