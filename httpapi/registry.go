@@ -292,6 +292,11 @@ func (r *Registry) open(ctx context.Context, e *entry, spec LoadSpec) (*handle, 
 	es.Path, es.GuideDir, es.Ctx = path, r.guideDir, ctx
 	es.Progress = func(done, total int64) { e.building.Store(&[2]int64{done, total}) }
 	defer e.building.Store(nil)
+	if spec.VectorsPath != "" {
+		if es.VectorsPath, err = r.resolve(spec.VectorsPath); err != nil {
+			return nil, err
+		}
+	}
 	if rs := spec.Rerank; rs != nil {
 		es.Rerank = &engine.RerankSpec{Label: rs.VectorsPath, Strategy: rs.Strategy, Oversample: rs.OversampleFactor}
 		if es.Rerank.Path, err = r.resolve(rs.VectorsPath); err != nil {
@@ -305,7 +310,10 @@ func (r *Registry) open(ctx context.Context, e *entry, spec LoadSpec) (*handle, 
 	spec.Backend = plan.Backend()
 	spec.Compression = plan.Spec().Compression
 	if rs := plan.Spec().Rerank; rs != nil {
-		vp := spec.Path // on_disk's default: the index file's own vectors
+		vp := spec.Path // on_disk's default: the index file's own vectors, or its separate vector file
+		if spec.VectorsPath != "" {
+			vp = spec.VectorsPath
+		}
 		if spec.Rerank != nil {
 			vp = spec.Rerank.VectorsPath
 		}
@@ -443,7 +451,7 @@ func (r *Registry) Switch(ctx context.Context, name string, sw SwitchSpec) error
 		EfSearch: sw.EfSearch, Semantics: sw.Semantics, Kernel: sw.Kernel, Compression: sw.Compression}
 	spec := old.spec
 	spec.setEngineSpec(change.Apply(old.spec.engineSpec()))
-	if old.spec.Mode == engine.ModeOnDisk && spec.Mode != engine.ModeOnDisk && spec.Rerank != nil && spec.Rerank.VectorsPath == spec.Path {
+	if old.spec.Mode == engine.ModeOnDisk && spec.Mode != engine.ModeOnDisk && spec.Rerank != nil && (spec.Rerank.VectorsPath == spec.Path || spec.Rerank.VectorsPath == spec.VectorsPath) {
 		spec.Rerank = nil // on_disk's own rerank source goes with it
 	}
 	verify := defaultVerifyQueries

@@ -577,6 +577,9 @@ func (s *Server) indexInfo(e *entry, h *handle) gin.H {
 	if st, ok := x.StorageStats(); ok {
 		info["storage"] = st
 	}
+	if h.spec.VectorsPath != "" { // the separate vector file of a graph written without its vectors
+		info["vectors_path"] = h.spec.VectorsPath
+	}
 	if x.HasRerank() {
 		info["rerank"] = gin.H{"vectors_path": h.spec.Rerank.VectorsPath, "strategy": x.RerankStrategy()}
 	}
