@@ -14,7 +14,8 @@
 // a reader can refuse to answer from a mix of two versions' bytes.
 //
 // The subpackages build on this one: blockcache (a block cache in front of
-// any Storage), zstd (the seekable zstd format and its backend),
+// any Storage), zstd (the seekable zstd format and its backend), s3 (an
+// object in S3-compatible storage, s3://BUCKET/KEY, by ranged GETs),
 // recordcache (fixed-size records off the Go heap) and storage (Open, which
 // picks a backend by name). The package knows nothing of FAISS; the design
 // is in docs/design.md; partialtest is the conformance suite every backend

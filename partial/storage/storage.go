@@ -7,11 +7,16 @@ import (
 
 	"github.com/faiss-sidecar/faiss-sidecar/partial"
 	"github.com/faiss-sidecar/faiss-sidecar/partial/blockcache"
+	"github.com/faiss-sidecar/faiss-sidecar/partial/s3"
 	"github.com/faiss-sidecar/faiss-sidecar/partial/zstd"
 )
 
 // Backends lists the backend names accepted by Open.
-var Backends = []string{"memory", "mmap", "pread", "direct", "zstd"}
+var Backends = []string{"memory", "mmap", "pread", "direct", "zstd", "s3"}
+
+// IsRemote reports whether path names an object in S3-compatible storage
+// (s3://BUCKET/KEY), served by backend s3 rather than from a local file.
+func IsRemote(path string) bool { return s3.IsURL(path) }
 
 // Options configures Open.
 type Options struct {
@@ -44,7 +49,12 @@ const DefaultCacheBytes = 64 << 20
 // file carries a zstd seek table, plain otherwise. Open's own default
 // (Options.Backend "") is AutoBackend(path, DefaultPlainBackend); a caller
 // with another plain default passes its own.
+//
+// An s3:// path is always backend s3.
 func AutoBackend(path, plain string) (string, error) {
+	if IsRemote(path) {
+		return "s3", nil
+	}
 	ok, err := zstd.IsSeekable(path)
 	if err != nil {
 		return "", err
@@ -96,10 +106,13 @@ func (o Options) CacheBudgetFor(backend string, size int64) int64 {
 	switch backend {
 	case "zstd":
 		b = min(b, size)
-	case "pread", "direct":
+	case "pread", "direct", "s3":
 		bs := int64(o.BlockSize)
 		if bs == 0 {
 			bs = 4096
+			if backend == "s3" {
+				bs = s3.DefaultBlockSize
+			}
 		}
 		b = min(b, blockcache.MirrorBudget(size)+2*bs)
 	}
@@ -107,7 +120,19 @@ func (o Options) CacheBudgetFor(backend string, size int64) int64 {
 }
 
 // Open opens path with the backend o names.
+//
+// An s3:// path is read by the s3 backend (partial/s3) behind a block cache
+// of o's budget, whatever file backend is named (pread, mmap, direct: they
+// mean nothing for an object), with blocks of s3.DefaultBlockSize unless
+// o.BlockSize is set; backend memory downloads it whole (s3.OpenMemory).
+// Backend s3 refuses a local path, and zstd is not served from S3 yet.
 func Open(path string, o Options) (partial.Storage, error) {
+	if IsRemote(path) {
+		return openRemote(path, o)
+	}
+	if o.Backend == "s3" {
+		return nil, fmt.Errorf("%w: backend s3 reads s3://BUCKET/KEY paths; %s is a local path", partial.ErrBadOption, path)
+	}
 	backend := o.Backend
 	if backend == "" || backend == "auto" {
 		var err error
@@ -143,4 +168,36 @@ func Open(path string, o Options) (partial.Storage, error) {
 		return zstd.Open(path, o.Cache, budget)
 	}
 	return nil, UnknownBackend(o.Backend)
+}
+
+// openRemote opens an s3:// path (see Open).
+func openRemote(path string, o Options) (partial.Storage, error) {
+	backend := o.Backend
+	switch backend {
+	case "memory":
+		return s3.OpenMemory(path, o.AlignOffset, s3.Options{})
+	case "zstd":
+		return nil, fmt.Errorf("%w: backend zstd does not read from S3 yet (%s)", partial.ErrBadOption, path)
+	case "", "auto", "s3", "pread", "mmap", "direct":
+	default:
+		return nil, UnknownBackend(backend)
+	}
+	budget := o.CacheBudget("s3")
+	if budget < 0 {
+		return nil, fmt.Errorf("%w: cache budget %d is negative", partial.ErrBadOption, budget)
+	}
+	bs := o.BlockSize
+	if bs == 0 {
+		bs = s3.DefaultBlockSize
+	}
+	obj, err := s3.Open(path, s3.Options{})
+	if err != nil {
+		return nil, err
+	}
+	c, err := blockcache.NewCachedAligned(path, obj, o.Cache, budget, bs, o.AlignOffset)
+	if err != nil {
+		obj.Close()
+		return nil, err
+	}
+	return c, nil
 }

@@ -1,0 +1,503 @@
+package s3
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"math/rand/v2"
+	"net"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/aws/smithy-go"
+	smithyhttp "github.com/aws/smithy-go/transport/http"
+
+	"github.com/faiss-sidecar/faiss-sidecar/partial"
+	"github.com/faiss-sidecar/faiss-sidecar/partial/internal/backendkit"
+)
+
+// Defaults of Options.
+const (
+	DefaultHeadBytes      = 64 << 10
+	DefaultTimeout        = 30 * time.Second
+	DefaultMaxAttempts    = 5
+	DefaultParallel       = 16 // GETs in flight per object
+	DefaultServerParallel = 64 // GETs in flight per server, all objects
+	DefaultBlockSize      = 64 << 10
+	// MaxCoalesce caps one GET of a batch: larger runs are split so they
+	// still go in parallel.
+	MaxCoalesce = 8 << 20
+)
+
+// Options tunes Open; zero values take the defaults above.
+type Options struct {
+	// Endpoint overrides AWS_ENDPOINT_URL (e.g. a test's proxy); path-style
+	// addressing is used whenever an endpoint is set either way.
+	Endpoint string
+	// HeadBytes is how much of the object the open request fetches (and
+	// keeps): the headers a parser reads first.
+	HeadBytes int64
+	// Timeout bounds one request (answer and body).
+	Timeout time.Duration
+	// MaxAttempts bounds the tries of one GET (first one included).
+	MaxAttempts int
+	// Parallel bounds the GETs in flight for the object.
+	Parallel int
+	// Backoff is the first retry's delay (default 50ms; doubled per retry,
+	// at most 2s, with jitter).
+	Backoff time.Duration
+}
+
+func (o Options) withDefaults() Options {
+	if o.HeadBytes <= 0 {
+		o.HeadBytes = DefaultHeadBytes
+	}
+	if o.Timeout <= 0 {
+		o.Timeout = DefaultTimeout
+	}
+	if o.MaxAttempts <= 0 {
+		o.MaxAttempts = DefaultMaxAttempts
+	}
+	if o.Parallel <= 0 {
+		o.Parallel = DefaultParallel
+	}
+	if o.Backoff <= 0 {
+		o.Backoff = 50 * time.Millisecond
+	}
+	return o
+}
+
+// Object is one S3 object pinned to the version (ETag) seen at open.
+type Object struct {
+	name        string // s3://bucket/key
+	bucket, key string
+	c           *s3.Client
+	o           Options
+	size        int64
+	etag        string
+	head        []byte // the object's first bytes, fetched at open
+	life        backendkit.Life
+	sem, server chan struct{}
+	changed     atomic.Pointer[changedError]
+
+	requests, bytesRequested atomic.Int64 // ReadAt calls
+	gets, bytesRead          atomic.Int64 // GETs that answered (open's included), bytes they carried
+	heads, retries           atomic.Int64
+}
+
+// changedError is the sticky error of a replaced object.
+type changedError struct{ name, what string }
+
+func (e *changedError) Error() string {
+	return partial.ErrFileChanged.Error() + ": " + e.name + ": " + e.what
+}
+
+func (e *changedError) Unwrap() error { return partial.ErrFileChanged }
+
+// Open opens the object url names (s3://BUCKET/KEY): one ranged GET of its
+// first HeadBytes gives its size and ETag (a HEAD as well only for an
+// empty object). A missing object's error wraps fs.ErrNotExist.
+func Open(url string, opts Options) (*Object, error) {
+	bucket, key, err := ParseURL(url)
+	if err != nil {
+		return nil, err
+	}
+	c, host, err := client(opts.Endpoint)
+	if err != nil {
+		return nil, err
+	}
+	o := &Object{name: url, bucket: bucket, key: key, c: c, o: opts.withDefaults(), server: serverSem(host)}
+	o.sem = make(chan struct{}, o.o.Parallel)
+	if err := o.open(); err != nil {
+		return nil, err
+	}
+	return o, nil
+}
+
+// open fetches the head, size and ETag, retrying like any GET.
+func (o *Object) open() error {
+	rng := "bytes=0-" + strconv.FormatInt(o.o.HeadBytes-1, 10)
+	var empty bool
+	err := o.retry("GET "+rng, func(ctx context.Context) error {
+		out, err := o.c.GetObject(ctx, &s3.GetObjectInput{Bucket: &o.bucket, Key: &o.key, Range: &rng})
+		if err != nil {
+			if status(err) == 416 { // no byte 0: an empty object
+				empty = true
+				return nil
+			}
+			return err
+		}
+		defer out.Body.Close()
+		size, err := totalSize(out)
+		if err != nil {
+			return err
+		}
+		n := min(size, o.o.HeadBytes)
+		head := make([]byte, n)
+		if _, err := io.ReadFull(out.Body, head); err != nil {
+			return err
+		}
+		o.gets.Add(1)
+		o.bytesRead.Add(n)
+		o.size, o.etag, o.head = size, aws.ToString(out.ETag), head
+		return nil
+	})
+	if err == nil && empty {
+		err = o.retry("HEAD", func(ctx context.Context) error {
+			out, err := o.c.HeadObject(ctx, &s3.HeadObjectInput{Bucket: &o.bucket, Key: &o.key})
+			if err != nil {
+				return err
+			}
+			o.heads.Add(1)
+			o.size, o.etag = aws.ToInt64(out.ContentLength), aws.ToString(out.ETag)
+			return nil
+		})
+	}
+	if err != nil {
+		if s := status(err); s == 404 {
+			code := "404"
+			var ae smithy.APIError
+			if errors.As(err, &ae) {
+				code += " " + ae.ErrorCode()
+			}
+			return fmt.Errorf("s3: %s: no such object or bucket (%s): %w", o.name, code, fs.ErrNotExist)
+		}
+		return err
+	}
+	if o.etag == "" {
+		return fmt.Errorf("s3: %s: the server gave no ETag: a replaced object could not be detected", o.name)
+	}
+	return nil
+}
+
+// totalSize reads the object's size from a ranged GET's Content-Range
+// ("bytes 0-65535/1048576"), or its length when the server sent it whole.
+func totalSize(out *s3.GetObjectOutput) (int64, error) {
+	if cr := aws.ToString(out.ContentRange); cr != "" {
+		_, total, ok := strings.Cut(cr, "/")
+		n, err := strconv.ParseInt(total, 10, 64)
+		if !ok || err != nil || n < 0 {
+			return 0, fmt.Errorf("unreadable Content-Range %q", cr)
+		}
+		return n, nil
+	}
+	if out.ContentLength == nil {
+		return 0, errors.New("neither Content-Range nor Content-Length in the answer")
+	}
+	return *out.ContentLength, nil
+}
+
+// Name is the object's s3:// path.
+func (o *Object) Name() string { return o.name }
+
+// ETag is the version the object is pinned to.
+func (o *Object) ETag() string { return o.etag }
+
+func (o *Object) Size() int64 { return o.size }
+
+func (o *Object) Close() error { return o.life.Close(o.name) }
+
+func (o *Object) ReadAt(p []byte, off int64) (int, error) { return o.ReadAtTally(p, off, nil) }
+
+// ReadAtTally is ReadAt counting its GET (if any) in t.
+func (o *Object) ReadAtTally(p []byte, off int64, t *partial.Tally) (int, error) {
+	if !o.life.Acquire() {
+		return 0, backendkit.Closed(o.name)
+	}
+	defer o.life.Release()
+	o.requests.Add(1)
+	o.bytesRequested.Add(int64(len(p)))
+	if err := backendkit.CheckRange(o.name, off, int64(len(p)), o.size); err != nil {
+		return 0, err
+	}
+	if len(p) == 0 {
+		return 0, nil
+	}
+	if err := o.get(p, off, t); err != nil {
+		return 0, err
+	}
+	return len(p), nil
+}
+
+// get fills p with the bytes at off: from the head, or one GET.
+func (o *Object) get(p []byte, off int64, t *partial.Tally) error {
+	if e := o.changed.Load(); e != nil {
+		return e
+	}
+	if off+int64(len(p)) <= int64(len(o.head)) {
+		copy(p, o.head[off:])
+		return nil
+	}
+	rng := "bytes=" + strconv.FormatInt(off, 10) + "-" + strconv.FormatInt(off+int64(len(p))-1, 10)
+	err := o.retry("GET "+rng, func(ctx context.Context) error {
+		out, err := o.c.GetObject(ctx, &s3.GetObjectInput{Bucket: &o.bucket, Key: &o.key, Range: &rng, IfMatch: &o.etag})
+		if err != nil {
+			return err
+		}
+		defer out.Body.Close()
+		if e := aws.ToString(out.ETag); e != "" && e != o.etag {
+			return o.mark("its ETag is " + e + ", not " + o.etag + " as when it was opened")
+		}
+		if n := aws.ToInt64(out.ContentLength); out.ContentLength != nil && n != int64(len(p)) {
+			return fmt.Errorf("the answer carries %d bytes: %w", n, io.ErrUnexpectedEOF)
+		}
+		if _, err := io.ReadFull(out.Body, p); err != nil {
+			return err
+		}
+		o.gets.Add(1)
+		o.bytesRead.Add(int64(len(p)))
+		return nil
+	})
+	if t != nil && err == nil {
+		t.DeviceReads++
+		t.DeviceBytes += int64(len(p))
+	}
+	return err
+}
+
+// retry runs one request until it succeeds, fails for good, or has used
+// MaxAttempts; each attempt has its own timeout and holds a slot of the
+// object's and the server's concurrency bounds.
+func (o *Object) retry(what string, do func(ctx context.Context) error) error {
+	var err error
+	for attempt := 1; ; attempt++ {
+		o.sem <- struct{}{}
+		o.server <- struct{}{}
+		ctx, cancel := context.WithTimeout(context.Background(), o.o.Timeout)
+		err = do(ctx)
+		cancel()
+		<-o.server
+		<-o.sem
+		if err == nil {
+			return nil
+		}
+		if errors.Is(err, partial.ErrFileChanged) {
+			return err
+		}
+		switch s := status(err); {
+		case s == 412:
+			return o.mark("replaced since it was opened (If-Match " + o.etag + " failed)")
+		case s == 404:
+			return o.markOr(err, "no longer exists (404) since it was opened")
+		case !retryable(err):
+			return o.fail(what, attempt, err)
+		case attempt >= o.o.MaxAttempts:
+			return o.fail(what, attempt, err)
+		}
+		o.retries.Add(1)
+		time.Sleep(o.backoff(attempt))
+	}
+}
+
+// markOr marks a 404 during reads as a change; at open (no ETag yet) it is
+// the error itself.
+func (o *Object) markOr(err error, what string) error {
+	if o.etag == "" {
+		return err
+	}
+	return o.mark(what)
+}
+
+// backoff is the delay before retry number attempt: exponential, capped,
+// with jitter (half fixed, half random) so clients do not retry in step.
+func (o *Object) backoff(attempt int) time.Duration {
+	d := min(o.o.Backoff<<(attempt-1), 2*time.Second)
+	return d/2 + rand.N(d/2+1)
+}
+
+// mark records the change (the first one seen stays) and returns the
+// sticky error.
+func (o *Object) mark(what string) error {
+	o.changed.CompareAndSwap(nil, &changedError{name: o.name, what: what})
+	return o.changed.Load()
+}
+
+// fail is the error of a request that failed for good: the object, the
+// request, the attempts and the server's status or the connection's error
+// (never a credential: those travel only in the signature).
+func (o *Object) fail(what string, attempts int, err error) error {
+	return fmt.Errorf("s3: %s: %s failed after %d attempt(s): %w", o.name, what, attempts, err)
+}
+
+// status is the HTTP status of a request's error, 0 when none came back.
+func status(err error) int {
+	var re *smithyhttp.ResponseError
+	if errors.As(err, &re) {
+		return re.HTTPStatusCode()
+	}
+	return 0
+}
+
+// retryable: 5xx, throttling and request timeouts, and errors with no
+// answer at all (connection refused or reset, a truncated body, a timeout).
+func retryable(err error) bool {
+	s := status(err)
+	switch {
+	case s >= 500 || s == 429 || s == 408:
+		return true
+	case s != 0:
+		var ae smithy.APIError
+		if errors.As(err, &ae) {
+			switch ae.ErrorCode() {
+			case "SlowDown", "Throttling", "ThrottlingException", "RequestTimeout", "RequestTimeTooSkewed":
+				return true
+			}
+		}
+		return false
+	}
+	var ne net.Error
+	return errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) || errors.Is(err, context.DeadlineExceeded) ||
+		errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.EPIPE) ||
+		errors.As(err, &ne) || strings.Contains(err.Error(), "connection reset")
+}
+
+// ReadBatch (partial.BatchReader) sorts the requests by offset, coalesces
+// adjacent and overlapping ones into single GETs of at most MaxCoalesce
+// bytes, and sends those GETs in parallel (bounded by Options.Parallel).
+// Each request carries its own error; the first is returned.
+func (o *Object) ReadBatch(reqs []partial.ReadReq) error {
+	if !o.life.Acquire() {
+		return backendkit.Closed(o.name)
+	}
+	defer o.life.Release()
+	idx := make([]int, 0, len(reqs))
+	for i := range reqs {
+		q := &reqs[i]
+		o.requests.Add(1)
+		o.bytesRequested.Add(int64(len(q.Buf)))
+		if q.Err = backendkit.CheckRange(o.name, q.Off, int64(len(q.Buf)), o.size); q.Err == nil && len(q.Buf) > 0 {
+			idx = append(idx, i)
+		}
+	}
+	slices.SortFunc(idx, func(a, b int) int { return cmpInt64(reqs[a].Off, reqs[b].Off) })
+	var wg sync.WaitGroup
+	for len(idx) > 0 {
+		start, end := reqs[idx[0]].Off, reqs[idx[0]].Off+int64(len(reqs[idx[0]].Buf))
+		n := 1
+		for ; n < len(idx); n++ {
+			q := &reqs[idx[n]]
+			qe := q.Off + int64(len(q.Buf))
+			if q.Off > end || max(end, qe)-start > MaxCoalesce {
+				break
+			}
+			end = max(end, qe)
+		}
+		group := idx[:n]
+		idx = idx[n:]
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			o.readGroup(reqs, group, start, end)
+		}()
+	}
+	wg.Wait()
+	for i := range reqs {
+		if reqs[i].Err != nil {
+			return reqs[i].Err
+		}
+	}
+	return nil
+}
+
+// readGroup serves the requests group (sorted, covering [start, end)) with
+// one GET, counted in the first request's tally.
+func (o *Object) readGroup(reqs []partial.ReadReq, group []int, start, end int64) {
+	first := &reqs[group[0]]
+	if len(group) == 1 {
+		first.Err = o.get(first.Buf, first.Off, &first.IO)
+		return
+	}
+	buf := make([]byte, end-start)
+	err := o.get(buf, start, &first.IO)
+	for _, i := range group {
+		q := &reqs[i]
+		if q.Err = err; err == nil {
+			copy(q.Buf, buf[q.Off-start:])
+		}
+	}
+}
+
+func cmpInt64(a, b int64) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+// CheckFD (partial.FileChecker) is the per-query check: every GET is pinned
+// to the ETag seen at open, so the bytes a query read are of that version
+// unless a GET saw the object replaced, which this reports (sticky). No
+// request, no allocation.
+func (o *Object) CheckFD() error {
+	if e := o.changed.Load(); e != nil {
+		return e
+	}
+	return nil
+}
+
+// CheckFile (partial.FileChecker) asks the server (one HEAD) whether the
+// object is still the version opened; for watchers and status requests.
+func (o *Object) CheckFile() error {
+	if e := o.changed.Load(); e != nil {
+		return e
+	}
+	if !o.life.Acquire() {
+		return backendkit.Closed(o.name)
+	}
+	defer o.life.Release()
+	var etag string
+	var size int64
+	err := o.retry("HEAD", func(ctx context.Context) error {
+		out, err := o.c.HeadObject(ctx, &s3.HeadObjectInput{Bucket: &o.bucket, Key: &o.key})
+		if err != nil {
+			return err
+		}
+		o.heads.Add(1)
+		etag, size = aws.ToString(out.ETag), aws.ToInt64(out.ContentLength)
+		return nil
+	})
+	switch {
+	case err != nil:
+		return err
+	case etag != o.etag:
+		return o.mark("its ETag is " + etag + ", not " + o.etag + " as when it was opened")
+	case size != o.size:
+		return o.mark(fmt.Sprintf("size %d -> %d since it was opened", o.size, size))
+	}
+	return nil
+}
+
+// Stats (partial.StatsReporter): Requests and BytesRequested count ReadAt
+// calls and batch requests, ReadCalls and BytesRead the GETs that answered
+// (the open's included) and their bytes; ResidentBytes is the kept head.
+func (o *Object) Stats() partial.Stats {
+	return partial.Stats{
+		Requests: o.requests.Load(), BytesRequested: o.bytesRequested.Load(),
+		ReadCalls: o.gets.Load(), BytesRead: o.bytesRead.Load(), ResidentBytes: int64(len(o.head)),
+	}
+}
+
+// RequestStats counts the object's HTTP requests that answered: GETs and
+// HEADs, and the retries made.
+type RequestStats struct {
+	GETs    int64 `json:"gets"`
+	HEADs   int64 `json:"heads"`
+	Retries int64 `json:"retries"`
+}
+
+// Requests returns the object's request counts.
+func (o *Object) Requests() RequestStats {
+	return RequestStats{GETs: o.gets.Load(), HEADs: o.heads.Load(), Retries: o.retries.Load()}
+}
