@@ -392,6 +392,9 @@ func checkStatic(spec *Spec) error {
 // backendFits refuses a backend that cannot read the file as it is stored:
 // zstd on a plain file, another backend on a zstd file.
 func backendFits(path, backend string) error {
+	if storage.IsRemote(path) {
+		return nil // an object: storage.Open says which backends read it
+	}
 	z, err := zstd.IsSeekable(path)
 	mismatch := func(format string, a ...any) error {
 		return &tagged{msg: fmt.Sprintf(format, a...), tags: []error{ErrBackendMismatch, partial.ErrBadOption}}

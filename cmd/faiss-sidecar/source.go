@@ -7,6 +7,7 @@ import (
 
 	"github.com/faiss-sidecar/faiss-sidecar/partial"
 	"github.com/faiss-sidecar/faiss-sidecar/partial/blockcache"
+	"github.com/faiss-sidecar/faiss-sidecar/partial/s3"
 	"github.com/faiss-sidecar/faiss-sidecar/partial/storage"
 	"github.com/faiss-sidecar/faiss-sidecar/partial/zstd"
 )
@@ -36,8 +37,11 @@ func backendName(s partial.Storage) string {
 	case *partial.Direct:
 		return "direct"
 	case *blockcache.Cached:
-		if _, ok := s.Inner().(*partial.Direct); ok {
+		switch s.Inner().(type) {
+		case *partial.Direct:
 			return "direct"
+		case *s3.Object:
+			return "s3"
 		}
 		return "pread"
 	}

@@ -1,0 +1,119 @@
+package engine_test
+
+import (
+	"os"
+	"slices"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/faiss-sidecar/faiss-sidecar/engine"
+	"github.com/faiss-sidecar/faiss-sidecar/internal/testfixtures"
+	"github.com/faiss-sidecar/faiss-sidecar/partial"
+	"github.com/faiss-sidecar/faiss-sidecar/partial/s3/s3test"
+)
+
+// TestS3MatchesFAISS: an index served from s3://BUCKET/KEY, in modes full
+// (downloaded whole) and memory_efficient (the s3 backend behind a block
+// cache), answers FAISS 1.7.3's results, hit for hit as the local file.
+func TestS3MatchesFAISS(t *testing.T) {
+	bucket := s3test.Bucket(t)
+	for _, name := range []string{"idmap_hnsw", "bin_idmap_hnsw", "hnsw_flat_large"} {
+		f, err := testfixtures.Load(fixtures, name)
+		require.NoError(t, err)
+		u := s3test.PutFile(t, bucket, "idx/"+name+".faiss", fixture(name+".faiss"))
+		for _, c := range []struct{ mode, want string }{{"full", "memory"}, {"memory_efficient", "s3"}, {"", "s3"}} {
+			spec := engine.Spec{Path: u, Mode: c.mode, Semantics: "faiss-1.7.3", Kernel: "exact"}
+			x, plan, err := engine.Open(spec)
+			require.NoError(t, err, "%s %+v", name, c)
+			assert.Equal(t, c.want, x.Backend(), "%s %+v", name, c)
+			assert.Equal(t, c.want, plan.Backend())
+			spec.Path = fixture(name + ".faiss")
+			lx, _, err := engine.Open(spec)
+			require.NoError(t, err)
+			var sc, lsc engine.Scratch
+			checked := 0
+			for ri, run := range f.Runs {
+				r := engine.Request{K: run.K, Filter: run.AllowIDs}
+				if run.EfSearch != nil {
+					r.EfSearch, r.EfSearchSet = *run.EfSearch, true
+				}
+				qp, err := x.Plan(r)
+				require.NoError(t, err)
+				lqp, err := lx.Plan(r)
+				require.NoError(t, err)
+				for qi, q := range f.Queries {
+					hits, _, err := x.Query(&qp, q, &sc)
+					require.NoError(t, err)
+					n := 0
+					for j, id := range run.IDs[qi] {
+						if id < 0 {
+							continue
+						}
+						require.Less(t, n, len(hits), "%s %+v run %d query %d", name, c, ri, qi)
+						assert.Equal(t, id, hits[n].ID, "%s %+v run %d query %d rank %d", name, c, ri, qi, j)
+						assert.Equal(t, float32(run.Dist[qi][j]), float32(hits[n].Distance), "%s %+v run %d query %d rank %d", name, c, ri, qi, j)
+						n++
+					}
+					assert.Len(t, hits, n, "only real hits")
+					lhits, _, err := lx.Query(&lqp, q, &lsc)
+					require.NoError(t, err)
+					assert.Equal(t, lhits, hits, "%s %+v run %d query %d: as the local file", name, c, ri, qi)
+					checked++
+				}
+			}
+			assert.Positive(t, checked)
+			require.NoError(t, x.CheckFile())
+			x.Close()
+			lx.Close()
+		}
+	}
+}
+
+// TestS3ReplacedWhileServed: an object replaced while an index serves it
+// in memory_efficient mode fails the queries that need bytes not yet
+// cached with ErrFileChanged, never an answer mixing two versions; the
+// file check reports it too.
+func TestS3ReplacedWhileServed(t *testing.T) {
+	bucket := s3test.Bucket(t)
+	name := "hnsw_flat_large"
+	f, err := testfixtures.Load(fixtures, name)
+	require.NoError(t, err)
+	u := s3test.PutFile(t, bucket, name+".faiss", fixture(name+".faiss"))
+	// Small blocks and cache: queries keep fetching.
+	x, _, err := engine.Open(engine.Spec{Path: u, Mode: "memory_efficient", CacheBytes: 64 << 10, CacheBlock: 4096,
+		Semantics: "faiss-1.7.3", Kernel: "exact"})
+	require.NoError(t, err)
+	defer x.Close()
+	qp, err := x.Plan(engine.Request{K: 10})
+	require.NoError(t, err)
+	var sc engine.Scratch
+	before := make([][]engine.Hit, len(f.Queries))
+	for i, q := range f.Queries {
+		hits, _, err := x.Query(&qp, q, &sc)
+		require.NoError(t, err)
+		before[i] = slices.Clone(hits) // hits live in the scratch
+	}
+
+	other, err := os.ReadFile(fixture(name + ".faiss"))
+	require.NoError(t, err)
+	for i := len(other) - 700000; i < len(other); i++ { // other vectors, same layout
+		other[i] ^= 0x5a
+	}
+	s3test.Put(t, bucket, name+".faiss", other)
+	failed := 0
+	for i, q := range f.Queries {
+		hits, _, err := x.Query(&qp, q, &sc)
+		if err != nil {
+			require.ErrorIs(t, err, partial.ErrFileChanged)
+			failed++
+			continue
+		}
+		assert.Equal(t, before[i], hits, "an answer is the first version's") // from cached blocks only
+	}
+	assert.Positive(t, failed, "queries reading uncached bytes see the replacement")
+	require.ErrorIs(t, x.CheckFile(), partial.ErrFileChanged)
+	_, _, err = x.Query(&qp, f.Queries[0], &sc)
+	require.ErrorIs(t, err, partial.ErrFileChanged, "sticky: even a query served from the cache")
+}
