@@ -280,6 +280,11 @@ func Write(path string, c *Codes, src SourceID) (err error) {
 			err = fmt.Errorf("quant: writing guide %s: %w", path, err)
 		}
 	}()
+	// Readable as index files usually are (CreateTemp makes it 0600), so
+	// a server running as another user can load a guide built ahead.
+	if err = f.Chmod(0o644); err != nil {
+		return err
+	}
 	bw := bufio.NewWriterSize(f, 1<<20)
 	if _, err = c.Encode(bw, src); err != nil {
 		return err
