@@ -83,6 +83,9 @@ func TestSkipStorageExternalParity(t *testing.T) {
 // TestSkipStorageExternalNoAllocs: a query over a separate vector file
 // viewed in place (mmap) or read through a cache allocates nothing.
 func TestSkipStorageExternalNoAllocs(t *testing.T) {
+	if raceEnabled {
+		t.Skip("the race detector makes sync.Pool drop items, so allocations are expected")
+	}
 	_, qf, _ := loadFAISS115(t, skipStorage)
 	for _, backend := range []string{"mmap", "memory", "pread"} {
 		x := openSkipStorage(t, backend, Options{})
