@@ -39,3 +39,24 @@ func TestInspectS3(t *testing.T) {
 	assert.Contains(t, errOut, "s3://"+bucket+"/missing.faiss")
 	assert.Contains(t, errOut, "no such object")
 }
+
+// TestSearchS3: search of s3://BUCKET/KEY prints byte for byte what search
+// prints for the same file on local disk, in modes memory_efficient and
+// full.
+func TestSearchS3(t *testing.T) {
+	bucket := s3test.Bucket(t)
+	for _, name := range []string{"hnsw_flat_large", "bin_idmap_hnsw"} {
+		local := filepath.Join(fixtures, name+".faiss")
+		u := s3test.PutFile(t, bucket, name+".faiss", local)
+		q := writeQueries(t, loadSearchFixture(t, name))
+		for _, mode := range []string{"memory_efficient", "full"} {
+			args := []string{"--queries", q, "--k", "10", "--mode", mode}
+			code, want, errOut := runCLI(append([]string{"search", local}, args...)...)
+			require.Equal(t, 0, code, errOut)
+			require.NotEmpty(t, want)
+			code, got, errOut := runCLI(append([]string{"search", u}, args...)...)
+			require.Equal(t, 0, code, "%s %s: %s", name, mode, errOut)
+			assert.Equal(t, want, got, "%s %s", name, mode)
+		}
+	}
+}
