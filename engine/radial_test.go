@@ -2,7 +2,6 @@ package engine_test
 
 import (
 	"cmp"
-	"encoding/binary"
 	"encoding/json"
 	"math"
 	"os"
@@ -15,44 +14,26 @@ import (
 
 	"github.com/faiss-sidecar/faiss-sidecar/engine"
 	"github.com/faiss-sidecar/faiss-sidecar/hnswsearch"
+	"github.com/faiss-sidecar/faiss-sidecar/internal/testfixtures"
 )
 
 const faiss115 = "../testdata/faiss115"
 
 // range115 is a FAISS 1.15 range fixture: its runs, filter and queries.
 type range115 struct {
-	Filter struct {
-		IDs []int64 `json:"ids"`
-	} `json:"filter"`
-	Range []struct {
-		Radius   float64   `json:"radius"`
-		EfSearch int       `json:"efSearch"`
-		Filtered bool      `json:"filtered"`
-		Lims     []int     `json:"lims"`
-		IDs      []int64   `json:"ids"`
-		Dist     []float64 `json:"distances"`
-	} `json:"range"`
+	testfixtures.FAISS115
 	queries [][]float64
 }
 
 func loadRange115(t *testing.T, name string) range115 {
 	t.Helper()
-	js, err := os.ReadFile(filepath.Join(faiss115, name+".json"))
+	f, err := testfixtures.Load115(faiss115, name)
 	require.NoError(t, err)
-	var fx range115
-	require.NoError(t, json.Unmarshal(js, &fx))
-	raw, err := os.ReadFile(filepath.Join(faiss115, "queries.fvecs"))
-	require.NoError(t, err)
-	for off := 0; off < len(raw); {
-		d := int(binary.LittleEndian.Uint32(raw[off:]))
-		q := make([]float64, d)
-		for j := range q {
-			q[j] = float64(math.Float32frombits(binary.LittleEndian.Uint32(raw[off+4+4*j:])))
-		}
-		fx.queries = append(fx.queries, q)
-		off += 4 + 4*d
+	require.Len(t, f.Range, 12)
+	fx := range115{FAISS115: f}
+	for _, q := range f.QF {
+		fx.queries = append(fx.queries, testfixtures.Float64s(q))
 	}
-	require.Len(t, fx.Range, 12)
 	return fx
 }
 

@@ -3,7 +3,6 @@ package engine_test
 import (
 	"bytes"
 	"encoding/binary"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
@@ -16,6 +15,7 @@ import (
 
 	"github.com/faiss-sidecar/faiss-sidecar/engine"
 	"github.com/faiss-sidecar/faiss-sidecar/hnswsearch"
+	"github.com/faiss-sidecar/faiss-sidecar/internal/testfixtures"
 	"github.com/faiss-sidecar/faiss-sidecar/internal/vecio"
 	"github.com/faiss-sidecar/faiss-sidecar/partial"
 	"github.com/faiss-sidecar/faiss-sidecar/rerank"
@@ -30,33 +30,17 @@ var (
 
 // skipRuns is FAISS 1.15's k-NN runs on the skip-storage graph (its
 // results computed with the vectors in memory) and the queries.
-func skipRuns(t *testing.T) (runs []struct {
-	K        int         `json:"k"`
-	EfSearch int         `json:"efSearch"`
-	IDs      [][]int64   `json:"ids"`
-	Dist     [][]float64 `json:"distances"`
-}, queries [][]float64, base *vecio.Matrix) {
+func skipRuns(t *testing.T) (runs []testfixtures.KNN115, queries [][]float64, base *vecio.Matrix) {
 	t.Helper()
-	js, err := os.ReadFile(filepath.Join(faiss115Dir, "hnsw_flat_l2_skip_storage.json"))
+	f, err := testfixtures.Load115(faiss115Dir, "hnsw_flat_l2_skip_storage")
 	require.NoError(t, err)
-	var doc struct {
-		KNN json.RawMessage `json:"knn"`
-	}
-	require.NoError(t, json.Unmarshal(js, &doc))
-	require.NoError(t, json.Unmarshal(doc.KNN, &runs))
-	require.Len(t, runs, 2)
-	q, err := vecio.ReadFile(filepath.Join(faiss115Dir, "queries.fvecs"))
-	require.NoError(t, err)
-	for i := range q.N {
-		row := make([]float64, q.Dim)
-		for j, v := range q.RowF32(i) {
-			row[j] = float64(v)
-		}
-		queries = append(queries, row)
+	require.Len(t, f.KNN, 2)
+	for _, q := range f.QF {
+		queries = append(queries, testfixtures.Float64s(q))
 	}
 	base, err = vecio.ReadFile(skipFvecs)
 	require.NoError(t, err)
-	return runs, queries, base
+	return f.KNN, queries, base
 }
 
 // vectorFiles writes the skip-storage graph's vectors in every accepted
@@ -177,12 +161,7 @@ func TestSeparateVectorsParity(t *testing.T) {
 // checkRuns runs FAISS's runs on x: ids and distances must match when
 // minRecall is 1, else recall@k against FAISS's ids must reach minRecall
 // (with exact distances for the ids found).
-func checkRuns(t *testing.T, x *engine.Index, runs []struct {
-	K        int         `json:"k"`
-	EfSearch int         `json:"efSearch"`
-	IDs      [][]int64   `json:"ids"`
-	Dist     [][]float64 `json:"distances"`
-}, queries [][]float64, minRecall float64) {
+func checkRuns(t *testing.T, x *engine.Index, runs []testfixtures.KNN115, queries [][]float64, minRecall float64) {
 	t.Helper()
 	var sc engine.Scratch
 	for _, run := range runs {

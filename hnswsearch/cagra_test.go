@@ -3,7 +3,6 @@ package hnswsearch
 import (
 	"bytes"
 	"encoding/binary"
-	"encoding/json"
 	"math"
 	"os"
 	"path/filepath"
@@ -13,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/faiss-sidecar/faiss-sidecar/faissfmt"
+	"github.com/faiss-sidecar/faiss-sidecar/internal/testfixtures"
 	"github.com/faiss-sidecar/faiss-sidecar/partial"
 )
 
@@ -21,53 +21,15 @@ import (
 const faiss115Dir = "../testdata/faiss115"
 
 // faiss115KNN is one k-NN run FAISS 1.15 recorded in NAME.json.
-type faiss115KNN struct {
-	K             int         `json:"k"`
-	EfSearch      int         `json:"efSearch"`
-	BaseLevelOnly *bool       `json:"base_level_only"`
-	Call          string      `json:"call"`
-	Deterministic bool        `json:"deterministic"`
-	IDs           [][]int64   `json:"ids"`
-	Dist          [][]float64 `json:"distances"`
-}
+type faiss115KNN = testfixtures.KNN115
 
 // loadFAISS115 reads NAME.json's k-NN runs and the queries beside it
 // (float from queries.fvecs, binary from queries.bvecs; the other is nil).
 func loadFAISS115(t *testing.T, name string) (runs []faiss115KNN, qf [][]float32, qb [][]byte) {
 	t.Helper()
-	js, err := os.ReadFile(filepath.Join(faiss115Dir, name+".json"))
+	f, err := testfixtures.Load115(faiss115Dir, name)
 	require.NoError(t, err)
-	var doc struct {
-		Queries string        `json:"queries"`
-		NQ      int           `json:"nq"`
-		KNN     []faiss115KNN `json:"knn"`
-	}
-	require.NoError(t, json.Unmarshal(js, &doc))
-	raw, err := os.ReadFile(filepath.Join(faiss115Dir, doc.Queries))
-	require.NoError(t, err)
-	// .fvecs / .bvecs: per row an int32 dimension, then the components
-	// (float32 or uint8).
-	elem := 4
-	if filepath.Ext(doc.Queries) == ".bvecs" {
-		elem = 1
-	}
-	for off := 0; off < len(raw); {
-		require.GreaterOrEqual(t, len(raw)-off, 4)
-		d := int(binary.LittleEndian.Uint32(raw[off:]))
-		row := raw[off+4 : off+4+d*elem]
-		if elem == 1 {
-			qb = append(qb, row)
-		} else {
-			v := make([]float32, d)
-			for j := range v {
-				v[j] = math.Float32frombits(binary.LittleEndian.Uint32(row[4*j:]))
-			}
-			qf = append(qf, v)
-		}
-		off += 4 + d*elem
-	}
-	require.Equal(t, doc.NQ, len(qf)+len(qb))
-	return doc.KNN, qf, qb
+	return f.KNN, f.QF, f.QB
 }
 
 // cagraFixtures are the CAGRA-built HNSW files FAISS 1.15 wrote; all three

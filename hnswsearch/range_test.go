@@ -1,9 +1,7 @@
 package hnswsearch
 
 import (
-	"encoding/json"
 	"math"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -11,20 +9,13 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/faiss-sidecar/faiss-sidecar/internal/testfixtures"
 	"github.com/faiss-sidecar/faiss-sidecar/partial"
 	"github.com/faiss-sidecar/faiss-sidecar/partial/storage"
 )
 
 // faiss115Range is one range-search run FAISS 1.15 recorded in NAME.json.
-type faiss115Range struct {
-	Radius    float64   `json:"radius"`
-	EfSearch  int       `json:"efSearch"`
-	Effective int       `json:"effective_efSearch"`
-	Filtered  bool      `json:"filtered"`
-	Lims      []int     `json:"lims"`
-	IDs       []int64   `json:"ids"`
-	Dist      []float64 `json:"distances"`
-}
+type faiss115Range = testfixtures.Range115
 
 // rangeFixtures are FAISS 1.15's range-search files.
 var rangeFixtures = []string{"range_hnsw_flat_l2", "range_hnsw_flat_ip", "range_idmap_hnsw_flat_l2"}
@@ -33,19 +24,11 @@ var rangeFixtures = []string{"range_hnsw_flat_l2", "range_hnsw_flat_ip", "range_
 // float queries.
 func loadRange115(t *testing.T, name string) ([]faiss115Range, []int64, [][]float32) {
 	t.Helper()
-	_, qf, _ := loadFAISS115(t, name)
-	js, err := os.ReadFile(filepath.Join(faiss115Dir, name+".json"))
+	f, err := testfixtures.Load115(faiss115Dir, name)
 	require.NoError(t, err)
-	var doc struct {
-		Filter struct {
-			IDs []int64 `json:"ids"`
-		} `json:"filter"`
-		Range []faiss115Range `json:"range"`
-	}
-	require.NoError(t, json.Unmarshal(js, &doc))
-	require.Len(t, doc.Range, 12, "3 radii × ef 16/64 × unfiltered/filtered")
-	require.Len(t, doc.Filter.IDs, 600)
-	return doc.Range, doc.Filter.IDs, qf
+	require.Len(t, f.Range, 12, "3 radii × ef 16/64 × unfiltered/filtered")
+	require.Len(t, f.Filter.IDs, 600)
+	return f.Range, f.Filter.IDs, f.QF
 }
 
 // TestFAISS115RangeParity: on every backend and with both kernels, range

@@ -1,14 +1,12 @@
 package httpapi
 
 import (
-	"encoding/binary"
 	"encoding/json"
 	"fmt"
-	"math"
-	"os"
 	"path/filepath"
 	"testing"
 
+	"github.com/faiss-sidecar/faiss-sidecar/internal/testfixtures"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -18,35 +16,17 @@ const faiss115 = "../testdata/faiss115"
 // radialFixture is FAISS 1.15's range_hnsw_flat_l2: its range runs and
 // the filter, with the first queries as JSON arrays.
 type radialFixture struct {
-	Filter struct {
-		IDs []int64 `json:"ids"`
-	} `json:"filter"`
-	Range []struct {
-		Radius   float64 `json:"radius"`
-		EfSearch int     `json:"efSearch"`
-		Filtered bool    `json:"filtered"`
-		Lims     []int   `json:"lims"`
-		IDs      []int64 `json:"ids"`
-	} `json:"range"`
+	testfixtures.FAISS115
 	queries []string
 }
 
 func loadRadialFixture(t *testing.T) radialFixture {
 	t.Helper()
-	js, err := os.ReadFile(filepath.Join(faiss115, "range_hnsw_flat_l2.json"))
+	f, err := testfixtures.Load115(faiss115, "range_hnsw_flat_l2")
 	require.NoError(t, err)
-	var fx radialFixture
-	require.NoError(t, json.Unmarshal(js, &fx))
-	raw, err := os.ReadFile(filepath.Join(faiss115, "queries.fvecs"))
-	require.NoError(t, err)
-	for off := 0; off < len(raw) && len(fx.queries) < 5; {
-		d := int(binary.LittleEndian.Uint32(raw[off:]))
-		q := make([]float64, d)
-		for j := range q {
-			q[j] = float64(math.Float32frombits(binary.LittleEndian.Uint32(raw[off+4+4*j:])))
-		}
-		fx.queries = append(fx.queries, vectorJSON(q))
-		off += 4 + 4*d
+	fx := radialFixture{FAISS115: f}
+	for _, q := range f.QF[:5] {
+		fx.queries = append(fx.queries, vectorJSON(testfixtures.Float64s(q)))
 	}
 	return fx
 }

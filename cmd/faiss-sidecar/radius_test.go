@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/faiss-sidecar/faiss-sidecar/internal/testfixtures"
 	"github.com/stretchr/testify/require"
 )
 
@@ -21,22 +22,8 @@ import (
 func TestSearchRadiusMatchesFAISS115(t *testing.T) {
 	dir := filepath.Join("..", "..", "testdata", "faiss115")
 	for _, name := range []string{"range_hnsw_flat_l2", "range_hnsw_flat_ip", "range_idmap_hnsw_flat_l2"} {
-		js, err := os.ReadFile(filepath.Join(dir, name+".json"))
+		fx, err := testfixtures.Load115(dir, name)
 		require.NoError(t, err)
-		var fx struct {
-			Filter struct {
-				IDs []int64 `json:"ids"`
-			} `json:"filter"`
-			Range []struct {
-				Radius   float64   `json:"radius"`
-				EfSearch int       `json:"efSearch"`
-				Filtered bool      `json:"filtered"`
-				Lims     []int     `json:"lims"`
-				IDs      []int64   `json:"ids"`
-				Dist     []float64 `json:"distances"`
-			} `json:"range"`
-		}
-		require.NoError(t, json.Unmarshal(js, &fx))
 		var ids strings.Builder
 		for _, id := range fx.Filter.IDs {
 			ids.WriteString(strconv.FormatInt(id, 10) + "\n")
