@@ -12,8 +12,8 @@ import (
 // FAISS115 is what FAISS v1.15.0 recorded for one file of testdata/faiss115
 // (NAME.json; that folder's README says how), with its queries read.
 type FAISS115 struct {
-	Queries string `json:"queries"` // the query file beside NAME.json (.fvecs or .bvecs)
-	NQ      int    `json:"nq"`
+	Queries string   `json:"queries"` // the query file beside NAME.json (.fvecs or .bvecs)
+	NQ      int      `json:"nq"`
 	KNN     []KNN115 `json:"knn"`
 	// Filter is the allow-list of the filtered range runs.
 	Filter struct {
