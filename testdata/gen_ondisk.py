@@ -20,19 +20,11 @@ import os
 import faiss
 import numpy as np
 
+from gen_queries import write_vecs  # .fvecs / .ivecs rows, beside this script
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 OUT = os.path.join(HERE, "ondisk")
 N, D, NQ, K, CENTRES = 2000, 32, 50, 10, 100
-
-
-def write_vecs(path, a, dtype):
-    """.fvecs / .ivecs: each row is an int32 dimension then the values."""
-    a = np.ascontiguousarray(a, dtype=dtype)
-    n, d = a.shape
-    rows = np.empty((n, d + 1), dtype=dtype)
-    rows.view("<i4")[:, 0] = d
-    rows[:, 1:] = a
-    rows.tofile(path)
 
 
 def main():
