@@ -36,6 +36,8 @@ func backendName(s partial.Storage) string {
 		return "zstd"
 	case *partial.Direct:
 		return "direct"
+	case *s3.Object:
+		return "s3"
 	case *blockcache.Cached:
 		switch s.Inner().(type) {
 		case *partial.Direct:

@@ -47,6 +47,9 @@ func TestConformanceS3(t *testing.T) {
 		partialtest.Run(t, s3Opener(t, storage.Options{Backend: "s3", CacheBytes: 64 << 10, BlockSize: 4096}), nil)
 	})
 	t.Run("pread named", func(t *testing.T) { partialtest.Run(t, s3Opener(t, storage.Options{Backend: "pread"}), nil) })
+	t.Run("direct named, no cache", func(t *testing.T) {
+		partialtest.Run(t, s3Opener(t, storage.Options{Backend: "direct"}), nil)
+	})
 	t.Run("memory", func(t *testing.T) {
 		partialtest.Run(t, s3Opener(t, storage.Options{Backend: "memory", AlignOffset: 4099}), nil)
 	})
@@ -76,6 +79,11 @@ func TestS3Backend(t *testing.T) {
 	require.Equal(t, int64(s3.DefaultBlockSize), c.BlockSize())
 	_, ok = c.Inner().(*s3.Object)
 	require.True(t, ok, "%T", c.Inner())
+	d, err := storage.Open(u, storage.Options{Backend: "direct"})
+	require.NoError(t, err)
+	defer d.Close()
+	_, ok = d.(*s3.Object)
+	require.True(t, ok, "direct without a cache budget: the object alone, got %T", d)
 	require.Equal(t, blockcache.MirrorBudget(8192)+2*s3.DefaultBlockSize, storage.Options{}.CacheBudgetFor("s3", 8192),
 		"a private cache capped at the whole file, in s3-sized blocks")
 }

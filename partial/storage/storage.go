@@ -124,7 +124,9 @@ func (o Options) CacheBudgetFor(backend string, size int64) int64 {
 // An s3:// path is read by the s3 backend (partial/s3) behind a block cache
 // of o's budget, whatever file backend is named (pread, mmap, direct: they
 // mean nothing for an object), with blocks of s3.DefaultBlockSize unless
-// o.BlockSize is set; backend memory downloads it whole (s3.OpenMemory).
+// o.BlockSize is set; named direct, with no cache budget, it is the object
+// alone, as direct is the file alone; backend memory downloads it whole
+// (s3.OpenMemory).
 // Backend s3 refuses a local path, and zstd is not served from S3 yet.
 func Open(path string, o Options) (partial.Storage, error) {
 	if IsRemote(path) {
@@ -182,7 +184,14 @@ func openRemote(path string, o Options) (partial.Storage, error) {
 	default:
 		return nil, UnknownBackend(backend)
 	}
-	budget := o.CacheBudget("s3")
+	// Named direct, the budget is direct's: 0 means the object itself, no
+	// cache in front (the memory budget policy reads its misses in batches,
+	// which the object sends as parallel GETs).
+	cacheAs := "s3"
+	if backend == "direct" {
+		cacheAs = "direct"
+	}
+	budget := o.CacheBudget(cacheAs)
 	if budget < 0 {
 		return nil, fmt.Errorf("%w: cache budget %d is negative", partial.ErrBadOption, budget)
 	}
@@ -193,6 +202,9 @@ func openRemote(path string, o Options) (partial.Storage, error) {
 	obj, err := s3.Open(path, s3.Options{})
 	if err != nil {
 		return nil, err
+	}
+	if o.Cache == nil && budget == 0 {
+		return obj, nil
 	}
 	c, err := blockcache.NewCachedAligned(path, obj, o.Cache, budget, bs, o.AlignOffset)
 	if err != nil {
