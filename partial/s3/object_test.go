@@ -433,3 +433,43 @@ func TestCloseIdempotentError(t *testing.T) {
 	require.True(t, errors.Is(o.CheckFile(), partial.ErrClosed))
 	require.True(t, strings.HasPrefix(o.Name(), "s3://"))
 }
+
+// TestServerRestarted: while the server is down reads fail with a clear
+// error after the bounded attempts (connection refused); once it is back
+// on the same address the same Object serves again, the right bytes.
+func TestServerRestarted(t *testing.T) {
+	bucket := s3test.Bucket(t)
+	path, data := partialtest.PatternFile(t, 512<<10)
+	u := s3test.PutFile(t, bucket, "r.bin", path)
+	target, err := url.Parse(s3test.Endpoint(t))
+	require.NoError(t, err)
+	rp := &httputil.ReverseProxy{Rewrite: func(pr *httputil.ProxyRequest) { pr.SetURL(target); pr.Out.Host = pr.In.Host }}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	addr := ln.Addr().String()
+	srv := &http.Server{Handler: rp}
+	go srv.Serve(ln)
+	o, err := s3.Open(u, s3.Options{Endpoint: "http://" + addr, HeadBytes: 1024, MaxAttempts: 3, Backoff: time.Millisecond})
+	require.NoError(t, err)
+	defer o.Close()
+	p := make([]byte, 100)
+	_, err = o.ReadAt(p, 200000)
+	require.NoError(t, err)
+
+	require.NoError(t, srv.Close()) // down
+	_, err = o.ReadAt(p, 300000)
+	require.Error(t, err)
+	assert.NotErrorIs(t, err, partial.ErrFileChanged)
+	assert.Contains(t, err.Error(), "after 3 attempt(s)")
+	assert.Contains(t, err.Error(), "connection refused")
+	assert.Contains(t, err.Error(), u)
+
+	ln, err = net.Listen("tcp", addr) // back up
+	require.NoError(t, err)
+	srv = &http.Server{Handler: rp}
+	go srv.Serve(ln)
+	defer srv.Close()
+	_, err = o.ReadAt(p, 300000)
+	require.NoError(t, err)
+	require.Equal(t, data[300000:300100], p)
+}
