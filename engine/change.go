@@ -49,11 +49,11 @@ func (c Change) Apply(spec Spec) Spec {
 	if c.Kernel != "" {
 		spec.Kernel = c.Kernel
 	}
+	if spec.Mode != ModeOnDisk {
+		spec.Compression = "" // the old one goes with on_disk; a new one is refused by CheckSpec
+	}
 	if c.Compression != "" {
 		spec.Compression = c.Compression
-	}
-	if spec.Mode != ModeOnDisk {
-		spec.Compression = ""
 	}
 	return spec
 }

@@ -52,7 +52,11 @@ func checkCompression(spec *Spec) error {
 		return nil
 	}
 	if _, err := quant.ParseLevel(spec.Compression); err != nil {
-		return fieldErr("compression", "unknown {compression} %q (known: %s)", spec.Compression, strings.Join(CompressionNames(), ", "))
+		shown := spec.Compression
+		if len(shown) > 16 { // a long value is not echoed whole
+			shown = strings.ToValidUTF8(shown[:16], "") + "…"
+		}
+		return fieldErr("compression", "unknown {compression} %q (known: %s)", shown, strings.Join(CompressionNames(), ", "))
 	}
 	return nil
 }
@@ -161,19 +165,22 @@ func (x *Index) openGuide(p *Plan) error {
 		return err
 	}
 	path := GuidePath(spec.GuideDir, spec.Path, p.level.String())
+	// Any guide that cannot be used is rebuilt, and why is reported: none
+	// at the path, another file's or version's, damaged, of another level,
+	// not a regular file, or unreadable (a directory in the way).
 	c, err := quant.Load(path, src)
+	if err == nil && c.Level() != p.level {
+		err = fmt.Errorf("%w: %s holds a %s guide, not %s", quant.ErrStale, path, c.Level(), p.level)
+		c.Close()
+	}
 	x.guideInfo = GuideInfo{Path: path, Level: p.level.String(), Loaded: err == nil}
-	switch {
-	case err == nil:
-	case errors.Is(err, fs.ErrNotExist), errors.Is(err, quant.ErrStale), errors.Is(err, quant.ErrCorrupt):
+	if err != nil {
 		if !errors.Is(err, fs.ErrNotExist) {
 			x.guideInfo.Rebuilt = err.Error()
 		}
 		if c, x.guideInfo.NotSaved, err = buildGuide(r, off, x.file, p.level, path, src, spec.Ctx, spec.Progress); err != nil {
 			return err
 		}
-	default:
-		return err
 	}
 	x.guide = c
 	x.guideInfo.Bytes = c.Bytes()

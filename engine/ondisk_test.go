@@ -11,6 +11,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"golang.org/x/sys/unix"
 
 	"github.com/faiss-sidecar/faiss-sidecar/engine"
 	"github.com/faiss-sidecar/faiss-sidecar/hnswsearch"
@@ -210,4 +211,60 @@ func TestOnDiskAutoFitsBudget(t *testing.T) {
 	}
 	require.NotNil(t, tight)
 	assert.Equal(t, "32x", tight.Spec().Compression, "the smallest budget that serves takes the coarser guide")
+}
+
+// TestOnDiskGuideInTheWay: whatever sits at the guide's path — a FIFO (an
+// open would wait for a writer), a guide of another level, a directory —
+// or a guide directory that is a file, the index is served with a guide
+// built afresh, and GuideInfo says why the file was not used or saved.
+func TestOnDiskGuideInTheWay(t *testing.T) {
+	dir := t.TempDir()
+	idx := filepath.Join(dir, "x.faiss")
+	b, err := os.ReadFile(fixture("hnsw_flat_l2.faiss"))
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(idx, b, 0o644))
+	open := func(spec engine.Spec) engine.GuideInfo {
+		t.Helper()
+		spec.Path, spec.Mode = idx, engine.ModeOnDisk
+		done := make(chan struct{})
+		var gi engine.GuideInfo
+		go func() {
+			defer close(done)
+			x, _, err := engine.Open(spec)
+			if !assert.NoError(t, err) {
+				return
+			}
+			gi, _ = x.Guide()
+			x.Close()
+		}()
+		select {
+		case <-done:
+		case <-time.After(30 * time.Second):
+			t.Fatal("the open blocked")
+		}
+		return gi
+	}
+	path4 := engine.GuidePath("", idx, "4x")
+	require.NoError(t, unix.Mkfifo(path4, 0o644))
+	gi := open(engine.Spec{Compression: "4x"})
+	assert.Contains(t, gi.Rebuilt, "not a regular file")
+	assert.Empty(t, gi.NotSaved, "the FIFO is replaced by the guide")
+	assert.True(t, open(engine.Spec{Compression: "4x"}).Loaded)
+
+	g32, err := os.ReadFile(engine.GuidePath("", idx, "32x"))
+	if err != nil { // build the 32x guide first
+		open(engine.Spec{Compression: "32x"})
+		g32, err = os.ReadFile(engine.GuidePath("", idx, "32x"))
+		require.NoError(t, err)
+	}
+	require.NoError(t, os.WriteFile(path4, g32, 0o644))
+	gi = open(engine.Spec{Compression: "4x"})
+	assert.False(t, gi.Loaded)
+	assert.Contains(t, gi.Rebuilt, "holds a 32x guide, not 4x")
+
+	notDir := filepath.Join(dir, "guides")
+	require.NoError(t, os.WriteFile(notDir, []byte("x"), 0o644))
+	gi = open(engine.Spec{Compression: "4x", GuideDir: notDir})
+	assert.False(t, gi.Loaded)
+	assert.Contains(t, gi.NotSaved, "not a directory")
 }

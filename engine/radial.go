@@ -215,6 +215,12 @@ func (x *Index) queryRadialRerank(p hnswsearch.RangeParams, oversample float64, 
 		}
 	}
 	short := min(len(res), rerank.ShortlistSize(n, oversample))
+	if short < n {
+		// More nodes were inside the radius by the walk's distances than
+		// the shortlist can rerank (rerank.MaxShortlist): the hits may miss
+		// some, which the answer must say.
+		st.Truncated = true
+	}
 	slices.SortFunc(res, func(a, b hnswsearch.Result) int {
 		c := cmp.Compare(a.Distance, b.Distance)
 		if ip {

@@ -265,3 +265,24 @@ func TestOnDiskRadial(t *testing.T) {
 	t.Logf("on_disk radial recall of the exact neighbours inside the radius: %.3f", found/want)
 	require.GreaterOrEqual(t, found/want, 0.9)
 }
+
+// TestOnDiskRadialShortlistCut: when more nodes are inside the radius by the
+// guide's distances than the shortlist reranks, the answer says it was
+// truncated (here 100 of the 2000 vectors, all inside the radius).
+func TestOnDiskRadialShortlistCut(t *testing.T) {
+	raw, err := os.ReadFile(filepath.Join("..", "testdata", "ondisk", "clustered_l2.json"))
+	require.NoError(t, err)
+	var fx onDiskFixture
+	require.NoError(t, json.Unmarshal(raw, &fx))
+	x, _, err := engine.Open(engine.Spec{Path: filepath.Join("..", "testdata", "ondisk", "clustered_l2.faiss"),
+		Mode: engine.ModeOnDisk, Compression: "4x", GuideDir: t.TempDir(), Rerank: &engine.RerankSpec{Oversample: 0.01}})
+	require.NoError(t, err)
+	defer x.Close()
+	everything := 1e30
+	qp, err := x.Plan(engine.Request{MaxDistance: &everything, EfSearch: 4000, EfSearchSet: true})
+	require.NoError(t, err)
+	hits, prof, err := x.Query(&qp, fx.Queries[0], nil)
+	require.NoError(t, err)
+	assert.Len(t, hits, 100, "the shortlist: max(100, ⌈2000·0.01⌉)")
+	assert.True(t, prof.Truncated, "1900 nodes inside the radius were not reranked")
+}

@@ -211,6 +211,10 @@ type Plan struct {
 	vcache  int64
 }
 
+// MaxMemoryBudget bounds an index's memory budget: sums of budgets must
+// not overflow, and no machine holds more.
+const MaxMemoryBudget = 1 << 50
+
 // Prepare checks spec, probes its file (headers and small arrays only)
 // and plans its memory.
 func Prepare(spec Spec) (*Plan, error) {
@@ -352,6 +356,8 @@ func checkStatic(spec *Spec) error {
 		return fieldErr("cache_bytes", "{cache_bytes} %d is negative", spec.CacheBytes)
 	case spec.MemoryBudget < 0:
 		return fieldErr("memory_budget", "{memory_budget} %d is negative", spec.MemoryBudget)
+	case spec.MemoryBudget > MaxMemoryBudget:
+		return fieldErr("memory_budget", "{memory_budget} %d is above the largest budget, %d (1 PiB)", spec.MemoryBudget, int64(MaxMemoryBudget))
 	case spec.MemoryBudget > 0 && spec.Mode != "memory_efficient" && spec.Mode != ModeOnDisk:
 		return fieldErr("memory_budget", "{memory_budget} applies to {mode} memory_efficient and on_disk, not %q", spec.Mode)
 	case spec.ExactFilterMax < -1:

@@ -76,6 +76,8 @@ type handle struct {
 	// resident is what the handle counts against the memory budget: the
 	// full copy or the cache budget, plus the small arrays.
 	resident atomic.Int64
+	// reserved is what the registry admitted for this handle's open.
+	reserved int64
 	// failed holds why the handle stopped answering (its file changed under
 	// it); set once, it stays until the handle is replaced.
 	failed atomic.Pointer[error]

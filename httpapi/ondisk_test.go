@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -102,10 +103,15 @@ func TestOnDiskREST(t *testing.T) {
 		{"PUT", "/indexes/d", `{"path":"clustered_l2.faiss","compression":"4x"}`, 400, "compression applies to mode on_disk"},
 		{"PUT", "/indexes/d", `{"path":"clustered_l2.faiss","mode":"on_disk","memory_budget":65536}`, 400, "needs a guide of"},
 		{"PUT", "/indexes/c/_mode", `{"compression":"9x"}`, 400, `unknown compression \"9x\"`},
+		{"PUT", "/indexes/c/_mode", `{"mode":"full","compression":"4x"}`, 400, "compression applies to mode on_disk"},
+		{"PUT", "/indexes/d", `{"path":"clustered_l2.faiss","mode":"on_disk","compression":"` + strings.Repeat("x", 5000) + `"}`, 400, `xxxxxxxxxxxxxxxx…`},
+		{"PUT", "/indexes/d", `{"path":"clustered_l2.faiss","memory_budget":9223372036854775807}`, 400, "above the largest budget"},
+		{"POST", "/indexes/c/_search", `{"vector":[` + strings.Repeat("0,", 31) + `0],"k":3,"rescore":{"oversample_factor":-1}}`, 400, "oversample_factor -1 is negative"},
 	} {
 		r := call(t, ts, c.method, c.path, c.body)
-		assert.Equal(t, c.status, r.Status, "%s %s: %s", c.method, c.body, r.Raw)
-		assert.Contains(t, r.Raw, c.msg, c.body)
+		assert.Equal(t, c.status, r.Status, "%s %.80s: %.300s", c.method, c.body, r.Raw)
+		assert.Contains(t, r.Raw, c.msg, "%.80s", c.body)
+		assert.Less(t, len(r.Raw), 2000, "a long value is not echoed whole")
 	}
 	assert.Equal(t, 200, call(t, ts, "POST", "/indexes/c/_search", query(0)).Status, "the index still serves")
 }

@@ -68,7 +68,9 @@ type Registry struct {
 	// lock writes a counter every core shares, on every request).
 	mu      sync.Mutex
 	entries atomic.Pointer[map[string]*entry]
-	memMu   sync.Mutex // serialises budget checks with the opens they admit
+	memMu   sync.Mutex // serialises budget checks with the reservations they make
+	// reserved is what admitted opens hold until their handle counts it.
+	reserved atomic.Int64
 }
 
 // NewRegistry serves indexes from files under roots within budget bytes.
@@ -216,6 +218,7 @@ func (r *Registry) acquire(name string) (*entry, lease, error) {
 
 // usage sums what the served handles count against the budget.
 func (r *Registry) usage() (total int64, hs []*handle) {
+	total = r.reserved.Load()
 	for _, e := range r.all() {
 		if h := e.cur.Load(); h != nil {
 			total += h.resident.Load()
@@ -231,6 +234,10 @@ func (r *Registry) usage() (total int64, hs []*handle) {
 func (r *Registry) admit(need int64) error {
 	if r.budget <= 0 {
 		return nil
+	}
+	if need > r.budget {
+		return &apiError{429, "memory_budget_exceeded", fmt.Sprintf(
+			"memory budget exceeded: the index needs %d bytes, the node's budget is %d", need, r.budget)}
 	}
 	used, hs := r.usage()
 	if used+need <= r.budget {
@@ -319,17 +326,26 @@ func (r *Registry) open(ctx context.Context, e *entry, spec LoadSpec) (*handle, 
 		}
 		spec.Rerank = &RerankSpec{VectorsPath: vp, Strategy: rs.Strategy, OversampleFactor: rs.Oversample}
 	}
+	// The bytes are reserved, not the lock held, while the index opens: an
+	// open that builds a guide (or blocks on a file) must not stall every
+	// other load and switch on the node.
+	need := plan.NeedBytes()
 	r.memMu.Lock()
-	defer r.memMu.Unlock()
-	if err := r.admit(plan.NeedBytes()); err != nil {
+	err = r.admit(need)
+	if err == nil {
+		r.reserved.Add(need)
+	}
+	r.memMu.Unlock()
+	if err != nil {
 		return nil, err
 	}
 	x, err := plan.Open()
 	if err != nil {
+		r.reserved.Add(-need)
 		return nil, err
 	}
-	h := &handle{spec: spec, path: path, x: x}
-	h.resident.Store(plan.NeedBytes())
+	h := &handle{spec: spec, path: path, x: x, reserved: need}
+	h.resident.Store(need)
 	return h, nil
 }
 
@@ -354,8 +370,13 @@ func (r *Registry) Load(name string, spec LoadSpec) error {
 	e.setCancel(cancel) // a DELETE stops a guide build
 	defer e.setCancel(nil)
 	h, err := r.open(ctx, e, spec)
+	if h != nil {
+		defer r.reserved.Add(-h.reserved) // counted by the handle from here on, or retired
+	}
 	if err == nil && e.deleted.Load() {
 		h.retire()
+	}
+	if e.deleted.Load() {
 		err = &apiError{409, "index_deleted", fmt.Sprintf("index %q was deleted while it loaded", name)}
 	}
 	if err != nil {
@@ -478,6 +499,9 @@ func (r *Registry) Switch(ctx context.Context, name string, sw SwitchSpec) error
 		return err
 	}
 	h, err := r.open(ctx, e, spec)
+	if h != nil {
+		defer r.reserved.Add(-h.reserved) // counted by the handle from here on, or retired
+	}
 	if err != nil {
 		if derr := switchDone(ctx, e); derr != nil {
 			err = derr // deleted or timed out while the new handle opened

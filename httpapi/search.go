@@ -142,6 +142,12 @@ func (s *Server) plan(h *handle, k IntParam, rad radial, mp *MethodParameters, f
 		}
 	}
 	if rs != nil {
+		// The engine takes a negative factor as "skip the rescoring"; over
+		// REST that would return an on_disk index's estimated distances as
+		// if they were exact, so it is refused.
+		if rs.OversampleFactor < 0 {
+			return queryPlan{}, badRequest("rescore.oversample_factor %g is negative (0 or absent: the index's)", rs.OversampleFactor)
+		}
 		r.Rescore = &engine.Rescore{Oversample: rs.OversampleFactor}
 	}
 	return h.x.Plan(r)

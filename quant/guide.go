@@ -12,6 +12,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"syscall"
 
 	"github.com/faiss-sidecar/faiss-sidecar/faissfmt"
 )
@@ -315,15 +316,11 @@ func IsGuide(head []byte) bool { return len(head) >= 8 && string(head[:8]) == gu
 // ReadInfo reads a guide's header (checked, including its size against
 // the file's) without the codes, for inspect. Use Load to check the rest.
 func ReadInfo(path string) (Info, error) {
-	f, err := os.Open(path)
+	f, st, err := openRegular(path)
 	if err != nil {
-		return Info{}, fmt.Errorf("quant: %w", err)
+		return Info{}, err
 	}
 	defer f.Close()
-	st, err := f.Stat()
-	if err != nil {
-		return Info{}, fmt.Errorf("quant: %w", err)
-	}
 	b := make([]byte, headerLen)
 	if st.Size() >= headerLen {
 		if _, err := f.ReadAt(b, 0); err != nil {
@@ -347,16 +344,30 @@ func (h *header) info(path string, size int64) Info {
 // is damaged (both wrapped in an error naming the file). Every byte is
 // checked against the checksum before the Codes are returned.
 func Load(path string, src SourceID) (*Codes, error) {
-	f, err := os.Open(path)
+	f, st, err := openRegular(path)
 	if err != nil {
-		return nil, fmt.Errorf("quant: %w", err)
+		return nil, err
 	}
 	defer f.Close()
-	st, err := f.Stat()
-	if err != nil {
-		return nil, fmt.Errorf("quant: %w", err)
-	}
 	return decode(f, st.Size(), path, &src)
+}
+
+// openRegular opens a guide file without blocking: a FIFO or a device at
+// the path is ErrCorrupt, not an open that waits for a writer.
+func openRegular(path string) (*os.File, os.FileInfo, error) {
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return nil, nil, fmt.Errorf("quant: %w", err)
+	}
+	st, err := f.Stat()
+	if err == nil && !st.Mode().IsRegular() {
+		err = fmt.Errorf("%w: %s is not a regular file (%s)", ErrCorrupt, path, st.Mode().Type())
+	}
+	if err != nil {
+		f.Close()
+		return nil, nil, fmt.Errorf("quant: %w", err)
+	}
+	return f, st, nil
 }
 
 // decode reads a guide of size bytes from r; src nil skips the staleness

@@ -2,7 +2,6 @@ package quant
 
 import (
 	"fmt"
-	"strings"
 
 	"github.com/faiss-sidecar/faiss-sidecar/faissfmt"
 )
@@ -28,7 +27,7 @@ var Levels = []Level{Level4x, Level32x}
 // ParseLevel reads "4x" or "32x" (case-insensitive). "auto" is the
 // caller's to resolve, with BytesPerVector and its budget.
 func ParseLevel(s string) (Level, error) {
-	switch strings.ToLower(strings.TrimSpace(s)) {
+	switch s {
 	case "4x":
 		return Level4x, nil
 	case "32x":
