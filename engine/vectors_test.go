@@ -90,15 +90,6 @@ func vectorFiles(t *testing.T, base *vecio.Matrix) map[string]string {
 	return out
 }
 
-// ulpsApart is how many float32 steps lie between a and b (same sign).
-func ulpsApart(a, b float32) int64 {
-	d := int64(math.Float32bits(a)) - int64(math.Float32bits(b))
-	if d < 0 {
-		d = -d
-	}
-	return d
-}
-
 // TestSeparateVectorsParity: the graph FAISS 1.15 wrote without its
 // vectors, given them as a separate file in every accepted format, returns
 // FAISS's ids exactly and its distances within 8 ulps (FAISS 1.15 is an
@@ -186,7 +177,7 @@ func checkRuns(t *testing.T, x *engine.Index, runs []testfixtures.KNN115, querie
 				}
 				if ok {
 					found++
-					require.LessOrEqual(t, ulpsApart(float32(h.Distance), float32(wd)), int64(8), "ef %d query %d id %d: %v vs FAISS %v", run.EfSearch, qi, h.ID, h.Distance, wd)
+					require.LessOrEqual(t, testfixtures.ULPs(float32(h.Distance), float32(wd)), int64(8), "ef %d query %d id %d: %v vs FAISS %v", run.EfSearch, qi, h.ID, h.Distance, wd)
 				}
 			}
 		}

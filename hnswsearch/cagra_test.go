@@ -3,7 +3,6 @@ package hnswsearch
 import (
 	"bytes"
 	"encoding/binary"
-	"math"
 	"os"
 	"path/filepath"
 	"testing"
@@ -95,7 +94,7 @@ func TestFAISS115CAGRAParity(t *testing.T) {
 							}
 							for j := range res {
 								want := float32(run.Dist[qi][j])
-								if res[j].ID != run.IDs[qi][j] || ulps(res[j].Distance, want) > tol {
+								if res[j].ID != run.IDs[qi][j] || testfixtures.ULPs(res[j].Distance, want) > tol {
 									t.Fatalf("%s %s ef %d query %d rank %d: got (%d, %v), FAISS 1.15 (%d, %v)\n got %v\nwant %v %v",
 										backend, kernel, run.EfSearch, qi, j, res[j].ID, res[j].Distance, run.IDs[qi][j], want, res, run.IDs[qi], run.Dist[qi])
 								}
@@ -106,16 +105,6 @@ func TestFAISS115CAGRAParity(t *testing.T) {
 			})
 		})
 	}
-}
-
-// ulps is the distance between two finite float32 values of the same sign
-// in units in the last place.
-func ulps(a, b float32) int64 {
-	d := int64(math.Float32bits(a)) - int64(math.Float32bits(b))
-	if d < 0 {
-		d = -d
-	}
-	return d
 }
 
 // TestSkipStorageWithVectorsParity: the graph of the file FAISS 1.15 wrote
@@ -166,7 +155,7 @@ func TestSkipStorageWithVectorsParity(t *testing.T) {
 			for j := range res {
 				want := float32(run.Dist[qi][j])
 				require.Equal(t, run.IDs[qi][j], res[j].ID, "ef %d query %d rank %d", run.EfSearch, qi, j)
-				require.LessOrEqual(t, ulps(res[j].Distance, want), int64(distULPs), "ef %d query %d rank %d: %v vs FAISS %v", run.EfSearch, qi, j, res[j].Distance, want)
+				require.LessOrEqual(t, testfixtures.ULPs(res[j].Distance, want), int64(distULPs), "ef %d query %d rank %d: %v vs FAISS %v", run.EfSearch, qi, j, res[j].Distance, want)
 			}
 		}
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/faiss-sidecar/faiss-sidecar/faissfmt"
+	"github.com/faiss-sidecar/faiss-sidecar/internal/testfixtures"
 	"github.com/faiss-sidecar/faiss-sidecar/partial"
 )
 
@@ -70,7 +71,7 @@ func TestSkipStorageExternalParity(t *testing.T) {
 						for j := range res {
 							want := float32(run.Dist[qi][j])
 							require.Equal(t, run.IDs[qi][j], res[j].ID, "ef %d query %d rank %d", run.EfSearch, qi, j)
-							require.LessOrEqual(t, ulps(res[j].Distance, want), int64(distULPs), "ef %d query %d rank %d: %v vs FAISS %v", run.EfSearch, qi, j, res[j].Distance, want)
+							require.LessOrEqual(t, testfixtures.ULPs(res[j].Distance, want), int64(distULPs), "ef %d query %d rank %d: %v vs FAISS %v", run.EfSearch, qi, j, res[j].Distance, want)
 						}
 					}
 				}

@@ -80,7 +80,7 @@ func TestFAISS115RangeParity(t *testing.T) {
 							require.Equal(t, ids, got, "%s %s run %d (r=%v ef=%d filtered=%v) query %d", backend, kernel, ri, run.Radius, run.EfSearch, run.Filtered, qi)
 							for j, r := range res {
 								want := float32(dis[j])
-								if ulps(r.Distance, want) > distULPs {
+								if testfixtures.ULPs(r.Distance, want) > distULPs {
 									t.Fatalf("%s %s run %d query %d rank %d: distance %v, FAISS 1.15 %v", backend, kernel, ri, qi, j, r.Distance, want)
 								}
 							}

@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -243,7 +244,7 @@ func (r *Registry) admit(need int64) error {
 	if used+need <= r.budget {
 		return nil
 	}
-	slices.SortFunc(hs, func(a, b *handle) int { return cmpInt(cacheBudget(b), cacheBudget(a)) })
+	slices.SortFunc(hs, func(a, b *handle) int { return cmp.Compare(cacheBudget(b), cacheBudget(a)) })
 	for _, h := range hs {
 		c := h.cache()
 		if c == nil || used+need <= r.budget {
@@ -268,16 +269,6 @@ func (r *Registry) admit(need int64) error {
 func cacheBudget(h *handle) int64 {
 	if c := h.cache(); c != nil {
 		return c.Budget()
-	}
-	return 0
-}
-
-func cmpInt(a, b int64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
 	}
 	return 0
 }

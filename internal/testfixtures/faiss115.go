@@ -3,6 +3,7 @@ package testfixtures
 import (
 	"encoding/json"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 
@@ -82,4 +83,15 @@ func Float64s(q []float32) []float64 {
 		out[i] = float64(v)
 	}
 	return out
+}
+
+// ULPs is how many float32 values lie between a and b (same sign): FAISS
+// 1.15 builds sum in another order than our kernels, so its distances are
+// compared within a few ULPs rather than bit for bit.
+func ULPs(a, b float32) int64 {
+	d := int64(math.Float32bits(a)) - int64(math.Float32bits(b))
+	if d < 0 {
+		d = -d
+	}
+	return d
 }

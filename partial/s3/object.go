@@ -1,6 +1,7 @@
 package s3
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -378,7 +379,7 @@ func (o *Object) ReadBatch(reqs []partial.ReadReq) error {
 			idx = append(idx, i)
 		}
 	}
-	slices.SortFunc(idx, func(a, b int) int { return cmpInt64(reqs[a].Off, reqs[b].Off) })
+	slices.SortFunc(idx, func(a, b int) int { return cmp.Compare(reqs[a].Off, reqs[b].Off) })
 	var wg sync.WaitGroup
 	for len(idx) > 0 {
 		start, end := reqs[idx[0]].Off, reqs[idx[0]].Off+int64(len(reqs[idx[0]].Buf))
@@ -424,16 +425,6 @@ func (o *Object) readGroup(reqs []partial.ReadReq, group []int, start, end int64
 			copy(q.Buf, buf[q.Off-start:])
 		}
 	}
-}
-
-func cmpInt64(a, b int64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 // CheckFD (partial.FileChecker) is the per-query check: every GET is pinned
