@@ -1,9 +1,11 @@
 package engine_test
 
 import (
+	"path/filepath"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	"github.com/faiss-sidecar/faiss-sidecar/engine"
 )
@@ -47,4 +49,12 @@ func TestChangeApply(t *testing.T) {
 	back := engine.Change{Mode: "memory_efficient"}.Apply(onDisk)
 	assert.Empty(t, back.Compression, "leaving on_disk drops the compression")
 	assert.True(t, engine.Change{Mode: "memory_efficient"}.ChangesResults(onDisk), "out of on_disk")
+}
+
+// TestCAGRASeedReachesTheSearch: Spec.CAGRASeed is the search's seed.
+func TestCAGRASeedReachesTheSearch(t *testing.T) {
+	x, _, err := engine.Open(engine.Spec{Path: filepath.Join("..", "testdata", "faiss115", "hnsw_cagra_l2.faiss"), CAGRASeed: 7})
+	require.NoError(t, err)
+	defer x.Close()
+	assert.Equal(t, uint64(7), x.Options().CAGRASeed)
 }

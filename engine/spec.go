@@ -56,6 +56,9 @@ type Spec struct {
 	ExactFilterMax int
 	EfSearch       int
 	VerifyChecksum bool
+	// CAGRASeed seeds a CAGRA graph's random level-0 entry points
+	// (hnswsearch.Options.CAGRASeed; 0: the fixed default).
+	CAGRASeed uint64
 	// SpaceType is l2, innerproduct, cosinesimil or hamming ("": the
 	// metric's); it sets the score of a hit and, for cosinesimil, the
 	// normalisation of queries.
@@ -253,7 +256,7 @@ func Prepare(spec Spec) (*Plan, error) {
 	}
 	p := &Plan{spec: spec, backend: backend, probe: pf, probed: probed}
 	p.opts = hnswsearch.Options{Semantics: sem, Kernel: ker, BatchReads: spec.BatchReads, ExactFilterMax: spec.ExactFilterMax,
-		IndexEfSearch: spec.EfSearch, FullMode: spec.Mode == "full", VerifyChecksum: spec.VerifyChecksum}
+		IndexEfSearch: spec.EfSearch, FullMode: spec.Mode == "full", VerifyChecksum: spec.VerifyChecksum, CAGRASeed: spec.CAGRASeed}
 	p.cacheBytes = storage.Options{CacheBytes: spec.CacheBytes, BlockSize: spec.CacheBlock}.CacheBudgetFor(backend, pf.Size)
 	p.need = pf.ResidentBytes() + p.cacheBytes
 	if backend == "memory" {

@@ -38,6 +38,9 @@ type LoadSpec struct {
 	// VerifyChecksum checks an OpenSearch file's Lucene footer CRC when the
 	// index opens (mode full always does, and checks every neighbor id).
 	VerifyChecksum bool `json:"verify_checksum,omitempty"`
+	// CAGRASeed seeds a CAGRA graph's random level-0 entry points
+	// (base_level_only graphs; 0: the fixed default).
+	CAGRASeed uint64 `json:"cagra_seed,omitempty"`
 	// VectorsPath is the vector file (.fvecs, .vec, float32 .npy or a
 	// FAISS flat file, inside the data roots) of a graph written without
 	// its vectors (FAISS's IO_FLAG_SKIP_STORAGE), which needs one.
@@ -49,7 +52,7 @@ type LoadSpec struct {
 func (s LoadSpec) engineSpec() engine.Spec {
 	return engine.Spec{Label: s.Path, Mode: s.Mode, Compression: s.Compression, Backend: s.Backend, CacheBytes: s.CacheBytes,
 		MemoryBudget: s.MemoryBudget, Semantics: s.Semantics, Kernel: s.Kernel, EfSearch: s.EfSearch,
-		VerifyChecksum: s.VerifyChecksum, SpaceType: s.SpaceType, VectorsLabel: s.VectorsPath}
+		VerifyChecksum: s.VerifyChecksum, SpaceType: s.SpaceType, VectorsLabel: s.VectorsPath, CAGRASeed: s.CAGRASeed}
 }
 
 // setEngineSpec takes back the fields an engine.Change may change.

@@ -30,6 +30,7 @@ type indexFlags struct {
 	warmup                           bool
 	indexEf                          indexEfFlag
 	verifyChecksum                   bool
+	cagraSeed                        uint64
 	vectors                          string
 }
 
@@ -48,6 +49,7 @@ func (f *indexFlags) register(fs *flag.FlagSet) {
 	fs.BoolVar(&f.batchReads, "batch-reads", false, "pread/direct: read an expanded node's unvisited neighbors' vectors as one parallel batch")
 	fs.Var(&f.indexEf, "index-ef-search", "search as if the index had been written with efSearch N (FAISS's index.hnsw.efSearch, OpenSearch's index-level ef_search; 1.7.3 also sizes the candidate pool by it); --ef-search still sets the per-query value (default: the stored efSearch)")
 	fs.StringVar(&f.vectors, "vectors", "", vectorsHelp)
+	fs.Uint64Var(&f.cagraSeed, "cagra-seed", 0, "seed of the random level-0 entry points FAISS draws for a CAGRA graph saved with base_level_only (0: a fixed default; answers repeat for a seed)")
 	fs.BoolVar(&f.verifyChecksum, "verify-checksum", false, "check an OpenSearch file's Lucene footer CRC-32 at load (one pass over the file; mode full always does, and checks every neighbor id)")
 }
 
@@ -107,7 +109,7 @@ func (l *loadedIndex) Close() {
 func (f *indexFlags) spec(path string, rr *rerankFlags) engine.Spec {
 	s := engine.Spec{Path: path, Mode: f.mode, Backend: f.backend, CacheBytes: f.cacheBytes, CacheBlock: f.cacheBlock,
 		MemoryBudget: f.memoryBudget, Semantics: f.semantics, Kernel: f.kernel, BatchReads: f.batchReads,
-		ExactFilterMax: f.exactFilterMax, EfSearch: int(f.indexEf), VerifyChecksum: f.verifyChecksum,
+		ExactFilterMax: f.exactFilterMax, EfSearch: int(f.indexEf), VerifyChecksum: f.verifyChecksum, CAGRASeed: f.cagraSeed,
 		Compression: f.compression, GuideDir: f.guideDir, VectorsPath: f.vectors}
 	if rr != nil && (rr.vectors != "" || (f.mode == engine.ModeOnDisk && rr.oversample != 0)) {
 		s.Rerank = rr.spec() // on_disk without --rerank-vectors: the index file (the engine fills it in)

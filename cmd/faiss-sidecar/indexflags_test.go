@@ -155,3 +155,12 @@ func TestSpecFlagsAreFlags(t *testing.T) {
 	require.ErrorAs(t, err, &ue)
 	assert.Equal(t, "--cache-bytes -4 is negative", err.Error())
 }
+
+// TestCAGRASeedFlag: --cagra-seed reaches the engine's spec.
+func TestCAGRASeedFlag(t *testing.T) {
+	fs := flag.NewFlagSet("t", flag.ContinueOnError)
+	var ix indexFlags
+	ix.register(fs)
+	require.NoError(t, fs.Parse([]string{"--cagra-seed", "42"}))
+	assert.Equal(t, uint64(42), ix.spec("x.faiss", nil).CAGRASeed)
+}
