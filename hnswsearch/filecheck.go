@@ -42,22 +42,29 @@ func (x *Index) fileCheck() error {
 // a change of the file since it was opened replaces the answer with the
 // error saying so. s goes back to the pool unless a fault cut the query
 // short.
-func (x *Index) guarded(s *scratch, p Params, dst []Result) (res []Result, st Stats, err error) {
+func (x *Index) guarded(s *scratch, p Params, dst []Result) ([]Result, Stats, error) {
+	return guard(x, s, dst, func(dst []Result) ([]Result, Stats, error) { return x.run(s, p, dst) })
+}
+
+// guard runs one query of any kind (run, appending to dst) under guarded's
+// rules; St is its statistics' type.
+func guard[St any](x *Index, s *scratch, dst []Result, run func([]Result) ([]Result, St, error)) (res []Result, st St, err error) {
 	n0 := len(dst)
 	prev := debug.SetPanicOnFault(true)
 	defer func() {
 		debug.SetPanicOnFault(prev)
 		if r := recover(); r != nil {
-			ferr, ok := x.faultError(r)
+			ferr, ok := x.faultError(r) // the index file or a separate vector file
 			if !ok {
 				panic(r)
 			}
-			res, st, err = dst[:n0], Stats{}, ferr
+			var none St
+			res, st, err = dst[:n0], none, ferr
 			return
 		}
 		x.scratch.Put(s)
 	}()
-	res, st, err = x.run(s, p, dst)
+	res, st, err = run(dst)
 	if err != nil && errors.Is(err, ErrBadQuery) {
 		return res, st, err
 	}

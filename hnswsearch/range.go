@@ -2,10 +2,8 @@ package hnswsearch
 
 import (
 	"encoding/binary"
-	"errors"
 	"fmt"
 	"math"
-	"runtime/debug"
 	"time"
 )
 
@@ -85,29 +83,8 @@ func (x *Index) RangeSearchBinary(q []byte, p RangeParams, dst []Result) ([]Resu
 
 // guardedRange is guarded (filecheck.go) for range queries: a fault on a
 // mapping or a file changed under the query is an error, not a crash.
-func (x *Index) guardedRange(s *scratch, p RangeParams, dst []Result) (res []Result, st RangeStats, err error) {
-	n0 := len(dst)
-	prev := debug.SetPanicOnFault(true)
-	defer func() {
-		debug.SetPanicOnFault(prev)
-		if r := recover(); r != nil {
-			ferr, ok := x.faultError(r) // the index file or a separate vector file
-			if !ok {
-				panic(r)
-			}
-			res, st, err = dst[:n0], RangeStats{}, ferr
-			return
-		}
-		x.scratch.Put(s)
-	}()
-	res, st, err = x.runRange(s, p, dst)
-	if err != nil && errors.Is(err, ErrBadQuery) {
-		return res, st, err
-	}
-	if cerr := x.fileCheck(); cerr != nil {
-		return dst[:n0], st, cerr
-	}
-	return res, st, err
+func (x *Index) guardedRange(s *scratch, p RangeParams, dst []Result) ([]Result, RangeStats, error) {
+	return guard(x, s, dst, func(dst []Result) ([]Result, RangeStats, error) { return x.runRange(s, p, dst) })
 }
 
 // ip reports whether the index's distances are negated inner products.
