@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -293,4 +294,47 @@ func TestAdminBodyLimit(t *testing.T) {
 	assert.Equal(t, 413, call(t, ts, "PUT", "/indexes/j/_mode", `{}`+big).Status)
 	r = call(t, ts, "POST", "/indexes/j/_search", `{"vector":`+vectorJSON(make([]float64, 32))+`}`+big)
 	assert.Equal(t, 200, r.Status, r.Raw)
+}
+
+// TestHeavyLane: heavy searches (a query's work ≥ heavy_query_work) run in
+// a lane of their own. With the lane and its queue full, a heavy search is
+// shed with 429 and Retry-After, while a cheap search on the same index is
+// answered at once: a flood of heavy searches cannot take every slot. A
+// queued heavy search runs when the lane frees, and a heavy _msearch takes
+// no extra workers.
+func TestHeavyLane(t *testing.T) {
+	s, ts := newTestServer(t, Config{Limits: Limits{HeavyQueryWork: 1000, MaxHeavySearches: 1}})
+	require.Equal(t, 200, call(t, ts, "PUT", "/indexes/h", `{"path":"hnsw_flat_l2.faiss"}`).Status)
+	vec := vectorJSON(make([]float64, 32))
+	cheap := `{"vector":` + vec + `,"k":10,"method_parameters":{"ef_search":64}}`
+	heavy := `{"vector":` + vec + `,"k":10,"method_parameters":{"ef_search":1000}}`
+
+	s.heavy.slots <- struct{}{} // a heavy search in flight
+	queued := make(chan resp)
+	go func() { queued <- call(t, ts, "POST", "/indexes/h/_search", heavy) }()
+	require.Eventually(t, func() bool { return s.heavy.waiting.Load() == 1 }, 5*time.Second, time.Millisecond)
+
+	req, _ := http.NewRequest("POST", ts.URL+"/indexes/h/_search", strings.NewReader(heavy))
+	r, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	raw, _ := io.ReadAll(r.Body)
+	r.Body.Close()
+	assert.Equal(t, 429, r.StatusCode, string(raw))
+	assert.Contains(t, string(raw), "max_heavy_searches")
+	assert.Equal(t, "1", r.Header.Get("Retry-After"))
+
+	for range 5 {
+		c := call(t, ts, "POST", "/indexes/h/_search", cheap)
+		require.Equal(t, 200, c.Status, "a cheap search does not wait for the heavy lane: %s", c.Raw)
+	}
+	<-s.heavy.slots // the heavy search in flight ends
+	q := <-queued
+	assert.Equal(t, 200, q.Status, q.Raw)
+
+	many := `{"vectors":[` + vec + `,` + vec + `,` + vec + `],"k":10,"method_parameters":{"ef_search":1000}}`
+	m := call(t, ts, "POST", "/indexes/h/_msearch", many)
+	require.Equal(t, 200, m.Status, m.Raw)
+	assert.Len(t, s.heavy.slots, 0, "the lane is given back")
+	assert.Len(t, s.adm.slots, 0, "every slot is given back")
+	assert.Zero(t, s.workMem.used.Load(), "every charge is given back")
 }

@@ -49,6 +49,15 @@ type Limits struct {
 	// taken.
 	MaxWorkInFlight   int64 `json:"max_work_in_flight"`
 	MaxBodiesInFlight int64 `json:"max_bodies_in_flight"`
+	// HeavyQueryWork is the work of one query (max(k, shortlist or radial
+	// cap, ef_search)) from which on it is heavy (default 8192): a walk of
+	// a large part of the graph, or a long rerank. Heavy searches run in a
+	// lane of their own, MaxHeavySearches at once (default one per core)
+	// with as many more waiting, one core each (no extra _msearch
+	// workers), so a flood of them cannot take the slots cheap searches
+	// need; past the lane's queue they are shed with 429.
+	HeavyQueryWork   int64 `json:"heavy_query_work"`
+	MaxHeavySearches int   `json:"max_heavy_searches"`
 	// MaxVerifyQueries bounds a mode switch's verify_queries (default 1000).
 	MaxVerifyQueries int `json:"max_verify_queries"`
 	// SwitchTimeout bounds a mode switch: open, warm-up and check queries
@@ -66,6 +75,7 @@ func (l Limits) Check() error {
 		{"max_request_work", l.MaxRequestWork}, {"max_concurrent_searches", int64(l.MaxConcurrentSearches)},
 		{"max_work_in_flight", l.MaxWorkInFlight}, {"max_bodies_in_flight", l.MaxBodiesInFlight},
 		{"max_queued_searches", int64(l.MaxQueuedSearches)}, {"max_verify_queries", int64(l.MaxVerifyQueries)},
+		{"heavy_query_work", l.HeavyQueryWork}, {"max_heavy_searches", int64(l.MaxHeavySearches)},
 		{"switch_timeout", int64(l.SwitchTimeout)}} {
 		if f.v < 0 {
 			return fmt.Errorf("%s %d is negative (0: the default)", f.name, f.v)
@@ -110,6 +120,12 @@ func (l Limits) withDefaults() Limits {
 	}
 	if l.MaxVerifyQueries <= 0 {
 		l.MaxVerifyQueries = 1000
+	}
+	if l.HeavyQueryWork <= 0 {
+		l.HeavyQueryWork = 8192
+	}
+	if l.MaxHeavySearches <= 0 {
+		l.MaxHeavySearches = runtime.GOMAXPROCS(0)
 	}
 	if l.SwitchTimeout <= 0 {
 		l.SwitchTimeout = 5 * time.Minute
@@ -192,7 +208,7 @@ const retryAfter = "1"
 
 // setRetryAfter tells a shed client when to come back.
 func setRetryAfter(w http.ResponseWriter, err error) {
-	if err == errOverloaded || err == errBodiesBusy || err == errWorkBusy {
+	if err == errOverloaded || err == errBodiesBusy || err == errWorkBusy || err == errHeavyBusy {
 		w.Header().Set("Retry-After", retryAfter)
 	}
 }

@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -153,22 +154,53 @@ func (s *Server) plan(h *handle, k IntParam, rad radial, mp *MethodParameters, f
 	return h.x.Plan(r)
 }
 
-// checkWork refuses a request of n queries that would exceed MaxRequestWork.
-func (s *Server) checkWork(qp queryPlan, n int) (int64, error) {
+// charge is what a running search holds of the shared work bounds: its
+// work in max_work_in_flight and, when heavy, a place in the heavy lane.
+type charge struct {
+	work  int64
+	heavy bool
+}
+
+// checkWork refuses a request of n queries of plan qp that would exceed
+// MaxRequestWork, sheds it when max_work_in_flight is reached, and puts a
+// heavy plan (one query's work ≥ HeavyQueryWork) in the heavy lane,
+// waiting there until deadline. The caller gives the charge back with
+// uncharge.
+func (s *Server) checkWork(ctx context.Context, qp queryPlan, n int, deadline time.Time) (charge, error) {
 	w := qp.Work() * int64(n)
 	if w > s.limits.MaxRequestWork {
-		return 0, badRequest("request asks for %d queries × max(k, shortlist or radial cap, ef_search) %d = %d, above the limit of %d (max_request_work)",
+		return charge{}, badRequest("request asks for %d queries × max(k, shortlist or radial cap, ef_search) %d = %d, above the limit of %d (max_request_work)",
 			n, qp.Work(), w, s.limits.MaxRequestWork)
 	}
 	if !s.workMem.take(w) {
-		return 0, errWorkBusy
+		return charge{}, errWorkBusy
 	}
-	return w, nil
+	ch := charge{work: w}
+	if qp.Work() >= s.limits.HeavyQueryWork {
+		if err := s.heavy.enter(ctx, deadline); err != nil {
+			s.workMem.give(w)
+			return charge{}, errHeavyBusy
+		}
+		ch.heavy = true
+	}
+	return ch, nil
+}
+
+// uncharge gives back what checkWork charged.
+func (s *Server) uncharge(ch charge) {
+	s.workMem.give(ch.work)
+	if ch.heavy {
+		s.heavy.exit()
+	}
 }
 
 // errWorkBusy sheds a request whose work would take the requests in flight
 // past max_work_in_flight.
 var errWorkBusy = &apiError{429, "too_many_requests", "too much search work in flight (max_work_in_flight); retry later"}
+
+// errHeavyBusy sheds a heavy search when the heavy lane and its queue are
+// full.
+var errHeavyBusy = &apiError{429, "too_many_requests", "too many heavy searches in flight (a query's work of at least heavy_query_work; max_heavy_searches run at once); retry later"}
 
 // queryScratch is one query's buffers, reused across requests (nil: the
 // query allocates its own, as _msearch's do since they outlive the call).
@@ -209,15 +241,15 @@ func (s *Server) search(c *gin.Context) {
 	l := hold.l
 	h := l.h
 	qp, err := s.plan(h, req.K, radial{req.MaxDistance, req.MinScore}, req.MethodParameters, req.Filter, req.Rescore)
-	var work int64
+	var ch charge
 	if err == nil {
-		work, err = s.checkWork(qp, 1)
+		ch, err = s.checkWork(c.Request.Context(), qp, 1, deadline)
 	}
 	if err != nil {
 		s.fail(c, err)
 		return
 	}
-	defer s.workMem.give(work)
+	defer s.uncharge(ch)
 	qp.SetDeadline(deadline)
 	start := time.Now()
 	hits, prof, err := s.searchOne(h, &qp, req.Vector, sc)
@@ -349,9 +381,10 @@ func (s *Server) msearch(c *gin.Context) {
 		}
 	}()
 	h := l.h
+	ctx := c.Request.Context()
 	n := len(req.Vectors)
 	qp, err := s.plan(h, req.K, radial{req.MaxDistance, req.MinScore}, req.MethodParameters, req.Filter, req.Rescore)
-	var charged int64
+	var ch charge
 	switch {
 	case err != nil:
 	case n == 0:
@@ -359,13 +392,13 @@ func (s *Server) msearch(c *gin.Context) {
 	case n > s.limits.MaxMsearchVectors:
 		err = badRequest("_msearch has %d vectors, at most %d (max_msearch_vectors)", n, s.limits.MaxMsearchVectors)
 	default:
-		charged, err = s.checkWork(qp, n)
+		ch, err = s.checkWork(ctx, qp, n, deadline)
 	}
 	if err != nil {
 		s.fail(c, err)
 		return
 	}
-	defer s.workMem.give(charged)
+	defer s.uncharge(ch)
 	qp.SetDeadline(deadline)
 	start := time.Now()
 	type one struct {
@@ -377,7 +410,6 @@ func (s *Server) msearch(c *gin.Context) {
 	var next atomic.Int64
 	var stopped atomic.Pointer[error] // the first error that ends the whole request
 	stop := func(err error) { stopped.CompareAndSwap(nil, &err) }
-	ctx := c.Request.Context()
 	work := func() {
 		for {
 			i := int(next.Add(1) - 1)
@@ -414,7 +446,7 @@ func (s *Server) msearch(c *gin.Context) {
 			}
 		}
 	}
-	for slots < min(n, msearchWorkers) && s.adm.tryEnter() {
+	for !ch.heavy && slots < min(n, msearchWorkers) && s.adm.tryEnter() { // a heavy request runs on one core
 		slots++
 	}
 	var wg sync.WaitGroup

@@ -49,9 +49,10 @@ type Server struct {
 	metrics *metrics
 	limits  Limits
 	adm     *admission
-	bodyMem budget // bytes of request bodies being read or held
-	workMem budget // work of the searches running
-	bearer  []byte // "Bearer " + token, compared in constant time
+	heavy   *admission // the heavy searches' lane (Limits.HeavyQueryWork)
+	bodyMem budget     // bytes of request bodies being read or held
+	workMem budget     // work of the searches running
+	bearer  []byte     // "Bearer " + token, compared in constant time
 	stop    chan struct{}
 	closeMu sync.Once
 }
@@ -201,7 +202,8 @@ func New(cfg Config) (*Server, error) {
 		return nil, err
 	}
 	s := &Server{cfg: cfg, Reg: reg, log: cfg.Logger, limits: cfg.Limits, stop: make(chan struct{}),
-		adm: newAdmission(cfg.Limits.MaxConcurrentSearches, cfg.Limits.MaxQueuedSearches)}
+		adm:   newAdmission(cfg.Limits.MaxConcurrentSearches, cfg.Limits.MaxQueuedSearches),
+		heavy: newAdmission(cfg.Limits.MaxHeavySearches, cfg.Limits.MaxHeavySearches)}
 	reg.limits = cfg.Limits
 	reg.guideDir = cfg.GuideDir
 	s.bodyMem.max, s.workMem.max = cfg.Limits.MaxBodiesInFlight, cfg.Limits.MaxWorkInFlight
