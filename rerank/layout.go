@@ -40,9 +40,14 @@ func OpenLayout(path string) (Layout, error) {
 	if err != nil {
 		return Layout{}, err
 	}
-	size := st.Size()
+	return ReadLayout(f, st.Size(), path)
+}
+
+// ReadLayout is OpenLayout over r, size bytes named path (a local file or
+// an object): the format is recognised by its bytes and path's extension.
+func ReadLayout(f io.ReaderAt, size int64, path string) (Layout, error) {
 	var magic [8]byte
-	n, _ := f.ReadAt(magic[:], 0)
+	n, _ := f.ReadAt(magic[:min(8, max(size, 0))], 0)
 	switch {
 	case n == 8 && string(magic[:]) == vecMagic:
 		h, err := readVecHeader(f, size, path)
@@ -67,6 +72,12 @@ func OpenLayout(path string) (Layout, error) {
 	if err != nil {
 		return Layout{}, fmt.Errorf("%s: neither a .vec, an .fvecs, an .npy nor a FAISS file with flat vectors: %w", path, err)
 	}
+	return FAISSLayout(ff, path)
+}
+
+// FAISSLayout locates the flat float vectors of a parsed FAISS file (named
+// path): in place in its storage's codes section.
+func FAISSLayout(ff *faissfmt.File, path string) (Layout, error) {
 	s := ff.Storage
 	if s == nil {
 		return Layout{}, fmt.Errorf("%w: %s: a FAISS file without vectors", ErrVectors, path)
@@ -79,7 +90,7 @@ func OpenLayout(path string) (Layout, error) {
 }
 
 // npyLayout locates the rows of a float32 .npy file of shape (count, dim).
-func npyLayout(f *os.File, size int64, path string) (Layout, error) {
+func npyLayout(f io.ReaderAt, size int64, path string) (Layout, error) {
 	head := make([]byte, min(size, 1<<16))
 	if _, err := f.ReadAt(head, 0); err != nil && !errors.Is(err, io.EOF) {
 		return Layout{}, err

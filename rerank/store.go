@@ -12,10 +12,15 @@ import (
 
 	"github.com/faiss-sidecar/faiss-sidecar/internal/distance"
 	"github.com/faiss-sidecar/faiss-sidecar/partial"
+	"github.com/faiss-sidecar/faiss-sidecar/partial/s3"
 )
 
 // Strategies names the read strategies.
-var Strategies = []string{"direct", "mmap-willneed", "mmap", "pread"}
+var Strategies = []string{"direct", "mmap-willneed", "mmap", "pread", StrategyBatch}
+
+// StrategyBatch reads through a partial.Storage; the only strategy for an
+// s3:// object.
+const StrategyBatch = "batch"
 
 // Store reads full-precision vectors by label with one strategy:
 //
@@ -27,7 +32,12 @@ var Strategies = []string{"direct", "mmap-willneed", "mmap", "pread"}
 //   - mmap: the same mapping read in place without the advice: for vectors
 //     in the page cache (a warm index), where a system call per vector is
 //     the cost (a cold one faults its pages in one at a time);
-//   - pread: one buffered read per vector, in shortlist order (the baseline).
+//   - pread: one buffered read per vector, in shortlist order (the baseline);
+//   - batch: the whole shortlist as one batch of reads through a
+//     partial.Storage (partial.BatchReader): its vectors sorted by offset,
+//     grouped by BatchBlock-byte blocks, overlapping and adjacent blocks
+//     coalesced, all sent at once. Over an s3:// object that is one round of
+//     parallel ranged GETs per shortlist; over a local file, parallel preads.
 //
 // A Store is safe for concurrent use.
 type Store struct {
@@ -36,13 +46,19 @@ type Store struct {
 	direct   *partial.Direct
 	mm       *partial.Mmap
 	file     *partial.File
-	arenas   sync.Pool // *[]byte aligned read buffers, reused across shortlists
+	batch    partial.Storage // strategy batch's storage
+	ownBatch bool            // Close closes batch
+	arenas   sync.Pool       // *[]byte read buffers (aligned for direct), reused across shortlists
 }
 
-// arena returns an aligned buffer of at least n bytes (not zeroed).
+// arena returns a buffer of at least n bytes (not zeroed), aligned for
+// direct I/O on the direct strategy.
 func (s *Store) arena(n int) []byte {
 	if p, ok := s.arenas.Get().(*[]byte); ok && cap(*p) >= n {
 		return (*p)[:n]
+	}
+	if s.direct == nil {
+		return make([]byte, max(n, 1<<20))[:n]
 	}
 	return s.direct.AlignedBuffer(max(n, 1<<20))[:n]
 }
@@ -52,6 +68,10 @@ type FetchStats struct {
 	Vectors   int   `json:"vectors"`    // vectors fetched
 	Reads     int   `json:"reads"`      // read requests issued (after coalescing)
 	BytesRead int64 `json:"bytes_read"` // bytes those requests read (alignment included)
+	// Batches counts batches of parallel reads, each one round trip to the
+	// storage (1 a shortlist on the direct and batch strategies; 0 on pread
+	// and mmap, whose reads go one after another).
+	Batches int `json:"batches"`
 }
 
 // DefaultParallel is how many reads the direct strategy keeps in flight
@@ -60,9 +80,32 @@ type FetchStats struct {
 const DefaultParallel = 128
 
 // Open opens the vector file at path with strategy, the direct strategy
-// keeping DefaultParallel reads in flight.
+// keeping DefaultParallel reads in flight. An s3://BUCKET/KEY path is read
+// with strategy batch from the object (partial/s3), whatever the strategy
+// named: the others read local files.
 func Open(path, strategy string) (*Store, error) {
 	return OpenParallel(path, strategy, 0)
+}
+
+// NewBatch reads the vectors l locates through st with strategy batch.
+// The Store does not own st: the caller keeps it open while the Store is
+// used and closes it after.
+func NewBatch(st partial.Storage, l Layout) *Store {
+	return &Store{Layout: l, strategy: StrategyBatch, batch: st}
+}
+
+// openObject opens an s3:// vector file with strategy batch.
+func openObject(path string) (*Store, error) {
+	o, err := s3.Open(path, s3.Options{})
+	if err != nil {
+		return nil, err
+	}
+	l, err := ReadLayout(o, o.Size(), path)
+	if err != nil {
+		o.Close()
+		return nil, err
+	}
+	return &Store{Layout: l, strategy: StrategyBatch, batch: o, ownBatch: true}, nil
 }
 
 // OpenParallel is Open with the direct strategy keeping up to parallel
@@ -70,6 +113,9 @@ func Open(path, strategy string) (*Store, error) {
 func OpenParallel(path, strategy string, parallel int) (*Store, error) {
 	if parallel <= 0 {
 		parallel = DefaultParallel
+	}
+	if s3.IsURL(path) {
+		return openObject(path)
 	}
 	l, err := OpenLayout(path)
 	if err != nil {
@@ -83,6 +129,9 @@ func OpenParallel(path, strategy string, parallel int) (*Store, error) {
 		s.mm, err = partial.OpenMmap(path)
 	case "pread":
 		s.file, err = partial.OpenFile(path)
+	case StrategyBatch:
+		s.file, err = partial.OpenFile(path)
+		s.batch, s.ownBatch = s.file, true
 	default:
 		return nil, fmt.Errorf("rerank: unknown strategy %q (known: %s)", strategy, strings.Join(Strategies, ", "))
 	}
@@ -95,9 +144,14 @@ func OpenParallel(path, strategy string, parallel int) (*Store, error) {
 // Strategy is the read strategy in use.
 func (s *Store) Strategy() string { return s.strategy }
 
-// Close releases the file.
+// Close releases the file (not a storage given to NewBatch).
 func (s *Store) Close() error {
 	switch {
+	case s.batch != nil:
+		if s.ownBatch {
+			return s.batch.Close()
+		}
+		return nil
 	case s.direct != nil:
 		return s.direct.Close()
 	case s.mm != nil:
@@ -150,6 +204,8 @@ func (s *Store) view(labels []int32, st *FetchStats, use func(i int, b []byte)) 
 		err = s.viewDirect(labels, st, use)
 	case "mmap-willneed", "mmap":
 		err = s.viewMmapGuarded(labels, st, use)
+	case StrategyBatch:
+		err = s.viewBatch(labels, st, use)
 	default:
 		err = s.viewPread(labels, st, use)
 	}
@@ -176,6 +232,11 @@ func (s *Store) viewMmapGuarded(labels []int32, st *FetchStats, use func(i int, 
 // checker is the open vector file's change check.
 func (s *Store) checker() partial.FileChecker {
 	switch {
+	case s.batch != nil:
+		if fc, ok := s.batch.(partial.FileChecker); ok {
+			return fc
+		}
+		return noCheck{}
 	case s.direct != nil:
 		return s.direct
 	case s.mm != nil:
@@ -188,6 +249,12 @@ func (s *Store) checker() partial.FileChecker {
 // through its descriptor or at its path (partial.FileChecker.CheckFile):
 // an error wrapping partial.ErrFileChanged, which stays.
 func (s *Store) CheckFile() error { return s.checker().CheckFile() }
+
+// noCheck is the change check of a storage without one.
+type noCheck struct{}
+
+func (noCheck) CheckFD() error   { return nil }
+func (noCheck) CheckFile() error { return nil }
 
 func decode(dst []float32, b []byte) {
 	for j := range dst {
@@ -267,20 +334,20 @@ type span struct {
 	n      int
 }
 
-func (s *Store) viewDirect(labels []int32, st *FetchStats, use func(int, []byte)) error {
-	align := s.direct.Alignment()
+// spans sorts labels by offset (order) and groups their vectors into
+// spans of align-byte blocks, overlapping and adjacent blocks coalesced,
+// none past end; total is the spans' bytes.
+func (s *Store) spans(labels []int32, align, end int64) (order []int, spans []span, total int64) {
 	vlen := int64(4 * s.Dim)
-	size := s.direct.Size()
-	order := make([]int, len(labels))
+	order = make([]int, len(labels))
 	for i := range order {
 		order[i] = i
 	}
 	slices.SortFunc(order, func(a, b int) int { return cmp.Compare(labels[a], labels[b]) })
-	var spans []span
 	for k, i := range order {
 		off := s.Base + int64(labels[i])*s.Stride
 		lo := off / align * align
-		hi := min((off+vlen+align-1)/align*align, (size+align-1)/align*align)
+		hi := min((off+vlen+align-1)/align*align, end)
 		if n := len(spans); n > 0 && lo <= spans[n-1].hi {
 			spans[n-1].hi = max(spans[n-1].hi, hi)
 			spans[n-1].n++
@@ -288,10 +355,17 @@ func (s *Store) viewDirect(labels []int32, st *FetchStats, use func(int, []byte)
 		}
 		spans = append(spans, span{lo: lo, hi: hi, first: k, n: 1})
 	}
-	var total int64
 	for _, sp := range spans {
 		total += sp.hi - sp.lo
 	}
+	return order, spans, total
+}
+
+func (s *Store) viewDirect(labels []int32, st *FetchStats, use func(int, []byte)) error {
+	align := s.direct.Alignment()
+	vlen := int64(4 * s.Dim)
+	size := s.direct.Size()
+	order, spans, total := s.spans(labels, align, (size+align-1)/align*align)
 	arena := s.arena(int(total))
 	defer s.arenas.Put(&arena)
 	reqs := make([]partial.ReadReq, len(spans))
@@ -330,6 +404,62 @@ func (s *Store) viewDirect(labels []int32, st *FetchStats, use func(int, []byte)
 	if st != nil {
 		st.Reads += len(spans)
 		st.BytesRead += total
+		st.Batches++
+	}
+	return nil
+}
+
+// BatchBlock is the block size strategy batch groups vectors by: vectors
+// in one block, or in adjacent ones, are read together.
+const BatchBlock = 4096
+
+func (s *Store) viewBatch(labels []int32, st *FetchStats, use func(int, []byte)) error {
+	vlen := int64(4 * s.Dim)
+	order, spans, total := s.spans(labels, BatchBlock, s.batch.Size())
+	arena := s.arena(int(total))
+	defer s.arenas.Put(&arena)
+	reqs := make([]partial.ReadReq, len(spans))
+	var at int64
+	for j, sp := range spans {
+		reqs[j] = partial.ReadReq{Off: sp.lo, Buf: arena[at : at+sp.hi-sp.lo]}
+		at += sp.hi - sp.lo
+	}
+	var err error
+	if br, ok := s.batch.(partial.BatchReader); ok {
+		err = br.ReadBatch(reqs)
+	} else { // a storage that does not batch (memory, mmap: no latency to hide)
+		for j := range reqs {
+			if _, err = s.batch.ReadAt(reqs[j].Buf, reqs[j].Off); err != nil {
+				break
+			}
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("rerank: %s: %w", s.Path, err)
+	}
+	for j, sp := range spans {
+		b := reqs[j].Buf
+		for k := sp.first; k < sp.first+sp.n; k++ {
+			i := order[k]
+			off := s.Base + int64(labels[i])*s.Stride
+			use(i, b[off-sp.lo:off-sp.lo+vlen])
+		}
+	}
+	if st != nil {
+		// What the storage did (coalesced GETs, cache hits) when it says so.
+		reads, bytes := len(reqs), total
+		if _, ok := s.batch.(partial.TallyReader); ok {
+			reads, bytes = 0, 0
+			for _, q := range reqs {
+				reads += int(q.IO.DeviceReads)
+				bytes += q.IO.DeviceBytes
+			}
+		}
+		st.Reads += reads
+		st.BytesRead += bytes
+		if len(reqs) > 0 {
+			st.Batches++
+		}
 	}
 	return nil
 }
