@@ -7,6 +7,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
@@ -23,17 +25,77 @@ const Scheme = "s3://"
 // a local file.
 func IsURL(path string) bool { return strings.HasPrefix(path, Scheme) }
 
-// ParseURL splits s3://BUCKET/KEY; an empty bucket or key is an error
-// wrapping partial.ErrBadOption.
+// Limits of an object path, S3's own: a bucket name of 3 to 63 bytes
+// (MaxBucketBytes, lowercase letters, digits, dots and hyphens; legacy
+// buckets also have capitals and underscores), a key of at most
+// MaxKeyBytes bytes of UTF-8.
+const (
+	MaxBucketBytes = 63
+	MaxKeyBytes    = 1024
+)
+
+// ParseURL splits s3://BUCKET/KEY. It refuses, with an error wrapping
+// partial.ErrBadOption that says why: an empty bucket or key, a bucket
+// name S3 would not accept (CheckBucket), a key longer than MaxKeyBytes,
+// not UTF-8, holding a control character, or with a "." or ".." segment
+// (keys are opaque to S3, but servers and proxies that clean URL paths
+// would read another key, or another bucket).
 func ParseURL(u string) (bucket, key string, err error) {
+	bad := func(format string, a ...any) error {
+		return fmt.Errorf("%w: %q: "+format, append([]any{partial.ErrBadOption, truncate(u)}, a...)...)
+	}
 	if !IsURL(u) {
-		return "", "", fmt.Errorf("%w: %q is not an s3://BUCKET/KEY path", partial.ErrBadOption, u)
+		return "", "", bad("not an s3://BUCKET/KEY path")
 	}
 	bucket, key, _ = strings.Cut(strings.TrimPrefix(u, Scheme), "/")
-	if bucket == "" || key == "" {
-		return "", "", fmt.Errorf("%w: %q: an object path is s3://BUCKET/KEY (bucket and key both non-empty)", partial.ErrBadOption, u)
+	switch {
+	case bucket == "" || key == "":
+		return "", "", bad("an object path is s3://BUCKET/KEY (bucket and key both non-empty)")
+	case len(key) > MaxKeyBytes:
+		return "", "", bad("the key is %d bytes long, S3's limit is %d", len(key), MaxKeyBytes)
+	case !utf8.ValidString(key):
+		return "", "", bad("the key is not valid UTF-8")
+	case strings.IndexFunc(key, unicode.IsControl) >= 0:
+		return "", "", bad("the key holds a control character")
+	}
+	if err := CheckBucket(bucket); err != nil {
+		return "", "", bad("%v", err)
+	}
+	for seg := range strings.SplitSeq(key, "/") {
+		if seg == "." || seg == ".." {
+			return "", "", bad("the key has a %q segment, which servers and proxies that clean paths would resolve to another key or bucket", seg)
+		}
 	}
 	return bucket, key, nil
+}
+
+// CheckBucket checks a bucket name: 3 to MaxBucketBytes bytes of ASCII
+// letters, digits, dots, hyphens and underscores, starting and ending with
+// a letter or digit.
+func CheckBucket(b string) error {
+	if len(b) < 3 || len(b) > MaxBucketBytes {
+		return fmt.Errorf("bucket name %q is %d bytes long; S3 bucket names have 3 to %d", truncate(b), len(b), MaxBucketBytes)
+	}
+	alnum := func(c byte) bool { return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' }
+	for i := 0; i < len(b); i++ {
+		if c := b[i]; !alnum(c) && c != '.' && c != '-' && c != '_' {
+			return fmt.Errorf("bucket name %q holds %q; S3 bucket names have letters, digits, '.', '-' and '_'", b, b[i:i+1])
+		}
+	}
+	if !alnum(b[0]) || !alnum(b[len(b)-1]) {
+		return fmt.Errorf("bucket name %q must start and end with a letter or digit", b)
+	}
+	return nil
+}
+
+// truncate shortens what an error quotes: an absurdly long path is named
+// by its first bytes.
+func truncate(s string) string {
+	const max = 256
+	if len(s) <= max {
+		return s
+	}
+	return s[:max] + "…"
 }
 
 // DefaultRegion is the signing region when neither AWS_REGION nor a config
