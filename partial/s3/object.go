@@ -58,7 +58,30 @@ type Options struct {
 	Backoff time.Duration
 }
 
+// defaults are what SetDefaults set: the zero fields of every Open's
+// Options take them before the constants above.
+var defaults atomic.Pointer[Options]
+
+// SetDefaults makes d's non-zero fields the defaults of every later Open
+// in the process (a server's S3 settings, or a test's endpoint and
+// timeouts), and returns the defaults it replaces.
+func SetDefaults(d Options) Options {
+	old := defaults.Swap(&d)
+	if old == nil {
+		return Options{}
+	}
+	return *old
+}
+
 func (o Options) withDefaults() Options {
+	if d := defaults.Load(); d != nil {
+		o.Endpoint = cmp.Or(o.Endpoint, d.Endpoint)
+		o.HeadBytes = cmp.Or(o.HeadBytes, d.HeadBytes)
+		o.Timeout = cmp.Or(o.Timeout, d.Timeout)
+		o.MaxAttempts = cmp.Or(o.MaxAttempts, d.MaxAttempts)
+		o.Parallel = cmp.Or(o.Parallel, d.Parallel)
+		o.Backoff = cmp.Or(o.Backoff, d.Backoff)
+	}
 	if o.HeadBytes <= 0 {
 		o.HeadBytes = DefaultHeadBytes
 	}
@@ -112,11 +135,12 @@ func Open(url string, opts Options) (*Object, error) {
 	if err != nil {
 		return nil, err
 	}
+	opts = opts.withDefaults()
 	c, host, err := client(opts.Endpoint)
 	if err != nil {
 		return nil, err
 	}
-	o := &Object{name: url, bucket: bucket, key: key, c: c, o: opts.withDefaults(), server: serverSem(host)}
+	o := &Object{name: url, bucket: bucket, key: key, c: c, o: opts, server: serverSem(host)}
 	o.sem = make(chan struct{}, o.o.Parallel)
 	if err := o.open(); err != nil {
 		return nil, err
@@ -128,7 +152,7 @@ func Open(url string, opts Options) (*Object, error) {
 func (o *Object) open() error {
 	rng := "bytes=0-" + strconv.FormatInt(o.o.HeadBytes-1, 10)
 	var empty bool
-	err := o.retry("GET "+rng, func(ctx context.Context) error {
+	err := o.retry(methodGET, "GET "+rng, func(ctx context.Context) error {
 		out, err := o.c.GetObject(ctx, &s3.GetObjectInput{Bucket: &o.bucket, Key: &o.key, Range: &rng})
 		if err != nil {
 			if status(err) == 416 { // no byte 0: an empty object
@@ -149,11 +173,12 @@ func (o *Object) open() error {
 		}
 		o.gets.Add(1)
 		o.bytesRead.Add(n)
+		counters.bytes.Add(n)
 		o.size, o.etag, o.head = size, aws.ToString(out.ETag), head
 		return nil
 	})
 	if err == nil && empty {
-		err = o.retry("HEAD", func(ctx context.Context) error {
+		err = o.retry(methodHEAD, "HEAD", func(ctx context.Context) error {
 			out, err := o.c.HeadObject(ctx, &s3.HeadObjectInput{Bucket: &o.bucket, Key: &o.key})
 			if err != nil {
 				return err
@@ -239,7 +264,7 @@ func (o *Object) get(p []byte, off int64, t *partial.Tally) error {
 		return nil
 	}
 	rng := "bytes=" + strconv.FormatInt(off, 10) + "-" + strconv.FormatInt(off+int64(len(p))-1, 10)
-	err := o.retry("GET "+rng, func(ctx context.Context) error {
+	err := o.retry(methodGET, "GET "+rng, func(ctx context.Context) error {
 		out, err := o.c.GetObject(ctx, &s3.GetObjectInput{Bucket: &o.bucket, Key: &o.key, Range: &rng, IfMatch: &o.etag})
 		if err != nil {
 			return err
@@ -256,6 +281,7 @@ func (o *Object) get(p []byte, off int64, t *partial.Tally) error {
 		}
 		o.gets.Add(1)
 		o.bytesRead.Add(int64(len(p)))
+		counters.bytes.Add(int64(len(p)))
 		return nil
 	})
 	if t != nil && err == nil {
@@ -265,22 +291,37 @@ func (o *Object) get(p []byte, off int64, t *partial.Tally) error {
 	return err
 }
 
+// The request methods retry counts.
+const (
+	methodGET = iota
+	methodHEAD
+)
+
 // retry runs one request until it succeeds, fails for good, or has used
 // MaxAttempts; each attempt has its own timeout and holds a slot of the
-// object's and the server's concurrency bounds.
-func (o *Object) retry(what string, do func(ctx context.Context) error) error {
+// object's and the server's concurrency bounds. Every attempt is counted
+// in the process's metrics (method, GET latency, error kind).
+func (o *Object) retry(method int, what string, do func(ctx context.Context) error) error {
 	var err error
 	for attempt := 1; ; attempt++ {
 		o.sem <- struct{}{}
 		o.server <- struct{}{}
 		ctx, cancel := context.WithTimeout(context.Background(), o.o.Timeout)
+		start := time.Now()
 		err = do(ctx)
+		if method == methodGET {
+			counters.gets.Add(1)
+			observeGET(time.Since(start))
+		} else {
+			counters.heads.Add(1)
+		}
 		cancel()
 		<-o.server
 		<-o.sem
 		if err == nil {
 			return nil
 		}
+		countError(err)
 		if errors.Is(err, partial.ErrFileChanged) {
 			return err
 		}
@@ -295,6 +336,7 @@ func (o *Object) retry(what string, do func(ctx context.Context) error) error {
 			return o.fail(what, attempt, err)
 		}
 		o.retries.Add(1)
+		counters.retries.Add(1)
 		time.Sleep(o.backoff(attempt))
 	}
 }
@@ -322,11 +364,26 @@ func (o *Object) mark(what string) error {
 	return o.changed.Load()
 }
 
+// ErrRequestFailed matches (errors.Is) the error of a request that failed
+// for good: not answered within the attempts, or refused (403, …). A
+// server answers such a failure 502 rather than blaming the caller.
+var ErrRequestFailed = errors.New("s3: request failed")
+
+// requestError is a request that failed for good; it matches
+// ErrRequestFailed and the request's own error.
+type requestError struct {
+	msg string
+	err error
+}
+
+func (e *requestError) Error() string   { return e.msg }
+func (e *requestError) Unwrap() []error { return []error{ErrRequestFailed, e.err} }
+
 // fail is the error of a request that failed for good: the object, the
 // request, the attempts and the server's status or the connection's error
 // (never a credential: those travel only in the signature).
 func (o *Object) fail(what string, attempts int, err error) error {
-	return fmt.Errorf("s3: %s: %s failed after %d attempt(s): %w", o.name, what, attempts, err)
+	return &requestError{msg: fmt.Sprintf("s3: %s: %s failed after %d attempt(s): %v", o.name, what, attempts, err), err: err}
 }
 
 // status is the HTTP status of a request's error, 0 when none came back.
@@ -450,7 +507,7 @@ func (o *Object) CheckFile() error {
 	defer o.life.Release()
 	var etag string
 	var size int64
-	err := o.retry("HEAD", func(ctx context.Context) error {
+	err := o.retry(methodHEAD, "HEAD", func(ctx context.Context) error {
 		out, err := o.c.HeadObject(ctx, &s3.HeadObjectInput{Bucket: &o.bucket, Key: &o.key})
 		if err != nil {
 			return err

@@ -4,18 +4,12 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
-	"net"
 	"net/http"
-	"net/http/httptest"
-	"net/http/httputil"
-	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -168,62 +162,6 @@ func TestBatchCoalesces(t *testing.T) {
 	assert.Equal(t, int64(1), reqs[1].IO.DeviceReads, "A's GET counted in its first request's tally")
 }
 
-// faultProxy is an HTTP reverse proxy in front of the test server that
-// injects faults into GETs of ranges past the head; it keeps the client's
-// Host header, which the signature covers.
-type faultProxy struct {
-	srv    *httptest.Server
-	total  atomic.Int64 // requests seen
-	gets   atomic.Int64 // ranged GETs seen
-	fault  atomic.Value // func(n int64, w http.ResponseWriter, r *http.Request) bool: true when it answered
-	bodies atomic.Int64
-}
-
-func newFaultProxy(t *testing.T) *faultProxy {
-	target, err := url.Parse(s3test.Endpoint(t))
-	require.NoError(t, err)
-	fp := &faultProxy{}
-	fp.fault.Store(func(int64, http.ResponseWriter, *http.Request) bool { return false })
-	rp := &httputil.ReverseProxy{Rewrite: func(pr *httputil.ProxyRequest) {
-		pr.SetURL(target)
-		pr.Out.Host = pr.In.Host
-	}}
-	fp.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		fp.total.Add(1)
-		if r.Method == http.MethodGet && r.Header.Get("Range") != "" {
-			n := fp.gets.Add(1)
-			if fp.fault.Load().(func(int64, http.ResponseWriter, *http.Request) bool)(n, w, r) {
-				return
-			}
-		}
-		rp.ServeHTTP(w, r)
-	}))
-	t.Cleanup(fp.srv.Close)
-	return fp
-}
-
-func (fp *faultProxy) set(f func(n int64, w http.ResponseWriter, r *http.Request) bool) {
-	fp.fault.Store(f)
-}
-
-func slowDown(w http.ResponseWriter) {
-	w.Header().Set("Content-Type", "application/xml")
-	w.WriteHeader(http.StatusServiceUnavailable)
-	io.WriteString(w, `<?xml version="1.0" encoding="UTF-8"?><Error><Code>SlowDown</Code><Message>Please reduce your request rate.</Message></Error>`)
-}
-
-// reset closes the connection with a TCP reset, no answer.
-func reset(w http.ResponseWriter) {
-	conn, _, err := w.(http.Hijacker).Hijack()
-	if err != nil {
-		panic(err)
-	}
-	if tc, ok := conn.(*net.TCPConn); ok {
-		tc.SetLinger(0)
-	}
-	conn.Close()
-}
-
 // TestFaults: through a proxy injecting 503 SlowDown, connection resets,
 // truncated bodies and stalls past the timeout, reads retry and return the
 // right bytes; a fault that never ends fails with a clear error after the
@@ -233,8 +171,8 @@ func TestFaults(t *testing.T) {
 	bucket := s3test.Bucket(t)
 	path, data := partialtest.PatternFile(t, 1<<20)
 	u := s3test.PutFile(t, bucket, "f.bin", path)
-	fp := newFaultProxy(t)
-	opts := s3.Options{Endpoint: fp.srv.URL, HeadBytes: 4096, Timeout: 500 * time.Millisecond, MaxAttempts: 4, Backoff: time.Millisecond}
+	fp := s3test.NewFaultProxy(t)
+	opts := s3.Options{Endpoint: fp.URL, HeadBytes: 4096, Timeout: 500 * time.Millisecond, MaxAttempts: 4, Backoff: time.Millisecond}
 	o, err := s3.Open(u, opts)
 	require.NoError(t, err)
 	defer o.Close()
@@ -249,31 +187,19 @@ func TestFaults(t *testing.T) {
 		return nil
 	}
 	faults := map[string]func(w http.ResponseWriter, r *http.Request){
-		"503 SlowDown": func(w http.ResponseWriter, _ *http.Request) { slowDown(w) },
+		"503 SlowDown": func(w http.ResponseWriter, _ *http.Request) { s3test.SlowDown(w) },
 		"500":          func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(500) },
 		"connection reset": func(w http.ResponseWriter, _ *http.Request) {
-			reset(w)
+			s3test.Reset(w)
 		},
-		"truncated body": func(w http.ResponseWriter, r *http.Request) {
-			w.Header().Set("Content-Length", "1000")
-			w.Header().Set("Content-Range", "bytes 0-999/1048576")
-			w.WriteHeader(http.StatusPartialContent)
-			w.Write(make([]byte, 10))
-			w.(http.Flusher).Flush()
-			reset(w)
-		},
-		"stall past the timeout": func(w http.ResponseWriter, r *http.Request) {
-			select {
-			case <-r.Context().Done():
-			case <-time.After(3 * time.Second):
-			}
-		},
+		"truncated body":         func(w http.ResponseWriter, _ *http.Request) { s3test.Truncated(w) },
+		"stall past the timeout": func(_ http.ResponseWriter, r *http.Request) { s3test.Stall(r, 3*time.Second) },
 	}
 	for name, f := range faults {
 		t.Run(name, func(t *testing.T) {
-			start := fp.gets.Load()
+			start := fp.GETs.Load()
 			retries := o.Requests().Retries
-			fp.set(func(n int64, w http.ResponseWriter, r *http.Request) bool {
+			fp.Set(func(n int64, w http.ResponseWriter, r *http.Request) bool {
 				if n-start <= 2 { // the first two tries fail
 					f(w, r)
 					return true
@@ -285,18 +211,18 @@ func TestFaults(t *testing.T) {
 			// connection broke before any answer: one retry of ours less.
 			assert.GreaterOrEqual(t, o.Requests().Retries-retries, int64(1))
 			assert.LessOrEqual(t, o.Requests().Retries-retries, int64(2))
-			assert.Equal(t, int64(3), fp.gets.Load()-start)
+			assert.Equal(t, int64(3), fp.GETs.Load()-start)
 		})
 	}
 	t.Run("latency", func(t *testing.T) {
-		fp.set(func(int64, http.ResponseWriter, *http.Request) bool { time.Sleep(20 * time.Millisecond); return false })
+		fp.Set(func(int64, http.ResponseWriter, *http.Request) bool { time.Sleep(20 * time.Millisecond); return false })
 		t0 := time.Now()
 		require.NoError(t, read(600000, 100))
 		assert.GreaterOrEqual(t, time.Since(t0), 20*time.Millisecond)
 	})
 	t.Run("never recovers", func(t *testing.T) {
-		start := fp.gets.Load()
-		fp.set(func(n int64, w http.ResponseWriter, _ *http.Request) bool { slowDown(w); return true })
+		start := fp.GETs.Load()
+		fp.Set(func(n int64, w http.ResponseWriter, _ *http.Request) bool { s3test.SlowDown(w); return true })
 		err := read(700000, 100)
 		require.Error(t, err)
 		assert.NotErrorIs(t, err, partial.ErrFileChanged)
@@ -304,43 +230,43 @@ func TestFaults(t *testing.T) {
 		assert.Contains(t, err.Error(), "after 4 attempt(s)")
 		assert.Contains(t, err.Error(), "503")
 		assert.Contains(t, err.Error(), "SlowDown")
-		assert.Equal(t, int64(4), fp.gets.Load()-start, "bounded attempts")
+		assert.Equal(t, int64(4), fp.GETs.Load()-start, "bounded attempts")
 		if secret := os.Getenv("AWS_SECRET_ACCESS_KEY"); secret != "" {
 			assert.NotContains(t, err.Error(), secret)
 		}
-		fp.set(func(int64, http.ResponseWriter, *http.Request) bool { return false })
+		fp.Clear()
 		require.NoError(t, read(700000, 100), "the object serves again once the server does")
 	})
 	t.Run("not retried: 403", func(t *testing.T) {
-		start := fp.gets.Load()
-		fp.set(func(n int64, w http.ResponseWriter, _ *http.Request) bool {
+		start := fp.GETs.Load()
+		fp.Set(func(n int64, w http.ResponseWriter, _ *http.Request) bool {
 			w.WriteHeader(http.StatusForbidden)
 			return true
 		})
 		err := read(800000, 100)
 		require.ErrorContains(t, err, "403")
-		assert.Equal(t, int64(1), fp.gets.Load()-start)
-		fp.set(func(int64, http.ResponseWriter, *http.Request) bool { return false })
+		assert.Equal(t, int64(1), fp.GETs.Load()-start)
+		fp.Clear()
 	})
 	t.Run("parallel batch under faults", func(t *testing.T) {
 		var mu sync.Mutex
 		seen := map[string]int{}
-		fp.set(func(n int64, w http.ResponseWriter, r *http.Request) bool {
+		fp.Set(func(n int64, w http.ResponseWriter, r *http.Request) bool {
 			mu.Lock()
 			seen[r.Header.Get("Range")]++
 			k := seen[r.Header.Get("Range")]
 			mu.Unlock()
 			if k <= 2 { // every range fails twice, then succeeds
 				if k == 1 {
-					slowDown(w)
+					s3test.SlowDown(w)
 				} else {
-					reset(w)
+					s3test.Reset(w)
 				}
 				return true
 			}
 			return false
 		})
-		defer fp.set(func(int64, http.ResponseWriter, *http.Request) bool { return false })
+		defer fp.Clear()
 		var reqs []partial.ReadReq
 		for i := range 40 {
 			reqs = append(reqs, partial.ReadReq{Off: int64(i) * 20000, Buf: make([]byte, 3000)})
@@ -359,16 +285,16 @@ func TestCredentialsNotInErrors(t *testing.T) {
 	bucket := s3test.Bucket(t)
 	u := s3test.Put(t, bucket, "c.bin", []byte("hello"))
 	t.Setenv("AWS_SECRET_ACCESS_KEY", "wrong-secret-5f1e2d")
-	fp := newFaultProxy(t) // another endpoint: a client loaded with these variables
-	_, err := s3.Open(u, s3.Options{Endpoint: fp.srv.URL})
+	fp := s3test.NewFaultProxy(t) // another endpoint: a client loaded with these variables
+	_, err := s3.Open(u, s3.Options{Endpoint: fp.URL})
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "403")
 	assert.NotContains(t, err.Error(), "wrong-secret-5f1e2d")
 	assert.NotContains(t, err.Error(), os.Getenv("AWS_ACCESS_KEY_ID"))
 
 	t.Setenv("AWS_ACCESS_KEY_ID", "wrong-key-id-77aa")
-	fp2 := newFaultProxy(t)
-	_, err = s3.Open(u, s3.Options{Endpoint: fp2.srv.URL})
+	fp2 := s3test.NewFaultProxy(t)
+	_, err = s3.Open(u, s3.Options{Endpoint: fp2.URL})
 	require.Error(t, err)
 	assert.NotContains(t, err.Error(), "wrong-secret-5f1e2d")
 	assert.NotContains(t, err.Error(), "wrong-key-id-77aa")
@@ -379,17 +305,17 @@ func TestCredentialsNotInErrors(t *testing.T) {
 // the server saw.
 func TestOpenRequests(t *testing.T) {
 	bucket := s3test.Bucket(t)
-	fp := newFaultProxy(t)
+	fp := s3test.NewFaultProxy(t)
 	for _, name := range []string{"hnsw_flat_l2.faiss", "hnsw_flat_large.faiss", "idmap_hnsw.faiss"} {
 		u := s3test.PutFile(t, bucket, name, filepath.Join("../../testdata/fixtures", name))
-		before := fp.total.Load()
-		o, err := s3.Open(u, s3.Options{Endpoint: fp.srv.URL})
+		before := fp.Total.Load()
+		o, err := s3.Open(u, s3.Options{Endpoint: fp.URL})
 		require.NoError(t, err)
 		c, err := blockcache.NewCached(u, o, nil, 64<<20, s3.DefaultBlockSize)
 		require.NoError(t, err)
 		f, err := faissfmt.OpenWith(c, c.Size(), faissfmt.OpenOptions{AllowNullStorage: true})
 		require.NoError(t, err)
-		n := fp.total.Load() - before
+		n := fp.Total.Load() - before
 		t.Logf("%s (%d bytes): open took %d requests, %d bytes read", name, c.Size(), n, o.Stats().BytesRead)
 		assert.LessOrEqual(t, n, int64(4), name)
 		assert.Equal(t, n, o.Requests().GETs+o.Requests().HEADs)
@@ -441,34 +367,24 @@ func TestServerRestarted(t *testing.T) {
 	bucket := s3test.Bucket(t)
 	path, data := partialtest.PatternFile(t, 512<<10)
 	u := s3test.PutFile(t, bucket, "r.bin", path)
-	target, err := url.Parse(s3test.Endpoint(t))
-	require.NoError(t, err)
-	rp := &httputil.ReverseProxy{Rewrite: func(pr *httputil.ProxyRequest) { pr.SetURL(target); pr.Out.Host = pr.In.Host }}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	addr := ln.Addr().String()
-	srv := &http.Server{Handler: rp}
-	go srv.Serve(ln)
-	o, err := s3.Open(u, s3.Options{Endpoint: "http://" + addr, HeadBytes: 1024, MaxAttempts: 3, Backoff: time.Millisecond})
+	fp := s3test.NewFaultProxy(t)
+	o, err := s3.Open(u, s3.Options{Endpoint: fp.URL, HeadBytes: 1024, MaxAttempts: 3, Backoff: time.Millisecond})
 	require.NoError(t, err)
 	defer o.Close()
 	p := make([]byte, 100)
 	_, err = o.ReadAt(p, 200000)
 	require.NoError(t, err)
 
-	require.NoError(t, srv.Close()) // down
+	fp.Stop() // down
 	_, err = o.ReadAt(p, 300000)
 	require.Error(t, err)
 	assert.NotErrorIs(t, err, partial.ErrFileChanged)
+	assert.ErrorIs(t, err, s3.ErrRequestFailed)
 	assert.Contains(t, err.Error(), "after 3 attempt(s)")
 	assert.Contains(t, err.Error(), "connection refused")
 	assert.Contains(t, err.Error(), u)
 
-	ln, err = net.Listen("tcp", addr) // back up
-	require.NoError(t, err)
-	srv = &http.Server{Handler: rp}
-	go srv.Serve(ln)
-	defer srv.Close()
+	fp.Start(t) // back up
 	_, err = o.ReadAt(p, 300000)
 	require.NoError(t, err)
 	require.Equal(t, data[300000:300100], p)
