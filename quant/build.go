@@ -25,9 +25,10 @@ type BuildOptions struct {
 	// ReadSize is the size of each sequential read (default 8 MiB, at
 	// least one vector); two are in flight.
 	ReadSize int
-	// SampleBytes bounds the training read: the value ranges (4x) or the
-	// centroid (32x) come from up to this many bytes of vectors taken as
-	// evenly spread runs (default 16 MiB; the whole section when smaller).
+	// SampleBytes bounds the training read: the value ranges (4x, 8x) or
+	// the centroid (32x) come from up to this many bytes of vectors taken
+	// as evenly spread runs (default 16 MiB; the whole section when
+	// smaller). 8x keeps the sample in memory while it trains.
 	SampleBytes int64
 	// Seed chooses the 32x random rotation (default a fixed constant, so
 	// builds of one file are reproducible).
@@ -126,7 +127,7 @@ func (b *builder) sampleSpans() []span {
 func (b *builder) run() error {
 	c := b.c
 	if c.n == 0 {
-		b.train(nil, nil, nil, 0)
+		b.train(nil, nil, nil, nil, 0)
 		return nil
 	}
 	spans := b.sampleSpans()
@@ -141,6 +142,10 @@ func (b *builder) run() error {
 	lo := make([]float32, d)
 	hi := make([]float32, d)
 	sum := make([]float64, d)
+	var kept []float32 // 8x: the sample itself
+	if c.level == Level8x {
+		kept = make([]float32, 0, sampled*int64(d))
+	}
 	for j := range d {
 		lo[j], hi[j] = float32(math.Inf(1)), float32(math.Inf(-1))
 	}
@@ -156,13 +161,17 @@ func (b *builder) run() error {
 					sum[j] += float64(f)
 				}
 			}
+			if kept != nil {
+				kept = append(kept, x...)
+			}
 			return nil
 		})
 		if err != nil {
 			return err
 		}
 	}
-	b.train(lo, hi, sum, sampled)
+	b.train(lo, hi, sum, kept, sampled)
+	kept = nil
 
 	// Encoding pass.
 	workers := b.opt.Workers
@@ -182,9 +191,12 @@ func (b *builder) run() error {
 					return
 				}
 				dst := c.rows[id*int64(c.stride) : (id+1)*int64(c.stride)]
-				if c.level == Level4x {
+				switch c.level {
+				case Level4x:
 					c.encode4(dst, v)
-				} else {
+				case Level8x:
+					c.encode8(dst, v)
+				default:
 					c.encode32(dst, v, scratch[w])
 				}
 			}
@@ -202,7 +214,10 @@ func finite(v []float32, id int64) error {
 	return nil
 }
 
-func (b *builder) train(lo, hi []float32, sum []float64, count int64) {
+// train sets the codes' parameters from the training pass's statistics
+// of count sampled vectors: the per-dimension minima and maxima, sums,
+// and (8x) the sample itself.
+func (b *builder) train(lo, hi []float32, sum []float64, sample []float32, count int64) {
 	c := b.c
 	switch c.level {
 	case Level4x:
@@ -210,6 +225,8 @@ func (b *builder) train(lo, hi []float32, sum []float64, count int64) {
 			lo, hi = make([]float32, c.d), make([]float32, c.d)
 		}
 		c.train4(lo, hi)
+	case Level8x:
+		c.train8(sample, int(count), b.opt.Workers)
 	case Level32x:
 		c.centroid = make([]float32, c.d)
 		for j := range c.centroid {

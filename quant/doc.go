@@ -3,8 +3,11 @@
 // search walks the file's unchanged graph on estimated distances computed
 // from the codes, and reads full vectors only to rerank a short list.
 //
-// Two levels: 4x stores one byte per dimension (8-bit scalar quantization
-// on per-dimension ranges learned from the file); 32x stores one bit per
+// Three levels: 4x stores one byte per dimension (8-bit scalar
+// quantization on each dimension's [min, max] in the file); 8x stores
+// four bits per dimension, two a byte, on per-dimension ranges trained to
+// the least quantization error of a sample (outliers clamp rather than
+// widen every step); 32x stores one bit per
 // dimension of the vector's residual from the data's mean after a random
 // rotation, plus three float32 factors that make the distance estimate
 // unbiased (the RaBitQ family). Estimates follow the search's convention:

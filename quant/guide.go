@@ -20,7 +20,7 @@ import (
 // A guide file stores Codes so a restart need not rebuild them. Layout
 // (little-endian; docs/quantization.md):
 //
-//	0   magic "FSQGUIDE"          8   version u32
+//	0   magic "FSQGUIDE"          8   version u32 (guideVersionOf)
 //	12  level u8, metric u8, rotation rounds u8, 0 u8
 //	16  n u64    24 d u32    28 stride u32
 //	32  params length u64    40 codes length u64
@@ -29,9 +29,10 @@ import (
 //	104 params, then codes (n·stride bytes)
 //	end CRC-32C of every byte before it (u32)
 //
-// Params: 4x: min then step per dimension (float32); 32x: the centroid
-// (float32 per dimension), then the rotation's 2·rounds sign flips as
-// 64-bit words of d bits each.
+// Params: 4x and 8x: min then step per dimension (float32); 32x: the
+// centroid (float32 per dimension), then the rotation's 2·rounds sign
+// flips as 64-bit words of d bits each. 8x rows are d 4-bit codes, two a
+// byte, the even dimension in the low nibble.
 
 var (
 	// ErrStale: the guide was built from another version of the index
@@ -43,8 +44,14 @@ var (
 )
 
 const (
-	guideMagic   = "FSQGUIDE"
-	guideVersion = 1
+	guideMagic = "FSQGUIDE"
+	// guideVersion is the newest version this build reads and writes.
+	// Version 1 holds 4x and 32x; version 2 adds the level 8x, with the
+	// same layout. A guide is written at the oldest version that holds
+	// its level, so a build that reads only version 1 still loads the 4x
+	// and 32x guides of a newer one (and rebuilds an 8x guide it meets:
+	// ErrCorrupt naming the version).
+	guideVersion = 2
 	headerLen    = 104
 	trailerLen   = 4
 )
@@ -72,8 +79,18 @@ type Info struct {
 	Source   SourceID
 }
 
+// guideVersionOf is the version a guide of level l is written at: the
+// first that knows l.
+func guideVersionOf(l Level) uint32 {
+	if l == Level8x {
+		return 2
+	}
+	return 1
+}
+
 // header is the fixed part of a guide.
 type header struct {
+	version   uint32
 	level     Level
 	metric    faissfmt.Metric
 	rounds    int
@@ -85,7 +102,7 @@ type header struct {
 }
 
 func (c *Codes) header(src SourceID) header {
-	h := header{level: c.level, metric: c.metric, n: c.n, d: c.d, stride: c.stride,
+	h := header{version: guideVersionOf(c.level), level: c.level, metric: c.metric, n: c.n, d: c.d, stride: c.stride,
 		paramsLen: int64(c.paramBytes()), codesLen: int64(len(c.rows)), src: src}
 	if c.rot != nil {
 		h.rounds = c.rot.rounds
@@ -97,7 +114,7 @@ func (h *header) marshal() []byte {
 	b := make([]byte, headerLen)
 	copy(b, guideMagic)
 	le := binary.LittleEndian
-	le.PutUint32(b[8:], guideVersion)
+	le.PutUint32(b[8:], h.version)
 	b[12], b[13], b[14] = uint8(h.level), uint8(h.metric), uint8(h.rounds)
 	le.PutUint64(b[16:], uint64(h.n))
 	le.PutUint32(b[24:], uint32(h.d))
@@ -124,8 +141,9 @@ func parseHeader(b []byte, fileSize int64, name string) (header, error) {
 		return h, bad("bad magic %q (not a guide file)", b[:8])
 	}
 	le := binary.LittleEndian
-	if v := le.Uint32(b[8:]); v != guideVersion {
-		return h, bad("version %d (this build reads version %d)", v, guideVersion)
+	h.version = le.Uint32(b[8:])
+	if h.version < 1 || h.version > guideVersion {
+		return h, bad("version %d (this build reads versions 1 to %d)", h.version, guideVersion)
 	}
 	if got, want := le.Uint32(b[96:]), crc32.Checksum(b[:96], castagnoli); got != want {
 		return h, bad("header checksum %08x, computed %08x", got, want)
@@ -142,6 +160,8 @@ func parseHeader(b []byte, fileSize int64, name string) (header, error) {
 	switch {
 	case !h.level.valid():
 		return h, bad("unknown level %d", b[12])
+	case h.version < guideVersionOf(h.level):
+		return h, bad("level %s in a version %d guide (%s came with version %d)", h.level, h.version, h.level, guideVersionOf(h.level))
 	case checkMetric(h.metric) != nil:
 		return h, bad("unsupported metric %d", b[13])
 	case h.d < 1 || h.d > faissfmt.MaxDim:
@@ -152,8 +172,8 @@ func parseHeader(b []byte, fileSize int64, name string) (header, error) {
 		return h, bad("vector count %d out of range", h.n)
 	case h.level == Level32x && h.rounds != rotationRounds(h.d):
 		return h, bad("rotation rounds %d, want %d", h.rounds, rotationRounds(h.d))
-	case h.level == Level4x && h.rounds != 0:
-		return h, bad("rotation rounds %d on a 4x guide", h.rounds)
+	case h.level != Level32x && h.rounds != 0:
+		return h, bad("rotation rounds %d on a %s guide", h.rounds, h.level)
 	}
 	if want := paramLen(h.level, h.d, h.rounds); h.paramsLen != want {
 		return h, bad("parameters take %d bytes, want %d", h.paramsLen, want)
@@ -168,7 +188,7 @@ func parseHeader(b []byte, fileSize int64, name string) (header, error) {
 }
 
 func paramLen(l Level, d, rounds int) int64 {
-	if l == Level4x {
+	if l.sqBits() > 0 {
 		return 8 * int64(d)
 	}
 	return 4*int64(d) + 8*int64(2*rounds*words(d))
@@ -212,7 +232,7 @@ func (c *Codes) marshalParams() []byte {
 			b = le.AppendUint32(b, math.Float32bits(v))
 		}
 	}
-	if c.level == Level4x {
+	if c.level.sqBits() > 0 {
 		floats(c.vmin)
 		floats(c.delta)
 		return b
@@ -238,7 +258,7 @@ func (c *Codes) unmarshalParams(b []byte, rounds int) error {
 		return x, nil
 	}
 	var err error
-	if c.level == Level4x {
+	if c.level.sqBits() > 0 {
 		if c.vmin, err = floats(c.d); err != nil {
 			return err
 		}
@@ -335,7 +355,7 @@ func ReadInfo(path string) (Info, error) {
 }
 
 func (h *header) info(path string, size int64) Info {
-	return Info{Path: path, Version: guideVersion, Level: h.level, Metric: h.metric, N: h.n, D: h.d,
+	return Info{Path: path, Version: int(h.version), Level: h.level, Metric: h.metric, N: h.n, D: h.d,
 		Stride: h.stride, Bytes: h.codesLen + h.paramsLen + 256, FileSize: size, Source: h.src}
 }
 

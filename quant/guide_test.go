@@ -3,7 +3,9 @@ package quant
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"errors"
+	"hash/crc32"
 	"io"
 	"math"
 	"os"
@@ -37,7 +39,7 @@ func TestGuideRoundTrip(t *testing.T) {
 
 			info, err := ReadInfo(path)
 			require.NoError(t, err)
-			assert.Equal(t, Info{Path: path, Version: 1, Level: lvl, Metric: ds.metric, N: int64(ds.n), D: ds.d,
+			assert.Equal(t, Info{Path: path, Version: int(guideVersionOf(lvl)), Level: lvl, Metric: ds.metric, N: int64(ds.n), D: ds.d,
 				Stride: lvl.BytesPerVector(ds.d), Bytes: c.Bytes(), FileSize: st.Size(), Source: src}, info)
 
 			l, err := Load(path, src)
@@ -172,7 +174,7 @@ func TestBuildErrors(t *testing.T) {
 	assert.ErrorContains(t, err, "dimension 0")
 	_, err = Build(ds.r, ds.off, ds.n, ds.d, 2, Level4x, BuildOptions{})
 	assert.ErrorContains(t, err, "metric L1 is not supported")
-	_, err = Build(ds.r, ds.off, ds.n, ds.d, ds.metric, 8, BuildOptions{})
+	_, err = Build(ds.r, ds.off, ds.n, ds.d, ds.metric, 16, BuildOptions{})
 	assert.ErrorContains(t, err, "level")
 	_, err = Build(ds.r, ds.size-100, ds.n, ds.d, ds.metric, Level32x, BuildOptions{})
 	assert.ErrorIs(t, err, io.ErrUnexpectedEOF)
@@ -258,4 +260,59 @@ func FuzzLoad(f *testing.F) {
 			q.Dist(int32(n - 1))
 		}
 	})
+}
+
+// TestGuideVersions: 4x and 32x guides are still written as version 1 (a
+// build that reads only version 1 keeps loading them), 8x as version 2;
+// this build reads both, and refuses as ErrCorrupt an 8x guide claiming
+// version 1 and a version it does not know, naming the version.
+func TestGuideVersions(t *testing.T) {
+	ds := fixture(t, "hnsw_flat_l2")
+	src := srcOf(t, ds)
+	dir := t.TempDir()
+	for lvl, want := range map[Level]uint32{Level4x: 1, Level32x: 1, Level8x: 2} {
+		c := ds.build(t, lvl)
+		var buf bytes.Buffer
+		_, err := c.Encode(&buf, src)
+		require.NoError(t, err)
+		good := buf.Bytes()
+		require.Equal(t, want, binary.LittleEndian.Uint32(good[8:]), "%s is written as version %d", lvl, want)
+		path := filepath.Join(dir, lvl.String())
+		require.NoError(t, os.WriteFile(path, good, 0o644))
+		info, err := ReadInfo(path)
+		require.NoError(t, err)
+		assert.Equal(t, int(want), info.Version)
+
+		// Another version, with the header's checksum and the trailer's
+		// redone so only the version is wrong.
+		for _, v := range []uint32{0, want - 1, 3, 1 << 31} {
+			if v == want {
+				continue
+			}
+			b := bytes.Clone(good)
+			binary.LittleEndian.PutUint32(b[8:], v)
+			binary.LittleEndian.PutUint32(b[96:], crc32.Checksum(b[:96], castagnoli))
+			binary.LittleEndian.PutUint32(b[len(b)-4:], crc32.Checksum(b[:len(b)-4], castagnoli))
+			require.NoError(t, os.WriteFile(path, b, 0o644))
+			_, err := Load(path, src)
+			if v == 2 || (v == 1 && want == 1) {
+				require.NoError(t, err, "%s as version %d", lvl, v)
+				continue
+			}
+			require.ErrorIs(t, err, ErrCorrupt, "%s as version %d", lvl, v)
+			assert.ErrorContains(t, err, "version")
+		}
+	}
+	// A 4x guide relabelled version 2 still loads (version 2 knows 4x).
+	c := ds.build(t, Level4x)
+	var buf bytes.Buffer
+	_, err := c.Encode(&buf, src)
+	require.NoError(t, err)
+	b := buf.Bytes()
+	binary.LittleEndian.PutUint32(b[8:], 2)
+	binary.LittleEndian.PutUint32(b[96:], crc32.Checksum(b[:96], castagnoli))
+	binary.LittleEndian.PutUint32(b[len(b)-4:], crc32.Checksum(b[:len(b)-4], castagnoli))
+	l, err := decode(bytes.NewReader(b), int64(len(b)), "v2", &src)
+	require.NoError(t, err)
+	l.Close()
 }

@@ -14,6 +14,11 @@ var (
 	l2U8 = l2U8Go
 	// dotU8 is Σⱼ w[j]·c[j] over len(w) dimensions.
 	dotU8 = dotU8Go
+	// l2U4 is l2U8 on 4-bit codes: c[j] is the nibble j&1 (low first) of
+	// byte j/2, so c holds (len(a)+1)/2 bytes.
+	l2U4 = l2U4Go
+	// dotU4 is dotU8 on 4-bit codes, as l2U4 reads them.
+	dotU4 = dotU4Go
 	// pop4 is Σₖ 2ᵏ·Σ_w popcount(x_w & planes[4w+k]) over the len(planes)/4
 	// little-endian words of x.
 	pop4 = pop4Go
@@ -58,6 +63,51 @@ func dotU8Go(w []float32, c []byte) float32 {
 	}
 	return (s0 + s1) + (s2 + s3)
 }
+
+func l2U4Go(a, b []float32, c []byte) float32 {
+	n := len(a)
+	b = b[:n]
+	c = c[:(n+1)/2]
+	var s0, s1, s2, s3 float32
+	j := 0
+	for ; j+4 <= n; j += 4 {
+		c0, c1 := c[j>>1], c[j>>1+1]
+		t0 := a[j] - b[j]*float32(c0&15)
+		t1 := a[j+1] - b[j+1]*float32(c0>>4)
+		t2 := a[j+2] - b[j+2]*float32(c1&15)
+		t3 := a[j+3] - b[j+3]*float32(c1>>4)
+		s0 += t0 * t0
+		s1 += t1 * t1
+		s2 += t2 * t2
+		s3 += t3 * t3
+	}
+	for ; j < n; j++ {
+		t := a[j] - b[j]*float32(nibble(c, j))
+		s0 += t * t
+	}
+	return (s0 + s1) + (s2 + s3)
+}
+
+func dotU4Go(w []float32, c []byte) float32 {
+	n := len(w)
+	c = c[:(n+1)/2]
+	var s0, s1, s2, s3 float32
+	j := 0
+	for ; j+4 <= n; j += 4 {
+		c0, c1 := c[j>>1], c[j>>1+1]
+		s0 += w[j] * float32(c0&15)
+		s1 += w[j+1] * float32(c0>>4)
+		s2 += w[j+2] * float32(c1&15)
+		s3 += w[j+3] * float32(c1>>4)
+	}
+	for ; j < n; j++ {
+		s0 += w[j] * float32(nibble(c, j))
+	}
+	return (s0 + s1) + (s2 + s3)
+}
+
+// nibble is dimension j's 4-bit code in c.
+func nibble(c []byte, j int) byte { return c[j>>1] >> (4 * (j & 1)) & 15 }
 
 func pop4Go(planes []uint64, x []byte) uint64 {
 	n := len(planes) / 4

@@ -9,11 +9,13 @@ import (
 )
 
 // On amd64 the 4x kernels are AVX2+FMA assembly (8 bytes widened to 8
-// floats per step, four accumulators) and the 32x kernel uses POPCNT,
+// floats per step, four accumulators), the 8x ones the same on 4 bytes of
+// nibbles per step, and the 32x kernel uses POPCNT,
 // chosen once here by CPU feature. Build with -tags purego for Go only.
 func init() {
 	if cpu.X86.HasAVX2 && cpu.X86.HasFMA {
 		l2U8, dotU8 = l2U8Asm, dotU8Asm
+		l2U4, dotU4 = l2U4Asm, dotU4Asm
 		KernelImpl = "avx2"
 	}
 	if cpu.X86.HasPOPCNT {
@@ -26,6 +28,12 @@ func l2U8AVX2(a, b *float32, c *byte, n int) float32
 
 //go:noescape
 func dotU8AVX2(w *float32, c *byte, n int) float32
+
+//go:noescape
+func l2U4AVX2(a, b *float32, c *byte, n int) float32
+
+//go:noescape
+func dotU4AVX2(w *float32, c *byte, n int) float32
 
 //go:noescape
 func pop4POPCNT(planes *uint64, x *byte, words int) uint64
@@ -56,6 +64,38 @@ func dotU8Asm(w []float32, c []byte) float32 {
 	}
 	for j := m; j < n; j++ {
 		s += w[j] * float32(c[j])
+	}
+	return s
+}
+
+// l2U4Asm runs the assembly on whole blocks of 8 dimensions (4 bytes)
+// and adds the rest in Go.
+func l2U4Asm(a, b []float32, c []byte) float32 {
+	n := len(a)
+	b = b[:n]
+	c = c[:(n+1)/2]
+	m := n &^ 7
+	var s float32
+	if m > 0 {
+		s = l2U4AVX2(&a[0], &b[0], &c[0], m)
+	}
+	for j := m; j < n; j++ {
+		t := a[j] - b[j]*float32(nibble(c, j))
+		s += t * t
+	}
+	return s
+}
+
+func dotU4Asm(w []float32, c []byte) float32 {
+	n := len(w)
+	c = c[:(n+1)/2]
+	m := n &^ 7
+	var s float32
+	if m > 0 {
+		s = dotU4AVX2(&w[0], &c[0], m)
+	}
+	for j := m; j < n; j++ {
+		s += w[j] * float32(nibble(c, j))
 	}
 	return s
 }

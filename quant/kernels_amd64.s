@@ -172,3 +172,164 @@ pop_done:
 	ADDQ R11, R8
 	MOVQ R8, ret+24(FP)
 	RET
+
+// Lane k of a 4-bit block holds dimension k of 8: shift the block's 32
+// bits right by 4k (the low nibble of each byte comes first).
+DATA nibbleShifts<>+0(SB)/4, $0
+DATA nibbleShifts<>+4(SB)/4, $4
+DATA nibbleShifts<>+8(SB)/4, $8
+DATA nibbleShifts<>+12(SB)/4, $12
+DATA nibbleShifts<>+16(SB)/4, $16
+DATA nibbleShifts<>+20(SB)/4, $20
+DATA nibbleShifts<>+24(SB)/4, $24
+DATA nibbleShifts<>+28(SB)/4, $28
+GLOBL nibbleShifts<>(SB), RODATA|NOPTR, $32
+
+// func l2U4AVX2(a *float32, b *float32, c *byte, n int) float32
+// l2U8AVX2 on 4-bit codes: each 8 dimensions are 4 bytes, broadcast to
+// the 8 lanes, shifted by 4·lane and masked to their nibble, then the
+// same arithmetic (4×8 lanes).
+TEXT ·l2U4AVX2(SB), NOSPLIT, $0-36
+	MOVQ    a+0(FP), AX
+	MOVQ    b+8(FP), BX
+	MOVQ    c+16(FP), CX
+	MOVQ    n+24(FP), DX
+	VMOVDQU nibbleShifts<>(SB), Y14
+	VPCMPEQD Y15, Y15, Y15
+	VPSRLD  $28, Y15, Y15 // 0x0000000f in every lane
+	VXORPS  Y0, Y0, Y0
+	VXORPS  Y1, Y1, Y1
+	VXORPS  Y2, Y2, Y2
+	VXORPS  Y3, Y3, Y3
+
+l2u4_loop32:
+	CMPQ         DX, $32
+	JL           l2u4_loop8
+	VPBROADCASTD (CX), Y4
+	VPSRLVD      Y14, Y4, Y4
+	VPAND        Y15, Y4, Y4
+	VCVTDQ2PS    Y4, Y4
+	VMOVUPS      (AX), Y5
+	VFNMADD231PS (BX), Y4, Y5
+	VFMADD231PS  Y5, Y5, Y0
+	VPBROADCASTD 4(CX), Y6
+	VPSRLVD      Y14, Y6, Y6
+	VPAND        Y15, Y6, Y6
+	VCVTDQ2PS    Y6, Y6
+	VMOVUPS      32(AX), Y7
+	VFNMADD231PS 32(BX), Y6, Y7
+	VFMADD231PS  Y7, Y7, Y1
+	VPBROADCASTD 8(CX), Y8
+	VPSRLVD      Y14, Y8, Y8
+	VPAND        Y15, Y8, Y8
+	VCVTDQ2PS    Y8, Y8
+	VMOVUPS      64(AX), Y9
+	VFNMADD231PS 64(BX), Y8, Y9
+	VFMADD231PS  Y9, Y9, Y2
+	VPBROADCASTD 12(CX), Y10
+	VPSRLVD      Y14, Y10, Y10
+	VPAND        Y15, Y10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VMOVUPS      96(AX), Y11
+	VFNMADD231PS 96(BX), Y10, Y11
+	VFMADD231PS  Y11, Y11, Y3
+	ADDQ         $16, CX
+	ADDQ         $128, AX
+	ADDQ         $128, BX
+	SUBQ         $32, DX
+	JMP          l2u4_loop32
+
+l2u4_loop8:
+	CMPQ         DX, $8
+	JL           l2u4_done
+	VPBROADCASTD (CX), Y4
+	VPSRLVD      Y14, Y4, Y4
+	VPAND        Y15, Y4, Y4
+	VCVTDQ2PS    Y4, Y4
+	VMOVUPS      (AX), Y5
+	VFNMADD231PS (BX), Y4, Y5
+	VFMADD231PS  Y5, Y5, Y0
+	ADDQ         $4, CX
+	ADDQ         $32, AX
+	ADDQ         $32, BX
+	SUBQ         $8, DX
+	JMP          l2u4_loop8
+
+l2u4_done:
+	VADDPS       Y1, Y0, Y0
+	VADDPS       Y3, Y2, Y2
+	VADDPS       Y2, Y0, Y0
+	VEXTRACTF128 $1, Y0, X1
+	VADDPS       X1, X0, X0
+	VHADDPS      X0, X0, X0
+	VHADDPS      X0, X0, X0
+	VZEROUPPER
+	MOVSS        X0, ret+32(FP)
+	RET
+
+// func dotU4AVX2(w *float32, c *byte, n int) float32
+// dotU8AVX2 on 4-bit codes, unpacked as l2U4AVX2 does.
+TEXT ·dotU4AVX2(SB), NOSPLIT, $0-28
+	MOVQ     w+0(FP), AX
+	MOVQ     c+8(FP), CX
+	MOVQ     n+16(FP), DX
+	VMOVDQU  nibbleShifts<>(SB), Y14
+	VPCMPEQD Y15, Y15, Y15
+	VPSRLD   $28, Y15, Y15
+	VXORPS   Y0, Y0, Y0
+	VXORPS   Y1, Y1, Y1
+	VXORPS   Y2, Y2, Y2
+	VXORPS   Y3, Y3, Y3
+
+dotu4_loop32:
+	CMPQ         DX, $32
+	JL           dotu4_loop8
+	VPBROADCASTD (CX), Y4
+	VPSRLVD      Y14, Y4, Y4
+	VPAND        Y15, Y4, Y4
+	VCVTDQ2PS    Y4, Y4
+	VFMADD231PS  (AX), Y4, Y0
+	VPBROADCASTD 4(CX), Y5
+	VPSRLVD      Y14, Y5, Y5
+	VPAND        Y15, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VFMADD231PS  32(AX), Y5, Y1
+	VPBROADCASTD 8(CX), Y6
+	VPSRLVD      Y14, Y6, Y6
+	VPAND        Y15, Y6, Y6
+	VCVTDQ2PS    Y6, Y6
+	VFMADD231PS  64(AX), Y6, Y2
+	VPBROADCASTD 12(CX), Y7
+	VPSRLVD      Y14, Y7, Y7
+	VPAND        Y15, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VFMADD231PS  96(AX), Y7, Y3
+	ADDQ         $16, CX
+	ADDQ         $128, AX
+	SUBQ         $32, DX
+	JMP          dotu4_loop32
+
+dotu4_loop8:
+	CMPQ         DX, $8
+	JL           dotu4_done
+	VPBROADCASTD (CX), Y4
+	VPSRLVD      Y14, Y4, Y4
+	VPAND        Y15, Y4, Y4
+	VCVTDQ2PS    Y4, Y4
+	VFMADD231PS  (AX), Y4, Y0
+	ADDQ         $4, CX
+	ADDQ         $32, AX
+	SUBQ         $8, DX
+	JMP          dotu4_loop8
+
+dotu4_done:
+	VADDPS       Y1, Y0, Y0
+	VADDPS       Y3, Y2, Y2
+	VADDPS       Y2, Y0, Y0
+	VEXTRACTF128 $1, Y0, X1
+	VADDPS       X1, X0, X0
+	VHADDPS      X0, X0, X0
+	VHADDPS      X0, X0, X0
+	VZEROUPPER
+	MOVSS        X0, ret+24(FP)
+	RET

@@ -40,6 +40,15 @@ func TestKernelsMatchGo(t *testing.T) {
 		}
 		assert.InDelta(t, want, dotU8(a, cc), 1e-5*abs+1e-3, "dotU8 n=%d", n)
 
+		c4 := c[3 : 3+(n+1)/2] // 4-bit codes, unaligned
+		want = l2U4Go(a, b, c4)
+		assert.InDelta(t, want, l2U4(a, b, c4), tol(want), "l2U4 n=%d", n)
+		abs = 0
+		for j := range n {
+			abs += math.Abs(float64(a[j]) * float64(nibble(c4, j)))
+		}
+		assert.InDelta(t, dotU4Go(a, c4), dotU4(a, c4), 1e-5*abs+1e-3, "dotU4 n=%d", n)
+
 		w := (n + 63) / 64
 		planes := make([]uint64, 4*w)
 		for j := range planes {
@@ -50,6 +59,37 @@ func TestKernelsMatchGo(t *testing.T) {
 			x[j] = byte(rng.Uint32())
 		}
 		assert.Equal(t, pop4Go(planes, x[5:]), pop4(planes, x[5:]), "pop4 words=%d", w)
+	}
+}
+
+// TestKernels4BitExact: on small integers every product and partial sum
+// is exact in float32, so any order of summation gives the same bits:
+// the assembly must equal the Go reference (and a float64 reference)
+// exactly. A nibble read from the wrong half, lane or byte changes the
+// sum.
+func TestKernels4BitExact(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 8))
+	for _, n := range append(rangeN(0, 70), 127, 128, 129, 784, 1000) {
+		a, b := make([]float32, n), make([]float32, n)
+		for j := range n {
+			a[j], b[j] = float32(rng.IntN(64)-32), float32(rng.IntN(8))
+		}
+		c := make([]byte, (n+1)/2+1)
+		for j := range c {
+			c[j] = byte(rng.Uint32())
+		}
+		c = c[1:]
+		var l2, dot float64
+		for j := range n {
+			v := float64(c[j/2] >> (4 * (j % 2)) & 15)
+			t := float64(a[j]) - float64(b[j])*v
+			l2 += t * t
+			dot += float64(a[j]) * v
+		}
+		require.Equal(t, float32(l2), l2U4Go(a, b, c), "Go l2U4 n=%d", n)
+		require.Equal(t, float32(l2), l2U4(a, b, c), "%s l2U4 n=%d", KernelImpl, n)
+		require.Equal(t, float32(dot), dotU4Go(a, c), "Go dotU4 n=%d", n)
+		require.Equal(t, float32(dot), dotU4(a, c), "%s dotU4 n=%d", KernelImpl, n)
 	}
 }
 
@@ -178,6 +218,16 @@ func BenchmarkKernels(b *testing.B) {
 		b.Run(fmt.Sprintf("d=%d/dotU8/go", d), func(b *testing.B) {
 			for b.Loop() {
 				s += dotU8Go(a, c)
+			}
+		})
+		b.Run(fmt.Sprintf("d=%d/l2U4/%s", d, KernelImpl), func(b *testing.B) {
+			for b.Loop() {
+				s += l2U4(a, w, c)
+			}
+		})
+		b.Run(fmt.Sprintf("d=%d/l2U4/go", d), func(b *testing.B) {
+			for b.Loop() {
+				s += l2U4Go(a, w, c)
 			}
 		})
 		b.Run(fmt.Sprintf("d=%d/pop4/%s", d, KernelImpl), func(b *testing.B) {

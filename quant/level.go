@@ -2,6 +2,8 @@ package quant
 
 import (
 	"fmt"
+	"slices"
+	"strings"
 
 	"github.com/faiss-sidecar/faiss-sidecar/faissfmt"
 )
@@ -13,27 +15,36 @@ type Level uint8
 
 // The levels quant builds.
 const (
-	// Level4x is 8-bit scalar quantization: one byte per dimension.
+	// Level4x is 8-bit scalar quantization: one byte per dimension, on
+	// each dimension's [min, max].
 	Level4x Level = 4
+	// Level8x is 4-bit scalar quantization: two dimensions a byte, on a
+	// per-dimension range chosen to minimize the quantization error of a
+	// sample (an outlier does not widen every step of its dimension).
+	Level8x Level = 8
 	// Level32x is one bit per dimension after a random rotation, plus
 	// three float32 correction factors per vector (RaBitQ family).
 	Level32x Level = 32
 )
 
 // Levels lists the levels from finest to coarsest (the order a caller
-// resolving "auto" tries them in).
-var Levels = []Level{Level4x, Level32x}
+// resolving "auto" tries them in). It is the one list of levels: parsing,
+// names and validity follow it.
+var Levels = []Level{Level4x, Level8x, Level32x}
 
-// ParseLevel reads "4x" or "32x" (case-insensitive). "auto" is the
-// caller's to resolve, with BytesPerVector and its budget.
+// ParseLevel reads a level's name ("4x", "8x", "32x": Level.String, exactly).
+// "auto" is the caller's to resolve, with BytesPerVector and its budget.
 func ParseLevel(s string) (Level, error) {
-	switch s {
-	case "4x":
-		return Level4x, nil
-	case "32x":
-		return Level32x, nil
+	for _, l := range Levels {
+		if s == l.String() {
+			return l, nil
+		}
 	}
-	return 0, fmt.Errorf("quant: unknown compression level %q (want 4x or 32x)", s)
+	names := make([]string, len(Levels))
+	for i, l := range Levels {
+		names[i] = l.String()
+	}
+	return 0, fmt.Errorf("quant: unknown compression level %q (want %s)", s, strings.Join(names, ", "))
 }
 
 func (l Level) String() string {
@@ -43,7 +54,19 @@ func (l Level) String() string {
 	return fmt.Sprintf("level(%d)", uint8(l))
 }
 
-func (l Level) valid() bool { return l == Level4x || l == Level32x }
+func (l Level) valid() bool { return slices.Contains(Levels, l) }
+
+// sqBits is the bits per dimension of a scalar-quantization level (4x,
+// 8x), 0 for others.
+func (l Level) sqBits() int {
+	switch l {
+	case Level4x:
+		return 8
+	case Level8x:
+		return 4
+	}
+	return 0
+}
 
 // BytesPerVector is the size of one vector's code of dimension d, the
 // row stride of Codes (0 for an unknown level or d < 1).
@@ -54,6 +77,8 @@ func (l Level) BytesPerVector(d int) int {
 	switch l {
 	case Level4x:
 		return d
+	case Level8x:
+		return (d + 1) / 2
 	case Level32x:
 		return factorBytes + 8*words(d)
 	}

@@ -13,21 +13,27 @@ import (
 )
 
 func TestParseLevel(t *testing.T) {
-	for s, want := range map[string]Level{"4x": Level4x, "32x": Level32x} {
+	for s, want := range map[string]Level{"4x": Level4x, "8x": Level8x, "32x": Level32x} {
 		l, err := ParseLevel(s)
 		require.NoError(t, err, s)
 		assert.Equal(t, want, l)
+		assert.Equal(t, s, l.String())
 	}
-	assert.Equal(t, "4x", Level4x.String())
-	assert.Equal(t, "32x", Level32x.String())
-	for _, s := range []string{"", "auto", "8x", "1x", "x4", " 32x", "4X", "32x "} { // exactly as documented
+	assert.Equal(t, []Level{Level4x, Level8x, Level32x}, Levels, "finest first")
+	for _, s := range []string{"", "auto", "16x", "1x", "x4", " 32x", "4X", "8X", "32x ", "08x"} { // exactly as documented
 		_, err := ParseLevel(s)
 		assert.ErrorContains(t, err, "unknown compression level", s)
+		assert.ErrorContains(t, err, "want 4x, 8x, 32x", s)
 	}
+	assert.Equal(t, "level(16)", Level(16).String())
 }
 
 func TestBytesPerVector(t *testing.T) {
 	assert.Equal(t, 784, Level4x.BytesPerVector(784))
+	assert.Equal(t, 392, Level8x.BytesPerVector(784))
+	assert.Equal(t, 64, Level8x.BytesPerVector(128))
+	assert.Equal(t, 2, Level8x.BytesPerVector(3), "an odd dimension takes a half byte")
+	assert.Equal(t, 1, Level8x.BytesPerVector(1))
 	assert.Equal(t, 12+8*13, Level32x.BytesPerVector(784), "784 bits in 13 words plus 3 factors")
 	assert.Equal(t, 12+16, Level32x.BytesPerVector(128))
 	assert.Equal(t, 12+8, Level32x.BytesPerVector(1))
@@ -39,6 +45,8 @@ func TestDefaultOversample(t *testing.T) {
 	assert.Equal(t, 5.0, DefaultOversample(Level4x, 784))
 	assert.Equal(t, 5.0, DefaultOversample(Level32x, 1000))
 	assert.Equal(t, 2.0, DefaultOversample(Level4x, 1536))
+	assert.Equal(t, 5.0, DefaultOversample(Level8x, 128))
+	assert.Equal(t, 2.0, DefaultOversample(Level8x, 1536))
 	assert.Equal(t, 3.0, DefaultOversample(Level32x, 1536))
 }
 
@@ -107,11 +115,16 @@ func TestEstimatesFixtures(t *testing.T) {
 				rel := errSum / spreadSum
 				rec := rerankRecall(ds, c, 10, []int{10, 50}, ds.exact)
 				t.Logf("%s %s: mean |est−exact| / sd(exact) = %.4f, recall@10 R=10: %.3f, R=50: %.3f", name, lvl, rel, rec[0], rec[1])
-				if lvl == Level4x {
+				switch lvl {
+				case Level4x:
 					assert.Less(t, rel, 0.02, "8-bit estimates are close")
 					assert.GreaterOrEqual(t, rec[0], 0.9, "4x without oversampling")
 					assert.GreaterOrEqual(t, rec[1], 0.99, "4x with 5× oversampling")
-				} else {
+				case Level8x:
+					assert.Less(t, rel, 0.12, "4-bit estimates are close")
+					assert.GreaterOrEqual(t, rec[0], 0.75, "8x without oversampling")
+					assert.GreaterOrEqual(t, rec[1], 0.99, "8x with 5× oversampling")
+				default:
 					assert.Less(t, rel, 0.5, "1-bit estimates track exact distances")
 					assert.GreaterOrEqual(t, rec[1], 0.85, "32x with 5× oversampling")
 				}
@@ -167,4 +180,63 @@ func TestMetricsConvention(t *testing.T) {
 	e := ds.exact(ds.q[0], 5)
 	assert.InDelta(t, e, float64(q.Dist(5)), 0.02*math.Abs(e)+0.05)
 	assert.Less(t, e, 0.0, "−inner product of correlated vectors is negative here")
+}
+
+// TestClipRange: on a Gaussian sample with a few far outliers, the 8x
+// range leaves the outliers out (they clamp) and its 16-level error is
+// well below the min/max range's; on a uniform sample over [0, 1] the 16
+// levels sit at the centres of 16 equal bins (the least-error uniform
+// quantizer: ends 1/32 and 31/32); a constant sample gives a zero-width
+// range.
+func TestClipRange(t *testing.T) {
+	rng := rand.New(rand.NewPCG(11, 12))
+	s := make([]float32, 10000)
+	for i := range s {
+		s[i] = float32(rng.NormFloat64())
+	}
+	s[17], s[4000] = 40, -25
+	sse := func(lo, hi float32) float64 {
+		step := (hi - lo) / 15
+		var e float64
+		for _, v := range s {
+			q := min(max(math.Round(float64((v-lo)/step)), 0), 15)
+			r := float64(lo) + q*float64(step)
+			e += (float64(v) - r) * (float64(v) - r)
+		}
+		return e
+	}
+	lo, hi := clipRange(s, 16) // sorts s
+	assert.Equal(t, float32(-25), s[0])
+	assert.Equal(t, float32(40), s[len(s)-1])
+	t.Logf("range [%.3f, %.3f]; error %.1f against min/max's %.1f", lo, hi, sse(lo, hi), sse(-25, 40))
+	assert.Greater(t, lo, float32(-5))
+	assert.Less(t, hi, float32(5))
+	assert.Greater(t, hi-lo, float32(4), "the bulk keeps its levels")
+	assert.Less(t, sse(lo, hi), sse(-25, 40)/5)
+
+	for i := range s {
+		s[i] = float32(rng.Float64())
+	}
+	lo, hi = clipRange(s, 16)
+	assert.InDelta(t, 1.0/32, lo, 0.01)
+	assert.InDelta(t, 31.0/32, hi, 0.01)
+
+	for i := range s {
+		s[i] = 3
+	}
+	lo, hi = clipRange(s, 16)
+	assert.Equal(t, float32(3), lo)
+	assert.Equal(t, float32(3), hi)
+}
+
+// TestEncode8: codes are round((x−lo)/step) clamped to [0, 15], the even
+// dimension in the low nibble; a dimension with a zero step codes 0 and
+// estimates its lower end exactly.
+func TestEncode8(t *testing.T) {
+	c := &Codes{level: Level8x, d: 3, vmin: []float32{0, -1, 5}, delta: []float32{1, 0.5, 0}}
+	dst := []byte{0xff, 0xff}
+	c.encode8(dst, []float32{3.4, 100, 7})
+	assert.Equal(t, []byte{0x3 | 0xf<<4, 0x0}, dst)
+	c.encode8(dst, []float32{-9, -0.74, 5})
+	assert.Equal(t, []byte{0x0 | 0x1<<4, 0x0}, dst)
 }

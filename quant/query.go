@@ -16,8 +16,8 @@ import (
 type Query struct {
 	c *Codes
 
-	// 4x, L2: a = q − min (the kernel sums (a − step·code)²).
-	// 4x, IP: a = q·step and base = Σ q·min (⟨q, x̂⟩ = base + Σ a·code).
+	// 4x and 8x, L2: a = q − min (the kernel sums (a − step·code)²).
+	// 4x and 8x, IP: a = q·step and base = Σ q·min (⟨q, x̂⟩ = base + Σ a·code).
 	a    []float32
 	base float32
 
@@ -37,7 +37,7 @@ type Query struct {
 func (c *Codes) NewQuery() *Query {
 	q := &Query{c: c}
 	switch c.level {
-	case Level4x:
+	case Level4x, Level8x:
 		q.a = make([]float32, c.d)
 	case Level32x:
 		q.y = make([]float32, c.d)
@@ -57,7 +57,7 @@ func (q *Query) Reset(vec []float32) error {
 			return fmt.Errorf("quant: query component %d is %v", j, v)
 		}
 	}
-	if c.level == Level4x {
+	if c.level.sqBits() > 0 {
 		q.reset4(vec)
 	} else {
 		q.reset32(vec)
@@ -123,11 +123,17 @@ func (q *Query) reset32(vec []float32) {
 func (q *Query) Dist(v int32) float32 {
 	c := q.c
 	row := c.row(v)
-	if c.level == Level4x {
+	switch c.level {
+	case Level4x:
 		if c.metric == faissfmt.MetricL2 {
 			return l2U8(q.a, c.delta, row)
 		}
 		return -(q.base + dotU8(q.a, row))
+	case Level8x:
+		if c.metric == faissfmt.MetricL2 {
+			return l2U4(q.a, c.delta, row)
+		}
+		return -(q.base + dotU4(q.a, row))
 	}
 	t := pop4(q.planes, row[factorBytes:])
 	g := q.lo*f32(row[8:]) + q.step*(2*float32(t)-q.sumQQ)
