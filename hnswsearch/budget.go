@@ -65,6 +65,32 @@ func PlanBudget(f *faissfmt.File, backend string, budget int64, workers int) (Pl
 	return p, nil
 }
 
+// afterIDMap is what held bytes leave once the id map (idLen bytes, −1
+// for none) is pinned, and whether it is: when it takes at most a quarter.
+func afterIDMap(idLen, held int64) (rest int64, pinned bool) {
+	if idLen >= 0 && idLen <= held/4 {
+		return held - idLen, true
+	}
+	return held, false
+}
+
+// fitsHeld is whether what pins bytes fits held bytes: in nine tenths.
+func fitsHeld(bytes, held int64) bool { return bytes <= held*9/10 }
+
+// PinsAllLists reports whether an Index of f walked on a guide
+// (Options.Guide) pins every neighbor list when its Options.HeldBytes is
+// held, given est = EstimatePinnedLists(f, …): the rule planHeld applies
+// at open, for a caller choosing between guides of different sizes first.
+func PinsAllLists(f *faissfmt.File, held, est int64) bool {
+	var idLen int64 = -1
+	if f.IDMap != nil {
+		s, _ := f.IDMap.Section("id_map")
+		idLen = s.Len
+	}
+	held, _ = afterIDMap(idLen, held)
+	return fitsHeld(est, held)
+}
+
 // minVectorCache is the smallest vector cache worth keeping: its table (4
 // bytes a vector) and 64 vectors.
 func minVectorCache(n, codeSize int64) int64 { return 4*n + 64*codeSize }
@@ -77,25 +103,26 @@ func minVectorCache(n, codeSize int64) int64 { return 4*n + 64*codeSize }
 // vector cache gets what the lists leave. With a guide (Options.Guide) the
 // search reads no vector: every list when they fit, else the hubs'.
 func (x *Index) planHeld(held int64, guide bool) (h holding, idMap bool, err error) {
-	if x.idMap != nil && x.idMap.Len <= held/4 {
-		idMap = true
-		held -= x.idMap.Len
+	var idLen int64 = -1
+	if x.idMap != nil {
+		idLen = x.idMap.Len
 	}
+	held, idMap = afterIDMap(idLen, held)
 	est, err := x.estimatePinnedAll()
 	if err != nil {
 		return h, false, err
 	}
 	switch {
 	case guide: // the vectors are the guide's: lists only
-		if est <= held*9/10 {
+		if fitsHeld(est, held) {
 			h.allLists = true
 		} else {
 			h.hubBytes = held / 2
 		}
 		return h, idMap, nil
-	case est+int64(x.n)*int64(x.codeSize) <= held*9/10: // vectors pinned compacted
+	case fitsHeld(est+int64(x.n)*int64(x.codeSize), held): // vectors pinned compacted
 		h.allLists, h.vectors = true, true
-	case est <= held*9/10:
+	case fitsHeld(est, held):
 		h.allLists = true
 	default:
 		h.hubBytes = held / 2

@@ -79,3 +79,30 @@ func TestHeldBytesIDMap(t *testing.T) {
 		t.Fatalf("%v %v, FAISS %v", res, err, fr.Runs[1].IDs[0])
 	}
 }
+
+// TestPinsAllListsBeforeOpen: EstimatePinnedLists on the probed file is
+// the estimate an opened Index plans with, and PinsAllLists agrees with
+// what a guide-walked Index then pins, on either side of the threshold.
+func TestPinsAllListsBeforeOpen(t *testing.T) {
+	path := filepath.Join(fixtureDir, "hnsw_flat_large.faiss")
+	f, err := Probe(path, "direct")
+	require.NoError(t, err)
+	s := openFixture(t, "hnsw_flat_large", storage.Options{Backend: "direct"})
+	est, err := EstimatePinnedLists(f, s)
+	require.NoError(t, err)
+	x := openIndex(t, s, Options{})
+	want, err := x.estimatePinnedAll()
+	require.NoError(t, err)
+	require.Equal(t, want, est)
+	lists := openIndex(t, s, Options{hold: holding{allLists: true}}).PinnedBytes()
+	assert.InDelta(t, lists, est, float64(lists)/5, "the estimate is near what pinning holds")
+
+	g := newExactGuide(t, s)
+	for _, held := range []int64{est * 10 / 9, est*10/9 + 10, est * 10 / 9 * 99 / 100, est / 2} {
+		fits := PinsAllLists(f, held, est)
+		y := openIndex(t, s, Options{HeldBytes: held, BatchReads: true, Guide: g})
+		assert.Equal(t, fits, y.Options().hold.allLists, "held %d, estimate %d", held, est)
+	}
+	assert.True(t, PinsAllLists(f, est*10/9+10, est))
+	assert.False(t, PinsAllLists(f, est/2, est))
+}

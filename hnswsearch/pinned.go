@@ -3,6 +3,7 @@ package hnswsearch
 import (
 	"encoding/binary"
 	"fmt"
+	"io"
 	"math"
 	"slices"
 	"unsafe"
@@ -187,27 +188,46 @@ func (x *Index) pinHubs(budget int64) error {
 	return x.fill(p, pick)
 }
 
-// estimatePinnedAll estimates what pinAll would hold: the node tables, the
-// upper levels' slots (known from the offsets) and level 0's valid entries,
-// averaged over up to 512 nodes spread over the file (one batch of reads).
-func (x *Index) estimatePinnedAll() (int64, error) {
-	n := int64(x.n)
-	cum1 := int64(x.h.CumNeighbors[1])
-	upper := x.nb.Len/4 - n*cum1
+// estimatePinnedAll estimates what pinAll would hold (estimatePinned).
+func (x *Index) estimatePinnedAll() (int64, error) { return estimatePinned(x.st, x.h, int64(x.n)) }
+
+// EstimatePinnedLists is what pinning every neighbor list of f would hold,
+// the figure the bounded-memory policy plans with, from the sample of
+// level-0 lists an opened Index reads, through r (f's file as Probe read
+// it): for a caller choosing a plan before opening (PinsAllLists).
+func EstimatePinnedLists(f *faissfmt.File, r io.ReaderAt) (int64, error) {
+	g := f.Graph
+	if g == nil || g.HNSW == nil {
+		return 0, fmt.Errorf("hnswsearch: %s index has no HNSW graph", f.Root.FourCC)
+	}
+	return estimatePinned(r, g.HNSW, g.NTotal)
+}
+
+// estimatePinned estimates what pinning every list of the n-node graph h
+// holds: the node tables, the upper levels' slots (known from the
+// offsets) and level 0's valid entries, averaged over up to 512 nodes
+// spread over the file (one batch of reads through r).
+func estimatePinned(r io.ReaderAt, h *faissfmt.HNSW, n int64) (int64, error) {
+	if len(h.CumNeighbors) < 2 {
+		return 6 * n, nil
+	}
+	nb := h.Neighbors
+	cum1 := int64(h.CumNeighbors[1])
+	upper := nb.Len/4 - n*cum1
 	samples := min(n, 512)
 	buf := make([]byte, samples*cum1*4)
 	reqs := make([]partial.ReadReq, samples)
 	for i := range reqs {
 		v := int32(int64(i) * n / samples)
-		b, e := x.h.NeighborSlots(v, 0)
-		reqs[i] = partial.ReadReq{Off: x.nb.Offset + 4*b, Buf: buf[int64(i)*cum1*4:][:4*(e-b)]}
+		b, e := h.NeighborSlots(v, 0)
+		reqs[i] = partial.ReadReq{Off: nb.Offset + 4*b, Buf: buf[int64(i)*cum1*4:][:4*(e-b)]}
 	}
 	var err error
-	if br, ok := x.st.(partial.BatchReader); ok {
+	if br, ok := r.(partial.BatchReader); ok {
 		err = br.ReadBatch(reqs)
 	} else {
 		for i := range reqs {
-			if _, err = x.st.ReadAt(reqs[i].Buf, reqs[i].Off); err != nil {
+			if _, err = r.ReadAt(reqs[i].Buf, reqs[i].Off); err != nil {
 				break
 			}
 		}
