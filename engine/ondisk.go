@@ -24,17 +24,18 @@ import (
 // a guide file, reused while the index file is unchanged.
 const ModeOnDisk = "on_disk"
 
-// CompressionAuto picks the finest compression level whose guide fits the
-// memory budget (the finest without a budget).
+// CompressionAuto picks, among quant.Levels (finest first), the finest
+// compression level whose guide and every neighbor list, pinned, fit the
+// memory budget; else the finest whose guide alone fits; else the index
+// is refused, naming the smallest guide (chooseLevel). Without a budget,
+// the finest.
 const CompressionAuto = "auto"
 
-// compressions lists the levels finest first, for CompressionAuto.
-var compressions = []quant.Level{quant.Level4x, quant.Level32x}
-
-// CompressionNames are the values Spec.Compression takes.
+// CompressionNames are the values Spec.Compression takes: auto, then
+// quant.Levels' names.
 func CompressionNames() []string {
 	out := []string{CompressionAuto}
-	for _, l := range compressions {
+	for _, l := range quant.Levels {
 		out = append(out, l.String())
 	}
 	return out
@@ -63,7 +64,8 @@ func checkCompression(spec *Spec) error {
 
 // guideBytes bounds what a level's guide of n vectors of dimension d
 // holds: the codes, and trained parameters of at most 8 bytes a dimension
-// (4x: a minimum and a step; 32x: the centroid and the rotation's signs).
+// (4x, 8x: a minimum and a step; 32x: the centroid and the rotation's
+// signs).
 func guideBytes(l quant.Level, n int64, d int) int64 {
 	return int64(l.BytesPerVector(d))*n + 8*int64(d) + 4096
 }
@@ -84,29 +86,13 @@ func (p *Plan) planOnDisk(workers int) error {
 	if g.Metric != faissfmt.MetricL2 && g.Metric != faissfmt.MetricInnerProduct {
 		return badSpec("%s: mode on_disk serves L2 and inner-product indexes; this one is %s", spec.Label, g.Metric)
 	}
-	levels := compressions
+	levels := quant.Levels
 	if spec.Compression != "" && spec.Compression != CompressionAuto {
 		l, _ := quant.ParseLevel(spec.Compression)
 		levels = []quant.Level{l}
 	}
-	var err error
-	for _, l := range levels {
-		p.level, p.guide = l, guideBytes(l, g.NTotal, g.D)
-		if spec.MemoryBudget <= 0 {
-			break
-		}
-		var bp hnswsearch.Plan
-		if bp, err = hnswsearch.PlanBudget(pf, p.backend, spec.MemoryBudget-p.guide, workers); err == nil {
-			bp.Apply(&p.opts)
-			p.cacheBytes, p.heap = bp.BlockCacheBytes, bp.HeapBytes
-			p.splitBudgetCache()
-			break
-		}
-	}
-	if err != nil {
-		least := guideBytes(levels[len(levels)-1], g.NTotal, g.D)
-		return fmt.Errorf("%s: %w: on_disk at %s needs a guide of %d bytes, and the rest of the budget must hold the index's working memory: %v",
-			spec.Label, hnswsearch.ErrBudget, levels[len(levels)-1], least, err)
+	if err := p.chooseLevel(levels, workers); err != nil {
+		return err
 	}
 	spec.Compression = p.level.String()
 	if spec.Rerank == nil {
@@ -131,6 +117,92 @@ func (p *Plan) planOnDisk(workers int) error {
 		p.need = pf.ResidentBytes() + p.cacheBytes + p.guide
 	}
 	return nil
+}
+
+// chooseLevel sets the plan's guide level among levels (finest first) and,
+// under a memory budget, the budget's split (CompressionAuto's rule):
+// the finest level whose guide fits with every neighbor list pinned
+// beside it (hnswsearch.PinsAllLists: the walk on a guide reads no
+// vector, but each hop to a list not pinned waits on a device read, so a
+// coarser guide with the lists in memory beats a finer one without), else
+// the finest whose guide alone fits, else ErrBudget naming the smallest
+// guide. One level (named, not auto) is taken when its guide fits.
+// Without a budget, the first level.
+func (p *Plan) chooseLevel(levels []quant.Level, workers int) error {
+	spec, pf := &p.spec, p.probe
+	g := pf.Graph
+	type fit struct {
+		level quant.Level
+		guide int64
+		bp    hnswsearch.Plan
+	}
+	use := func(f fit) {
+		p.level, p.guide = f.level, f.guide
+		if spec.MemoryBudget > 0 {
+			f.bp.Apply(&p.opts)
+			p.cacheBytes, p.heap = f.bp.BlockCacheBytes, f.bp.HeapBytes
+			p.splitBudgetCache()
+		}
+	}
+	if spec.MemoryBudget <= 0 {
+		use(fit{level: levels[0], guide: guideBytes(levels[0], g.NTotal, g.D)})
+		return nil
+	}
+	var guideOnly *fit // the finest whose guide alone fits
+	lists := int64(-1) // the lists' estimate, read once when a choice needs it
+	least, leastErr := quant.Level(0), error(nil)
+	for _, l := range levels {
+		gb := guideBytes(l, g.NTotal, g.D)
+		bp, err := hnswsearch.PlanBudget(pf, p.backend, spec.MemoryBudget-gb, workers)
+		if err != nil {
+			if least == 0 || gb < guideBytes(least, g.NTotal, g.D) {
+				least, leastErr = l, err
+			}
+			continue
+		}
+		f := fit{l, gb, bp}
+		if len(levels) == 1 {
+			use(f)
+			return nil
+		}
+		if lists < 0 {
+			if lists, err = p.estimateLists(); err != nil {
+				return err
+			}
+		}
+		if hnswsearch.PinsAllLists(pf, bp.Options.HeldBytes, lists) {
+			use(f)
+			return nil
+		}
+		if guideOnly == nil {
+			guideOnly = &f
+		}
+	}
+	if guideOnly != nil {
+		use(*guideOnly)
+		return nil
+	}
+	return fmt.Errorf("%s: %w: on_disk at %s needs a guide of %d bytes, and the rest of the budget must hold the index's working memory: %v",
+		spec.Label, hnswsearch.ErrBudget, least, guideBytes(least, g.NTotal, g.D), leastErr)
+}
+
+// estimateLists is hnswsearch.EstimatePinnedLists of the plan's index, read
+// as Probe reads it (a batch of 512 small reads).
+func (p *Plan) estimateLists() (int64, error) {
+	o := storage.Options{Backend: "pread", CacheBytes: 1 << 20}
+	if p.backend == "zstd" {
+		o.Backend = "zstd"
+	}
+	st, err := storage.Open(p.spec.Path, o)
+	if err != nil {
+		return 0, err
+	}
+	defer st.Close()
+	est, err := hnswsearch.EstimatePinnedLists(p.probe, st)
+	if err != nil {
+		return 0, fmt.Errorf("%s: %w", p.spec.Label, err)
+	}
+	return est, nil
 }
 
 // onDiskRerankStrategy is how on_disk reads the vectors it reranks when

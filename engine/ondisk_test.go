@@ -49,7 +49,7 @@ type onDiskFixture struct {
 	} `json:"hnsw"`
 }
 
-// TestOnDiskRecall: mode on_disk at 4x and 32x, reranking from the index
+// TestOnDiskRecall: mode on_disk at 4x, 8x and 32x, reranking from the index
 // file by default, finds at least FAISS's own HNSW recall@10 at each
 // efSearch against FAISS's exact search, less 0.01 (issue 18's target),
 // and returns exact distances. A second open loads the persisted guide.
@@ -60,7 +60,7 @@ func TestOnDiskRecall(t *testing.T) {
 		var fx onDiskFixture
 		require.NoError(t, json.Unmarshal(raw, &fx))
 		index := filepath.Join("..", "testdata", "ondisk", name+".faiss")
-		for _, level := range []string{"4x", "32x"} {
+		for _, level := range []string{"4x", "8x", "32x"} {
 			t.Run(name+"/"+level, func(t *testing.T) {
 				dir := t.TempDir()
 				spec := engine.Spec{Path: index, Mode: engine.ModeOnDisk, Compression: level, GuideDir: dir}
@@ -130,22 +130,29 @@ func TestOnDiskRecall(t *testing.T) {
 }
 
 // TestOnDiskGuideStaleOrCorrupt: a guide of another version of the file,
-// or a damaged one, is rebuilt, and the reason is reported.
+// or a damaged one, is rebuilt, and the reason is reported, at 4x and 8x.
 func TestOnDiskGuideStaleOrCorrupt(t *testing.T) {
+	for _, level := range []string{"4x", "8x"} {
+		t.Run(level, func(t *testing.T) { testGuideStaleOrCorrupt(t, level) })
+	}
+}
+
+func testGuideStaleOrCorrupt(t *testing.T, level string) {
 	dir := t.TempDir()
 	idx := filepath.Join(dir, "x.faiss")
 	b, err := os.ReadFile(fixture("hnsw_flat_l2.faiss"))
 	require.NoError(t, err)
 	require.NoError(t, os.WriteFile(idx, b, 0o644))
 	open := func() engine.GuideInfo {
-		x, _, err := engine.Open(engine.Spec{Path: idx, Mode: engine.ModeOnDisk, Compression: "4x"})
+		x, _, err := engine.Open(engine.Spec{Path: idx, Mode: engine.ModeOnDisk, Compression: level})
 		require.NoError(t, err)
 		defer x.Close()
 		gi, _ := x.Guide()
+		assert.Equal(t, level, gi.Level)
 		return gi
 	}
 	gi := open()
-	assert.Equal(t, engine.GuidePath("", idx, "4x"), gi.Path, "beside the index by default")
+	assert.Equal(t, engine.GuidePath("", idx, level), gi.Path, "beside the index by default")
 	assert.True(t, open().Loaded)
 
 	g, err := os.ReadFile(gi.Path)
@@ -176,7 +183,7 @@ func TestOnDiskRefusals(t *testing.T) {
 	require.ErrorIs(t, engine.CheckSpec(engine.Spec{Path: "x", Compression: "4x"}), engine.ErrBadSpec)
 	err = engine.CheckSpec(engine.Spec{Path: "x", Mode: engine.ModeOnDisk, Compression: "3x"})
 	require.ErrorIs(t, err, engine.ErrBadSpec)
-	assert.Contains(t, err.Error(), "4x, 32x")
+	assert.Contains(t, err.Error(), "auto, 4x, 8x, 32x")
 	_, _, err = engine.Open(engine.Spec{Path: fixture("hnsw_flat_large.faiss"), Mode: engine.ModeOnDisk, MemoryBudget: 1 << 16, GuideDir: t.TempDir()})
 	require.True(t, errors.Is(err, hnswsearch.ErrBudget), "%v", err)
 	assert.Contains(t, err.Error(), "needs a guide of")
