@@ -67,8 +67,8 @@ func TestOnDiskREST(t *testing.T) {
 	}
 	assert.GreaterOrEqual(t, hitsOK, len(fx.Queries)*9/10, "the nearest neighbour (FAISS's exact search) comes first")
 
-	// Switch to memory_efficient and back to on_disk at 32x while clients
-	// query: every query answers 200.
+	// Switch to memory_efficient, back to on_disk at 32x, then to 8x while
+	// clients query: every query answers 200.
 	var stop atomic.Bool
 	var failed atomic.Int64
 	var wg sync.WaitGroup
@@ -88,6 +88,12 @@ func TestOnDiskREST(t *testing.T) {
 	r = call(t, ts, "PUT", "/indexes/c/_mode", `{"mode":"on_disk","compression":"32x"}`)
 	require.Equal(t, 200, r.Status, r.Raw)
 	assert.Equal(t, "32x", r.Body["compression"])
+	r = call(t, ts, "PUT", "/indexes/c/_mode", `{"mode":"on_disk","compression":"8x"}`)
+	require.Equal(t, 200, r.Status, r.Raw)
+	assert.Equal(t, "8x", r.Body["compression"])
+	guide, _ = r.Body["guide"].(map[string]any)
+	require.NotNil(t, guide, r.Raw)
+	assert.Equal(t, filepath.Join(guides, "clustered_l2.faiss.8x.guide"), guide["path"])
 	stop.Store(true)
 	wg.Wait()
 	assert.Zero(t, failed.Load(), "queries failed during the switches")
@@ -99,7 +105,7 @@ func TestOnDiskREST(t *testing.T) {
 		status             int
 		msg                string
 	}{
-		{"PUT", "/indexes/d", `{"path":"clustered_l2.faiss","mode":"on_disk","compression":"3x"}`, 400, `unknown compression \"3x\" (known: auto, 4x, 32x)`},
+		{"PUT", "/indexes/d", `{"path":"clustered_l2.faiss","mode":"on_disk","compression":"3x"}`, 400, `unknown compression \"3x\" (known: auto, 4x, 8x, 32x)`},
 		{"PUT", "/indexes/d", `{"path":"clustered_l2.faiss","compression":"4x"}`, 400, "compression applies to mode on_disk"},
 		{"PUT", "/indexes/d", `{"path":"clustered_l2.faiss","mode":"on_disk","memory_budget":65536}`, 400, "needs a guide of"},
 		{"PUT", "/indexes/c/_mode", `{"compression":"9x"}`, 400, `unknown compression \"9x\"`},

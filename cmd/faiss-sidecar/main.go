@@ -38,7 +38,7 @@ var docs = []doc{
 		"Measure fetching and rescoring random shortlists of full-precision vectors."},
 	{"compress", "compress IN OUT [--frame-size N] [--level L]",
 		"Write a copy of a file in the seekable zstd format, which --backend zstd reads in place."},
-	{"quantize", "quantize INDEX --compression 4x|32x [--out FILE] [--guide-dir DIR]",
+	{"quantize", "quantize INDEX --compression " + strings.Join(levelNames(), "|") + " [--out FILE] [--guide-dir DIR]",
 		"Build the compressed guide mode on_disk walks the graph on, ahead of time (else the first on_disk open builds it)."},
 	{"export-vectors", "export-vectors IN(.fvecs|.npy|FAISS file) OUT.vec",
 		"Write full-precision vectors (.fvecs, float32 .npy, or a FAISS file's flat vectors) as a .vec file aligned for direct I/O."},
