@@ -2,6 +2,7 @@ package quant
 
 import (
 	"fmt"
+	"math"
 	"strings"
 	"testing"
 
@@ -117,4 +118,55 @@ func TestRecallClustered(t *testing.T) {
 		}
 	}
 	t.Logf("recall@10, clustered 100k × 128, 100 queries:\n%s", tab.String())
+}
+
+// TestRanges8x compares 8x's trained ranges (least squared error of the
+// sample, clipRange) with plain [min, max] ranges, by recall@10 of "top R
+// by estimate, exact rerank" on the clustered 100k × 128 set and
+// fashion-mnist (L2), and prints the table in docs/quantization.md:
+//
+//	go test -run Ranges8x -v ./quant/
+func TestRanges8x(t *testing.T) {
+	if testing.Short() || raceEnabled {
+		t.Skip("brute force takes seconds (more under -race)")
+	}
+	rs := []int{10, 20, 50, 100}
+	var tab strings.Builder
+	for _, name := range []string{"clustered", "fashion-mnist"} {
+		var ds *dataset
+		if name == "clustered" {
+			ds = faissFile(t, "../bench-data/clustered.faiss")
+		} else {
+			ds = fashionMNIST(t, 100, faissfmt.MetricL2)
+		}
+		trained := ds.build(t, Level8x)
+		minmax := ds.build(t, Level8x)
+		for j := range ds.d { // the whole set's [min, max], every vector re-coded
+			lo, hi := float32(math.Inf(1)), float32(math.Inf(-1))
+			for i := range ds.n {
+				lo, hi = min(lo, ds.x[i*ds.d+j]), max(hi, ds.x[i*ds.d+j])
+			}
+			minmax.vmin[j], minmax.delta[j] = lo, (hi-lo)/15
+		}
+		for i := range ds.n {
+			minmax.encode8(minmax.row(int32(i)), ds.vec(i))
+		}
+		rt := rerankRecall(ds, trained, 10, rs, ds.exactFast)
+		rm := rerankRecall(ds, minmax, 10, rs, ds.exactFast)
+		for _, row := range []struct {
+			what string
+			rec  []float64
+		}{{"min/max", rm}, {"trained", rt}} {
+			fmt.Fprintf(&tab, "| %s | %s |", name, row.what)
+			for _, r := range row.rec {
+				fmt.Fprintf(&tab, " %.3f |", r)
+			}
+			tab.WriteString("\n")
+		}
+		assert.GreaterOrEqual(t, rt[0], rm[0]-0.01, "%s: trained ranges are no worse at R=10", name)
+		if name == "clustered" {
+			assert.Greater(t, rt[0], rm[0]+0.03, "clustered: trained ranges beat min/max at R=10")
+		}
+	}
+	t.Logf("8x recall@10 by range, R=10/20/50/100:\n%s", tab.String())
 }
