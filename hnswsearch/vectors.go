@@ -446,11 +446,7 @@ func (b *batchVectors) fetch(s *scratch, cand []int32) error {
 		}
 	}
 	for i := range s.reqs {
-		q := &s.reqs[i]
-		s.st.IO.CacheHits += q.IO.CacheHits
-		s.st.IO.CacheMisses += q.IO.CacheMisses
-		s.st.IO.DeviceReads += q.IO.DeviceReads
-		s.st.IO.DeviceBytes += q.IO.DeviceBytes
+		s.st.IO.Add(&s.reqs[i].IO)
 	}
 	s.st.Reads += int64(len(s.reqs))
 	s.reqs = s.reqs[:nc]

@@ -61,6 +61,35 @@ type Stats struct {
 	CacheMisses    int64 `json:"cache_misses"`
 	CacheEvictions int64 `json:"cache_evictions"`
 	ResidentBytes  int64 `json:"resident_bytes"` // heap held: full copy, cache blocks, buffers
+	// Tiers splits the reads of an object served through a local disk
+	// cache (partial/diskcache) by the tier that answered; nil otherwise.
+	Tiers *TierStats `json:"tiers,omitempty"`
+}
+
+// TierStats counts where a remote object's block reads were served: from
+// the block cache in memory, from the local disk cache, or from the object
+// store (cold). Counts are block lookups (a memory view counts as one);
+// bytes are the blocks' (a view's own bytes for a view).
+type TierStats struct {
+	MemoryHits  int64 `json:"memory_hits"`
+	MemoryBytes int64 `json:"memory_bytes"`
+	DiskHits    int64 `json:"disk_hits"`
+	DiskBytes   int64 `json:"disk_bytes"`
+	// ColdReads counts blocks fetched from the object store for a caller
+	// (callers waiting on one fetch count once each); the requests that
+	// fetched them are Stats.ReadCalls.
+	ColdReads int64 `json:"cold_reads"`
+	ColdBytes int64 `json:"cold_bytes"`
+	// DiskCorrupt counts blocks found damaged on disk (checksum, header,
+	// length), dropped and fetched again: never served.
+	DiskCorrupt int64 `json:"disk_corrupt"`
+	// DiskWriteErrors counts blocks that could not be written to the cache
+	// directory (a full or read-only disk): served, not cached.
+	DiskWriteErrors int64 `json:"disk_write_errors"`
+	// The disk cache directory's blocks now (every object in it) and its
+	// budget.
+	DiskUsedBytes   int64 `json:"disk_used_bytes"`
+	DiskBudgetBytes int64 `json:"disk_budget_bytes"`
 }
 
 // StatsReporter is implemented by every backend in this package.
@@ -82,6 +111,13 @@ type Tally struct {
 	CacheMisses int64 `json:"cache_misses"`
 	DeviceReads int64 `json:"device_reads"` // read system calls issued for this caller
 	DeviceBytes int64 `json:"device_bytes"` // bytes those calls read (blocks, alignment included)
+	// Blocks (and their bytes) a local disk cache served, and blocks it
+	// fetched from the object store, for this caller (see TierStats); only
+	// an object behind a disk cache counts them.
+	DiskHits  int64 `json:"disk_hits,omitempty"`
+	DiskBytes int64 `json:"disk_bytes,omitempty"`
+	ColdReads int64 `json:"cold_reads,omitempty"`
+	ColdBytes int64 `json:"cold_bytes,omitempty"`
 	// Views and bytes served by ViewBlock and CopyCached, not yet added to
 	// the backend's statistics (BlockViewer.Account).
 	views, viewBytes int64
@@ -109,6 +145,26 @@ func (t *Tally) CountView(n int64) {
 	t.viewBytes += n
 }
 
+// Add adds u's counts to t (a query summing its batch requests' tallies);
+// views not yet taken stay with u.
+func (t *Tally) Add(u *Tally) {
+	t.CacheHits += u.CacheHits
+	t.CacheMisses += u.CacheMisses
+	t.DeviceReads += u.DeviceReads
+	t.DeviceBytes += u.DeviceBytes
+	t.AddTiers(u)
+}
+
+// AddTiers adds u's tier counts (DiskHits, ColdReads and their bytes) to
+// t, and nothing else: a cache that counts its own lookups takes these from
+// the tier below it.
+func (t *Tally) AddTiers(u *Tally) {
+	t.DiskHits += u.DiskHits
+	t.DiskBytes += u.DiskBytes
+	t.ColdReads += u.ColdReads
+	t.ColdBytes += u.ColdBytes
+}
+
 // TakeViews returns the views CountView counted since the last TakeViews
 // and their bytes, and forgets them: BlockViewer.Account adds them to the
 // backend's statistics.
@@ -122,6 +178,15 @@ func (t *Tally) TakeViews() (views, bytes int64) {
 // caller: ReadAtTally is ReadAt that also adds to t.
 type TallyReader interface {
 	ReadAtTally(p []byte, off int64, t *Tally) (int, error)
+}
+
+// TierReader is implemented by a cache tier below a block cache (the local
+// disk cache of partial/diskcache): ReadAtTiers is ReadAt that adds to t
+// (when not nil) only where the bytes came from (Tally.DiskHits, ColdReads
+// and their bytes), as the block cache above counts the lookup and the
+// read itself.
+type TierReader interface {
+	ReadAtTiers(p []byte, off int64, t *Tally) (int, error)
 }
 
 // BlockViewer is implemented by block-caching backends. ViewBlock returns the
