@@ -1,0 +1,497 @@
+package diskcache
+
+import (
+	"cmp"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"sync"
+	"sync/atomic"
+
+	"github.com/faiss-sidecar/faiss-sidecar/partial"
+	"github.com/faiss-sidecar/faiss-sidecar/partial/internal/backendkit"
+)
+
+// Defaults of Options.
+const (
+	// DefaultBudget is the bytes of blocks a cache directory holds when no
+	// budget is given (--cache-dir-bytes 0, "cache_dir_bytes": 0).
+	DefaultBudget = 10 << 30
+	// DefaultBlockSize is the block size when none is given: the s3
+	// backend's (s3.DefaultBlockSize).
+	DefaultBlockSize = 64 << 10
+)
+
+// Object is what a Cache fronts: a Storage with a name and a version
+// (s3.Object is one).
+type Object interface {
+	partial.Storage
+	// Name names the object (an s3:// URL); a hash of it names the
+	// object's subdirectory.
+	Name() string
+	// ETag is the version the object serves; blocks cached for another
+	// ETag (or size, or block size) are discarded at Open.
+	ETag() string
+}
+
+// Options configures Open.
+type Options struct {
+	// Dir is the cache directory (created if missing; an existing one must
+	// be empty or a cache directory already). Every Cache of the process
+	// that names the same directory shares it and its budget.
+	Dir string
+	// Budget bounds the bytes of the block files in Dir, all objects
+	// together (0: DefaultBudget). While Dir is open in the process, every
+	// Open naming it must give the same budget.
+	Budget int64
+	// BlockSize is the size of the cached blocks, a power of two from 512
+	// to 64 MiB (0: DefaultBlockSize). Blocks cached with another size are
+	// discarded.
+	BlockSize int
+}
+
+// CheckBudget is the rule for a cache directory's budget: not negative (0:
+// DefaultBudget). Errors match partial.ErrBadOption.
+func CheckBudget(n int64) error {
+	if n < 0 {
+		return fmt.Errorf("%w: disk cache budget %d is negative (0: %d bytes)", partial.ErrBadOption, n, int64(DefaultBudget))
+	}
+	return nil
+}
+
+// Cache is an Object behind a local disk cache. It implements
+// partial.Storage, BatchReader, TallyReader, TierReader, FileChecker and
+// StatsReporter.
+type Cache struct {
+	obj   Object
+	batch partial.BatchReader // obj's, nil if it has none
+	d     *dir
+	od    *objDir
+	v     version
+	name  string
+	bs    int64
+	size  int64
+	life  backendkit.Life
+
+	mu       sync.Mutex
+	inflight map[int64]*call // blocks being fetched, by number
+
+	requests, bytesRequested atomic.Int64
+	diskHits, diskBytes      atomic.Int64
+	coldReads, coldBytes     atomic.Int64
+	corrupt, writeErrors     atomic.Int64
+}
+
+// call is one fetch of a block that other callers may wait for.
+type call struct {
+	done    chan struct{}
+	waiters int    // guarded by Cache.mu
+	data    []byte // a copy of the block for the waiters
+	err     error
+}
+
+// Open puts the disk cache o describes in front of obj. Closing the Cache
+// closes obj.
+func Open(obj Object, o Options) (*Cache, error) {
+	if o.Dir == "" {
+		return nil, fmt.Errorf("%w: diskcache: no cache directory", partial.ErrBadOption)
+	}
+	if err := CheckBudget(o.Budget); err != nil {
+		return nil, err
+	}
+	if o.Budget == 0 {
+		o.Budget = DefaultBudget
+	}
+	bs := int64(o.BlockSize)
+	if bs == 0 {
+		bs = DefaultBlockSize
+	}
+	if err := checkBlockSize(bs); err != nil {
+		return nil, fmt.Errorf("%w: diskcache: %v", partial.ErrBadOption, err)
+	}
+	m := meta{Format: 1, Name: obj.Name(), ETag: obj.ETag(), Size: obj.Size(), BlockSize: bs}
+	if m.Name == "" || m.ETag == "" {
+		return nil, fmt.Errorf("%w: diskcache: object %q has no name or no ETag: its blocks could not be told from another version's", partial.ErrBadOption, m.Name)
+	}
+	d, err := acquireDir(o.Dir, o.Budget)
+	if err != nil {
+		return nil, err
+	}
+	od, err := d.attach(m)
+	if err != nil {
+		d.release()
+		return nil, err
+	}
+	c := &Cache{obj: obj, d: d, od: od, v: versionOf(m), name: m.Name, bs: bs, size: m.Size, inflight: map[int64]*call{}}
+	c.batch, _ = obj.(partial.BatchReader)
+	c.life.Free = func() error {
+		err := obj.Close()
+		if e := d.release(); err == nil {
+			err = e
+		}
+		return err
+	}
+	return c, nil
+}
+
+func (c *Cache) Size() int64 { return c.size }
+
+// Name is the object's name.
+func (c *Cache) Name() string { return c.name }
+
+// BlockSize is the size of the cached blocks.
+func (c *Cache) BlockSize() int64 { return c.bs }
+
+// Inner is the object behind the cache.
+func (c *Cache) Inner() Object { return c.obj }
+
+// Close closes the object and releases the directory once reads in flight
+// end; the blocks stay on disk. A second Close returns ErrClosed.
+func (c *Cache) Close() error { return c.life.Close(c.name) }
+
+func (c *Cache) ReadAt(p []byte, off int64) (int, error) { return c.ReadAtTally(p, off, nil) }
+
+// ReadAtTally is ReadAt that counts, in t, each block a disk hit (CacheHits,
+// DiskHits) or a fetch (CacheMisses, a device read, ColdReads).
+func (c *Cache) ReadAtTally(p []byte, off int64, t *partial.Tally) (int, error) {
+	return c.readOne(p, off, t, false)
+}
+
+// ReadAtTiers (partial.TierReader) is ReadAt that counts in t only where
+// each block came from: DiskHits or ColdReads, and their bytes.
+func (c *Cache) ReadAtTiers(p []byte, off int64, t *partial.Tally) (int, error) {
+	return c.readOne(p, off, t, true)
+}
+
+func (c *Cache) readOne(p []byte, off int64, t *partial.Tally, tiersOnly bool) (int, error) {
+	if !c.life.Acquire() {
+		return 0, backendkit.Closed(c.name)
+	}
+	defer c.life.Release()
+	reqs := [1]partial.ReadReq{{Off: off, Buf: p}}
+	c.serve(reqs[:], tiersOnly)
+	if t != nil {
+		t.Add(&reqs[0].IO)
+	}
+	if reqs[0].Err != nil {
+		return 0, reqs[0].Err
+	}
+	return len(p), nil
+}
+
+// ReadBatch (partial.BatchReader) serves every request: the blocks they
+// span that are on disk from there, the others fetched from the object in
+// one ReadBatch. Each block is counted (as ReadAtTally counts) in the first
+// request that spans it.
+func (c *Cache) ReadBatch(reqs []partial.ReadReq) error {
+	if !c.life.Acquire() {
+		return backendkit.Closed(c.name)
+	}
+	defer c.life.Release()
+	c.serve(reqs, false)
+	for i := range reqs {
+		if reqs[i].Err != nil {
+			return reqs[i].Err
+		}
+	}
+	return nil
+}
+
+// span is block blk's range of the object.
+func (c *Cache) span(blk int64) (start, end int64) {
+	return blk * c.bs, min((blk+1)*c.bs, c.size)
+}
+
+// use is one block a request spans.
+type use struct {
+	blk int64
+	req int
+}
+
+// slot is one block a serve reads.
+type slot struct {
+	blk   int64
+	buf   []byte // the block's bytes: in its owner request's buffer, or its own
+	owner int    // the request whose buffer buf is (-1: none)
+	first int    // the first request that spans it (its tally counts it)
+	lead  *call  // the fetch this serve makes for it
+	wait  *call  // the fetch of another caller it waits for
+	cold  bool   // fetched (or waited for) rather than read from disk
+	err   error
+}
+
+// serve fills reqs (setting each one's Err), counting in their tallies
+// (tier counts only with tiersOnly).
+func (c *Cache) serve(reqs []partial.ReadReq, tiersOnly bool) {
+	var usesArr [8]use
+	uses := usesArr[:0]
+	for i := range reqs {
+		q := &reqs[i]
+		c.requests.Add(1)
+		c.bytesRequested.Add(int64(len(q.Buf)))
+		if q.Err = backendkit.CheckRange(c.name, q.Off, int64(len(q.Buf)), c.size); q.Err != nil || len(q.Buf) == 0 {
+			continue
+		}
+		for blk := q.Off / c.bs; blk <= (q.Off+int64(len(q.Buf))-1)/c.bs; blk++ {
+			uses = append(uses, use{blk, i})
+		}
+	}
+	if len(uses) == 0 {
+		return
+	}
+	slices.SortFunc(uses, func(a, b use) int {
+		if r := cmp.Compare(a.blk, b.blk); r != 0 {
+			return r
+		}
+		return cmp.Compare(a.req, b.req)
+	})
+	var slotsArr [8]slot
+	slots := slotsArr[:0]
+	for i, u := range uses {
+		start, end := c.span(u.blk)
+		if i == 0 || uses[i-1].blk != u.blk {
+			slots = append(slots, slot{blk: u.blk, owner: -1, first: u.req})
+		}
+		s := &slots[len(slots)-1]
+		if q := &reqs[u.req]; s.owner < 0 && q.Off <= start && end <= q.Off+int64(len(q.Buf)) {
+			s.owner, s.buf = u.req, q.Buf[start-q.Off:end-q.Off]
+		}
+	}
+	missing := 0
+	for i := range slots {
+		s := &slots[i]
+		if s.buf == nil {
+			start, end := c.span(s.blk)
+			s.buf = make([]byte, end-start)
+		}
+		if !c.readDisk(s.blk, s.buf) {
+			s.cold = true
+			missing++
+		}
+	}
+	if missing > 0 {
+		c.fetch(slots)
+	}
+	// Copy each block to the requests that span it without owning it, and
+	// count it in the first one.
+	for _, u := range uses {
+		s := &slots[slotIndex(slots, u.blk)]
+		q := &reqs[u.req]
+		if s.err != nil {
+			if q.Err == nil {
+				q.Err = s.err
+			}
+			continue
+		}
+		start, _ := c.span(s.blk)
+		if u.req != s.owner {
+			lo, hi := max(start, q.Off), min(start+int64(len(s.buf)), q.Off+int64(len(q.Buf)))
+			copy(q.Buf[lo-q.Off:hi-q.Off], s.buf[lo-start:])
+		}
+		if u.req == s.first {
+			c.count(&q.IO, s, tiersOnly)
+		}
+	}
+}
+
+// slotIndex finds blk's slot (slots are sorted by block).
+func slotIndex(slots []slot, blk int64) int {
+	i, _ := slices.BinarySearchFunc(slots, blk, func(s slot, b int64) int { return cmp.Compare(s.blk, b) })
+	return i
+}
+
+// count records a block served to t's caller: in the cache's statistics
+// and in t.
+func (c *Cache) count(t *partial.Tally, s *slot, tiersOnly bool) {
+	n := int64(len(s.buf))
+	if s.cold {
+		c.coldReads.Add(1)
+		c.coldBytes.Add(n)
+		t.ColdReads++
+		t.ColdBytes += n
+	} else {
+		c.diskHits.Add(1)
+		c.diskBytes.Add(n)
+		t.DiskHits++
+		t.DiskBytes += n
+	}
+	if !tiersOnly {
+		t.CountLookup(!s.cold, n)
+	}
+}
+
+// fetch gets the cold slots from the object: the blocks nobody is fetching
+// in one batch (then written to disk), the others by waiting for the
+// caller that fetches them.
+func (c *Cache) fetch(slots []slot) {
+	c.mu.Lock()
+	for i := range slots {
+		s := &slots[i]
+		if !s.cold {
+			continue
+		}
+		if cl := c.inflight[s.blk]; cl != nil {
+			cl.waiters++
+			s.wait = cl
+		} else {
+			s.lead = &call{done: make(chan struct{})}
+			c.inflight[s.blk] = s.lead
+		}
+	}
+	c.mu.Unlock()
+	// Lead first, then wait: two callers each waiting on the other's block
+	// have both finished their own fetches by then.
+	var reqs []partial.ReadReq
+	for i := range slots {
+		if s := &slots[i]; s.lead != nil {
+			start, _ := c.span(s.blk)
+			reqs = append(reqs, partial.ReadReq{Off: start, Buf: s.buf})
+		}
+	}
+	if len(reqs) > 0 {
+		if c.batch != nil && len(reqs) > 1 {
+			c.batch.ReadBatch(reqs) // each request carries its error
+		} else {
+			for i := range reqs {
+				_, reqs[i].Err = c.obj.ReadAt(reqs[i].Buf, reqs[i].Off)
+			}
+		}
+		j := 0
+		for i := range slots {
+			if s := &slots[i]; s.lead != nil {
+				if s.err = reqs[j].Err; s.err == nil {
+					c.store(s.blk, s.buf)
+				}
+				j++
+			}
+		}
+		c.mu.Lock()
+		for i := range slots {
+			if s := &slots[i]; s.lead != nil {
+				delete(c.inflight, s.blk)
+				if s.lead.err = s.err; s.err == nil && s.lead.waiters > 0 {
+					s.lead.data = slices.Clone(s.buf)
+				}
+			}
+		}
+		c.mu.Unlock()
+		for i := range slots {
+			if s := &slots[i]; s.lead != nil {
+				close(s.lead.done)
+			}
+		}
+	}
+	for i := range slots {
+		if s := &slots[i]; s.wait != nil {
+			<-s.wait.done
+			if s.err = s.wait.err; s.err == nil {
+				copy(s.buf, s.wait.data)
+			}
+		}
+	}
+}
+
+// blockPath is block blk's file.
+func (c *Cache) blockPath(blk int64) string { return filepath.Join(c.od.path, blockName(blk)) }
+
+// readDisk fills buf with block blk from disk when it is there and sound;
+// a block that fails a check is dropped (and fetched again by the caller).
+func (c *Cache) readDisk(blk int64, buf []byte) bool {
+	k := key{c.od.id, blk}
+	e, ok := c.d.lookup(c.od, c.v, k)
+	if !ok {
+		return false
+	}
+	f, err := os.Open(c.blockPath(blk))
+	if err != nil {
+		c.d.drop(c.od, k, e, !errors.Is(err, fs.ErrNotExist))
+		return false
+	}
+	var hb [headerLen]byte
+	_, err = f.ReadAt(hb[:], 0)
+	if err == nil {
+		_, err = f.ReadAt(buf, headerLen)
+	}
+	f.Close()
+	if err == nil {
+		var h header
+		if h, err = decodeHeader(hb[:]); err == nil {
+			start, _ := c.span(blk)
+			err = h.check(c.v, start, buf)
+		}
+	}
+	if err != nil {
+		c.corrupt.Add(1)
+		c.d.drop(c.od, k, e, true)
+		return false
+	}
+	return true
+}
+
+// store writes block blk to disk, within the budget; a block that does not
+// fit, or cannot be written (counted), is simply not cached.
+func (c *Cache) store(blk int64, data []byte) {
+	n := int64(headerLen + len(data))
+	if !c.d.current(c.od, c.v) || !c.d.reserve(n) {
+		return
+	}
+	start, _ := c.span(blk)
+	h := header{v: c.v, off: start, n: uint32(len(data)), crc: checksum(data)}.encode()
+	if err := writeFileAtomic(c.blockPath(blk), h[:], data); err != nil {
+		c.writeErrors.Add(1)
+		c.d.unreserve(n)
+		return
+	}
+	c.d.commit(c.od, c.v, key{c.od.id, blk}, n)
+}
+
+// CheckFile forwards to the object (nil when it is not a
+// partial.FileChecker).
+func (c *Cache) CheckFile() error {
+	if f, ok := c.obj.(partial.FileChecker); ok {
+		return f.CheckFile()
+	}
+	return nil
+}
+
+// CheckFD forwards to the object (nil when it is not a
+// partial.FileChecker).
+func (c *Cache) CheckFD() error {
+	if f, ok := c.obj.(partial.FileChecker); ok {
+		return f.CheckFD()
+	}
+	return nil
+}
+
+// Stats (partial.StatsReporter): Requests and BytesRequested are the
+// cache's callers'; CacheHits and CacheMisses its disk hits and blocks
+// fetched; CacheEvictions the directory's; ReadCalls, BytesRead and
+// ResidentBytes the object's. Tiers has the disk and cold counts and the
+// directory's use.
+func (c *Cache) Stats() partial.Stats {
+	s := partial.Stats{
+		Requests: c.requests.Load(), BytesRequested: c.bytesRequested.Load(),
+		CacheHits: c.diskHits.Load(), CacheMisses: c.coldReads.Load(), CacheEvictions: c.d.evicted.Load(),
+	}
+	if r, ok := c.obj.(partial.StatsReporter); ok {
+		in := r.Stats()
+		s.ReadCalls, s.BytesRead, s.ResidentBytes = in.ReadCalls, in.BytesRead, in.ResidentBytes
+	}
+	ts := c.TierStats()
+	s.Tiers = &ts
+	return s
+}
+
+// TierStats is the disk cache's share of partial.TierStats (the memory
+// fields are the block cache's, zero here).
+func (c *Cache) TierStats() partial.TierStats {
+	return partial.TierStats{
+		DiskHits: c.diskHits.Load(), DiskBytes: c.diskBytes.Load(),
+		ColdReads: c.coldReads.Load(), ColdBytes: c.coldBytes.Load(),
+		DiskCorrupt: c.corrupt.Load(), DiskWriteErrors: c.writeErrors.Load(),
+		DiskUsedBytes: c.d.usage(), DiskBudgetBytes: c.d.budget,
+	}
+}

@@ -1,0 +1,394 @@
+package diskcache
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"math"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/hashicorp/golang-lru/v2/simplelru"
+
+	"github.com/faiss-sidecar/faiss-sidecar/partial"
+)
+
+// dir is one cache directory, shared by every Cache of this process that
+// names it (the budget covers them all) and released with the last one.
+type dir struct {
+	path   string
+	budget int64
+	lock   *os.File
+	refs   int // guarded by dirs.mu
+
+	mu       sync.Mutex
+	lru      *simplelru.LRU[key, entry] // the blocks on disk, least recent first
+	used     int64                      // bytes of the blocks in lru
+	reserved int64                      // bytes of blocks being written
+	gen      uint64
+	objs     map[string]*objDir // by subdirectory name
+	byID     []*objDir
+	evicted  atomic.Int64
+}
+
+// objDir is one object's subdirectory.
+type objDir struct {
+	id   int32
+	path string
+	m    meta // guarded by dir.mu
+	v    version
+	ok   bool // m is valid (a meta file was read or written)
+}
+
+type key struct {
+	obj int32
+	blk int64
+}
+
+// entry is a block on disk: its file's bytes, and a generation that tells
+// a stale lookup from a block written since.
+type entry struct {
+	bytes int64
+	gen   uint64
+}
+
+// dirs is the process's open cache directories, by absolute path.
+var dirs = struct {
+	mu sync.Mutex
+	m  map[string]*dir
+}{m: map[string]*dir{}}
+
+// acquireDir opens (or shares) the cache directory path with budget bytes.
+func acquireDir(path string, budget int64) (*dir, error) {
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return nil, fmt.Errorf("diskcache: %s: %w", path, err)
+	}
+	dirs.mu.Lock()
+	defer dirs.mu.Unlock()
+	if d := dirs.m[abs]; d != nil {
+		if d.budget != budget {
+			return nil, fmt.Errorf("%w: cache directory %s is in use with a budget of %d bytes, not %d", partial.ErrBadOption, abs, d.budget, budget)
+		}
+		d.refs++
+		return d, nil
+	}
+	d, err := openDir(abs, budget)
+	if err != nil {
+		return nil, err
+	}
+	d.refs = 1
+	dirs.m[abs] = d
+	return d, nil
+}
+
+// release drops a reference; the last one unlocks the directory and
+// forgets its index (the blocks stay on disk for the next open).
+func (d *dir) release() error {
+	dirs.mu.Lock()
+	defer dirs.mu.Unlock()
+	if d.refs--; d.refs > 0 {
+		return nil
+	}
+	delete(dirs.m, d.path)
+	return unlockFile(d.lock)
+}
+
+// openDir claims path as a cache directory (creating it), locks it and
+// indexes the blocks it holds.
+func openDir(path string, budget int64) (*dir, error) {
+	if err := os.MkdirAll(path, 0o755); err != nil {
+		return nil, fmt.Errorf("diskcache: cache directory: %w", err)
+	}
+	marker := filepath.Join(path, MarkerName)
+	switch b, err := os.ReadFile(marker); {
+	case err == nil && string(b) != markerText:
+		return nil, fmt.Errorf("diskcache: %s: %s holds %q, not this version's marker: use another directory", path, MarkerName, b)
+	case errors.Is(err, fs.ErrNotExist):
+		ents, err := os.ReadDir(path)
+		if err != nil {
+			return nil, fmt.Errorf("diskcache: cache directory: %w", err)
+		}
+		if len(ents) > 0 {
+			return nil, fmt.Errorf("%w: cache directory %s is not empty and has no %s file: it is not a faiss-sidecar cache (give an empty or new directory)",
+				partial.ErrBadOption, path, MarkerName)
+		}
+		if err := writeFileAtomic(marker, []byte(markerText)); err != nil {
+			return nil, fmt.Errorf("diskcache: %w", err)
+		}
+	case err != nil:
+		return nil, fmt.Errorf("diskcache: %w", err)
+	}
+	lock, err := lockFile(filepath.Join(path, lockName))
+	if err != nil {
+		return nil, fmt.Errorf("diskcache: cache directory %s: %w", path, err)
+	}
+	lru, _ := simplelru.NewLRU[key, entry](math.MaxInt, nil) // bounded by bytes, not count
+	d := &dir{path: path, budget: budget, lock: lock, lru: lru, objs: map[string]*objDir{}}
+	if err := d.scan(); err != nil {
+		unlockFile(lock)
+		return nil, err
+	}
+	return d, nil
+}
+
+// scan indexes the blocks on disk, oldest first (by modification time, the
+// time they were written), and trims them to the budget. What is not a
+// valid block of a valid subdirectory (a temporary file of a crash, a
+// subdirectory without a readable meta file, a file of the wrong length)
+// is removed; files it does not recognise are left alone.
+func (d *dir) scan() error {
+	ents, err := os.ReadDir(d.path)
+	if err != nil {
+		return fmt.Errorf("diskcache: %w", err)
+	}
+	type found struct {
+		k     key
+		bytes int64
+		mtime time.Time
+	}
+	var blocks []found
+	for _, e := range ents {
+		if !e.IsDir() || !isObjectDirName(e.Name()) {
+			continue
+		}
+		od := d.addObj(e.Name())
+		b, err := os.ReadFile(filepath.Join(od.path, MetaName))
+		if err == nil {
+			od.m, err = parseMeta(b)
+		}
+		if err != nil {
+			os.RemoveAll(od.path) // written by a crash, or damaged: its blocks cannot be checked
+			continue
+		}
+		od.v, od.ok = versionOf(od.m), true
+		files, err := os.ReadDir(od.path)
+		if err != nil {
+			return fmt.Errorf("diskcache: %w", err)
+		}
+		for _, f := range files {
+			name := f.Name()
+			if name == MetaName {
+				continue
+			}
+			p := filepath.Join(od.path, name)
+			if strings.Contains(name, tmpInfix) {
+				os.Remove(p)
+				continue
+			}
+			blk, ok := parseBlockName(name)
+			if !ok {
+				continue
+			}
+			info, err := f.Info()
+			if err != nil || !info.Mode().IsRegular() {
+				continue
+			}
+			if n := od.blockLen(blk); n <= 0 || info.Size() != headerLen+n {
+				os.Remove(p)
+				continue
+			}
+			blocks = append(blocks, found{key{od.id, blk}, info.Size(), info.ModTime()})
+		}
+	}
+	slices.SortStableFunc(blocks, func(a, b found) int { return a.mtime.Compare(b.mtime) })
+	for _, b := range blocks {
+		d.gen++
+		d.lru.Add(b.k, entry{b.bytes, d.gen})
+		d.used += b.bytes
+	}
+	for _, v := range d.evictLocked(0) {
+		os.Remove(v)
+	}
+	return nil
+}
+
+// blockLen is the length of block blk of the object as od's meta records
+// it (0: no such block).
+func (od *objDir) blockLen(blk int64) int64 {
+	off := blk * od.m.BlockSize
+	if blk < 0 || off/od.m.BlockSize != blk || off >= od.m.Size {
+		return 0
+	}
+	return min(od.m.BlockSize, od.m.Size-off)
+}
+
+// addObj registers subdirectory name.
+func (d *dir) addObj(name string) *objDir {
+	od := &objDir{id: int32(len(d.byID)), path: filepath.Join(d.path, name)}
+	d.objs[name] = od
+	d.byID = append(d.byID, od)
+	return od
+}
+
+// attach returns the subdirectory of the object m describes, ready for
+// blocks of that version: created with its meta file, or, when it held
+// another version (ETag, size or block size), emptied of those blocks.
+func (d *dir) attach(m meta) (*objDir, error) {
+	name := objectDirName(m.Name)
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	od := d.objs[name]
+	if od == nil {
+		od = d.addObj(name)
+	}
+	if od.ok && od.m == m {
+		return od, nil
+	}
+	var stale []string
+	for _, k := range d.lru.Keys() {
+		if k.obj == od.id {
+			e, _ := d.lru.Peek(k)
+			d.lru.Remove(k)
+			d.used -= e.bytes
+			stale = append(stale, filepath.Join(od.path, blockName(k.blk)))
+		}
+	}
+	for _, p := range stale {
+		os.Remove(p)
+	}
+	if err := os.MkdirAll(od.path, 0o755); err != nil {
+		return nil, fmt.Errorf("diskcache: %w", err)
+	}
+	if err := writeFileAtomic(filepath.Join(od.path, MetaName), encodeMeta(m)); err != nil {
+		return nil, fmt.Errorf("diskcache: %w", err)
+	}
+	od.m, od.v, od.ok = m, versionOf(m), true
+	return od, nil
+}
+
+// current reports whether od still holds version v (a Cache of an older
+// version bypasses the disk once a newer one took the subdirectory).
+func (d *dir) current(od *objDir, v version) bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return od.ok && od.v == v
+}
+
+// lookup marks block k recently used and returns its entry, if on disk
+// for version v.
+func (d *dir) lookup(od *objDir, v version, k key) (entry, bool) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if od.v != v {
+		return entry{}, false
+	}
+	return d.lru.Get(k)
+}
+
+// drop forgets block k if its entry is still e (not rewritten since), and
+// removes its file when unlink is set.
+func (d *dir) drop(od *objDir, k key, e entry, unlink bool) {
+	d.mu.Lock()
+	cur, ok := d.lru.Peek(k)
+	if !ok || cur.gen != e.gen {
+		d.mu.Unlock()
+		return
+	}
+	d.lru.Remove(k)
+	d.used -= cur.bytes
+	d.mu.Unlock()
+	if unlink {
+		os.Remove(filepath.Join(od.path, blockName(k.blk)))
+	}
+}
+
+// reserve makes room for a block file of n bytes, evicting the least
+// recently used blocks (whose files it removes); false when n does not fit
+// the budget even then (blocks being written hold the rest).
+func (d *dir) reserve(n int64) bool {
+	d.mu.Lock()
+	victims := d.evictLocked(n)
+	ok := d.used+d.reserved+n <= d.budget
+	if ok {
+		d.reserved += n
+	}
+	d.mu.Unlock()
+	for _, v := range victims {
+		os.Remove(v)
+	}
+	return ok
+}
+
+// evictLocked evicts blocks until n more bytes fit the budget (or nothing
+// is left) and returns their paths.
+func (d *dir) evictLocked(n int64) []string {
+	var victims []string
+	for d.used+d.reserved+n > d.budget {
+		k, e, ok := d.lru.RemoveOldest()
+		if !ok {
+			break
+		}
+		d.used -= e.bytes
+		d.evicted.Add(1)
+		victims = append(victims, filepath.Join(d.byID[k.obj].path, blockName(k.blk)))
+	}
+	return victims
+}
+
+// commit turns a reservation of n bytes into block k, whose file is in
+// place; a block of a version no longer current is removed instead.
+func (d *dir) commit(od *objDir, v version, k key, n int64) {
+	d.mu.Lock()
+	d.reserved -= n
+	if od.v != v {
+		d.mu.Unlock()
+		os.Remove(filepath.Join(od.path, blockName(k.blk)))
+		return
+	}
+	if old, ok := d.lru.Peek(k); ok {
+		d.used -= old.bytes
+	}
+	d.gen++
+	d.lru.Add(k, entry{n, d.gen})
+	d.used += n
+	d.mu.Unlock()
+}
+
+// unreserve gives back a reservation whose block was not written.
+func (d *dir) unreserve(n int64) {
+	d.mu.Lock()
+	d.reserved -= n
+	d.mu.Unlock()
+}
+
+// usage is the bytes of the blocks on disk.
+func (d *dir) usage() int64 {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.used
+}
+
+// tmpSeq makes temporary file names unique within the process (one
+// process uses a directory at a time).
+var tmpSeq atomic.Uint64
+
+// writeFileAtomic writes data to path through a temporary file renamed
+// into place.
+func writeFileAtomic(path string, data ...[]byte) error {
+	tmp := fmt.Sprintf("%s%s%d", path, tmpInfix, tmpSeq.Add(1))
+	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return err
+	}
+	for _, b := range data {
+		if _, err = f.Write(b); err != nil {
+			break
+		}
+	}
+	if e := f.Close(); err == nil {
+		err = e
+	}
+	if err == nil {
+		err = os.Rename(tmp, path)
+	}
+	if err != nil {
+		os.Remove(tmp)
+	}
+	return err
+}
