@@ -396,6 +396,7 @@ func (c *Cache) forget(file uint64) {
 // file's layout, so ViewBlock serves ranges across blocks without copying.
 type Cached struct {
 	inner    partial.Storage
+	tiers    partial.TierReader // inner, when it is a cache tier (a disk cache)
 	cache    *Cache
 	ownCache bool
 	file     uint64
@@ -412,7 +413,8 @@ type Cached struct {
 // counterStripe is one cache line of the wrapper's accounting.
 type counterStripe struct {
 	requests, bytes, hits, misses atomic.Int64
-	_                             [32]byte
+	hitBytes                      atomic.Int64 // counted above a cache tier only (TierStats)
+	_                             [24]byte
 }
 
 // grid maps file offsets to cache blocks: block k holds the file's bytes
@@ -490,6 +492,7 @@ func newCached(name string, inner partial.Storage, cache *Cache, budget int64, b
 	if cache == nil {
 		c.cache, c.ownCache = New(budget), true
 	}
+	c.tiers, _ = inner.(partial.TierReader)
 	if alwaysMirror || mirrors(c.cache.Budget(), c.g.size) {
 		// 2 MiB pages only where they cannot cost memory beyond the budget:
 		// a private cache, which holds the whole file.
@@ -581,7 +584,7 @@ func (c *Cached) block(blk int64, t *partial.Tally, fresh *[]int64) ([]byte, err
 			buf, slot = make([]byte, end-start), -1
 		}
 		buf = buf[:end-start]
-		if _, err := c.inner.ReadAt(buf, start); err != nil {
+		if err := c.readInner(buf, start, t); err != nil {
 			if slot >= 0 {
 				c.slots.untake(slot)
 			}
@@ -593,11 +596,26 @@ func (c *Cached) block(blk int64, t *partial.Tally, fresh *[]int64) ([]byte, err
 	return b, err
 }
 
+// readInner reads a missing block from the inner storage; a cache tier
+// below (partial.TierReader) adds to t where the bytes came from.
+func (c *Cached) readInner(buf []byte, off int64, t *partial.Tally) error {
+	var err error
+	if c.tiers != nil {
+		_, err = c.tiers.ReadAtTiers(buf, off, t)
+	} else {
+		_, err = c.inner.ReadAt(buf, off)
+	}
+	return err
+}
+
 // count records one block lookup in the backend's stripe and in t.
 func (c *Cached) count(blk int64, hit bool, n int, t *partial.Tally) {
 	st := &c.stripes[blk&7]
 	if hit {
 		st.hits.Add(1)
+		if c.tiers != nil {
+			st.hitBytes.Add(int64(n))
+		}
 	} else {
 		st.misses.Add(1)
 	}
@@ -649,6 +667,9 @@ func (c *Cached) ReadBatch(reqs []partial.ReadReq) error {
 			}
 			br.ReadBatch(inner) // failed requests are read again one by one below
 			for _, q := range inner {
+				if c.tiers != nil && len(reqs) > 0 {
+					reqs[0].IO.AddTiers(&q.IO) // where the batch's blocks came from, as the first request's
+				}
 				if q.Err == nil {
 					c.cache.put(keyOf(c.file, c.g.blk(q.Off)), q.Buf)
 					fresh = append(fresh, c.g.blk(q.Off))
@@ -712,6 +733,9 @@ func (c *Cached) Account(t *partial.Tally) {
 	st.requests.Add(views)
 	st.bytes.Add(bytes)
 	st.hits.Add(views)
+	if c.tiers != nil {
+		st.hitBytes.Add(bytes)
+	}
 }
 
 // CopyCached copies [off, off+len(dst)) into dst when every block it
@@ -825,19 +849,28 @@ func (c *Cached) ExitRead(token uint64) {
 
 // Stats merges the wrapper's requests and cache counters with the inner
 // backend's device reads; ResidentBytes is the cache's (shared) content.
+// Above a cache tier, Tiers is the tier's with this cache's hits as the
+// memory tier.
 func (c *Cached) Stats() partial.Stats {
 	var s partial.Stats
+	var hitBytes int64
 	for i := range c.stripes {
 		st := &c.stripes[i]
 		s.Requests += st.requests.Load()
 		s.BytesRequested += st.bytes.Load()
 		s.CacheHits += st.hits.Load()
 		s.CacheMisses += st.misses.Load()
+		hitBytes += st.hitBytes.Load()
 	}
 	if r, ok := c.inner.(partial.StatsReporter); ok {
 		in := r.Stats()
 		s.ReadCalls, s.BytesRead = in.ReadCalls, in.BytesRead
 		s.ResidentBytes += in.ResidentBytes
+		if in.Tiers != nil {
+			ts := *in.Tiers
+			ts.MemoryHits, ts.MemoryBytes = s.CacheHits, hitBytes
+			s.Tiers = &ts
+		}
 	}
 	s.CacheEvictions = c.cache.Evictions()
 	s.ResidentBytes += c.cache.Bytes()
