@@ -7,6 +7,7 @@ import (
 
 	"github.com/faiss-sidecar/faiss-sidecar/partial"
 	"github.com/faiss-sidecar/faiss-sidecar/partial/blockcache"
+	"github.com/faiss-sidecar/faiss-sidecar/partial/diskcache"
 	"github.com/faiss-sidecar/faiss-sidecar/partial/s3"
 	"github.com/faiss-sidecar/faiss-sidecar/partial/zstd"
 )
@@ -40,6 +41,13 @@ type Options struct {
 	// place on a cache-line boundary in memory (hnswsearch.AlignOffset: the
 	// vectors section).
 	AlignOffset int64
+	// CacheDir, for an s3:// path read on demand, is a local disk cache
+	// (partial/diskcache) between the block cache and the object: blocks
+	// fetched once are kept there, across restarts, within CacheDirBytes
+	// (0: diskcache.DefaultBudget) for all objects in the directory.
+	// Ignored for local files and for backend memory (a whole download).
+	CacheDir      string
+	CacheDirBytes int64
 }
 
 // DefaultCacheBytes is the private cache budget when none is given.
@@ -126,9 +134,14 @@ func (o Options) CacheBudgetFor(backend string, size int64) int64 {
 // mean nothing for an object), with blocks of s3.DefaultBlockSize unless
 // o.BlockSize is set; named direct, with no cache budget, it is the object
 // alone, as direct is the file alone; backend memory downloads it whole
-// (s3.OpenMemory).
+// (s3.OpenMemory). With o.CacheDir, a disk cache (partial/diskcache) of
+// blocks of max(block size, s3.DefaultBlockSize) sits between the block
+// cache and the object.
 // Backend s3 refuses a local path, and zstd is not served from S3 yet.
 func Open(path string, o Options) (partial.Storage, error) {
+	if err := diskcache.CheckBudget(o.CacheDirBytes); err != nil {
+		return nil, err
+	}
 	if IsRemote(path) {
 		return openRemote(path, o)
 	}
@@ -203,12 +216,21 @@ func openRemote(path string, o Options) (partial.Storage, error) {
 	if err != nil {
 		return nil, err
 	}
-	if o.Cache == nil && budget == 0 {
-		return obj, nil
+	var inner partial.Storage = obj
+	if o.CacheDir != "" {
+		dc, err := diskcache.Open(obj, diskcache.Options{Dir: o.CacheDir, Budget: o.CacheDirBytes, BlockSize: max(bs, s3.DefaultBlockSize)})
+		if err != nil {
+			obj.Close()
+			return nil, err
+		}
+		inner = dc
 	}
-	c, err := blockcache.NewCachedAligned(path, obj, o.Cache, budget, bs, o.AlignOffset)
+	if o.Cache == nil && budget == 0 {
+		return inner, nil
+	}
+	c, err := blockcache.NewCachedAligned(path, inner, o.Cache, budget, bs, o.AlignOffset)
 	if err != nil {
-		obj.Close()
+		inner.Close()
 		return nil, err
 	}
 	return c, nil

@@ -1,0 +1,75 @@
+package storage_test
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/faiss-sidecar/faiss-sidecar/partial"
+	"github.com/faiss-sidecar/faiss-sidecar/partial/blockcache"
+	"github.com/faiss-sidecar/faiss-sidecar/partial/diskcache"
+	"github.com/faiss-sidecar/faiss-sidecar/partial/partialtest"
+	"github.com/faiss-sidecar/faiss-sidecar/partial/s3"
+	"github.com/faiss-sidecar/faiss-sidecar/partial/s3/s3test"
+	"github.com/faiss-sidecar/faiss-sidecar/partial/storage"
+)
+
+// TestConformanceS3DiskCache: an s3:// path with a cache directory, behind
+// a block cache and (named direct, no budget) alone.
+func TestConformanceS3DiskCache(t *testing.T) {
+	s3test.Endpoint(t)
+	t.Run("block cache, disk cache", func(t *testing.T) {
+		partialtest.Run(t, s3Opener(t, storage.Options{CacheDir: t.TempDir(), CacheBytes: 64 << 10, BlockSize: 4096}), nil)
+	})
+	t.Run("disk cache alone", func(t *testing.T) {
+		partialtest.Run(t, s3Opener(t, storage.Options{Backend: "direct", CacheDir: t.TempDir(), CacheDirBytes: 256 << 10}), nil)
+	})
+}
+
+// TestS3DiskCacheStack: Open stacks block cache → disk cache → object,
+// with disk blocks of at least the s3 block size; a second open of the
+// object reads its blocks from disk, not the server.
+func TestS3DiskCacheStack(t *testing.T) {
+	path, data := partialtest.PatternFile(t, 300<<10)
+	bucket := s3test.Bucket(t)
+	u := s3test.PutFile(t, bucket, "p.bin", path)
+	dir := t.TempDir()
+	o := storage.Options{CacheDir: dir, BlockSize: 4096}
+	s, err := storage.Open(u, o)
+	require.NoError(t, err)
+	c, ok := s.(*blockcache.Cached)
+	require.True(t, ok, "%T", s)
+	dc, ok := c.Inner().(*diskcache.Cache)
+	require.True(t, ok, "%T", c.Inner())
+	assert.Equal(t, int64(s3.DefaultBlockSize), dc.BlockSize(), "disk blocks of the s3 block size under 4 KiB memory blocks")
+	obj := dc.Inner().(*s3.Object)
+	p := make([]byte, len(data))
+	_, err = s.ReadAt(p, 0)
+	require.NoError(t, err)
+	require.Equal(t, data, p)
+	gets := obj.Requests().GETs
+	st := c.Stats()
+	require.NotNil(t, st.Tiers)
+	assert.Equal(t, st.ReadCalls, gets)
+	assert.Equal(t, int64(len(data)), st.Tiers.ColdBytes)
+	require.NoError(t, s.Close())
+
+	s, err = storage.Open(u, o)
+	require.NoError(t, err)
+	defer s.Close()
+	obj = s.(*blockcache.Cached).Inner().(*diskcache.Cache).Inner().(*s3.Object)
+	clear(p)
+	_, err = s.ReadAt(p, 0)
+	require.NoError(t, err)
+	require.Equal(t, data, p)
+	assert.Equal(t, int64(1), obj.Requests().GETs, "the open's GET only")
+	st = s.(partial.StatsReporter).Stats()
+	assert.Zero(t, st.Tiers.ColdReads)
+	assert.Equal(t, int64(75), st.Tiers.DiskHits, "each 4 KiB memory miss reads its 64 KiB disk block")
+	assert.Equal(t, int64(64*s3.DefaultBlockSize+11*(len(data)-4*s3.DefaultBlockSize)), st.Tiers.DiskBytes,
+		"64 memory blocks in the four full disk blocks, 11 in the 44 KiB tail")
+
+	_, err = storage.Open(u, storage.Options{CacheDir: dir, CacheDirBytes: -1})
+	require.ErrorIs(t, err, partial.ErrBadOption)
+}
