@@ -64,12 +64,18 @@ type QueryPlan struct {
 	k       int               // hits returned
 	rescore bool
 	work    int64
+	effort  int64
 	radial  *radialPlan // a radial query's plan, else nil
 }
 
 // Work is what one query of the plan may hold: max(k or shortlist,
 // ef_search), the figure request limits multiply by the query count.
 func (qp *QueryPlan) Work() int64 { return qp.work }
+
+// Effort is the size of one query's walk and rerank, what its time grows
+// with: max(k or shortlist, ef_search) for k-NN; ef_search for a radial
+// query, whose cap bounds the hits it may return, not the walk.
+func (qp *QueryPlan) Effort() int64 { return qp.effort }
 
 // K is the number of hits a query returns at most (a radial query's cap).
 func (qp *QueryPlan) K() int { return qp.k }
@@ -118,6 +124,7 @@ func (x *Index) Plan(r Request) (QueryPlan, error) {
 		return qp, err
 	}
 	qp.work = int64(max(qp.p.K, ef))
+	qp.effort = qp.work
 	return qp, nil
 }
 

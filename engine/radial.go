@@ -76,6 +76,7 @@ func (x *Index) planRadial(r Request, qp *QueryPlan) error {
 		ef = r.EfSearch
 	}
 	qp.work = int64(max(maxRes, ef)) // the cap counts as k
+	qp.effort = int64(ef)
 	return nil
 }
 

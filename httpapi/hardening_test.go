@@ -327,6 +327,12 @@ func TestHeavyLane(t *testing.T) {
 		c := call(t, ts, "POST", "/indexes/h/_search", cheap)
 		require.Equal(t, 200, c.Status, "a cheap search does not wait for the heavy lane: %s", c.Raw)
 	}
+	// A radial query's cap (10000 by default) bounds its hits, not its
+	// walk: at a small ef_search it is cheap; at a large one, heavy.
+	radial := call(t, ts, "POST", "/indexes/h/_search", `{"vector":`+vec+`,"max_distance":1e6,"method_parameters":{"ef_search":64}}`)
+	require.Equal(t, 200, radial.Status, radial.Raw)
+	radial = call(t, ts, "POST", "/indexes/h/_search", `{"vector":`+vec+`,"max_distance":1e6,"method_parameters":{"ef_search":1000}}`)
+	assert.Equal(t, 429, radial.Status, radial.Raw)
 	<-s.heavy.slots // the heavy search in flight ends
 	q := <-queued
 	assert.Equal(t, 200, q.Status, q.Raw)

@@ -49,9 +49,9 @@ type Limits struct {
 	// taken.
 	MaxWorkInFlight   int64 `json:"max_work_in_flight"`
 	MaxBodiesInFlight int64 `json:"max_bodies_in_flight"`
-	// HeavyQueryWork is the work of one query (max(k, shortlist or radial
-	// cap, ef_search)) from which on it is heavy (default 8192): a walk of
-	// a large part of the graph, or a long rerank. Heavy searches run in a
+	// HeavyQueryWork is the effort of one query (max(k or shortlist,
+	// ef_search); a radial query's ef_search) from which on it is heavy
+	// (default 8192): a walk of a large part of the graph, or a long rerank. Heavy searches run in a
 	// lane of their own, MaxHeavySearches at once (default one per core)
 	// with as many more waiting, one core each (no extra _msearch
 	// workers), so a flood of them cannot take the slots cheap searches

@@ -163,7 +163,7 @@ type charge struct {
 
 // checkWork refuses a request of n queries of plan qp that would exceed
 // MaxRequestWork, sheds it when max_work_in_flight is reached, and puts a
-// heavy plan (one query's work ≥ HeavyQueryWork) in the heavy lane,
+// heavy plan (one query's effort ≥ HeavyQueryWork) in the heavy lane,
 // waiting there until deadline. The caller gives the charge back with
 // uncharge.
 func (s *Server) checkWork(ctx context.Context, qp queryPlan, n int, deadline time.Time) (charge, error) {
@@ -176,7 +176,7 @@ func (s *Server) checkWork(ctx context.Context, qp queryPlan, n int, deadline ti
 		return charge{}, errWorkBusy
 	}
 	ch := charge{work: w}
-	if qp.Work() >= s.limits.HeavyQueryWork {
+	if qp.Effort() >= s.limits.HeavyQueryWork {
 		if err := s.heavy.enter(ctx, deadline); err != nil {
 			s.workMem.give(w)
 			return charge{}, errHeavyBusy
