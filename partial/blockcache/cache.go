@@ -497,7 +497,10 @@ func newCached(name string, inner partial.Storage, cache *Cache, budget int64, b
 		// 2 MiB pages only where they cannot cost memory beyond the budget:
 		// a private cache, which holds the whole file.
 		huge := c.ownCache && budget >= c.g.size
-		if align > 0 {
+		// Over a cache tier (a disk cache, whose blocks start at multiples
+		// of the block size) no pad: a padded block would span two of its
+		// blocks, and every miss read both.
+		if align > 0 && c.tiers == nil {
 			c.g.pad = (64 - align%64) % 64
 		}
 		if c.mirror = newMirror(c.g, huge); c.mirror == nil {

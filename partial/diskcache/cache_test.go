@@ -547,3 +547,24 @@ func TestCrashLeftovers(t *testing.T) {
 	require.Equal(t, data, read(t, c, 0, int64(len(data))))
 	assert.Equal(t, int64(1), obj.reads.Load(), "only block 3 fetched")
 }
+
+// TestAlignedBlockCacheMatchesDiskBlocks: a block cache asked to align an
+// offset (its mirror pads the blocks) keeps the disk cache's block grid
+// over it, so one memory miss is one disk block.
+func TestAlignedBlockCacheMatchesDiskBlocks(t *testing.T) {
+	data := pattern(16*testBS, 14)
+	dc := open(t, newFake("s3://b/k", "e1", data), t.TempDir(), 1<<20)
+	bc, err := blockcache.NewCachedAligned("s3://b/k", dc, nil, 1<<20, testBS, 4099)
+	require.NoError(t, err)
+	defer bc.Close()
+	for blk := range int64(16) {
+		var tl partial.Tally
+		p := make([]byte, 10)
+		_, err := bc.ReadAtTally(p, blk*testBS+100, &tl)
+		require.NoError(t, err)
+		require.Equal(t, data[blk*testBS+100:blk*testBS+110], p)
+		require.Equal(t, int64(1), tl.ColdReads, "block %d", blk)
+		require.Equal(t, int64(testBS), tl.ColdBytes, "block %d", blk)
+		require.Zero(t, tl.DiskHits, "block %d: no neighbour's disk block read", blk)
+	}
+}
