@@ -14,6 +14,7 @@ import (
 	"github.com/faiss-sidecar/faiss-sidecar/hnswsearch"
 	"github.com/faiss-sidecar/faiss-sidecar/partial"
 	"github.com/faiss-sidecar/faiss-sidecar/partial/blockcache"
+	"github.com/faiss-sidecar/faiss-sidecar/partial/diskcache"
 	"github.com/faiss-sidecar/faiss-sidecar/partial/storage"
 	"github.com/faiss-sidecar/faiss-sidecar/partial/zstd"
 	"github.com/faiss-sidecar/faiss-sidecar/quant"
@@ -43,6 +44,10 @@ type Spec struct {
 	// at what the file can fill); CacheBlock its block size (0: 4096).
 	CacheBytes int64
 	CacheBlock int
+	// CacheDir and CacheDirBytes are an s3:// object's local disk cache
+	// and its budget (storage.Options).
+	CacheDir      string
+	CacheDirBytes int64
 	// MemoryBudget > 0 (memory_efficient only) plans everything the index
 	// may hold (hnswsearch.PlanBudget) with Workers concurrent queries
 	// (0: GOMAXPROCS).
@@ -354,6 +359,9 @@ func checkStatic(spec *Spec) error {
 	if err := blockcache.CheckBlockSize(spec.CacheBlock); err != nil {
 		return fieldWrap("cache_block", err)
 	}
+	if err := diskcache.CheckBudget(spec.CacheDirBytes); err != nil {
+		return fieldWrap("cache_dir_bytes", err)
+	}
 	switch {
 	case spec.CacheBytes < 0:
 		return fieldErr("cache_bytes", "{cache_bytes} %d is negative", spec.CacheBytes)
@@ -439,7 +447,7 @@ func (p *Plan) Spec() Spec { return p.spec }
 func (p *Plan) Open() (*Index, error) {
 	spec := p.spec
 	st, err := storage.Open(spec.Path, storage.Options{Backend: p.backend, CacheBytes: p.cacheBytes, BlockSize: spec.CacheBlock,
-		AlignOffset: hnswsearch.AlignOffset(p.probe)})
+		AlignOffset: hnswsearch.AlignOffset(p.probe), CacheDir: spec.CacheDir, CacheDirBytes: spec.CacheDirBytes})
 	if err != nil {
 		if errors.Is(err, partial.ErrBadOption) {
 			return nil, asBadSpec(err)
