@@ -63,6 +63,9 @@ type Registry struct {
 	limits Limits
 	// guideDir holds on_disk guide files ("": beside each index).
 	guideDir string
+	// cacheDir is the disk cache of s3:// indexes, of cacheDirBytes.
+	cacheDir      string
+	cacheDirBytes int64
 
 	// entries is never changed in place: a load or delete stores a changed
 	// copy (under mu), so a lookup is one atomic load with no lock (a read
@@ -288,6 +291,7 @@ func (r *Registry) open(ctx context.Context, e *entry, spec LoadSpec) (*handle, 
 	}
 	es := spec.engineSpec()
 	es.Path, es.GuideDir, es.Ctx = path, r.guideDir, ctx
+	es.CacheDir, es.CacheDirBytes = r.cacheDir, r.cacheDirBytes
 	es.Progress = func(done, total int64) { e.building.Store(&[2]int64{done, total}) }
 	defer e.building.Store(nil)
 	if spec.VectorsPath != "" {

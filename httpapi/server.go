@@ -32,6 +32,8 @@ type Config struct {
 	DataRoots      []string
 	MemoryBudget   int64         // bytes for all indexes; 0 = unlimited
 	GuideDir       string        // on_disk guide files ("": beside each index)
+	CacheDir       string        // local disk cache of every s3:// index ("": none; partial/diskcache)
+	CacheDirBytes  int64         // its budget (0: diskcache.DefaultBudget)
 	Token          string        // bearer token required when not empty
 	MaxBodyBytes   int64         // default 16 MiB
 	RequestTimeout time.Duration // default 30 s
@@ -206,6 +208,7 @@ func New(cfg Config) (*Server, error) {
 		heavy: newAdmission(cfg.Limits.MaxHeavySearches, cfg.Limits.MaxHeavySearches)}
 	reg.limits = cfg.Limits
 	reg.guideDir = cfg.GuideDir
+	reg.cacheDir, reg.cacheDirBytes = cfg.CacheDir, cfg.CacheDirBytes
 	s.bodyMem.max, s.workMem.max = cfg.Limits.MaxBodiesInFlight, cfg.Limits.MaxWorkInFlight
 	s.metrics = newMetrics(reg)
 	if cfg.Token != "" {

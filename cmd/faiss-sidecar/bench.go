@@ -385,6 +385,8 @@ func runBenchStorage(args []string, stdout io.Writer) error {
 	size := fs.Int("read-size", 4096, "bytes per read (reads start at multiples of it)")
 	inflight := fs.Int("inflight", 1, "reads in flight (goroutines issuing reads)")
 	cacheBytes := fs.Int64("cache-bytes", 0, "block cache budget for pread/direct/zstd (0: backend default)")
+	var cd cacheDirFlags
+	cd.register(fs)
 	asJSON := fs.Bool("json", false, "print one JSON object")
 	seed := fs.Uint64("seed", 1, "random seed for the offsets")
 	warmup := fs.Bool("warmup", false, "read every offset once, untimed, before the measured pass (a warm cache)")
@@ -411,7 +413,7 @@ func runBenchStorage(args []string, stdout io.Writer) error {
 		}
 	}
 	_, rssBefore, _ := processIO()
-	s, err := openSource(path, *backend, *cacheBytes)
+	s, err := openSource(path, *backend, *cacheBytes, cd)
 	if err != nil {
 		return err
 	}

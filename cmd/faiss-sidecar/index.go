@@ -24,6 +24,7 @@ type indexFlags struct {
 	compression, guideDir            string
 	cacheBytes                       int64
 	cacheBlock                       int
+	cacheDir                         cacheDirFlags
 	batchReads                       bool
 	exactFilterMax                   int
 	memoryBudget                     int64
@@ -42,6 +43,7 @@ func (f *indexFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.semantics, "semantics", "faiss-modern", "search semantics: faiss-modern or faiss-1.7.3")
 	fs.StringVar(&f.kernel, "kernel", "fast", "distance kernel: fast or exact")
 	fs.Int64Var(&f.cacheBytes, "cache-bytes", 0, "block cache budget for pread/direct/zstd (0: 64 MiB)")
+	f.cacheDir.register(fs)
 	fs.IntVar(&f.cacheBlock, "cache-block", 0, "block cache block size in bytes, a power of two (0: 4096); pread/direct")
 	fs.IntVar(&f.exactFilterMax, "exact-filter-max", 0, "faiss-modern: answer filters allowing at most max(k, this) ids by an exact scan (0: 2000, measured crossover; -1: k only, as OpenSearch)")
 	fs.Int64Var(&f.memoryBudget, "memory-budget", 0, "memory_efficient: bytes the index may hold; leaves the Go heap its share, pins the neighbor lists (all when they fit, else the hubs'), gives the rest to a vector cache and reads misses in batches (default backend direct)")
@@ -110,7 +112,8 @@ func (f *indexFlags) spec(path string, rr *rerankFlags) engine.Spec {
 	s := engine.Spec{Path: path, Mode: f.mode, Backend: f.backend, CacheBytes: f.cacheBytes, CacheBlock: f.cacheBlock,
 		MemoryBudget: f.memoryBudget, Semantics: f.semantics, Kernel: f.kernel, BatchReads: f.batchReads,
 		ExactFilterMax: f.exactFilterMax, EfSearch: int(f.indexEf), VerifyChecksum: f.verifyChecksum, CAGRASeed: f.cagraSeed,
-		Compression: f.compression, GuideDir: f.guideDir, VectorsPath: f.vectors}
+		Compression: f.compression, GuideDir: f.guideDir, VectorsPath: f.vectors,
+		CacheDir: f.cacheDir.dir, CacheDirBytes: f.cacheDir.bytes}
 	if rr != nil && (rr.vectors != "" || (f.mode == engine.ModeOnDisk && rr.oversample != 0)) {
 		s.Rerank = rr.spec() // on_disk without --rerank-vectors: the index file (the engine fills it in)
 	}

@@ -17,6 +17,8 @@ func runInspect(args []string, stdout, stderr io.Writer) error {
 	verify := fs.Bool("verify", false, "stream every section and report every violation")
 	backend := fs.String("backend", "", backendHelp)
 	vectors := fs.String("vectors", "", vectorsHelp)
+	var cd cacheDirFlags
+	cd.register(fs)
 	pos, err := parseArgs(fs, args)
 	if err != nil {
 		return err
@@ -31,7 +33,7 @@ func runInspect(args []string, stdout, stderr io.Writer) error {
 	if ok, err := inspectGuide(path, *asJSON, stdout); ok || err != nil {
 		return err
 	}
-	src, err := openSource(path, *backend, 0)
+	src, err := openSource(path, *backend, 0, cd)
 	if err != nil {
 		return err
 	}

@@ -23,6 +23,7 @@ import (
 	"github.com/faiss-sidecar/faiss-sidecar/httpapi"
 	"github.com/faiss-sidecar/faiss-sidecar/internal/buildinfo"
 	"github.com/faiss-sidecar/faiss-sidecar/partial"
+	"github.com/faiss-sidecar/faiss-sidecar/partial/diskcache"
 )
 
 //go:embed demo/demo.faiss
@@ -39,6 +40,8 @@ type serveConfig struct {
 	DataRoots      []string                    `json:"data_roots"`
 	MemoryBudget   int64                       `json:"memory_budget"`
 	GuideDir       string                      `json:"guide_dir"`
+	CacheDir       string                      `json:"cache_dir"`
+	CacheDirBytes  int64                       `json:"cache_dir_bytes"`
 	Token          string                      `json:"token"`
 	MaxBodyBytes   int64                       `json:"max_body_bytes"`
 	RequestTimeout string                      `json:"request_timeout"`
@@ -69,6 +72,8 @@ func runServe(args []string, stdout, stderr io.Writer) error {
 	fs.Var(&roots, "data-root", "directory index paths must resolve into (repeatable; env FAISS_SIDECAR_DATA_ROOT, colon-separated)")
 	budget := fs.Int64("memory-budget", -1, "bytes all indexes may hold: full copies, caches, small arrays (0: unlimited; env FAISS_SIDECAR_MEMORY_BUDGET)")
 	guideDir := fs.String("guide-dir", "", "directory for on_disk indexes' guide files (default: beside each index)")
+	var cd cacheDirFlags
+	cd.register(fs)
 	token := fs.String("token", "", "bearer token required by /indexes endpoints (env FAISS_SIDECAR_TOKEN)")
 	maxBody := fs.Int64("max-body-bytes", 0, "request body limit (default 16 MiB)")
 	timeout := fs.Duration("request-timeout", 0, "per-request timeout (default 30s)")
@@ -139,6 +144,15 @@ func runServe(args []string, stdout, stderr io.Writer) error {
 	if *guideDir != "" {
 		cfg.GuideDir = *guideDir
 	}
+	if cd.dir != "" {
+		cfg.CacheDir = cd.dir
+	}
+	if cd.bytes != 0 {
+		cfg.CacheDirBytes = cd.bytes
+	}
+	if err := diskcache.CheckBudget(cfg.CacheDirBytes); err != nil {
+		return badOption(err)
+	}
 	if *maxBody > 0 {
 		cfg.MaxBodyBytes = *maxBody
 	}
@@ -203,7 +217,8 @@ func runServe(args []string, stdout, stderr io.Writer) error {
 		}
 		cfg.Indexes["demo"] = httpapi.LoadSpec{Path: filepath.Join(dir, "demo.faiss"), Mode: "full"}
 	}
-	srv, err := httpapi.New(httpapi.Config{DataRoots: cfg.DataRoots, MemoryBudget: cfg.MemoryBudget, GuideDir: cfg.GuideDir, Token: cfg.Token,
+	srv, err := httpapi.New(httpapi.Config{DataRoots: cfg.DataRoots, MemoryBudget: cfg.MemoryBudget, GuideDir: cfg.GuideDir,
+		CacheDir: cfg.CacheDir, CacheDirBytes: cfg.CacheDirBytes, Token: cfg.Token,
 		MaxBodyBytes: cfg.MaxBodyBytes, RequestTimeout: reqTimeout, Pprof: cfg.Pprof, Logger: log, Limits: cfg.Limits})
 	if err != nil {
 		return err

@@ -7,6 +7,7 @@ import (
 
 	"github.com/faiss-sidecar/faiss-sidecar/partial"
 	"github.com/faiss-sidecar/faiss-sidecar/partial/blockcache"
+	"github.com/faiss-sidecar/faiss-sidecar/partial/diskcache"
 	"github.com/faiss-sidecar/faiss-sidecar/partial/s3"
 	"github.com/faiss-sidecar/faiss-sidecar/partial/storage"
 	"github.com/faiss-sidecar/faiss-sidecar/partial/zstd"
@@ -16,9 +17,10 @@ import (
 var backendHelp = "storage backend: " + strings.Join(storage.Backends, ", ") + " (default: zstd for compressed files, " + storage.DefaultPlainBackend + " otherwise)"
 
 // openSource opens path's raw storage (inspect, bench storage) through the
-// named backend ("" = auto); indexes open through the engine.
-func openSource(path, backend string, cacheBytes int64) (partial.Storage, error) {
-	s, err := storage.Open(path, storage.Options{Backend: backend, CacheBytes: cacheBytes})
+// named backend ("" = auto), with cd's disk cache for an s3:// path;
+// indexes open through the engine.
+func openSource(path, backend string, cacheBytes int64, cd cacheDirFlags) (partial.Storage, error) {
+	s, err := storage.Open(path, storage.Options{Backend: backend, CacheBytes: cacheBytes, CacheDir: cd.dir, CacheDirBytes: cd.bytes})
 	if errors.Is(err, partial.ErrBadOption) {
 		return nil, badOption(err)
 	}
@@ -36,13 +38,13 @@ func backendName(s partial.Storage) string {
 		return "zstd"
 	case *partial.Direct:
 		return "direct"
-	case *s3.Object:
+	case *s3.Object, *diskcache.Cache:
 		return "s3"
 	case *blockcache.Cached:
 		switch s.Inner().(type) {
 		case *partial.Direct:
 			return "direct"
-		case *s3.Object:
+		case *s3.Object, *diskcache.Cache:
 			return "s3"
 		}
 		return "pread"

@@ -1,0 +1,20 @@
+package main
+
+import (
+	"flag"
+	"fmt"
+
+	"github.com/faiss-sidecar/faiss-sidecar/partial/diskcache"
+)
+
+// cacheDirFlags are --cache-dir and --cache-dir-bytes: the local disk cache
+// of an s3:// path (search, bench, inspect; serve's cache_dir).
+type cacheDirFlags struct {
+	dir   string
+	bytes int64
+}
+
+func (f *cacheDirFlags) register(fs *flag.FlagSet) {
+	fs.StringVar(&f.dir, "cache-dir", "", "s3:// paths: keep the blocks fetched in this local directory, across runs (checked against the object's ETag; one process at a time)")
+	fs.Int64Var(&f.bytes, "cache-dir-bytes", 0, fmt.Sprintf("--cache-dir's budget in bytes, every object in it together (0: %d, 10 GiB)", int64(diskcache.DefaultBudget)))
+}
