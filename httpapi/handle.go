@@ -3,6 +3,7 @@ package httpapi
 import (
 	"errors"
 	"fmt"
+	"io/fs"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -12,6 +13,7 @@ import (
 	"github.com/faiss-sidecar/faiss-sidecar/hnswsearch"
 	"github.com/faiss-sidecar/faiss-sidecar/partial"
 	"github.com/faiss-sidecar/faiss-sidecar/partial/blockcache"
+	"github.com/faiss-sidecar/faiss-sidecar/partial/s3"
 	"github.com/faiss-sidecar/faiss-sidecar/rerank"
 )
 
@@ -184,7 +186,9 @@ func errStatus(err error) (int, string) {
 		return 503, "index_file_changed"
 	case errors.Is(err, hnswsearch.ErrCorrupt): // found by a query where the load did not look
 		return 422, "corrupt_index"
-	case strings.Contains(err.Error(), "no such file"):
+	case errors.Is(err, s3.ErrRequestFailed): // the object store did not answer, or refused
+		return 502, "object_storage_error"
+	case errors.Is(err, fs.ErrNotExist), strings.Contains(err.Error(), "no such file"):
 		return 404, "file_not_found"
 	}
 	return 500, "internal_error"

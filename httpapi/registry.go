@@ -17,6 +17,7 @@ import (
 
 	"github.com/faiss-sidecar/faiss-sidecar/engine"
 	"github.com/faiss-sidecar/faiss-sidecar/hnswsearch"
+	"github.com/faiss-sidecar/faiss-sidecar/partial/storage"
 )
 
 // cacheFloor is the smallest a cache shrinks to when the budget is tight.
@@ -37,6 +38,8 @@ type entry struct {
 	// building is the progress of an on_disk guide being built for a load
 	// or switch: bytes read and total (nil when none is).
 	building atomic.Pointer[[2]int64]
+	// checking is set while the file watcher checks the entry's files.
+	checking atomic.Bool
 }
 
 // setCancel records (or, with nil, clears) the running switch's cancel.
@@ -57,10 +60,12 @@ func (e *entry) cancelSwitch() {
 
 // Registry holds the served indexes and the node-wide memory budget.
 type Registry struct {
-	roots  []string // data roots, symlinks resolved
-	given  []string // data roots as configured (absolute), for the check before any lookup
-	budget int64    // bytes; 0 = unlimited
-	limits Limits
+	roots []string // data roots, symlinks resolved
+	given []string // data roots as configured (absolute), for the check before any lookup
+	// buckets are the S3 buckets whose objects may be served (allowBuckets).
+	buckets []string
+	budget  int64 // bytes; 0 = unlimited
+	limits  Limits
 	// guideDir holds on_disk guide files ("": beside each index).
 	guideDir string
 	// cacheDir is the disk cache of s3:// indexes, of cacheDirBytes.
@@ -77,7 +82,8 @@ type Registry struct {
 	reserved atomic.Int64
 }
 
-// NewRegistry serves indexes from files under roots within budget bytes.
+// NewRegistry serves indexes from files under roots within budget bytes
+// (with no root, every local path is refused: a server of S3 objects).
 func NewRegistry(roots []string, budget int64) (*Registry, error) {
 	r := &Registry{budget: budget, limits: Limits{}.withDefaults()}
 	r.entries.Store(&map[string]*entry{})
@@ -94,9 +100,6 @@ func NewRegistry(roots []string, budget int64) (*Registry, error) {
 			r.given = append(r.given, given)
 		}
 	}
-	if len(r.roots) == 0 {
-		return nil, fmt.Errorf("at least one data root is needed")
-	}
 	return r, nil
 }
 
@@ -104,7 +107,8 @@ func NewRegistry(roots []string, budget int64) (*Registry, error) {
 // absolute) to a regular file that lies, after symlinks, inside a data
 // root. A path outside every root is a 403 whether or not it exists: the
 // check comes before any lookup, so the answer tells nothing about the
-// file system outside the roots.
+// file system outside the roots. An s3://BUCKET/KEY path is confined to
+// the allowed buckets instead (resolveObject).
 func (r *Registry) resolve(p string) (string, error) {
 	if p == "" {
 		return "", badRequest("path is required")
@@ -112,8 +116,14 @@ func (r *Registry) resolve(p string) (string, error) {
 	if len(p) > maxPathBytes {
 		return "", badRequest("path of %d bytes is longer than %d", len(p), maxPathBytes)
 	}
+	if storage.IsRemote(p) {
+		return r.resolveObject(p)
+	}
 	if strings.IndexByte(p, 0) >= 0 {
 		return "", badRequest("path %q holds a NUL byte", p)
+	}
+	if len(r.roots) == 0 {
+		return "", &apiError{403, "forbidden_path", fmt.Sprintf("%s: no data root is configured on this server: only s3:// objects are served", p)}
 	}
 	if !filepath.IsAbs(p) {
 		p = filepath.Join(r.roots[0], p)

@@ -30,6 +30,7 @@ import (
 // Config configures a Server.
 type Config struct {
 	DataRoots      []string
+	S3Buckets      []string      // buckets whose s3://BUCKET/KEY objects may be served (none: no object)
 	MemoryBudget   int64         // bytes for all indexes; 0 = unlimited
 	GuideDir       string        // on_disk guide files ("": beside each index)
 	CacheDir       string        // local disk cache of every s3:// index ("": none; partial/diskcache)
@@ -199,7 +200,13 @@ func New(cfg Config) (*Server, error) {
 		cfg.Logger = slog.New(slog.NewJSONHandler(io.Discard, nil))
 	}
 	cfg.Limits = cfg.Limits.withDefaults()
+	if len(cfg.DataRoots) == 0 && len(cfg.S3Buckets) == 0 {
+		return nil, fmt.Errorf("at least one data root (or S3 bucket) is needed")
+	}
 	reg, err := NewRegistry(cfg.DataRoots, cfg.MemoryBudget)
+	if err == nil {
+		err = reg.allowBuckets(cfg.S3Buckets)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -294,13 +301,21 @@ func (s *Server) watchFiles() {
 		case <-t.C:
 		}
 		for name, e := range s.Reg.all() {
-			s.checkFile(name, e)
+			// Each check on its own: a HEAD to a stalled object store
+			// must not hold up the checks of local files.
+			if e.checking.CompareAndSwap(false, true) {
+				go func() {
+					defer e.checking.Store(false)
+					s.checkFile(name, e)
+				}()
+			}
 		}
 	}
 }
 
 // checkFile compares e's served file with what was opened, marking the
-// handle failed when it changed.
+// handle failed when it changed; a check that could not tell (an object
+// store that did not answer) is logged and the handle keeps serving.
 func (s *Server) checkFile(name string, e *entry) {
 	defer func() {
 		if p := recover(); p != nil {
@@ -315,7 +330,11 @@ func (s *Server) checkFile(name string, e *entry) {
 		return
 	}
 	defer l.release()
-	if err := l.h.checkFile(); err != nil && l.h.markFailed(err) {
+	switch err := l.h.checkFile(); {
+	case err == nil:
+	case !isFileChanged(err):
+		s.log.Warn("could not check a served file", "index", name, "path", l.h.spec.Path, "error", err.Error())
+	case l.h.markFailed(err):
 		s.log.Error("index file changed under a served index; searches answer 503 until it is reloaded or switched",
 			"index", name, "path", l.h.spec.Path, "error", err.Error())
 	}
@@ -338,7 +357,7 @@ func newMetrics(reg *Registry) *metrics {
 		switches: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "faiss_sidecar_mode_switches_total",
 			Help: "Mode switches by index and outcome."}, []string{"index", "outcome"}),
 	}
-	m.reg.MustRegister(m, m.resident, m.switches,
+	m.reg.MustRegister(m, m.resident, m.switches, newS3Collector(),
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
@@ -621,7 +640,7 @@ func (s *Server) getIndex(c *gin.Context) {
 	}
 	defer l.release()
 	if l.h.failed.Load() == nil {
-		if err := l.h.checkFile(); err != nil {
+		if err := l.h.checkFile(); isFileChanged(err) {
 			l.h.markFailed(err)
 		}
 	}
