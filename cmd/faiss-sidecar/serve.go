@@ -24,6 +24,7 @@ import (
 	"github.com/faiss-sidecar/faiss-sidecar/internal/buildinfo"
 	"github.com/faiss-sidecar/faiss-sidecar/partial"
 	"github.com/faiss-sidecar/faiss-sidecar/partial/diskcache"
+	"github.com/faiss-sidecar/faiss-sidecar/partial/s3"
 )
 
 //go:embed demo/demo.faiss
@@ -38,6 +39,7 @@ var serveContext = func() (context.Context, context.CancelFunc) {
 type serveConfig struct {
 	Listen         string                      `json:"listen"`
 	DataRoots      []string                    `json:"data_roots"`
+	S3Buckets      []string                    `json:"s3_buckets"`
 	MemoryBudget   int64                       `json:"memory_budget"`
 	GuideDir       string                      `json:"guide_dir"`
 	CacheDir       string                      `json:"cache_dir"`
@@ -70,6 +72,8 @@ func runServe(args []string, stdout, stderr io.Writer) error {
 	listen := fs.String("listen", "", "address to listen on (default 127.0.0.1:8080; env FAISS_SIDECAR_LISTEN)")
 	var roots stringList
 	fs.Var(&roots, "data-root", "directory index paths must resolve into (repeatable; env FAISS_SIDECAR_DATA_ROOT, colon-separated)")
+	var buckets stringList
+	fs.Var(&buckets, "s3-bucket", "S3 bucket whose objects (s3://BUCKET/KEY) may be served (repeatable; none: no object)")
 	budget := fs.Int64("memory-budget", -1, "bytes all indexes may hold: full copies, caches, small arrays (0: unlimited; env FAISS_SIDECAR_MEMORY_BUDGET)")
 	guideDir := fs.String("guide-dir", "", "directory for on_disk indexes' guide files (default: beside each index)")
 	var cd cacheDirFlags
@@ -134,6 +138,14 @@ func runServe(args []string, stdout, stderr io.Writer) error {
 	}
 	if len(roots) > 0 {
 		cfg.DataRoots = roots
+	}
+	if len(buckets) > 0 {
+		cfg.S3Buckets = buckets
+	}
+	for _, b := range cfg.S3Buckets {
+		if err := s3.CheckBucket(b); err != nil {
+			return usagef("--s3-bucket / s3_buckets: %v", err)
+		}
 	}
 	if *budget >= 0 {
 		cfg.MemoryBudget = *budget
@@ -201,7 +213,7 @@ func runServe(args []string, stdout, stderr io.Writer) error {
 		partial.SetFileLeases(*cfg.FileLeases)
 	}
 	// Nothing configured: serve the embedded demo index from a temporary root.
-	useDemo := *demo || (len(cfg.DataRoots) == 0 && len(cfg.Indexes) == 0)
+	useDemo := *demo || (len(cfg.DataRoots) == 0 && len(cfg.S3Buckets) == 0 && len(cfg.Indexes) == 0)
 	if useDemo {
 		dir, err := os.MkdirTemp("", "faiss-sidecar-demo-")
 		if err != nil {
@@ -217,7 +229,7 @@ func runServe(args []string, stdout, stderr io.Writer) error {
 		}
 		cfg.Indexes["demo"] = httpapi.LoadSpec{Path: filepath.Join(dir, "demo.faiss"), Mode: "full"}
 	}
-	srv, err := httpapi.New(httpapi.Config{DataRoots: cfg.DataRoots, MemoryBudget: cfg.MemoryBudget, GuideDir: cfg.GuideDir,
+	srv, err := httpapi.New(httpapi.Config{DataRoots: cfg.DataRoots, S3Buckets: cfg.S3Buckets, MemoryBudget: cfg.MemoryBudget, GuideDir: cfg.GuideDir,
 		CacheDir: cfg.CacheDir, CacheDirBytes: cfg.CacheDirBytes, Token: cfg.Token,
 		MaxBodyBytes: cfg.MaxBodyBytes, RequestTimeout: reqTimeout, Pprof: cfg.Pprof, Logger: log, Limits: cfg.Limits})
 	if err != nil {
@@ -228,7 +240,7 @@ func runServe(args []string, stdout, stderr io.Writer) error {
 		names = append(names, n)
 	}
 	sort.Strings(names)
-	log.Info("starting", "version", buildinfo.Version(), "listen", cfg.Listen, "data_roots", cfg.DataRoots,
+	log.Info("starting", "version", buildinfo.Version(), "listen", cfg.Listen, "data_roots", cfg.DataRoots, "s3_buckets", cfg.S3Buckets,
 		"memory_budget", cfg.MemoryBudget, "token_set", cfg.Token != "", "indexes", names)
 	for _, n := range names {
 		if err := srv.Reg.Load(n, cfg.Indexes[n]); err != nil {
