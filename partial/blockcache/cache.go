@@ -23,6 +23,7 @@ import (
 // read ("one device read per missed block").
 type Cache struct {
 	shards    []cacheShard
+	shift     uint // shard() takes a hash's top 64-shift bits
 	nextFile  atomic.Uint64
 	evictions atomic.Int64
 	bytes     atomic.Int64
@@ -221,10 +222,22 @@ func (t *table) clear(blk int64, b *block) {
 	}
 }
 
+// maxShards and minShardBytes size a cache's shards: 16 of them, fewer
+// for a budget under 16 MiB, so that each shard's part of the budget holds
+// many blocks (a block larger than its shard's part is never cached; with
+// 64 KiB blocks, 16 shards of a 600 KB budget cached nothing).
+const (
+	maxShards     = 16
+	minShardBytes = 1 << 20
+)
+
 // New makes a cache holding at most budget bytes of blocks.
 func New(budget int64) *Cache {
-	const n = 16 // shard() takes the top 4 bits of a hash
-	c := &Cache{shards: make([]cacheShard, n), tables: map[uint64]*table{}}
+	n := maxShards
+	for n > 1 && budget/int64(n) < minShardBytes {
+		n /= 2
+	}
+	c := &Cache{shards: make([]cacheShard, n), shift: uint(64 - bits.TrailingZeros(uint(n))), tables: map[uint64]*table{}}
 	for i := range c.shards {
 		sh := &c.shards[i]
 		sh.lru, _ = simplelru.NewLRU[blockKey, *block](1<<30, func(k blockKey, v *block) {
@@ -302,7 +315,7 @@ func (c *Cache) table(file uint64) *table {
 
 func (c *Cache) shard(k blockKey) *cacheShard {
 	h := uint64(k) * 0x9E3779B97F4A7C15
-	return &c.shards[h>>60]
+	return &c.shards[h>>c.shift] // shift 64 (one shard): 0
 }
 
 // get returns block k, loading it with load on a miss. hit reports whether

@@ -18,7 +18,7 @@ func TestCacheSecondChance(t *testing.T) {
 	for i := range data {
 		data[i] = byte(i * 31)
 	}
-	c, err := NewCached("mem", partial.NewMemory("mem", data), nil, 16*2*bs, bs) // two blocks per shard
+	c, err := NewCached("mem", partial.NewMemory("mem", data), nil, 2*bs, bs) // one shard (a small budget) of two blocks
 	require.NoError(t, err)
 	defer c.Close()
 	// Three blocks of one shard.
@@ -45,6 +45,33 @@ func TestCacheSecondChance(t *testing.T) {
 	assert.False(t, ok, "the unreferenced block stayed")
 	_, ok = c.ViewBlock(d*bs, 1, nil)
 	assert.True(t, ok, "the new block is not cached")
+}
+
+// TestSmallBudgetShards: a budget under 16 MiB is split over fewer shards,
+// so each holds many blocks: a file of seven 64 KiB blocks under a budget
+// of 600 KB is cached whole (16 shards of 37 KB each refused every block).
+func TestSmallBudgetShards(t *testing.T) {
+	for _, c := range []struct {
+		budget int64
+		shards int
+	}{{0, 1}, {600 << 10, 1}, {2 << 20, 2}, {15 << 20, 8}, {16 << 20, 16}, {1 << 30, 16}} {
+		assert.Len(t, New(c.budget).shards, c.shards, "budget %d", c.budget)
+	}
+	const bs = 64 << 10
+	data := make([]byte, 7*bs-1000)
+	cc, err := NewCached("mem", partial.NewMemory("mem", data), nil, 600000, bs)
+	require.NoError(t, err)
+	defer cc.Close()
+	buf := make([]byte, 100)
+	for range 3 {
+		for off := int64(0); off < int64(len(data))-100; off += 30000 {
+			_, err := cc.ReadAt(buf, off)
+			require.NoError(t, err)
+		}
+	}
+	st := cc.Stats()
+	assert.Equal(t, int64(7), st.CacheMisses, "each block read once")
+	assert.Zero(t, st.CacheEvictions)
 }
 
 // TestCopyCached: a range across a block boundary is copied only when both
