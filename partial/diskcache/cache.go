@@ -89,7 +89,7 @@ type Cache struct {
 type call struct {
 	done    chan struct{}
 	waiters int    // guarded by Cache.mu
-	data    []byte // a copy of the block for the waiters
+	data    []byte // the block, for the waiters (read-only)
 	err     error
 }
 
@@ -213,14 +213,16 @@ type use struct {
 
 // slot is one block a serve reads.
 type slot struct {
-	blk   int64
-	buf   []byte // the block's bytes: in its owner request's buffer, or its own
-	owner int    // the request whose buffer buf is (-1: none)
-	first int    // the first request that spans it (its tally counts it)
-	lead  *call  // the fetch this serve makes for it
-	wait  *call  // the fetch of another caller it waits for
-	cold  bool   // fetched (or waited for) rather than read from disk
-	err   error
+	blk    int64
+	lo, hi int64  // the part of the object the requests need from it
+	dst    []byte // where [lo, hi) goes: its owner request's buffer, or its own
+	owner  int    // the request whose buffer dst is (-1: none)
+	first  int    // the first request that spans it (its tally counts it)
+	full   []byte // the whole block, when fetched
+	lead   *call  // the fetch this serve makes for it
+	wait   *call  // the fetch of another caller it waits for
+	cold   bool   // fetched (or waited for) rather than read from disk
+	err    error
 }
 
 // serve fills reqs (setting each one's Err), counting in their tallies
@@ -242,32 +244,41 @@ func (c *Cache) serve(reqs []partial.ReadReq, tiersOnly bool) {
 	if len(uses) == 0 {
 		return
 	}
-	slices.SortFunc(uses, func(a, b use) int {
-		if r := cmp.Compare(a.blk, b.blk); r != 0 {
-			return r
-		}
-		return cmp.Compare(a.req, b.req)
-	})
+	if len(uses) > 1 {
+		slices.SortFunc(uses, func(a, b use) int {
+			if r := cmp.Compare(a.blk, b.blk); r != 0 {
+				return r
+			}
+			return cmp.Compare(a.req, b.req)
+		})
+	}
 	var slotsArr [8]slot
 	slots := slotsArr[:0]
 	for i, u := range uses {
 		start, end := c.span(u.blk)
+		q := &reqs[u.req]
+		lo, hi := max(start, q.Off), min(end, q.Off+int64(len(q.Buf)))
 		if i == 0 || uses[i-1].blk != u.blk {
-			slots = append(slots, slot{blk: u.blk, owner: -1, first: u.req})
+			slots = append(slots, slot{blk: u.blk, lo: lo, hi: hi, owner: -1, first: u.req})
 		}
 		s := &slots[len(slots)-1]
-		if q := &reqs[u.req]; s.owner < 0 && q.Off <= start && end <= q.Off+int64(len(q.Buf)) {
-			s.owner, s.buf = u.req, q.Buf[start-q.Off:end-q.Off]
+		s.lo, s.hi = min(s.lo, lo), max(s.hi, hi)
+	}
+	// Each slot's bytes go straight into a request that needs all of them
+	// (the usual case: one request a block), else into a buffer of its own.
+	for _, u := range uses {
+		s := &slots[slotIndex(slots, u.blk)]
+		if q := &reqs[u.req]; s.owner < 0 && q.Off <= s.lo && s.hi <= q.Off+int64(len(q.Buf)) {
+			s.owner, s.dst = u.req, q.Buf[s.lo-q.Off:s.hi-q.Off]
 		}
 	}
 	missing := 0
 	for i := range slots {
 		s := &slots[i]
-		if s.buf == nil {
-			start, end := c.span(s.blk)
-			s.buf = make([]byte, end-start)
+		if s.dst == nil {
+			s.dst = make([]byte, s.hi-s.lo)
 		}
-		if !c.readDisk(s.blk, s.buf) {
+		if !c.readDisk(s) {
 			s.cold = true
 			missing++
 		}
@@ -275,7 +286,7 @@ func (c *Cache) serve(reqs []partial.ReadReq, tiersOnly bool) {
 	if missing > 0 {
 		c.fetch(slots)
 	}
-	// Copy each block to the requests that span it without owning it, and
+	// Copy each slot to the requests that need it without owning it, and
 	// count it in the first one.
 	for _, u := range uses {
 		s := &slots[slotIndex(slots, u.blk)]
@@ -286,10 +297,9 @@ func (c *Cache) serve(reqs []partial.ReadReq, tiersOnly bool) {
 			}
 			continue
 		}
-		start, _ := c.span(s.blk)
 		if u.req != s.owner {
-			lo, hi := max(start, q.Off), min(start+int64(len(s.buf)), q.Off+int64(len(q.Buf)))
-			copy(q.Buf[lo-q.Off:hi-q.Off], s.buf[lo-start:])
+			lo, hi := max(s.lo, q.Off), min(s.hi, q.Off+int64(len(q.Buf)))
+			copy(q.Buf[lo-q.Off:hi-q.Off], s.dst[lo-s.lo:])
 		}
 		if u.req == s.first {
 			c.count(&q.IO, s, tiersOnly)
@@ -299,33 +309,37 @@ func (c *Cache) serve(reqs []partial.ReadReq, tiersOnly bool) {
 
 // slotIndex finds blk's slot (slots are sorted by block).
 func slotIndex(slots []slot, blk int64) int {
+	if len(slots) == 1 {
+		return 0
+	}
 	i, _ := slices.BinarySearchFunc(slots, blk, func(s slot, b int64) int { return cmp.Compare(s.blk, b) })
 	return i
 }
 
-// count records a block served to t's caller: in the cache's statistics
-// and in t.
+// count records a block served to t's caller, in the cache's statistics
+// and in t: a disk hit's bytes are those read, a fetch's the whole block's.
 func (c *Cache) count(t *partial.Tally, s *slot, tiersOnly bool) {
-	n := int64(len(s.buf))
 	if s.cold {
+		n := int64(len(s.full))
 		c.coldReads.Add(1)
 		c.coldBytes.Add(n)
 		t.ColdReads++
 		t.ColdBytes += n
 	} else {
+		n := s.hi - s.lo
 		c.diskHits.Add(1)
 		c.diskBytes.Add(n)
 		t.DiskHits++
 		t.DiskBytes += n
 	}
 	if !tiersOnly {
-		t.CountLookup(!s.cold, n)
+		t.CountLookup(!s.cold, int64(len(s.full)))
 	}
 }
 
-// fetch gets the cold slots from the object: the blocks nobody is fetching
-// in one batch (then written to disk), the others by waiting for the
-// caller that fetches them.
+// fetch gets the cold slots' blocks from the object: those nobody is
+// fetching in one batch (then written to disk), the others by waiting for
+// the caller that fetches them.
 func (c *Cache) fetch(slots []slot) {
 	c.mu.Lock()
 	for i := range slots {
@@ -347,8 +361,9 @@ func (c *Cache) fetch(slots []slot) {
 	var reqs []partial.ReadReq
 	for i := range slots {
 		if s := &slots[i]; s.lead != nil {
-			start, _ := c.span(s.blk)
-			reqs = append(reqs, partial.ReadReq{Off: start, Buf: s.buf})
+			start, end := c.span(s.blk)
+			s.full = make([]byte, end-start)
+			reqs = append(reqs, partial.ReadReq{Off: start, Buf: s.full})
 		}
 	}
 	if len(reqs) > 0 {
@@ -363,7 +378,7 @@ func (c *Cache) fetch(slots []slot) {
 		for i := range slots {
 			if s := &slots[i]; s.lead != nil {
 				if s.err = reqs[j].Err; s.err == nil {
-					c.store(s.blk, s.buf)
+					c.store(s.blk, s.full)
 				}
 				j++
 			}
@@ -372,9 +387,9 @@ func (c *Cache) fetch(slots []slot) {
 		for i := range slots {
 			if s := &slots[i]; s.lead != nil {
 				delete(c.inflight, s.blk)
-				if s.lead.err = s.err; s.err == nil && s.lead.waiters > 0 {
-					s.lead.data = slices.Clone(s.buf)
-				}
+				// full is this serve's own and never written again: the
+				// waiters share it.
+				s.lead.err, s.lead.data = s.err, s.full
 			}
 		}
 		c.mu.Unlock()
@@ -385,11 +400,14 @@ func (c *Cache) fetch(slots []slot) {
 		}
 	}
 	for i := range slots {
-		if s := &slots[i]; s.wait != nil {
+		s := &slots[i]
+		if s.wait != nil {
 			<-s.wait.done
-			if s.err = s.wait.err; s.err == nil {
-				copy(s.buf, s.wait.data)
-			}
+			s.err, s.full = s.wait.err, s.wait.data
+		}
+		if s.cold && s.err == nil {
+			start, _ := c.span(s.blk)
+			copy(s.dst, s.full[s.lo-start:])
 		}
 	}
 }
@@ -397,50 +415,94 @@ func (c *Cache) fetch(slots []slot) {
 // blockPath is block blk's file.
 func (c *Cache) blockPath(blk int64) string { return filepath.Join(c.od.path, blockName(blk)) }
 
-// readDisk fills buf with block blk from disk when it is there and sound;
-// a block that fails a check is dropped (and fetched again by the caller).
-func (c *Cache) readDisk(blk int64, buf []byte) bool {
-	k := key{c.od.id, blk}
-	e, ok := c.d.lookup(c.od, c.v, k)
+// readDisk fills s.dst with [s.lo, s.hi) of block s.blk from disk when the
+// block is there and the chunks read are sound; a block that fails a check
+// is dropped (and fetched again by the caller).
+func (c *Cache) readDisk(s *slot) bool {
+	k := key{c.od.id, s.blk}
+	e, ob, ok := c.d.lookup(c.od, c.v, k)
 	if !ok {
 		return false
 	}
-	f, err := os.Open(c.blockPath(blk))
-	if err != nil {
-		c.d.drop(c.od, k, e, !errors.Is(err, fs.ErrNotExist))
-		return false
-	}
-	var hb [headerLen]byte
-	_, err = f.ReadAt(hb[:], 0)
-	if err == nil {
-		_, err = f.ReadAt(buf, headerLen)
-	}
-	f.Close()
-	if err == nil {
-		var h header
-		if h, err = decodeHeader(hb[:]); err == nil {
-			start, _ := c.span(blk)
-			err = h.check(c.v, start, buf)
+	start, end := c.span(s.blk)
+	n := end - start
+	var err error
+	if ob == nil {
+		if ob, err = c.openBlock(s.blk, start, n); err == nil && !c.d.keepOpen(k, e, ob) {
+			defer ob.f.Close()
 		}
 	}
-	if err != nil {
+	if err == nil {
+		err = c.readChunks(ob, start, n, s.lo-start, s.dst)
+	}
+	switch {
+	case err == nil:
+		return true
+	case errors.Is(err, os.ErrClosed):
+		// Evicted (or the directory released) while being read: a miss.
+	case errors.Is(err, fs.ErrNotExist):
+		c.d.drop(c.od, k, e, false)
+	default:
 		c.corrupt.Add(1)
 		c.d.drop(c.od, k, e, true)
-		return false
 	}
-	return true
+	return false
+}
+
+// openBlock opens block blk's file and checks its header: the n-byte block
+// at off of this version.
+func (c *Cache) openBlock(blk, off, n int64) (*openBlock, error) {
+	f, err := os.Open(c.blockPath(blk))
+	if err != nil {
+		return nil, err
+	}
+	hb := make([]byte, headerSize(n))
+	_, err = f.ReadAt(hb, 0)
+	var h header
+	if err == nil {
+		h, err = decodeHeader(hb)
+	}
+	if err == nil {
+		err = h.check(c.v, off, n, 0, nil)
+	}
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	return &openBlock{f: f, h: h}, nil
+}
+
+// readChunks reads bytes [lo, lo+len(dst)) of the n-byte block at off
+// from its open file into dst, checking the chunks read.
+func (c *Cache) readChunks(ob *openBlock, off, n, lo int64, dst []byte) error {
+	hi := lo + int64(len(dst))
+	first, last := lo/chunkSize, (hi-1)/chunkSize
+	cs, ce := first*chunkSize, min((last+1)*chunkSize, n) // the chunks' bytes
+	data := dst
+	if cs != lo || ce != hi { // not whole chunks: read them aside
+		data = make([]byte, ce-cs)
+	}
+	if _, err := ob.f.ReadAt(data, headerSize(n)+cs); err != nil {
+		return err
+	}
+	if err := ob.h.check(c.v, off, n, first, data); err != nil {
+		return err
+	}
+	if cs != lo || ce != hi {
+		copy(dst, data[lo-cs:])
+	}
+	return nil
 }
 
 // store writes block blk to disk, within the budget; a block that does not
 // fit, or cannot be written (counted), is simply not cached.
 func (c *Cache) store(blk int64, data []byte) {
-	n := int64(headerLen + len(data))
+	n := headerSize(int64(len(data))) + int64(len(data))
 	if !c.d.current(c.od, c.v) || !c.d.reserve(n) {
 		return
 	}
 	start, _ := c.span(blk)
-	h := header{v: c.v, off: start, n: uint32(len(data)), crc: checksum(data)}.encode()
-	if err := writeFileAtomic(c.blockPath(blk), h[:], data); err != nil {
+	if err := writeFileAtomic(c.blockPath(blk), encodeHeader(c.v, start, data), data); err != nil {
 		c.writeErrors.Add(1)
 		c.d.unreserve(n)
 		return

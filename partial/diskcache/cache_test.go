@@ -30,8 +30,8 @@ func pattern(n int, seed byte) []byte {
 	return b
 }
 
-// blockBytes is the size of a full block's file.
-const blockFile = headerLen + testBS
+// blockFile is the size of a full block's file.
+var blockFile = headerSize(testBS) + testBS
 
 func open(t *testing.T, obj Object, dir string, budget int64) *Cache {
 	t.Helper()
@@ -117,16 +117,16 @@ func TestHitAndMiss(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, data[5000:5100], p)
 	assert.Equal(t, int64(1), obj.reads.Load(), "served from disk")
-	assert.Equal(t, partial.Tally{CacheHits: 1, DiskHits: 1, DiskBytes: testBS}, tl)
+	assert.Equal(t, partial.Tally{CacheHits: 1, DiskHits: 1, DiskBytes: 100}, tl, "the bytes read from disk")
 
 	// ReadAtTiers counts where the bytes came from, nothing else.
 	tl = partial.Tally{}
 	_, err = c.ReadAtTiers(p, 4096, &tl)
 	require.NoError(t, err)
-	assert.Equal(t, partial.Tally{DiskHits: 1, DiskBytes: testBS}, tl)
+	assert.Equal(t, partial.Tally{DiskHits: 1, DiskBytes: 100}, tl)
 	_, err = c.ReadAtTiers(make([]byte, 50), int64(len(data)-50), &tl)
 	require.NoError(t, err)
-	assert.Equal(t, partial.Tally{DiskHits: 1, DiskBytes: testBS, ColdReads: 1, ColdBytes: 100}, tl, "the tail block is 100 bytes")
+	assert.Equal(t, partial.Tally{DiskHits: 1, DiskBytes: 100, ColdReads: 1, ColdBytes: 100}, tl, "the tail block is 100 bytes")
 
 	// A read across blocks: the ones on disk from there, the others fetched.
 	got := read(t, c, 3000, 3*testBS)
@@ -198,11 +198,11 @@ func TestCorruptBlockRefetched(t *testing.T) {
 		name   string
 		damage func(path string)
 	}{
-		{"data byte", func(p string) { flip(t, p, headerLen+1000) }},
+		{"data byte", func(p string) { flip(t, p, headerSize(testBS)+1000) }},
 		{"last data byte", func(p string) { flip(t, p, blockFile-1) }},
 		{"header offset", func(p string) { flip(t, p, 25) }},
 		{"magic", func(p string) { flip(t, p, 0) }},
-		{"truncated", func(p string) { require.NoError(t, os.Truncate(p, headerLen+10)) }},
+		{"truncated", func(p string) { require.NoError(t, os.Truncate(p, headerSize(testBS)+10)) }},
 		{"empty", func(p string) { require.NoError(t, os.Truncate(p, 0)) }},
 		{"removed", func(p string) { require.NoError(t, os.Remove(p)) }},
 		{"another version's block", func(p string) {
@@ -222,7 +222,7 @@ func TestCorruptBlockRefetched(t *testing.T) {
 			defer cc.Close()
 			read(t, cc, 2*testBS, testBS)
 			require.Equal(t, int64(1), obj.reads.Load())
-			c.damage(cc.blockPath(2))
+			c.damage(cc.blockPath(2)) // before the file is opened for a disk hit
 			require.Equal(t, data[2*testBS:3*testBS], read(t, cc, 2*testBS, testBS), "the object's bytes, not the damaged ones")
 			assert.Equal(t, int64(2), obj.reads.Load(), "fetched again")
 			if c.name != "removed" {
@@ -234,6 +234,61 @@ func TestCorruptBlockRefetched(t *testing.T) {
 			assert.Equal(t, 1, n)
 			assert.Equal(t, cc.Stats().Tiers.DiskUsedBytes, b)
 		})
+	}
+}
+
+// TestCorruptOpenBlock: a block damaged on disk after its file was opened
+// (and its header checked) is caught by the CRC of the chunk read; chunks
+// not damaged are still served from disk.
+func TestCorruptOpenBlock(t *testing.T) {
+	const bs = 4 * chunkSize
+	data := pattern(4*bs, 15)
+	obj := newFake("s3://b/x", "e1", data)
+	c, err := Open(obj, Options{Dir: t.TempDir(), BlockSize: bs})
+	require.NoError(t, err)
+	defer c.Close()
+	read(t, c, bs, bs)                                    // fetched
+	read(t, c, bs, 10)                                    // a disk hit: the file stays open
+	flip(t, c.blockPath(1), headerSize(bs)+2*chunkSize+5) // chunk 2, in place
+	require.Equal(t, data[bs:bs+100], read(t, c, bs, 100), "chunk 0 is sound")
+	assert.Equal(t, int64(1), obj.reads.Load())
+	require.Equal(t, data[bs+2*chunkSize:bs+2*chunkSize+10], read(t, c, bs+2*chunkSize, 10), "not the damaged byte")
+	assert.Equal(t, int64(2), obj.reads.Load(), "chunk 2 failed its CRC: the block was fetched again")
+	assert.Equal(t, int64(1), c.Stats().Tiers.DiskCorrupt)
+	require.Equal(t, data[bs:2*bs], read(t, c, bs, bs))
+	assert.Equal(t, int64(2), obj.reads.Load(), "the block written again is served from disk")
+}
+
+// TestOpenFilesBounded: block files kept open for warm reads are bounded,
+// and an evicted block's file is closed with it.
+func TestOpenFilesBounded(t *testing.T) {
+	const blocks = maxOpen + 100
+	data := pattern(blocks*512, 16)
+	budget := int64(blocks) * (headerSize(512) + 512)
+	c, err := Open(newFake("s3://b/x", "e1", data), Options{Dir: t.TempDir(), BlockSize: 512, Budget: budget})
+	require.NoError(t, err)
+	defer c.Close()
+	for range 2 { // fetch, then a disk hit that opens the file
+		for blk := range int64(blocks) {
+			read(t, c, blk*512, 1)
+		}
+	}
+	c.d.mu.Lock()
+	assert.Equal(t, maxOpen, c.d.open.Len())
+	c.d.mu.Unlock()
+	c2, err := Open(newFake("s3://b/y", "e1", data), Options{Dir: filepath.Dir(c.od.path), BlockSize: 512, Budget: budget})
+	require.NoError(t, err)
+	defer c2.Close()
+	for blk := range int64(blocks) { // evicts every block of x
+		read(t, c2, blk*512, 1)
+	}
+	c.d.mu.Lock()
+	defer c.d.mu.Unlock()
+	for _, k := range c.d.open.Keys() {
+		require.Equal(t, c2.od.id, k.obj, "x's evicted blocks are closed")
+	}
+	for _, k := range c.d.lru.Keys() {
+		require.Equal(t, c2.od.id, k.obj)
 	}
 }
 
@@ -410,7 +465,8 @@ func TestBatchOneFetch(t *testing.T) {
 	require.ErrorContains(t, reqs[5].Err, "past the end")
 	assert.Equal(t, []int{3}, f.sizes()[len(f.sizes())-1:], "blocks 3, 7 and 8 in one batch")
 	assert.Equal(t, int64(1), f.batches.Load())
-	assert.Equal(t, partial.Tally{CacheHits: 1, DiskHits: 1, DiskBytes: testBS}, reqs[0].IO)
+	assert.Equal(t, partial.Tally{CacheHits: 1, DiskHits: 1, DiskBytes: 3*testBS - (2*testBS + 10)}, reqs[0].IO,
+		"block 2's bytes the batch needs, from the first request's start to the block's end")
 	assert.Equal(t, partial.Tally{CacheMisses: 1, DeviceReads: 1, DeviceBytes: testBS, ColdReads: 1, ColdBytes: testBS}, reqs[1].IO, "block 3")
 	assert.Equal(t, int64(2), reqs[3].IO.ColdReads)
 	assert.Zero(t, reqs[4].IO, "block 7 is counted in the first request that spans it")

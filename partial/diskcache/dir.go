@@ -27,11 +27,11 @@ type dir struct {
 	refs   int // guarded by dirs.mu
 
 	mu       sync.Mutex
-	lru      *simplelru.LRU[key, entry] // the blocks on disk, least recent first
-	used     int64                      // bytes of the blocks in lru
-	reserved int64                      // bytes of blocks being written
-	gen      uint64
-	objs     map[string]*objDir // by subdirectory name
+	lru      *simplelru.LRU[key, *entry] // the blocks on disk, least recent first
+	open     *simplelru.LRU[key, *entry] // the blocks whose file is open, at most maxOpen
+	used     int64                       // bytes of the blocks in lru
+	reserved int64                       // bytes of blocks being written
+	objs     map[string]*objDir          // by subdirectory name
 	byID     []*objDir
 	evicted  atomic.Int64
 }
@@ -50,12 +50,24 @@ type key struct {
 	blk int64
 }
 
-// entry is a block on disk: its file's bytes, and a generation that tells
-// a stale lookup from a block written since.
+// entry is a block on disk: its file's bytes, and the file while it is
+// open. A block written again gets a new entry: a stale lookup's entry is
+// no longer the one in the index.
 type entry struct {
 	bytes int64
-	gen   uint64
+	ob    *openBlock // guarded by dir.mu
 }
+
+// openBlock is a block's file, open, with its header read and checked: a
+// warm read is one pread of the chunks it needs (and their CRCs).
+type openBlock struct {
+	f *os.File
+	h header
+}
+
+// maxOpen bounds the block files a directory keeps open (least recently
+// used closed first): a descriptor each.
+const maxOpen = 1024
 
 // dirs is the process's open cache directories, by absolute path.
 var dirs = struct {
@@ -96,6 +108,9 @@ func (d *dir) release() error {
 		return nil
 	}
 	delete(dirs.m, d.path)
+	d.mu.Lock()
+	d.open.Purge() // closes the open block files
+	d.mu.Unlock()
 	return unlockFile(d.lock)
 }
 
@@ -128,8 +143,12 @@ func openDir(path string, budget int64) (*dir, error) {
 	if err != nil {
 		return nil, fmt.Errorf("diskcache: cache directory %s: %w", path, err)
 	}
-	lru, _ := simplelru.NewLRU[key, entry](math.MaxInt, nil) // bounded by bytes, not count
-	d := &dir{path: path, budget: budget, lock: lock, lru: lru, objs: map[string]*objDir{}}
+	lru, _ := simplelru.NewLRU[key, *entry](math.MaxInt, nil)    // bounded by bytes, not count
+	open, _ := simplelru.NewLRU(maxOpen, func(_ key, e *entry) { // under dir.mu
+		e.ob.f.Close() // a read in flight finishes first, or fails and is a miss
+		e.ob = nil
+	})
+	d := &dir{path: path, budget: budget, lock: lock, lru: lru, open: open, objs: map[string]*objDir{}}
 	if err := d.scan(); err != nil {
 		unlockFile(lock)
 		return nil, err
@@ -189,7 +208,7 @@ func (d *dir) scan() error {
 			if err != nil || !info.Mode().IsRegular() {
 				continue
 			}
-			if n := od.blockLen(blk); n <= 0 || info.Size() != headerLen+n {
+			if n := od.blockLen(blk); n <= 0 || info.Size() != headerSize(n)+n {
 				os.Remove(p)
 				continue
 			}
@@ -198,8 +217,7 @@ func (d *dir) scan() error {
 	}
 	slices.SortStableFunc(blocks, func(a, b found) int { return a.mtime.Compare(b.mtime) })
 	for _, b := range blocks {
-		d.gen++
-		d.lru.Add(b.k, entry{b.bytes, d.gen})
+		d.lru.Add(b.k, &entry{bytes: b.bytes})
 		d.used += b.bytes
 	}
 	for _, v := range d.evictLocked(0) {
@@ -244,8 +262,7 @@ func (d *dir) attach(m meta) (*objDir, error) {
 	for _, k := range d.lru.Keys() {
 		if k.obj == od.id {
 			e, _ := d.lru.Peek(k)
-			d.lru.Remove(k)
-			d.used -= e.bytes
+			d.removeLocked(k, e)
 			stale = append(stale, filepath.Join(od.path, blockName(k.blk)))
 		}
 	}
@@ -270,28 +287,55 @@ func (d *dir) current(od *objDir, v version) bool {
 	return od.ok && od.v == v
 }
 
-// lookup marks block k recently used and returns its entry, if on disk
-// for version v.
-func (d *dir) lookup(od *objDir, v version, k key) (entry, bool) {
+// lookup marks block k recently used and returns its entry and its open
+// file (nil when not open), if on disk for version v.
+func (d *dir) lookup(od *objDir, v version, k key) (*entry, *openBlock, bool) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if od.v != v {
-		return entry{}, false
+		return nil, nil, false
 	}
-	return d.lru.Get(k)
+	e, ok := d.lru.Get(k)
+	if !ok {
+		return nil, nil, false
+	}
+	if e.ob != nil {
+		d.open.Get(k)
+	}
+	return e, e.ob, true
 }
 
-// drop forgets block k if its entry is still e (not rewritten since), and
-// removes its file when unlink is set.
-func (d *dir) drop(od *objDir, k key, e entry, unlink bool) {
+// keepOpen records ob as the open file of block k if k's entry is still e
+// and has none; false when the caller must close it after use.
+func (d *dir) keepOpen(k key, e *entry, ob *openBlock) bool {
 	d.mu.Lock()
-	cur, ok := d.lru.Peek(k)
-	if !ok || cur.gen != e.gen {
+	defer d.mu.Unlock()
+	if cur, ok := d.lru.Peek(k); !ok || cur != e || e.ob != nil {
+		return false
+	}
+	e.ob = ob
+	d.open.Add(k, e)
+	return true
+}
+
+// removeLocked forgets block k, closing its file if open.
+func (d *dir) removeLocked(k key, e *entry) {
+	d.lru.Remove(k)
+	d.used -= e.bytes
+	if e.ob != nil {
+		d.open.Remove(k)
+	}
+}
+
+// drop forgets block k if its entry is still e (not written again since),
+// and removes its file when unlink is set.
+func (d *dir) drop(od *objDir, k key, e *entry, unlink bool) {
+	d.mu.Lock()
+	if cur, ok := d.lru.Peek(k); !ok || cur != e {
 		d.mu.Unlock()
 		return
 	}
-	d.lru.Remove(k)
-	d.used -= cur.bytes
+	d.removeLocked(k, e)
 	d.mu.Unlock()
 	if unlink {
 		os.Remove(filepath.Join(od.path, blockName(k.blk)))
@@ -320,11 +364,11 @@ func (d *dir) reserve(n int64) bool {
 func (d *dir) evictLocked(n int64) []string {
 	var victims []string
 	for d.used+d.reserved+n > d.budget {
-		k, e, ok := d.lru.RemoveOldest()
+		k, e, ok := d.lru.GetOldest()
 		if !ok {
 			break
 		}
-		d.used -= e.bytes
+		d.removeLocked(k, e)
 		d.evicted.Add(1)
 		victims = append(victims, filepath.Join(d.byID[k.obj].path, blockName(k.blk)))
 	}
@@ -342,10 +386,9 @@ func (d *dir) commit(od *objDir, v version, k key, n int64) {
 		return
 	}
 	if old, ok := d.lru.Peek(k); ok {
-		d.used -= old.bytes
+		d.removeLocked(k, old)
 	}
-	d.gen++
-	d.lru.Add(k, entry{n, d.gen})
+	d.lru.Add(k, &entry{bytes: n})
 	d.used += n
 	d.mu.Unlock()
 }

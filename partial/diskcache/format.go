@@ -21,11 +21,14 @@ const (
 	markerText = "faiss-sidecar disk cache, format 1\n"
 	lockName   = "lock"
 	// MetaName is an object subdirectory's meta file.
-	MetaName  = "object.json"
-	blockExt  = ".blk"
-	tmpInfix  = ".tmp"
-	headerLen = 48
-	magic     = "FSDCBLK1"
+	MetaName = "object.json"
+	blockExt = ".blk"
+	tmpInfix = ".tmp"
+	// fixedHeader is a block header's length before its chunk CRCs;
+	// chunkSize the piece of a block each CRC covers.
+	fixedHeader = 48
+	chunkSize   = 4096
+	magic       = "FSDCBLK1"
 	// maxBlockSize bounds a block (and what a header may claim).
 	maxBlockSize = 64 << 20
 )
@@ -124,60 +127,91 @@ func checkBlockSize(bs int64) error {
 	return nil
 }
 
-// header is a block file's header.
+// header is a block file's header: where the block lies, and the CRC-32C
+// of each chunkSize piece of its bytes (so a read of part of a block checks
+// only the chunks it reads).
 type header struct {
-	v   version
-	off int64
-	n   uint32
-	crc uint32 // of the block's bytes
+	v     version
+	off   int64
+	n     uint32
+	crcs  []byte // little-endian CRC-32C of each chunk, 4 bytes a chunk
+	bytes []byte // the whole encoded header
 }
 
-func (h header) encode() [headerLen]byte {
-	var b [headerLen]byte
+// chunks is the number of chunks of a block of n bytes.
+func chunks(n int64) int64 { return (n + chunkSize - 1) / chunkSize }
+
+// headerSize is the length of the header of a block of n bytes.
+func headerSize(n int64) int64 { return fixedHeader + 4*chunks(n) }
+
+// encodeHeader is the header of data, the block at off of version v.
+func encodeHeader(v version, off int64, data []byte) []byte {
+	n := int64(len(data))
+	b := make([]byte, headerSize(n))
 	copy(b[0:8], magic)
-	copy(b[8:24], h.v[:])
-	binary.LittleEndian.PutUint64(b[24:32], uint64(h.off))
-	binary.LittleEndian.PutUint32(b[32:36], h.n)
-	binary.LittleEndian.PutUint32(b[36:40], h.crc)
-	binary.LittleEndian.PutUint32(b[40:44], checksum(b[:40]))
+	copy(b[8:24], v[:])
+	binary.LittleEndian.PutUint64(b[24:32], uint64(off))
+	binary.LittleEndian.PutUint32(b[32:36], uint32(n))
+	binary.LittleEndian.PutUint32(b[36:40], chunkSize)
+	for i := int64(0); i < chunks(n); i++ {
+		binary.LittleEndian.PutUint32(b[fixedHeader+4*i:], checksum(data[i*chunkSize:min((i+1)*chunkSize, n)]))
+	}
+	binary.LittleEndian.PutUint32(b[40:44], headerCRC(b))
 	return b
 }
 
-// decodeHeader parses a block file's header, checking its magic, its own
-// CRC and that the length is a possible block's.
+// headerCRC is the CRC-32C of a header but its own field.
+func headerCRC(b []byte) uint32 {
+	return crc32.Update(checksum(b[:40]), castagnoli, b[fixedHeader:])
+}
+
+// decodeHeader parses a block file's header from the start of b (which
+// may run on into the data), checking its magic, chunk size, length and
+// its own CRC. The header keeps pieces of b.
 func decodeHeader(b []byte) (header, error) {
 	var h header
 	switch {
-	case len(b) < headerLen:
-		return h, fmt.Errorf("block header of %d bytes, want %d", len(b), headerLen)
+	case len(b) < fixedHeader:
+		return h, fmt.Errorf("block header of %d bytes, want at least %d", len(b), fixedHeader)
 	case string(b[0:8]) != magic:
 		return h, errors.New("not a block file (bad magic)")
-	case binary.LittleEndian.Uint32(b[40:44]) != checksum(b[:40]):
-		return h, errors.New("block header checksum mismatch")
+	case binary.LittleEndian.Uint32(b[36:40]) != chunkSize:
+		return h, fmt.Errorf("block header with chunks of %d bytes, want %d", binary.LittleEndian.Uint32(b[36:40]), chunkSize)
 	case binary.LittleEndian.Uint32(b[44:48]) != 0:
 		return h, errors.New("block header padding is not zero")
 	}
 	copy(h.v[:], b[8:24])
 	h.off = int64(binary.LittleEndian.Uint64(b[24:32]))
 	h.n = binary.LittleEndian.Uint32(b[32:36])
-	h.crc = binary.LittleEndian.Uint32(b[36:40])
 	if h.off < 0 || h.n == 0 || h.n > maxBlockSize {
 		return h, fmt.Errorf("block header with offset %d, length %d", h.off, h.n)
+	}
+	hs := headerSize(int64(h.n))
+	if int64(len(b)) < hs {
+		return h, fmt.Errorf("block header of %d bytes, want %d for a block of %d", len(b), hs, h.n)
+	}
+	h.bytes, h.crcs = b[:hs], b[fixedHeader:hs]
+	if binary.LittleEndian.Uint32(b[40:44]) != headerCRC(h.bytes) {
+		return h, errors.New("block header checksum mismatch")
 	}
 	return h, nil
 }
 
-// check reports whether a decoded header is the one expected for the n
-// bytes of the block at off of version v, and data (its bytes) matches
-// its checksum.
-func (h header) check(v version, off int64, data []byte) error {
+// check reports whether h is the header of the n-byte block at off of
+// version v, and data holds its bytes from chunk first on (a whole number
+// of chunks, or up to the block's end) matching their checksums.
+func (h header) check(v version, off, n int64, first int64, data []byte) error {
 	switch {
 	case h.v != v:
 		return errors.New("block of another version of the object")
-	case h.off != off || int(h.n) != len(data):
-		return fmt.Errorf("block header says %d bytes at %d, want %d at %d", h.n, h.off, len(data), off)
-	case checksum(data) != h.crc:
-		return errors.New("block data checksum mismatch")
+	case h.off != off || int64(h.n) != n:
+		return fmt.Errorf("block header says %d bytes at %d, want %d at %d", h.n, h.off, n, off)
+	}
+	for i := int64(0); i*chunkSize < int64(len(data)); i++ {
+		c := data[i*chunkSize : min((i+1)*chunkSize, int64(len(data)))]
+		if checksum(c) != binary.LittleEndian.Uint32(h.crcs[4*(first+i):]) {
+			return fmt.Errorf("block data checksum mismatch in chunk %d", first+i)
+		}
 	}
 	return nil
 }

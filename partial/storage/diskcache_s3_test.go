@@ -35,14 +35,15 @@ func TestS3DiskCacheStack(t *testing.T) {
 	bucket := s3test.Bucket(t)
 	u := s3test.PutFile(t, bucket, "p.bin", path)
 	dir := t.TempDir()
-	o := storage.Options{CacheDir: dir, BlockSize: 4096}
+	o := storage.Options{CacheDir: dir}
 	s, err := storage.Open(u, o)
 	require.NoError(t, err)
 	c, ok := s.(*blockcache.Cached)
 	require.True(t, ok, "%T", s)
 	dc, ok := c.Inner().(*diskcache.Cache)
 	require.True(t, ok, "%T", c.Inner())
-	assert.Equal(t, int64(s3.DefaultBlockSize), dc.BlockSize(), "disk blocks of the s3 block size under 4 KiB memory blocks")
+	assert.Equal(t, int64(4096), c.BlockSize(), "memory blocks of 4 KiB over a disk cache")
+	assert.Equal(t, int64(s3.DefaultBlockSize), dc.BlockSize(), "disk blocks of the s3 block size")
 	obj := dc.Inner().(*s3.Object)
 	p := make([]byte, len(data))
 	_, err = s.ReadAt(p, 0)
@@ -66,9 +67,8 @@ func TestS3DiskCacheStack(t *testing.T) {
 	assert.Equal(t, int64(1), obj.Requests().GETs, "the open's GET only")
 	st = s.(partial.StatsReporter).Stats()
 	assert.Zero(t, st.Tiers.ColdReads)
-	assert.Equal(t, int64(75), st.Tiers.DiskHits, "each 4 KiB memory miss reads its 64 KiB disk block")
-	assert.Equal(t, int64(64*s3.DefaultBlockSize+11*(len(data)-4*s3.DefaultBlockSize)), st.Tiers.DiskBytes,
-		"64 memory blocks in the four full disk blocks, 11 in the 44 KiB tail")
+	assert.Equal(t, int64(75), st.Tiers.DiskHits, "each 4 KiB memory miss a disk hit")
+	assert.Equal(t, int64(len(data)), st.Tiers.DiskBytes, "each reading its 4 KiB of the disk block")
 
 	_, err = storage.Open(u, storage.Options{CacheDir: dir, CacheDirBytes: -1})
 	require.ErrorIs(t, err, partial.ErrBadOption)

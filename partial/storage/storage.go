@@ -119,7 +119,7 @@ func (o Options) CacheBudgetFor(backend string, size int64) int64 {
 		if bs == 0 {
 			bs = 4096
 			if backend == "s3" {
-				bs = s3.DefaultBlockSize
+				bs = int64(o.remoteBlockSize())
 			}
 		}
 		b = min(b, blockcache.MirrorBudget(size)+2*bs)
@@ -136,7 +136,8 @@ func (o Options) CacheBudgetFor(backend string, size int64) int64 {
 // alone, as direct is the file alone; backend memory downloads it whole
 // (s3.OpenMemory). With o.CacheDir, a disk cache (partial/diskcache) of
 // blocks of max(block size, s3.DefaultBlockSize) sits between the block
-// cache and the object.
+// cache and the object, and the block cache's blocks are 4096 bytes unless
+// o.BlockSize is set (remoteBlockSize).
 // Backend s3 refuses a local path, and zstd is not served from S3 yet.
 func Open(path string, o Options) (partial.Storage, error) {
 	if err := diskcache.CheckBudget(o.CacheDirBytes); err != nil {
@@ -185,6 +186,20 @@ func Open(path string, o Options) (partial.Storage, error) {
 	return nil, UnknownBackend(o.Backend)
 }
 
+// remoteBlockSize is the block cache's block size for an s3:// path:
+// BlockSize when set; else s3.DefaultBlockSize (each miss is a GET), or,
+// over a disk cache (whose blocks are s3.DefaultBlockSize), 4096 as for a
+// local file: a miss is then a local read of the chunks it needs.
+func (o Options) remoteBlockSize() int {
+	switch {
+	case o.BlockSize != 0:
+		return o.BlockSize
+	case o.CacheDir != "":
+		return 4096
+	}
+	return s3.DefaultBlockSize
+}
+
 // openRemote opens an s3:// path (see Open).
 func openRemote(path string, o Options) (partial.Storage, error) {
 	backend := o.Backend
@@ -208,10 +223,7 @@ func openRemote(path string, o Options) (partial.Storage, error) {
 	if budget < 0 {
 		return nil, fmt.Errorf("%w: cache budget %d is negative", partial.ErrBadOption, budget)
 	}
-	bs := o.BlockSize
-	if bs == 0 {
-		bs = s3.DefaultBlockSize
-	}
+	bs := o.remoteBlockSize()
 	obj, err := s3.Open(path, s3.Options{})
 	if err != nil {
 		return nil, err
