@@ -257,3 +257,54 @@ func TestS3MetricsAndSecrets(t *testing.T) {
 	}
 	assert.Contains(t, logs.String(), "index loaded", "the logs were captured")
 }
+
+// metricValue is the value of the sample line that starts with series in
+// a /metrics answer (-1 when absent).
+func metricValue(t *testing.T, text, series string) float64 {
+	t.Helper()
+	for _, line := range strings.Split(text, "\n") {
+		if v, ok := strings.CutPrefix(line, series+" "); ok {
+			var f float64
+			_, err := fmt.Sscan(v, &f)
+			require.NoError(t, err, line)
+			return f
+		}
+	}
+	return -1
+}
+
+// TestS3TierMetrics: with a disk cache, /metrics says per index where its
+// block reads were served: cold (from the store) on the first load, from
+// the disk once another load of the same object finds its blocks there,
+// from memory on repeats; and the directory's usage within its budget. A
+// local file has no such series.
+func TestS3TierMetrics(t *testing.T) {
+	_, ts, bucket := s3Server(t, Config{CacheDir: t.TempDir(), CacheDirBytes: 64 << 20}, "hnsw_flat_large.faiss")
+	u := "s3://" + bucket + "/idx/hnsw_flat_large.faiss"
+	f := loadRuns(t, "hnsw_flat_large")
+	f.Queries = f.Queries[:4]
+	r := call(t, ts, "PUT", "/indexes/first", `{"path":"`+u+`","cache_bytes":1048576}`)
+	require.Equal(t, 200, r.Status, r.Raw)
+	want := answers(t, ts, "first", f)
+	m := call(t, ts, "GET", "/metrics", ``).Raw
+	assert.Positive(t, metricValue(t, m, `faiss_sidecar_s3_tier_reads_total{index="first",tier="cold"}`), m)
+	assert.Positive(t, metricValue(t, m, `faiss_sidecar_s3_tier_bytes_total{index="first",tier="cold"}`))
+	assert.Positive(t, metricValue(t, m, `faiss_sidecar_s3_tier_reads_total{index="first",tier="memory"}`))
+	assert.Zero(t, metricValue(t, m, `faiss_sidecar_s3_disk_cache_corrupt_blocks_total{index="first"}`))
+	assert.Zero(t, metricValue(t, m, `faiss_sidecar_s3_disk_cache_write_errors_total{index="first"}`))
+	used := metricValue(t, m, "faiss_sidecar_s3_disk_cache_used_bytes")
+	assert.Positive(t, used)
+	assert.LessOrEqual(t, used, float64(64<<20))
+	assert.Equal(t, float64(64<<20), metricValue(t, m, "faiss_sidecar_s3_disk_cache_budget_bytes"))
+
+	require.Equal(t, 200, call(t, ts, "DELETE", "/indexes/first", ``).Status)
+	r = call(t, ts, "PUT", "/indexes/second", `{"path":"`+u+`","cache_bytes":1048576}`)
+	require.Equal(t, 200, r.Status, r.Raw)
+	require.Equal(t, 200, call(t, ts, "PUT", "/indexes/local", `{"path":"hnsw_flat_large.faiss","backend":"pread"}`).Status)
+	assert.Equal(t, want, answers(t, ts, "second", f))
+	m = call(t, ts, "GET", "/metrics", ``).Raw
+	assert.Positive(t, metricValue(t, m, `faiss_sidecar_s3_tier_reads_total{index="second",tier="disk"}`), m)
+	assert.Equal(t, -1.0, metricValue(t, m, `faiss_sidecar_s3_tier_reads_total{index="first",tier="cold"}`), "a deleted index's series go")
+	assert.NotContains(t, m, `faiss_sidecar_s3_tier_reads_total{index="local"`, "a local file has no tiers")
+	assert.Contains(t, m, `faiss_sidecar_index_failed{index="local"} 0`, "the local index is served")
+}

@@ -357,7 +357,7 @@ func newMetrics(reg *Registry) *metrics {
 		switches: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "faiss_sidecar_mode_switches_total",
 			Help: "Mode switches by index and outcome."}, []string{"index", "outcome"}),
 	}
-	m.reg.MustRegister(m, m.resident, m.switches, newS3Collector(),
+	m.reg.MustRegister(m, m.resident, m.switches, newS3Collector(reg),
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
