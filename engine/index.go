@@ -22,6 +22,7 @@ type Index struct {
 	file       *faissfmt.File
 	idx        *hnswsearch.Index
 	rer        *rerank.Store
+	rerShared  bool // rer reads through st (remoteRerank)
 	space      string
 	cacheBytes int64        // the planned cache budget (zstd's frames, a block cache)
 	guide      *quant.Codes // mode on_disk's guide
@@ -151,7 +152,7 @@ func (x *Index) CheckFile() error {
 			return err
 		}
 	}
-	if x.rer != nil {
+	if x.rer != nil && !x.rerShared { // else st's check was it
 		return x.rer.CheckFile()
 	}
 	return nil

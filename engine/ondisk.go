@@ -12,6 +12,7 @@ import (
 
 	"github.com/faiss-sidecar/faiss-sidecar/faissfmt"
 	"github.com/faiss-sidecar/faiss-sidecar/hnswsearch"
+	"github.com/faiss-sidecar/faiss-sidecar/internal/readahead"
 	"github.com/faiss-sidecar/faiss-sidecar/partial/storage"
 	"github.com/faiss-sidecar/faiss-sidecar/quant"
 )
@@ -95,6 +96,9 @@ func (p *Plan) planOnDisk(workers int) error {
 		return err
 	}
 	spec.Compression = p.level.String()
+	if err := remoteGuideDir(spec); err != nil {
+		return err
+	}
 	if spec.Rerank == nil {
 		spec.Rerank = &RerankSpec{}
 	}
@@ -220,11 +224,20 @@ func onDiskRerankStrategy(budget int64) string {
 
 // GuidePath is where an on_disk index's guide lives: dir (the index's own
 // directory when empty) / the index file's name + "." + level + ".guide".
+// An s3:// index's guide is named by remoteGuideName, in RemoteGuideDir
+// when dir is empty.
 func GuidePath(dir, indexPath, level string) string {
-	if dir == "" {
+	name := filepath.Base(indexPath)
+	switch {
+	case storage.IsRemote(indexPath):
+		if dir == "" {
+			dir, _ = RemoteGuideDir() // planOnDisk refused a spec without one
+		}
+		name = remoteGuideName(indexPath)
+	case dir == "":
 		dir = filepath.Dir(indexPath)
 	}
-	return filepath.Join(dir, filepath.Base(indexPath)+"."+level+".guide")
+	return filepath.Join(dir, name+"."+level+".guide")
 }
 
 // openGuide loads the index's guide when its file matches the index file,
@@ -279,6 +292,9 @@ func identify(r io.ReaderAt, f *faissfmt.File, path string) (quant.SourceID, err
 func buildGuide(r io.ReaderAt, off int64, f *faissfmt.File, level quant.Level, path string, src quant.SourceID,
 	ctx context.Context, progress func(done, total int64)) (c *quant.Codes, notSaved string, err error) {
 	g := f.Graph
+	if ra, ok := r.(*readahead.Reader); ok { // an object's (remoteGuideSource)
+		defer ra.Close()
+	}
 	c, err = quant.Build(r, off, int(g.NTotal), g.D, g.Metric, level, quant.BuildOptions{Ctx: ctx, Progress: progress})
 	if err != nil {
 		return nil, "", fmt.Errorf("building the %s guide: %w", level, err)
@@ -333,7 +349,7 @@ func Quantize(spec Spec, out string) (GuideInfo, error) {
 		return GuideInfo{}, err
 	}
 	if out == "" {
-		out = GuidePath(spec.GuideDir, spec.Path, p.level.String())
+		out = GuidePath(p.spec.GuideDir, spec.Path, p.level.String())
 	}
 	c, notSaved, err := buildGuide(r, off, f, p.level, out, src, spec.Ctx, spec.Progress)
 	if err != nil {

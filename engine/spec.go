@@ -31,7 +31,8 @@ type Spec struct {
 	// in-memory guide, exact rerank from the file).
 	Mode string
 	// Compression is on_disk's guide level: CompressionAuto ("" too), 4x
-	// or 32x. GuideDir holds guide files ("": beside the index).
+	// or 32x. GuideDir holds guide files ("": beside the index; for an
+	// s3:// index, RemoteGuideDir).
 	Compression, GuideDir string
 	// Progress, when set, is called while an on_disk guide is built with
 	// the bytes read so far and the total; Ctx, when set, cancels the build.
@@ -286,6 +287,9 @@ func Prepare(spec Spec) (*Plan, error) {
 		bp.Apply(&p.opts)
 		p.cacheBytes, p.need, p.heap = bp.BlockCacheBytes, spec.MemoryBudget, bp.HeapBytes
 		p.splitBudgetCache()
+	}
+	if rs := p.spec.Rerank; rs != nil && storage.IsRemote(rs.Path) {
+		rs.Strategy = rerank.StrategyBatch // the one strategy that reads an object
 	}
 	return p, nil
 }
@@ -551,10 +555,14 @@ func checkSpace(space string, x *hnswsearch.Index) error {
 }
 
 func (x *Index) openRerank(rs *RerankSpec) error {
-	s, err := rerank.Open(rs.Path, rs.Strategy)
+	s, shared, err := x.remoteRerank(rs)
+	if !shared && err == nil {
+		s, err = rerank.Open(rs.Path, rs.Strategy)
+	}
 	if err != nil {
 		return err
 	}
+	x.rerShared = shared
 	if x.idx.Binary() {
 		if s.Count != x.idx.NTotal() {
 			err = fmt.Errorf("%w: %s holds %d vectors, the index has %d", rerank.ErrVectors, rs.Label, s.Count, x.idx.NTotal())

@@ -132,6 +132,9 @@ func (x *Index) openVectors(p *Plan, o *hnswsearch.Options) error {
 // or a separate vector file (its rows read as if contiguous).
 func guideSource(r io.ReaderAt, f *faissfmt.File, path string, vr io.ReaderAt, l *rerank.Layout) (io.ReaderAt, int64, quant.SourceID, error) {
 	if l == nil {
+		if storage.IsRemote(path) {
+			return remoteGuideSource(r, f, path)
+		}
 		src, err := identify(r, f, path)
 		sec, _ := f.Storage.Section("codes")
 		return r, sec.Offset, src, err

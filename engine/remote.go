@@ -1,0 +1,128 @@
+package engine
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"os"
+	"path"
+	"path/filepath"
+	"strings"
+
+	"github.com/faiss-sidecar/faiss-sidecar/faissfmt"
+	"github.com/faiss-sidecar/faiss-sidecar/internal/readahead"
+	"github.com/faiss-sidecar/faiss-sidecar/partial"
+	"github.com/faiss-sidecar/faiss-sidecar/partial/blockcache"
+	"github.com/faiss-sidecar/faiss-sidecar/partial/s3"
+	"github.com/faiss-sidecar/faiss-sidecar/partial/storage"
+	"github.com/faiss-sidecar/faiss-sidecar/quant"
+	"github.com/faiss-sidecar/faiss-sidecar/rerank"
+)
+
+// Mode on_disk over an s3:// object. The guide is built by streaming the
+// object's vectors section in large ranged GETs, several in flight
+// (internal/readahead over the object itself, past any cache), and kept on
+// local disk: in Spec.GuideDir, or by default in RemoteGuideDir. Its
+// source identity is the object's size and ETag, so a replaced object's
+// guide is stale (rebuilt, never used). Shortlists are reranked from the
+// object with rerank strategy batch: each shortlist one batch of parallel
+// ranged GETs, read beneath the memory block cache (whose blocks are sized
+// for the graph: a vector read through it would cost a whole block), so a
+// query whose lists are pinned makes one round of reads.
+
+// RemoteGuideDir is where the guides of s3:// indexes are kept when no
+// guide directory is given: the user's cache directory (os.UserCacheDir:
+// $XDG_CACHE_HOME, else ~/.cache, on Linux) / faiss-sidecar/guides. An
+// error when the system has none (no $HOME).
+func RemoteGuideDir() (string, error) {
+	d, err := os.UserCacheDir()
+	if err != nil {
+		return "", err
+	}
+	return filepath.Join(d, "faiss-sidecar", "guides"), nil
+}
+
+// remoteGuideDir fills in an s3:// index's guide directory when the spec
+// gives none (planOnDisk).
+func remoteGuideDir(spec *Spec) error {
+	if !storage.IsRemote(spec.Path) || spec.GuideDir != "" {
+		return nil
+	}
+	d, err := RemoteGuideDir()
+	if err != nil {
+		return fieldErr("guide_dir", "%s: the on_disk guide of an s3:// index is kept on local disk, and no {guide_dir} is given: "+
+			"the default, the user cache directory, is unavailable (%v)", spec.Label, err)
+	}
+	spec.GuideDir = d
+	return nil
+}
+
+// remoteGuideName is the guide file's name for an s3:// index, before
+// "."+level+".guide": the key's last element (at most 100 bytes of it)
+// and 12 hex digits of the path's SHA-256, so objects of one name in
+// other buckets or prefixes do not share a guide file.
+func remoteGuideName(indexPath string) string {
+	base := path.Base(indexPath)
+	if len(base) > 100 {
+		base = strings.ToValidUTF8(base[:100], "")
+	}
+	sum := sha256.Sum256([]byte(indexPath))
+	return base + "." + hex.EncodeToString(sum[:6])
+}
+
+// objectOf is the s3 object under a storage (through caches that name
+// their inner storage), nil when st is not one.
+func objectOf(st partial.Storage) *s3.Object {
+	for st != nil {
+		switch s := st.(type) {
+		case *s3.Object:
+			return s
+		case interface{ Inner() partial.Storage }:
+			st = s.Inner()
+		default:
+			return nil
+		}
+	}
+	return nil
+}
+
+// objectSource is an object's identity in its guide: its size, and the
+// SHA-256 of its ETag in place of the hash of sampled bytes (the ETag
+// changes whenever the object is written; reading samples would cost a GET
+// each at every open).
+func objectSource(o *s3.Object) quant.SourceID {
+	return quant.SourceID{Size: o.Size(), Hash: sha256.Sum256([]byte("s3 ETag " + o.ETag()))}
+}
+
+// remoteGuideSource is guideSource for an s3:// index's own vectors: the
+// object read ahead in readahead.DefaultChunk GETs (buildGuide closes the
+// reader), and the object's identity.
+func remoteGuideSource(r io.ReaderAt, f *faissfmt.File, label string) (io.ReaderAt, int64, quant.SourceID, error) {
+	st, _ := r.(partial.Storage)
+	o := objectOf(st)
+	if o == nil {
+		return nil, 0, quant.SourceID{}, fmt.Errorf("%s: the storage serving it is not an s3 object (%T): its guide cannot be identified", label, r)
+	}
+	sec, _ := f.Storage.Section("codes")
+	return readahead.New(o, o.Size(), readahead.DefaultChunk, readahead.DefaultAhead), sec.Offset, objectSource(o), nil
+}
+
+// remoteRerank opens the rerank vectors of an index that reranks from the
+// s3:// object it serves: its own vectors, through its storage beneath
+// the memory block cache, with strategy batch; shared reports it (ok is
+// false for any other rerank source).
+func (x *Index) remoteRerank(rs *RerankSpec) (s *rerank.Store, ok bool, err error) {
+	if !storage.IsRemote(rs.Path) || rs.Path != x.spec.Path || x.file.Storage == nil {
+		return nil, false, nil
+	}
+	l, err := rerank.FAISSLayout(x.file, rs.Path)
+	if err != nil {
+		return nil, true, err
+	}
+	st := x.st
+	if c, isCached := st.(*blockcache.Cached); isCached {
+		st = c.Inner()
+	}
+	return rerank.NewBatch(st, l), true, nil
+}
