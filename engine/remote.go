@@ -14,6 +14,7 @@ import (
 	"github.com/faiss-sidecar/faiss-sidecar/internal/readahead"
 	"github.com/faiss-sidecar/faiss-sidecar/partial"
 	"github.com/faiss-sidecar/faiss-sidecar/partial/blockcache"
+	"github.com/faiss-sidecar/faiss-sidecar/partial/diskcache"
 	"github.com/faiss-sidecar/faiss-sidecar/partial/s3"
 	"github.com/faiss-sidecar/faiss-sidecar/partial/storage"
 	"github.com/faiss-sidecar/faiss-sidecar/quant"
@@ -79,6 +80,8 @@ func objectOf(st partial.Storage) *s3.Object {
 		case *s3.Object:
 			return s
 		case interface{ Inner() partial.Storage }:
+			st = s.Inner()
+		case *diskcache.Cache:
 			st = s.Inner()
 		default:
 			return nil

@@ -27,7 +27,7 @@ func loadOnDisk(t *testing.T, name string) (string, onDiskFixture) {
 }
 
 // TestS3OnDiskMatchesLocal: mode on_disk over s3://BUCKET/KEY, at 4x and
-// 32x, without and with a memory budget, returns hit for hit what on_disk
+// 32x, without and with a memory budget (and a disk cache), returns hit for hit what on_disk
 // over the same local file returns with the same guide parameters, and
 // FAISS's HNSW recall@10 against FAISS's exact search (less the slack
 // TestOnDiskRecall allows). The guide is built from the object, kept in
@@ -44,6 +44,9 @@ func TestS3OnDiskMatchesLocal(t *testing.T) {
 				lspec := engine.Spec{Path: local, Mode: engine.ModeOnDisk, Compression: level, GuideDir: ldir, MemoryBudget: budget}
 				rspec := lspec
 				rspec.Path, rspec.GuideDir = u, rdir
+				if budget > 0 { // and through a disk cache
+					rspec.CacheDir = t.TempDir()
+				}
 				lx, _, err := engine.Open(lspec)
 				require.NoError(t, err)
 				rx, plan, err := engine.Open(rspec)

@@ -24,13 +24,16 @@ type Fault func(n int64, w http.ResponseWriter, r *http.Request) bool
 type FaultProxy struct {
 	// URL is the endpoint to give clients (http://127.0.0.1:PORT).
 	URL string
-	// Total counts the requests seen, GETs the ranged GETs.
-	Total, GETs atomic.Int64
-	fault       atomic.Pointer[Fault]
-	rp          *httputil.ReverseProxy
-	addr        string
-	mu          sync.Mutex
-	srv         *http.Server // nil while stopped
+	// Total counts the requests seen, GETs the ranged GETs. Rounds counts
+	// the ranged GETs that arrived with no other in flight: for a client
+	// that waits for each query before the next, the round trips it made.
+	Total, GETs, Rounds atomic.Int64
+	inflight            atomic.Int64
+	fault               atomic.Pointer[Fault]
+	rp                  *httputil.ReverseProxy
+	addr                string
+	mu                  sync.Mutex
+	srv                 *http.Server // nil while stopped
 }
 
 // NewFaultProxy starts a proxy to the test server (skipping the test when
@@ -68,6 +71,10 @@ func (p *FaultProxy) serve(ln net.Listener) {
 func (p *FaultProxy) handle(w http.ResponseWriter, r *http.Request) {
 	p.Total.Add(1)
 	if r.Method == http.MethodGet && r.Header.Get("Range") != "" {
+		if p.inflight.Add(1) == 1 {
+			p.Rounds.Add(1)
+		}
+		defer p.inflight.Add(-1)
 		n := p.GETs.Add(1)
 		if (*p.fault.Load())(n, w, r) {
 			return
