@@ -262,7 +262,12 @@ func TestCorruptOpenBlock(t *testing.T) {
 // TestOpenFilesBounded: block files kept open for warm reads are bounded,
 // and an evicted block's file is closed with it.
 func TestOpenFilesBounded(t *testing.T) {
-	const blocks = maxOpen + 100
+	assert.Equal(t, 1024, openLimit(0))
+	assert.Equal(t, 5000, openLimit(20000))
+	assert.Equal(t, 16384, openLimit(1<<20))
+	defer func(n int) { maxOpen = n }(maxOpen)
+	maxOpen = 1000
+	const blocks = 1100
 	data := pattern(blocks*512, 16)
 	budget := int64(blocks) * (headerSize(512) + 512)
 	c, err := Open(newFake("s3://b/x", "e1", data), Options{Dir: t.TempDir(), BlockSize: 512, Budget: budget})

@@ -66,8 +66,16 @@ type openBlock struct {
 }
 
 // maxOpen bounds the block files a directory keeps open (least recently
-// used closed first): a descriptor each.
-const maxOpen = 1024
+// used closed first): a descriptor each. A read of a block whose file is
+// not open costs an open, a header read and a close besides its read, so
+// the bound follows the process's descriptor limit (Go raises the soft
+// limit to the hard one at start): a quarter of it, from 1024 up to 16384
+// files (1 GiB of 64 KiB blocks).
+var maxOpen = openLimit(fdLimit())
+
+func openLimit(fds uint64) int {
+	return int(min(max(fds/4, 1024), 16384))
+}
 
 // dirs is the process's open cache directories, by absolute path.
 var dirs = struct {

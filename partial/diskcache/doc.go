@@ -37,8 +37,9 @@
 // opened with another ETag, size or block size than its meta file records
 // has its blocks discarded. The bytes of block files (headers included)
 // never exceed the budget, except for blocks being written at that moment;
-// the in-memory index holds one small entry per block on disk, and at most
-// 1024 block files are kept open (closed when evicted).
+// the in-memory index holds one small entry per block on disk, and up to a
+// quarter of the process's descriptor limit (1024 to 16384) block files
+// are kept open (closed when evicted).
 //
 // # Reads
 //

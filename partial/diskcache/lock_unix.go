@@ -26,5 +26,14 @@ func lockFile(path string) (*os.File, error) {
 	return f, nil
 }
 
+// fdLimit is the process's soft limit on open descriptors (0: unknown).
+func fdLimit() uint64 {
+	var r syscall.Rlimit
+	if syscall.Getrlimit(syscall.RLIMIT_NOFILE, &r) != nil {
+		return 0
+	}
+	return r.Cur
+}
+
 // unlockFile releases lockFile's lock.
 func unlockFile(f *os.File) error { return f.Close() }
