@@ -16,6 +16,44 @@ type cursor struct {
 	end     int64 // first byte past the FAISS stream
 	scratch [64]byte
 	chunk   []byte // reused buffer for streamed arrays
+	window  int64  // OpenOptions.Window
+}
+
+// span reads the n bytes at the cursor (fewer if the stream ends first) in
+// one read when n is within the cursor's window, and serves the cursor's
+// reads inside them from memory until unspan; a read that fails leaves the
+// reads to go to the reader as before (they report the problem).
+func (c *cursor) span(n int64) {
+	n = min(n, c.left())
+	if n <= 0 || n > c.window {
+		return
+	}
+	b := make([]byte, n)
+	if _, err := c.r.ReadAt(b, c.off); err == nil {
+		c.r = &spanReader{r: c.r, off: c.off, b: b}
+	}
+}
+
+// unspan ends span's reads from memory.
+func (c *cursor) unspan() {
+	if s, ok := c.r.(*spanReader); ok {
+		c.r = s.r
+	}
+}
+
+// spanReader serves the reads inside b (the bytes at off) from memory,
+// others from r.
+type spanReader struct {
+	r   io.ReaderAt
+	off int64
+	b   []byte
+}
+
+func (s *spanReader) ReadAt(p []byte, off int64) (int, error) {
+	if off >= s.off && off+int64(len(p)) <= s.off+int64(len(s.b)) {
+		return copy(p, s.b[off-s.off:]), nil
+	}
+	return s.r.ReadAt(p, off)
 }
 
 func (c *cursor) left() int64 { return c.end - c.off }

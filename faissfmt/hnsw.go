@@ -163,6 +163,10 @@ func readHNSW(c *cursor, ntotal int64) (*HNSW, error) {
 		return nil, invalidf(s.Name, s.Offset-8, "hnsw.cum_nneighbor_per_level at byte %d has %d entries; an index with vectors needs at least 2", s.Offset-8, len(h.CumNeighbors))
 	}
 
+	// levels, offsets and the neighbors' count: one read when the window
+	// allows (OpenOptions.Window), their sizes being ntotal and ntotal+1.
+	c.span(8 + 4*ntotal + 8 + 8*(ntotal+1) + 8)
+	defer c.unspan()
 	// levels: streamed once to build the node table and the histogram.
 	if h.Levels, err = c.vec("levels", 4, false); err != nil {
 		return nil, err
@@ -207,6 +211,7 @@ func readHNSW(c *cursor, ntotal int64) (*HNSW, error) {
 	if h.Neighbors, err = c.vec("neighbors", 4, true); err != nil {
 		return nil, err
 	}
+	c.unspan()
 	if want := h.nodes.offset(ntotal); h.Neighbors.Count() != want {
 		return nil, invalidf("neighbors", h.Neighbors.Offset-8, "hnsw neighbors at byte %d has %d entries, expected offsets[ntotal] = %d", h.Neighbors.Offset-8, h.Neighbors.Count(), want)
 	}

@@ -39,6 +39,12 @@ type OpenOptions struct {
 	// File.VectorsMissing() true and File.Storage nil: the caller must
 	// bring the vectors from elsewhere before searching.
 	AllowNullStorage bool
+	// Window, when positive, lets an HNSW index's levels and offsets (with
+	// the counts before and after them) be read in one read of at most
+	// Window bytes instead of streamed in 256 KiB reads: for a reader where
+	// every read is a round trip (an object in S3), at the cost of holding
+	// those bytes for the parse (12 bytes a vector).
+	Window int64
 }
 
 // OpenWith is Open with options.
@@ -65,7 +71,7 @@ func OpenWith(r io.ReaderAt, size int64, o OpenOptions) (*File, error) {
 }
 
 func parse(r io.ReaderAt, end int64, o OpenOptions) (*Index, []string, error) {
-	c := &cursor{r: r, end: end}
+	c := &cursor{r: r, end: end, window: o.Window}
 	fcc, err := peekFourCC(c)
 	if err != nil {
 		return nil, nil, err

@@ -566,6 +566,14 @@ func (c *Cached) read(p []byte, off int64, t *partial.Tally, fresh *[]int64) (in
 	if err := backendkit.CheckRange(c.name, off, int64(len(p)), c.g.size); err != nil {
 		return 0, err
 	}
+	if len(p) > 0 && fresh == nil && c.bypass(off, int64(len(p))) {
+		if err := c.readInner(p, off, t); err != nil {
+			return 0, fmt.Errorf("partial: %s: reading %d bytes at offset %d: %w", c.name, len(p), off, err)
+		}
+		st.misses.Add(1)
+		t.CountLookup(false, int64(len(p)))
+		return len(p), nil
+	}
 	done := 0
 	for done < len(p) {
 		pos := off + int64(done)
@@ -578,6 +586,27 @@ func (c *Cached) read(p []byte, off int64, t *partial.Tally, fresh *[]int64) (in
 		done += copy(p[done:], b[pos-start:])
 	}
 	return done, nil
+}
+
+// bypassBlocks is the number of blocks from which a read the cache does not
+// hold whole goes to the inner storage in one read, uncached: such reads
+// are an open's loads of whole arrays, which misses would serve a block at
+// a time (a GET each over S3) and which would evict the blocks searches
+// use.
+const bypassBlocks = 16
+
+// bypass reports whether the read of n bytes at off skips the cache.
+func (c *Cached) bypass(off, n int64) bool {
+	first, last := c.g.blk(off), c.g.blk(off+n-1)
+	if last-first+1 < bypassBlocks {
+		return false
+	}
+	for b := first; b <= last; b++ {
+		if !c.table.lookup(b) {
+			return true
+		}
+	}
+	return false
 }
 
 func (c *Cached) block(blk int64, t *partial.Tally, fresh *[]int64) ([]byte, error) {

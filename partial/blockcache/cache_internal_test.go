@@ -107,3 +107,47 @@ func TestCopyCached(t *testing.T) {
 		assert.False(t, c.CopyCached(make([]byte, 100), bad, nil), "CopyCached at %d succeeded", bad)
 	}
 }
+
+// TestLargeReadBypass: a read of bypassBlocks blocks or more that the
+// cache does not hold whole is one inner read, byte for byte, and caches
+// nothing; held whole (after Warm), it is served from the cache; a
+// shorter read goes block by block.
+func TestLargeReadBypass(t *testing.T) {
+	const bs = 512
+	data := make([]byte, 64*bs+77)
+	for i := range data {
+		data[i] = byte(i*13 + 5)
+	}
+	inner := &countingMemory{Memory: partial.NewMemory("mem", data)}
+	c, err := NewCached("mem", inner, nil, 1<<20, bs)
+	require.NoError(t, err)
+	defer c.Close()
+	p := make([]byte, bypassBlocks*bs-100) // spans bypassBlocks blocks from offset 300
+	_, err = c.ReadAt(p, 300)
+	require.NoError(t, err)
+	assert.Equal(t, data[300:300+len(p)], p)
+	assert.Equal(t, int64(1), inner.reads.Load(), "one inner read")
+	for b := int64(0); b <= bypassBlocks; b++ {
+		assert.False(t, c.table.lookup(b), "block %d not cached", b)
+	}
+	assert.Equal(t, int64(1), c.Stats().CacheMisses)
+
+	require.NoError(t, c.Warm(0, int64(len(data))))
+	reads := inner.reads.Load()
+	clear(p)
+	_, err = c.ReadAt(p, 300)
+	require.NoError(t, err)
+	assert.Equal(t, data[300:300+len(p)], p)
+	assert.Equal(t, reads, inner.reads.Load(), "held whole: from the cache")
+
+	c2, err := NewCached("mem", inner, nil, 1<<20, bs)
+	require.NoError(t, err)
+	defer c2.Close()
+	reads = inner.reads.Load()
+	short := make([]byte, 3*bs)
+	_, err = c2.ReadAt(short, 1000)
+	require.NoError(t, err)
+	assert.Equal(t, data[1000:1000+len(short)], short)
+	assert.Equal(t, reads+4, inner.reads.Load(), "four blocks, one read each")
+	assert.True(t, c2.table.lookup(2))
+}
