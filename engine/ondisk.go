@@ -324,14 +324,16 @@ func Quantize(spec Spec, out string) (GuideInfo, error) {
 	if err != nil {
 		return GuideInfo{}, err
 	}
-	st, err := storage.Open(spec.Path, storage.Options{Backend: "pread", CacheBytes: 1 << 20})
+	obj := p.obj
+	p.obj = nil
+	st, err := storage.Open(spec.Path, storage.Options{Backend: "pread", CacheBytes: 1 << 20, Object: obj})
 	if err != nil {
 		return GuideInfo{}, err
 	}
 	defer st.Close()
-	f := p.reusableProbe()
+	f := p.reusableProbe(obj)
 	if f == nil {
-		if f, err = faissfmt.OpenWith(st, st.Size(), faissfmt.OpenOptions{AllowNullStorage: true}); err != nil {
+		if f, err = faissfmt.OpenWith(st, st.Size(), faissfmt.OpenOptions{AllowNullStorage: true, Window: storage.ParseWindow(spec.Path)}); err != nil {
 			return GuideInfo{}, fmt.Errorf("%s: %w", spec.Label, err)
 		}
 	}

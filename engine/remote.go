@@ -129,3 +129,38 @@ func (x *Index) remoteRerank(rs *RerankSpec) (s *rerank.Store, ok bool, err erro
 	}
 	return rerank.NewBatch(st, l), true, nil
 }
+
+// probeRemote is Prepare's probe of an s3:// index: the object opened once
+// and parsed through a small block cache (and the disk cache, when spec
+// has one; whole arrays bypass the block cache, and the levels and
+// offsets come in one read: storage.ParseWindow), then kept open for
+// Plan.Open, which builds its storage on it and reuses the parse. So an
+// open costs the object's first GET, the arrays', the storage header's and
+// the search's first lists, not twice that.
+func probeRemote(spec Spec) (*faissfmt.File, *s3.Object, error) {
+	obj, err := s3.Open(spec.Path, s3.Options{})
+	if err != nil {
+		return nil, nil, err
+	}
+	st, err := storage.Open(spec.Path, storage.Options{Backend: "pread", CacheBytes: 1 << 20, Object: obj, KeepObject: true,
+		CacheDir: spec.CacheDir, CacheDirBytes: spec.CacheDirBytes})
+	if err != nil {
+		obj.Close()
+		return nil, nil, err
+	}
+	f, err := faissfmt.OpenWith(st, st.Size(), faissfmt.OpenOptions{AllowNullStorage: true, Window: storage.ParseWindow(spec.Path)})
+	st.Close()
+	if err != nil {
+		obj.Close()
+		return nil, nil, fmt.Errorf("%s: %w", spec.Path, err)
+	}
+	return f, obj, nil
+}
+
+// dropObject closes the probed object of a plan that will not be opened.
+func (p *Plan) dropObject() {
+	if p.obj != nil {
+		p.obj.Close()
+		p.obj = nil
+	}
+}

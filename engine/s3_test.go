@@ -11,6 +11,7 @@ import (
 	"github.com/faiss-sidecar/faiss-sidecar/engine"
 	"github.com/faiss-sidecar/faiss-sidecar/internal/testfixtures"
 	"github.com/faiss-sidecar/faiss-sidecar/partial"
+	"github.com/faiss-sidecar/faiss-sidecar/partial/s3"
 	"github.com/faiss-sidecar/faiss-sidecar/partial/s3/s3test"
 )
 
@@ -128,4 +129,41 @@ func TestS3ReplacedWhileServed(t *testing.T) {
 	require.ErrorIs(t, x.CheckFile(), partial.ErrFileChanged)
 	_, _, err = x.Query(&qp, f.Queries[0], &sc)
 	require.ErrorIs(t, err, partial.ErrFileChanged, "sticky: even a query served from the cache")
+}
+
+// TestS3OpenOnce: Prepare's probe and Plan.Open share one object and one
+// parse, so opening an s3:// index costs its first GET (the head, size and
+// ETag), the arrays beyond the head, the storage header and the search's
+// first lists: at most 4 requests, where a second object and parse cost as
+// many again. A plan opened twice opens the object again.
+func TestS3OpenOnce(t *testing.T) {
+	bucket := s3test.Bucket(t)
+	for _, name := range []string{"hnsw_flat_large", "idmap_hnsw", "bin_idmap_hnsw"} {
+		u := s3test.PutFile(t, bucket, "once/"+name+".faiss", fixture(name+".faiss"))
+		// (Under a memory budget the open also pins lists and samples
+		// them: more reads, of the index's own storage.)
+		for _, spec := range []engine.Spec{{Path: u}, {Path: u, CacheDir: t.TempDir()}} {
+			before := s3.ReadMetrics()
+			p, err := engine.Prepare(spec)
+			require.NoError(t, err)
+			x, err := p.Open()
+			require.NoError(t, err, "%s %+v", name, spec)
+			after := s3.ReadMetrics()
+			n := after.GETs + after.HEADs - before.GETs - before.HEADs
+			assert.LessOrEqual(t, n, int64(4), "%s %+v", name, spec)
+			assert.Positive(t, n)
+			qp, err := x.Plan(engine.Request{K: 5})
+			require.NoError(t, err)
+			vec := make([]float64, x.Dim())
+			_, _, err = x.Query(&qp, vec, nil)
+			require.NoError(t, err)
+			x.Close()
+
+			again, err := p.Open() // the object was the first index's: opened anew
+			require.NoError(t, err)
+			_, _, err = again.Query(&qp, vec, nil)
+			require.NoError(t, err)
+			again.Close()
+		}
+	}
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/faiss-sidecar/faiss-sidecar/partial"
 	"github.com/faiss-sidecar/faiss-sidecar/partial/blockcache"
 	"github.com/faiss-sidecar/faiss-sidecar/partial/diskcache"
+	"github.com/faiss-sidecar/faiss-sidecar/partial/s3"
 	"github.com/faiss-sidecar/faiss-sidecar/partial/storage"
 	"github.com/faiss-sidecar/faiss-sidecar/partial/zstd"
 	"github.com/faiss-sidecar/faiss-sidecar/quant"
@@ -204,10 +205,13 @@ var spaceMetric = map[string]string{"l2": "L2", "innerproduct": "IP", "cosinesim
 
 // Plan is a checked, probed Spec whose memory is known but not committed.
 type Plan struct {
-	spec       Spec
-	backend    string
-	probe      *faissfmt.File
-	probed     os.FileInfo // the file Prepare probed, nil if stat failed
+	spec    Spec
+	backend string
+	probe   *faissfmt.File
+	probed  os.FileInfo // the file Prepare probed, nil if stat failed
+	// obj is an s3:// index's object as Prepare probed it, open until
+	// Plan.Open builds its storage on it (probeRemote).
+	obj        *s3.Object
 	opts       hnswsearch.Options
 	cacheBytes int64
 	need, heap int64
@@ -226,7 +230,7 @@ const MaxMemoryBudget = 1 << 50
 
 // Prepare checks spec, probes its file (headers and small arrays only)
 // and plans its memory.
-func Prepare(spec Spec) (*Plan, error) {
+func Prepare(spec Spec) (_ *Plan, err error) {
 	if spec.Label == "" {
 		spec.Label = spec.Path
 	}
@@ -256,11 +260,22 @@ func Prepare(spec Spec) (*Plan, error) {
 	sem, _ := hnswsearch.ParseSemantics(spec.Semantics)
 	ker, _ := hnswsearch.ParseKernel(spec.Kernel)
 	probed, _ := os.Stat(spec.Path)
-	pf, err := hnswsearch.Probe(spec.Path, backend)
+	var pf *faissfmt.File
+	var obj *s3.Object
+	if storage.IsRemote(spec.Path) && backend != "memory" {
+		pf, obj, err = probeRemote(spec)
+	} else {
+		pf, err = hnswsearch.Probe(spec.Path, backend)
+	}
 	if err != nil {
 		return nil, err
 	}
-	p := &Plan{spec: spec, backend: backend, probe: pf, probed: probed}
+	p := &Plan{spec: spec, backend: backend, probe: pf, probed: probed, obj: obj}
+	defer func() {
+		if err != nil { // the plan is not returned: nothing will open it
+			p.dropObject()
+		}
+	}()
 	p.opts = hnswsearch.Options{Semantics: sem, Kernel: ker, BatchReads: spec.BatchReads, ExactFilterMax: spec.ExactFilterMax,
 		IndexEfSearch: spec.EfSearch, FullMode: spec.Mode == "full", VerifyChecksum: spec.VerifyChecksum, CAGRASeed: spec.CAGRASeed}
 	p.cacheBytes = storage.Options{CacheBytes: spec.CacheBytes, BlockSize: spec.CacheBlock}.CacheBudgetFor(backend, pf.Size)
@@ -450,8 +465,10 @@ func (p *Plan) Spec() Spec { return p.spec }
 // and rerank vectors.
 func (p *Plan) Open() (*Index, error) {
 	spec := p.spec
+	obj := p.obj
+	p.obj = nil // the storage owns it now; a second Open opens the object again
 	st, err := storage.Open(spec.Path, storage.Options{Backend: p.backend, CacheBytes: p.cacheBytes, BlockSize: spec.CacheBlock,
-		AlignOffset: hnswsearch.AlignOffset(p.probe), CacheDir: spec.CacheDir, CacheDirBytes: spec.CacheDirBytes})
+		AlignOffset: hnswsearch.AlignOffset(p.probe), CacheDir: spec.CacheDir, CacheDirBytes: spec.CacheDirBytes, Object: obj})
 	if err != nil {
 		if errors.Is(err, partial.ErrBadOption) {
 			return nil, asBadSpec(err)
@@ -459,8 +476,8 @@ func (p *Plan) Open() (*Index, error) {
 		return nil, err
 	}
 	x := &Index{spec: spec, backend: p.backend, st: st, cacheBytes: p.cacheBytes}
-	if x.file = p.reusableProbe(); x.file == nil {
-		x.file, err = faissfmt.OpenWith(st, st.Size(), faissfmt.OpenOptions{AllowNullStorage: true})
+	if x.file = p.reusableProbe(obj); x.file == nil {
+		x.file, err = faissfmt.OpenWith(st, st.Size(), faissfmt.OpenOptions{AllowNullStorage: true, Window: storage.ParseWindow(spec.Path)})
 		if err == nil && x.file.VectorsMissing() && p.vlayout == nil {
 			err = errVectorsMissing(spec.Label) // the file changed since Prepare
 		}
@@ -512,8 +529,16 @@ func (p *Plan) Open() (*Index, error) {
 
 // reusableProbe is the probe's parse when the file is still the one probed
 // (same file, size and modification time, looked at after the storage
-// opened it), so Open need not parse it again; nil otherwise.
-func (p *Plan) reusableProbe() *faissfmt.File {
+// opened it; for an s3:// index, the storage is built on the probed
+// object, obj, which every read pins to the ETag the probe saw), so Open
+// need not parse it again; nil otherwise.
+func (p *Plan) reusableProbe(obj *s3.Object) *faissfmt.File {
+	if storage.IsRemote(p.spec.Path) {
+		if obj == nil {
+			return nil
+		}
+		return p.probe
+	}
 	now, err := os.Stat(p.spec.Path)
 	if err != nil || p.probed == nil || !os.SameFile(now, p.probed) ||
 		now.Size() != p.probed.Size() || !now.ModTime().Equal(p.probed.ModTime()) {

@@ -489,7 +489,7 @@ func Probe(path, backend string) (*faissfmt.File, error) {
 	defer s.Close()
 	// A graph written without its vectors parses (File.VectorsMissing):
 	// the caller gives them as Options.Vectors.
-	f, err := faissfmt.OpenWith(s, s.Size(), faissfmt.OpenOptions{AllowNullStorage: true})
+	f, err := faissfmt.OpenWith(s, s.Size(), faissfmt.OpenOptions{AllowNullStorage: true, Window: storage.ParseWindow(path)})
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/faiss-sidecar/faiss-sidecar/engine"
 	"github.com/faiss-sidecar/faiss-sidecar/faissfmt"
+	"github.com/faiss-sidecar/faiss-sidecar/partial/storage"
 )
 
 func runInspect(args []string, stdout, stderr io.Writer) error {
@@ -39,7 +40,7 @@ func runInspect(args []string, stdout, stderr io.Writer) error {
 	}
 	defer src.Close()
 	// inspect shows a graph whose vectors were left out of the file too.
-	f, err := faissfmt.OpenWith(src, src.Size(), faissfmt.OpenOptions{AllowNullStorage: true})
+	f, err := faissfmt.OpenWith(src, src.Size(), faissfmt.OpenOptions{AllowNullStorage: true, Window: storage.ParseWindow(path)})
 	if err != nil {
 		return fmt.Errorf("%s: %w", path, err)
 	}

@@ -67,8 +67,18 @@ func TestS3DiskCacheStack(t *testing.T) {
 	assert.Equal(t, int64(1), obj.Requests().GETs, "the open's GET only")
 	st = s.(partial.StatsReporter).Stats()
 	assert.Zero(t, st.Tiers.ColdReads)
-	assert.Equal(t, int64(75), st.Tiers.DiskHits, "each 4 KiB memory miss a disk hit")
-	assert.Equal(t, int64(len(data)), st.Tiers.DiskBytes, "each reading its 4 KiB of the disk block")
+	assert.Equal(t, int64(5), st.Tiers.DiskHits, "a read of the whole object bypasses memory: its 5 disk blocks read once")
+	assert.Equal(t, int64(len(data)), st.Tiers.DiskBytes)
+	small := make([]byte, 100)
+	for _, off := range []int64{0, 70000, 70100} {
+		_, err = s.ReadAt(small, off)
+		require.NoError(t, err)
+		require.Equal(t, data[off:off+100], small)
+	}
+	st = s.(partial.StatsReporter).Stats()
+	assert.Equal(t, int64(7), st.Tiers.DiskHits, "a memory miss is a disk hit; the third read hit memory")
+	assert.Equal(t, int64(len(data)+2*4096), st.Tiers.DiskBytes, "each miss reading its 4 KiB of the disk block")
+	assert.Equal(t, int64(1), obj.Requests().GETs)
 
 	_, err = storage.Open(u, storage.Options{CacheDir: dir, CacheDirBytes: -1})
 	require.ErrorIs(t, err, partial.ErrBadOption)

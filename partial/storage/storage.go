@@ -48,6 +48,29 @@ type Options struct {
 	// Ignored for local files and for backend memory (a whole download).
 	CacheDir      string
 	CacheDirBytes int64
+	// Object, for an s3:// path read on demand, is its object already
+	// open (by a probe of the same path): the stack is built on it rather
+	// than opening it again. Open owns it: closing the storage, or Open
+	// failing, closes it, unless KeepObject is set (a probe's storage,
+	// whose object another storage is then built on).
+	Object     *s3.Object
+	KeepObject bool
+}
+
+// keptObject is an object whose Close leaves it open (Options.KeepObject).
+type keptObject struct{ *s3.Object }
+
+func (keptObject) Close() error { return nil }
+
+// ParseWindow is the faissfmt.OpenOptions.Window for a file at path: for
+// an s3:// object, where every read is a round trip, 256 MiB (an HNSW
+// index's levels and offsets in one GET up to about 21 million vectors);
+// 0 for a local file, which streams them.
+func ParseWindow(path string) int64 {
+	if IsRemote(path) {
+		return 256 << 20
+	}
+	return 0
 }
 
 // DefaultCacheBytes is the private cache budget when none is given.
@@ -201,10 +224,20 @@ func (o Options) remoteBlockSize() int {
 }
 
 // openRemote opens an s3:// path (see Open).
-func openRemote(path string, o Options) (partial.Storage, error) {
+func openRemote(path string, o Options) (_ partial.Storage, err error) {
+	if o.Object != nil && !o.KeepObject {
+		defer func() {
+			if err != nil {
+				o.Object.Close() // Open owns it (closed twice is harmless)
+			}
+		}()
+	}
 	backend := o.Backend
 	switch backend {
 	case "memory":
+		if o.Object != nil && !o.KeepObject {
+			o.Object.Close() // a whole download opens its own
+		}
 		return s3.OpenMemory(path, o.AlignOffset, s3.Options{})
 	case "zstd":
 		return nil, fmt.Errorf("%w: backend zstd does not read from S3 yet (%s)", partial.ErrBadOption, path)
@@ -224,15 +257,21 @@ func openRemote(path string, o Options) (partial.Storage, error) {
 		return nil, fmt.Errorf("%w: cache budget %d is negative", partial.ErrBadOption, budget)
 	}
 	bs := o.remoteBlockSize()
-	obj, err := s3.Open(path, s3.Options{})
-	if err != nil {
-		return nil, err
+	obj := o.Object
+	if obj == nil {
+		if obj, err = s3.Open(path, s3.Options{}); err != nil {
+			return nil, err
+		}
 	}
 	var inner partial.Storage = obj
+	var dobj diskcache.Object = obj
+	if o.KeepObject {
+		inner, dobj = keptObject{obj}, keptObject{obj}
+	}
 	if o.CacheDir != "" {
-		dc, err := diskcache.Open(obj, diskcache.Options{Dir: o.CacheDir, Budget: o.CacheDirBytes, BlockSize: max(bs, s3.DefaultBlockSize)})
+		dc, err := diskcache.Open(dobj, diskcache.Options{Dir: o.CacheDir, Budget: o.CacheDirBytes, BlockSize: max(bs, s3.DefaultBlockSize)})
 		if err != nil {
-			obj.Close()
+			inner.Close()
 			return nil, err
 		}
 		inner = dc
