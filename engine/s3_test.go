@@ -167,3 +167,36 @@ func TestS3OpenOnce(t *testing.T) {
 		}
 	}
 }
+
+// TestS3CacheCharged: an object read through a block cache is charged the
+// cache, whichever file backend is named (mmap and pread mean a block
+// cache over an object), and named direct with no budget, nothing; a
+// malformed s3:// path is a bad spec naming the path, before any request.
+func TestS3CacheCharged(t *testing.T) {
+	bucket := s3test.Bucket(t)
+	u := s3test.PutFile(t, bucket, "charge/x.faiss", fixture("hnsw_flat_large.faiss"))
+	def, err := engine.Prepare(engine.Spec{Path: u})
+	require.NoError(t, err)
+	for _, b := range []string{"mmap", "pread", "s3"} {
+		p, err := engine.Prepare(engine.Spec{Path: u, Backend: b})
+		require.NoError(t, err, b)
+		assert.Equal(t, def.NeedBytes(), p.NeedBytes(), b)
+		x, err := p.Open()
+		require.NoError(t, err, b)
+		st, _ := x.StorageStats()
+		x.Close()
+		assert.Positive(t, st.ResidentBytes, "%s: a block cache", b)
+	}
+	d, err := engine.Prepare(engine.Spec{Path: u, Backend: "direct"})
+	require.NoError(t, err)
+	assert.Less(t, d.NeedBytes(), def.NeedBytes(), "direct: no cache")
+
+	before := s3.ReadMetrics()
+	_, err = engine.Prepare(engine.Spec{Path: "s3://ab/x.faiss"})
+	require.ErrorIs(t, err, engine.ErrBadSpec)
+	var fe *engine.FieldError
+	require.ErrorAs(t, err, &fe)
+	assert.Equal(t, "path", fe.Field)
+	assert.Contains(t, err.Error(), `bucket name "ab"`)
+	assert.Equal(t, before.GETs, s3.ReadMetrics().GETs, "no request")
+}

@@ -278,7 +278,7 @@ func Prepare(spec Spec) (_ *Plan, err error) {
 	}()
 	p.opts = hnswsearch.Options{Semantics: sem, Kernel: ker, BatchReads: spec.BatchReads, ExactFilterMax: spec.ExactFilterMax,
 		IndexEfSearch: spec.EfSearch, FullMode: spec.Mode == "full", VerifyChecksum: spec.VerifyChecksum, CAGRASeed: spec.CAGRASeed}
-	p.cacheBytes = storage.Options{CacheBytes: spec.CacheBytes, BlockSize: spec.CacheBlock}.CacheBudgetFor(backend, pf.Size)
+	p.cacheBytes = storage.Options{CacheBytes: spec.CacheBytes, BlockSize: spec.CacheBlock, CacheDir: spec.CacheDir}.CacheBudgetFor(storage.CacheAs(spec.Path, backend), pf.Size)
 	p.need = pf.ResidentBytes() + p.cacheBytes
 	if backend == "memory" {
 		p.need += pf.Size
@@ -369,6 +369,11 @@ func CheckSpec(spec Spec) error {
 // checkStatic checks what needs no file but the backend: names, sizes,
 // combinations. It sets the defaults it owns (the rerank strategy).
 func checkStatic(spec *Spec) error {
+	if storage.IsRemote(spec.Path) {
+		if _, _, err := s3.ParseURL(spec.Path); err != nil {
+			return fieldWrap("path", err)
+		}
+	}
 	if _, err := hnswsearch.ParseSemantics(spec.Semantics); err != nil {
 		return fieldWrap("semantics", err)
 	}

@@ -29,7 +29,7 @@ var specFlags = map[string]string{
 	"cache_bytes": "--cache-bytes", "cache_block": "--cache-block", "memory_budget": "--memory-budget",
 	"exact_filter_max": "--exact-filter-max", "ef_search": "--index-ef-search",
 	"rerank.strategy": "--rerank-strategy", "rerank.oversample_factor": "--oversample", "rerank.metric": "--rerank-metric",
-	"vectors_path": "--vectors", "cache_dir_bytes": "--cache-dir-bytes",
+	"vectors_path": "--vectors", "cache_dir_bytes": "--cache-dir-bytes", "guide_dir": "--guide-dir",
 }
 
 // specError turns an engine bad-spec error into a usage error naming the

@@ -62,6 +62,20 @@ type keptObject struct{ *s3.Object }
 
 func (keptObject) Close() error { return nil }
 
+// CacheAs is the backend whose cache budget rule (Options.CacheBudget,
+// CacheBudgetFor) applies to path opened with backend: the backend itself
+// for a local file; for an s3:// object "s3" (a block cache in front of
+// the object, whatever file backend is named), but "direct" when named
+// (its budget 0 is the object alone: the memory budget policy reads its
+// misses in batches, which the object sends as parallel GETs) and
+// "memory" (a whole download).
+func CacheAs(path, backend string) string {
+	if !IsRemote(path) || backend == "direct" || backend == "memory" {
+		return backend
+	}
+	return "s3"
+}
+
 // ParseWindow is the faissfmt.OpenOptions.Window for a file at path: for
 // an s3:// object, where every read is a round trip, 256 MiB (an HNSW
 // index's levels and offsets in one GET up to about 21 million vectors);
@@ -245,14 +259,7 @@ func openRemote(path string, o Options) (_ partial.Storage, err error) {
 	default:
 		return nil, UnknownBackend(backend)
 	}
-	// Named direct, the budget is direct's: 0 means the object itself, no
-	// cache in front (the memory budget policy reads its misses in batches,
-	// which the object sends as parallel GETs).
-	cacheAs := "s3"
-	if backend == "direct" {
-		cacheAs = "direct"
-	}
-	budget := o.CacheBudget(cacheAs)
+	budget := o.CacheBudget(CacheAs(path, backend))
 	if budget < 0 {
 		return nil, fmt.Errorf("%w: cache budget %d is negative", partial.ErrBadOption, budget)
 	}
