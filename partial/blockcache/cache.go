@@ -23,7 +23,8 @@ import (
 // read ("one device read per missed block").
 type Cache struct {
 	shards    []cacheShard
-	shift     uint // shard() takes a hash's top 64-shift bits
+	shift     uint         // shard() takes a hash's top 64-shift bits
+	total     atomic.Int64 // the budget, as Budget reports it
 	nextFile  atomic.Uint64
 	evictions atomic.Int64
 	bytes     atomic.Int64
@@ -260,6 +261,7 @@ func New(budget int64) *Cache {
 // SetBudget changes the byte budget, evicting blocks at once if it shrank.
 func (c *Cache) SetBudget(budget int64) {
 	per := max(budget/int64(len(c.shards)), 0)
+	c.total.Store(per * int64(len(c.shards)))
 	for i := range c.shards {
 		sh := &c.shards[i]
 		sh.mu.Lock()
@@ -527,7 +529,7 @@ func newCached(name string, inner partial.Storage, cache *Cache, budget int64, b
 	case c.ownCache:
 		// A shared cache keeps heap blocks: slots freed by one file's
 		// evictions would stay with that file, outside the shared budget.
-		c.slots = newSlots(c.g.bs)
+		c.slots = newSlots(c.g.bs, &c.cache.total)
 		home, c.sec = c.slots, &c.slots.sections
 	}
 	c.file, c.table = c.cache.newFile(c.g.count(), home)

@@ -151,3 +151,32 @@ func TestLargeReadBypass(t *testing.T) {
 	assert.Equal(t, reads+4, inner.reads.Load(), "four blocks, one read each")
 	assert.True(t, c2.table.lookup(2))
 }
+
+// TestSlotsBoundedUnderLongSections: evicted slots wait for the read
+// sections open when they left; with a section that never ends (searches
+// long and overlapping, as over an object store) the slots made stay
+// within twice the budget (at least one chunk), reads still return the
+// file's bytes, and the blocks that find no slot are simply not cached.
+func TestSlotsBoundedUnderLongSections(t *testing.T) {
+	const bs = 4096
+	data := make([]byte, 2048*bs)
+	for i := range data {
+		data[i] = byte(i*7 + i>>12)
+	}
+	c, err := NewCached("mem", partial.NewMemory("mem", data), nil, 64<<10, bs)
+	require.NoError(t, err)
+	defer c.Close()
+	require.NotNil(t, c.slots, "a cache smaller than its file keeps slots")
+	tok := c.EnterRead() // a search that never ends
+	p := make([]byte, 100)
+	for blk := int64(0); blk < 2048; blk++ {
+		_, err := c.ReadAt(p, blk*bs+50)
+		require.NoError(t, err)
+		require.Equal(t, data[blk*bs+50:blk*bs+150], p)
+	}
+	c.slots.mu.Lock()
+	made := len(c.slots.chunks)
+	c.slots.mu.Unlock()
+	assert.Equal(t, 1, made, "one chunk of 256 slots: twice the 64 KiB budget is less")
+	c.ExitRead(tok)
+}

@@ -17,7 +17,8 @@ import (
 // only after a grace period of the read sections (the mirror's scheme).
 type slots struct {
 	sections
-	bs int64
+	bs     int64
+	budget *atomic.Int64 // the cache's budget: slots beyond twice it are not made
 
 	mu           sync.Mutex
 	chunks       []offheap.Buf // slotsPerChunk slots each
@@ -35,7 +36,7 @@ type evictedSlot struct {
 
 const slotsPerChunk = 256
 
-func newSlots(bs int64) *slots { return &slots{bs: bs} }
+func newSlots(bs int64, budget *atomic.Int64) *slots { return &slots{bs: bs, budget: budget} }
 
 // at is slot i's bytes.
 func (s *slots) at(i int32) []byte {
@@ -45,7 +46,8 @@ func (s *slots) at(i int32) []byte {
 }
 
 // store copies a block into a free slot and returns its bytes there and
-// the slot's number; nil once released.
+// the slot's number; nil once released or when no slot is to be had
+// (take).
 func (s *slots) store(_ int64, buf []byte) ([]byte, int32) {
 	dst, i := s.take()
 	if dst == nil {
@@ -66,7 +68,7 @@ func (s *slots) untake(i int32) {
 }
 
 // take hands out a free slot (all bs bytes) for a block to be read into;
-// nil once released.
+// nil once released, or when none is free and twice the budget is made.
 func (s *slots) take() ([]byte, int32) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -74,6 +76,15 @@ func (s *slots) take() ([]byte, int32) {
 		return nil, 0
 	}
 	if len(s.free) == 0 {
+		// Evicted slots wait for every read section open when they left
+		// (searches that may still view them): when searches are long (an
+		// object store's round trips) and overlap, that wait never ends,
+		// and allocating on would grow without bound. Past twice the
+		// budget the caller reads into a heap buffer instead, left to the
+		// collector, and the block is not cached.
+		if made := int64(len(s.chunks)) * slotsPerChunk * s.bs; made > 0 && made+slotsPerChunk*s.bs > 2*s.budget.Load() {
+			return nil, 0
+		}
 		c := offheap.Alloc(slotsPerChunk * int(s.bs))
 		base := int32(len(s.chunks) * slotsPerChunk)
 		s.chunks = append(s.chunks, c)
