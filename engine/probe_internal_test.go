@@ -8,6 +8,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/faiss-sidecar/faiss-sidecar/hnswsearch"
 )
 
 // TestOpenReusesProbe: Plan.Open takes Prepare's parse when the file is
@@ -40,4 +42,33 @@ func TestOpenReusesProbe(t *testing.T) {
 	assert.NotSame(t, p.probe, x.file, "replaced file: parsed again")
 	assert.NotEqual(t, p.probe.Graph.NTotal, x.file.Graph.NTotal)
 	assert.Equal(t, x.file.Graph.NTotal, x.idx.NTotal(), "the index serves the file it opened")
+}
+
+// TestLoadBeyondMemory: a load needing more than the machine's memory is
+// refused at Prepare, before any download (mode full of a file larger than
+// memory would be killed with every index of the process), saying what it
+// needs and how to serve it; memory_efficient of the same file is served.
+func TestLoadBeyondMemory(t *testing.T) {
+	path := filepath.Join("..", "testdata", "fixtures", "hnsw_flat_large.faiss")
+	defer func(f func() int64) { machineMemory = f }(machineMemory)
+	machineMemory = func() int64 { return 1 << 20 } // less than the 1.2 MB file
+	_, err := Prepare(Spec{Path: path, Mode: "full"})
+	require.ErrorIs(t, err, hnswsearch.ErrBudget)
+	assert.Contains(t, err.Error(), "more than this machine's memory (1048576 bytes")
+	assert.Contains(t, err.Error(), "memory_efficient")
+	p, err := Prepare(Spec{Path: path, Mode: "memory_efficient", Backend: "mmap"})
+	require.NoError(t, err)
+	assert.LessOrEqual(t, p.NeedBytes(), int64(1<<20))
+}
+
+// TestNotHNSWRefusedFirst: an index without an HNSW graph is refused by
+// Prepare in every mode, on_disk included (it dereferenced the missing
+// graph), before anything else is read.
+func TestNotHNSWRefusedFirst(t *testing.T) {
+	path := filepath.Join("..", "testdata", "fixtures", "flat_l2.faiss")
+	for _, mode := range []string{"full", "memory_efficient", ModeOnDisk} {
+		_, err := Prepare(Spec{Path: path, Mode: mode, GuideDir: t.TempDir()})
+		require.ErrorIs(t, err, ErrNotServable, mode)
+		assert.Contains(t, err.Error(), "has no HNSW graph", mode)
+	}
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/faiss-sidecar/faiss-sidecar/faissfmt"
 	"github.com/faiss-sidecar/faiss-sidecar/hnswsearch"
+	"github.com/faiss-sidecar/faiss-sidecar/internal/sysmem"
 	"github.com/faiss-sidecar/faiss-sidecar/partial"
 	"github.com/faiss-sidecar/faiss-sidecar/partial/blockcache"
 	"github.com/faiss-sidecar/faiss-sidecar/partial/diskcache"
@@ -224,6 +225,9 @@ type Plan struct {
 	vcache  int64
 }
 
+// machineMemory is the memory a load may not exceed (a test sets less).
+var machineMemory = sysmem.Total
+
 // MaxMemoryBudget bounds an index's memory budget: sums of budgets must
 // not overflow, and no machine holds more.
 const MaxMemoryBudget = 1 << 50
@@ -276,6 +280,9 @@ func Prepare(spec Spec) (_ *Plan, err error) {
 			p.dropObject()
 		}
 	}()
+	if err := hnswsearch.CheckSearchable(pf); err != nil { // before a download or a guide build
+		return nil, &tagged{msg: spec.Label + ": " + err.Error(), tags: []error{ErrNotServable}, inner: err}
+	}
 	p.opts = hnswsearch.Options{Semantics: sem, Kernel: ker, BatchReads: spec.BatchReads, ExactFilterMax: spec.ExactFilterMax,
 		IndexEfSearch: spec.EfSearch, FullMode: spec.Mode == "full", VerifyChecksum: spec.VerifyChecksum, CAGRASeed: spec.CAGRASeed}
 	p.cacheBytes = storage.Options{CacheBytes: spec.CacheBytes, BlockSize: spec.CacheBlock, CacheDir: spec.CacheDir}.CacheBudgetFor(storage.CacheAs(spec.Path, backend), pf.Size)
@@ -305,6 +312,10 @@ func Prepare(spec Spec) (_ *Plan, err error) {
 	}
 	if rs := p.spec.Rerank; rs != nil && storage.IsRemote(rs.Path) {
 		rs.Strategy = rerank.StrategyBatch // the one strategy that reads an object
+	}
+	if m := machineMemory(); m > 0 && p.need > m { // the load would be killed (mode full of a file larger than memory)
+		return nil, fmt.Errorf("%s: %w: the load needs %d bytes, more than this machine's memory (%d bytes, or its cgroup's limit); "+
+			"mode memory_efficient or on_disk reads the file on demand", spec.Label, hnswsearch.ErrBudget, p.need, m)
 	}
 	return p, nil
 }

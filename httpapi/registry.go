@@ -288,7 +288,17 @@ func cacheBudget(h *handle) int64 {
 
 // open builds a handle for spec (normalised) within the budget: it
 // resolves the paths, and engine checks, plans and opens the index.
-func (r *Registry) open(ctx context.Context, e *entry, spec LoadSpec) (*handle, error) {
+func (r *Registry) open(ctx context.Context, e *entry, spec LoadSpec) (h *handle, err error) {
+	defer func() { // a bug in a load fails that load, leaving no half-registered name behind
+		if p := recover(); p != nil {
+			h, err = nil, fmt.Errorf("internal error while loading %s: %v", spec.Path, p)
+		}
+	}()
+	return r.openUnguarded(ctx, e, spec)
+}
+
+// openUnguarded is open without its recover.
+func (r *Registry) openUnguarded(ctx context.Context, e *entry, spec LoadSpec) (*handle, error) {
 	if spec.Mode == "" {
 		spec.Mode = "memory_efficient"
 	}

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/faiss-sidecar/faiss-sidecar/internal/sysmem"
 	"io"
 	"log/slog"
 	"maps"
@@ -31,7 +32,7 @@ import (
 type Config struct {
 	DataRoots      []string
 	S3Buckets      []string      // buckets whose s3://BUCKET/KEY objects may be served (none: no object)
-	MemoryBudget   int64         // bytes for all indexes; 0 = unlimited
+	MemoryBudget   int64         // bytes for all indexes; 0 = the machine's memory (sysmem.Total: RAM, or the cgroup's limit)
 	GuideDir       string        // on_disk guide files ("": beside each index)
 	CacheDir       string        // local disk cache of every s3:// index ("": none; partial/diskcache)
 	CacheDirBytes  int64         // its budget (0: diskcache.DefaultBudget)
@@ -202,6 +203,9 @@ func New(cfg Config) (*Server, error) {
 	cfg.Limits = cfg.Limits.withDefaults()
 	if len(cfg.DataRoots) == 0 && len(cfg.S3Buckets) == 0 {
 		return nil, fmt.Errorf("at least one data root (or S3 bucket) is needed")
+	}
+	if cfg.MemoryBudget == 0 { // no load beyond what the machine has: it would be killed, every index with it
+		cfg.MemoryBudget = sysmem.Total()
 	}
 	reg, err := NewRegistry(cfg.DataRoots, cfg.MemoryBudget)
 	if err == nil {

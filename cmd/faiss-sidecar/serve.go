@@ -74,7 +74,7 @@ func runServe(args []string, stdout, stderr io.Writer) error {
 	fs.Var(&roots, "data-root", "directory index paths must resolve into (repeatable; env FAISS_SIDECAR_DATA_ROOT, colon-separated)")
 	var buckets stringList
 	fs.Var(&buckets, "s3-bucket", "S3 bucket whose objects (s3://BUCKET/KEY) may be served (repeatable; none: no object)")
-	budget := fs.Int64("memory-budget", -1, "bytes all indexes may hold: full copies, caches, small arrays (0: unlimited; env FAISS_SIDECAR_MEMORY_BUDGET)")
+	budget := fs.Int64("memory-budget", -1, "bytes all indexes may hold: full copies, caches, small arrays (0: the machine's memory, or its cgroup's limit; env FAISS_SIDECAR_MEMORY_BUDGET)")
 	guideDir := fs.String("guide-dir", "", "directory for on_disk indexes' guide files (default: beside each index)")
 	var cd cacheDirFlags
 	cd.register(fs)
