@@ -199,10 +199,25 @@ func (o *Object) open() error {
 		}
 		return err
 	}
-	if o.etag == "" {
-		return fmt.Errorf("s3: %s: the server gave no ETag: a replaced object could not be detected", o.name)
+	switch {
+	case o.etag == "":
+		return o.unusable("gave no ETag: a replaced object could not be detected")
+	case strings.HasPrefix(o.etag, "W/") || o.etag == "*":
+		return o.unusable(fmt.Sprintf("gave the ETag %.40q, which If-Match cannot pin reads to (a weak tag never matches, * matches any version)", o.etag))
+	case o.size > MaxObjectSize:
+		return o.unusable(fmt.Sprintf("says the object holds %d bytes, more than the %d an index may have", o.size, int64(MaxObjectSize)))
 	}
 	return nil
+}
+
+// MaxObjectSize bounds an object's size as its server reports it: no FAISS
+// index comes near, and caches size their tables by it.
+const MaxObjectSize = 4 << 40
+
+// unusable is the error of an open whose answer cannot be served from
+// (ErrRequestFailed: the store's fault, a server's 502).
+func (o *Object) unusable(what string) error {
+	return &requestError{msg: fmt.Sprintf("s3: %s: the server %s", o.name, what), err: errors.New(what)}
 }
 
 // totalSize reads the object's size from a ranged GET's Content-Range
@@ -298,15 +313,23 @@ const (
 )
 
 // retry runs one request until it succeeds, fails for good, or has used
-// MaxAttempts; each attempt has its own timeout and holds a slot of the
+// MaxAttempts or three times the timeout; each attempt has its own timeout and holds a slot of the
 // object's and the server's concurrency bounds. Every attempt is counted
 // in the process's metrics (method, GET latency, error kind).
 func (o *Object) retry(method int, what string, do func(ctx context.Context) error) error {
 	var err error
+	// A stalled server (answering nothing) costs each attempt its whole
+	// timeout: the attempts together stop at three times it (two stalls
+	// and a retry that answers), not MaxAttempts times it.
+	deadline := time.Now().Add(3 * o.o.Timeout)
 	for attempt := 1; ; attempt++ {
 		o.sem <- struct{}{}
 		o.server <- struct{}{}
-		ctx, cancel := context.WithTimeout(context.Background(), o.o.Timeout)
+		until := time.Now().Add(o.o.Timeout)
+		if deadline.Before(until) {
+			until = deadline
+		}
+		ctx, cancel := context.WithDeadline(context.Background(), until)
 		start := time.Now()
 		err = do(ctx)
 		if method == methodGET {
@@ -335,9 +358,13 @@ func (o *Object) retry(method int, what string, do func(ctx context.Context) err
 		case attempt >= o.o.MaxAttempts:
 			return o.fail(what, attempt, err)
 		}
+		pause := o.backoff(attempt)
+		if !time.Now().Add(pause).Before(deadline) {
+			return o.fail(what, attempt, fmt.Errorf("%w (the attempts took three times the %v timeout)", err, o.o.Timeout))
+		}
 		o.retries.Add(1)
 		counters.retries.Add(1)
-		time.Sleep(o.backoff(attempt))
+		time.Sleep(pause)
 	}
 }
 

@@ -389,3 +389,57 @@ func TestServerRestarted(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, data[300000:300100], p)
 }
+
+// TestStalledServerBounded: a server that answers nothing costs each
+// attempt its timeout, but the attempts together stop at three times it,
+// with an error that says so, not MaxAttempts times it.
+func TestStalledServerBounded(t *testing.T) {
+	bucket := s3test.Bucket(t)
+	path, _ := partialtest.PatternFile(t, 1<<20)
+	u := s3test.PutFile(t, bucket, "stall.bin", path)
+	fp := s3test.NewFaultProxy(t)
+	o, err := s3.Open(u, s3.Options{Endpoint: fp.URL, HeadBytes: 4096, Timeout: 200 * time.Millisecond, MaxAttempts: 20, Backoff: time.Millisecond})
+	require.NoError(t, err)
+	defer o.Close()
+	fp.Set(func(_ int64, _ http.ResponseWriter, r *http.Request) bool { s3test.Stall(r, 10*time.Second); return true })
+	start := time.Now()
+	_, err = o.ReadAt(make([]byte, 100), 500000)
+	took := time.Since(start)
+	require.ErrorIs(t, err, s3.ErrRequestFailed)
+	assert.Contains(t, err.Error(), "three times the 200ms timeout")
+	assert.Less(t, took, 2*time.Second, "20 attempts of 200 ms would take 4 s")
+	fp.Clear()
+	_, err = o.ReadAt(make([]byte, 100), 500000)
+	require.NoError(t, err, "the server answers again")
+}
+
+// TestUnusableAnswers: an open whose answer has no ETag, a weak one, *, or
+// a size past MaxObjectSize fails as the store's fault (ErrRequestFailed,
+// a server's 502) naming the problem, and never panics.
+func TestUnusableAnswers(t *testing.T) {
+	bucket := s3test.Bucket(t)
+	path, _ := partialtest.PatternFile(t, 1<<16)
+	u := s3test.PutFile(t, bucket, "bad.bin", path)
+	fp := s3test.NewFaultProxy(t)
+	for _, c := range []struct{ etag, total, want string }{
+		{"", "65536", "gave no ETag"},
+		{`W/"x"`, "65536", "If-Match cannot pin"},
+		{"*", "65536", "If-Match cannot pin"},
+		{`"e1"`, "9223372036854775807", "more than the"},
+		{`"e1"`, "4398046511105", "more than the"},
+	} {
+		fp.Set(func(_ int64, w http.ResponseWriter, _ *http.Request) bool {
+			if c.etag != "" {
+				w.Header().Set("ETag", c.etag)
+			}
+			w.Header().Set("Content-Range", "bytes 0-4095/"+c.total)
+			w.Header().Set("Content-Length", "4096")
+			w.WriteHeader(http.StatusPartialContent)
+			w.Write(make([]byte, 4096))
+			return true
+		})
+		_, err := s3.Open(u, s3.Options{Endpoint: fp.URL, HeadBytes: 4096, MaxAttempts: 1})
+		require.ErrorIs(t, err, s3.ErrRequestFailed, "%+v", c)
+		assert.Contains(t, err.Error(), c.want, "%+v", c)
+	}
+}
