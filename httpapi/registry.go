@@ -500,8 +500,8 @@ func (r *Registry) Switch(ctx context.Context, name string, sw SwitchSpec) error
 		}
 		verify = *v
 	}
-	if old.failed.Load() != nil {
-		verify = 0 // the old handle cannot answer: its file changed
+	if old.failed.Load() != nil || oldFileChanged(old) {
+		verify = 0 // the old handle cannot answer: its file changed (this switch is the reload)
 	}
 	ctx, cancel := context.WithTimeout(ctx, r.limits.SwitchTimeout)
 	defer cancel()
@@ -606,6 +606,9 @@ func sameAnswers(stop func() error, a, b *handle, n int) error {
 		}
 		ra, _, ea = a.x.Search(hq, p, ra[:0])
 		rb, _, eb = b.x.Search(hq, p, rb[:0])
+		if eb == nil && (isFileChanged(ea) || (ea == nil && !slices.Equal(ra, rb) && oldFileChanged(a))) {
+			return nil // the old file changed meanwhile: the new handle is its reload
+		}
 		if ea != nil || eb != nil {
 			return &apiError{409, "switch_verification_failed", fmt.Sprintf("switch aborted: check query %d failed: old: %v, new: %v; the old mode keeps serving", i, ea, eb)}
 		}
@@ -614,6 +617,18 @@ func sameAnswers(stop func() error, a, b *handle, n int) error {
 		}
 	}
 	return nil
+}
+
+// oldFileChanged reports whether h's file changed since it was opened,
+// marking h failed if so (its searches then answer 503 until the switch
+// that found it replaces it).
+func oldFileChanged(h *handle) bool {
+	err := h.checkFile()
+	if !isFileChanged(err) {
+		return false
+	}
+	h.markFailed(err)
+	return true
 }
 
 // warm pulls the graph, then the vectors, into the cache or page cache.

@@ -308,3 +308,35 @@ func TestS3TierMetrics(t *testing.T) {
 	assert.NotContains(t, m, `faiss_sidecar_s3_tier_reads_total{index="local"`, "a local file has no tiers")
 	assert.Contains(t, m, `faiss_sidecar_index_failed{index="local"} 0`, "the local index is served")
 }
+
+// TestS3ReloadAfterReplaced: the object replaced under a served index
+// (other vectors, a new ETag), a switch to the same mode at once is the
+// reload the 503 names: the old handle cannot answer, so no check query
+// compares them, and the index then serves the new version.
+func TestS3ReloadAfterReplaced(t *testing.T) {
+	_, ts, bucket := s3Server(t, Config{}, "hnsw_flat_large.faiss")
+	u := "s3://" + bucket + "/idx/hnsw_flat_large.faiss"
+	f := loadRuns(t, "hnsw_flat_large")
+	f.Queries = f.Queries[:3]
+	r := call(t, ts, "PUT", "/indexes/r", `{"path":"`+u+`","cache_bytes":1}`)
+	require.Equal(t, 200, r.Status, r.Raw)
+	before := answers(t, ts, "r", f)
+
+	b, err := os.ReadFile(filepath.Join(fixtures, "hnsw_flat_large.faiss"))
+	require.NoError(t, err)
+	for i := len(b) - 400000; i < len(b)-1000; i++ { // vectors changed
+		b[i] ^= 0x55
+	}
+	s3test.Put(t, bucket, "idx/hnsw_flat_large.faiss", b)
+	r = call(t, ts, "PUT", "/indexes/r/_mode", `{"mode":"memory_efficient","cache_bytes":1}`)
+	require.Equal(t, 200, r.Status, "the reload: %s", r.Raw)
+	after := answers(t, ts, "r", f)
+	assert.NotEqual(t, before, after, "the new version's vectors")
+
+	// The same through a local copy of the new bytes: the new version's answers.
+	dir := t.TempDir()
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "new.faiss"), b, 0o644))
+	_, lts := newTestServer(t, Config{DataRoots: []string{dir}})
+	require.Equal(t, 200, call(t, lts, "PUT", "/indexes/r", `{"path":"new.faiss","cache_bytes":1}`).Status)
+	assert.Equal(t, after, answers(t, lts, "r", f))
+}
