@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"github.com/faiss-sidecar/faiss-sidecar/internal/sysmem"
+	"github.com/faiss-sidecar/faiss-sidecar/partial/diskcache"
 	"io"
 	"log/slog"
 	"maps"
@@ -46,19 +47,20 @@ type Config struct {
 
 // Server is the HTTP API.
 type Server struct {
-	cfg     Config
-	Reg     *Registry
-	log     *slog.Logger
-	engine  *gin.Engine
-	metrics *metrics
-	limits  Limits
-	adm     *admission
-	heavy   *admission // the heavy searches' lane (Limits.HeavyQueryWork)
-	bodyMem budget     // bytes of request bodies being read or held
-	workMem budget     // work of the searches running
-	bearer  []byte     // "Bearer " + token, compared in constant time
-	stop    chan struct{}
-	closeMu sync.Once
+	cfg             Config
+	releaseCacheDir func() error // the claim on cfg.CacheDir (diskcache.Claim)
+	Reg             *Registry
+	log             *slog.Logger
+	engine          *gin.Engine
+	metrics         *metrics
+	limits          Limits
+	adm             *admission
+	heavy           *admission // the heavy searches' lane (Limits.HeavyQueryWork)
+	bodyMem         budget     // bytes of request bodies being read or held
+	workMem         budget     // work of the searches running
+	bearer          []byte     // "Bearer " + token, compared in constant time
+	stop            chan struct{}
+	closeMu         sync.Once
 }
 
 type metrics struct {
@@ -220,6 +222,11 @@ func New(cfg Config) (*Server, error) {
 	reg.limits = cfg.Limits
 	reg.guideDir = cfg.GuideDir
 	reg.cacheDir, reg.cacheDirBytes = cfg.CacheDir, cfg.CacheDirBytes
+	if cfg.CacheDir != "" { // held for the server's life: another process on it fails at start, not on loads
+		if s.releaseCacheDir, err = diskcache.Claim(cfg.CacheDir, cfg.CacheDirBytes); err != nil {
+			return nil, fmt.Errorf("cache_dir %s: %w", cfg.CacheDir, err)
+		}
+	}
 	s.bodyMem.max, s.workMem.max = cfg.Limits.MaxBodiesInFlight, cfg.Limits.MaxWorkInFlight
 	s.metrics = newMetrics(reg)
 	if cfg.Token != "" {
@@ -372,11 +379,14 @@ func newMetrics(reg *Registry) *metrics {
 // its response, a cost paid on every search.
 func (s *Server) Handler() http.Handler { return s.engine }
 
-// Close unloads every index.
+// Close unloads every index and releases the cache directory.
 func (s *Server) Close() {
 	s.closeMu.Do(func() { close(s.stop) })
 	for n := range s.Reg.all() {
 		s.Reg.Delete(n, 5*time.Second)
+	}
+	if s.releaseCacheDir != nil {
+		s.releaseCacheDir()
 	}
 }
 

@@ -93,6 +93,30 @@ type call struct {
 	err     error
 }
 
+// Claim opens the cache directory dir with budget bytes (0: DefaultBudget)
+// and holds it until release is called: a server claims its directory when
+// it starts, so another process using it is refused then, at start, not by
+// the loads that would find it taken. Caches opened on dir in this process
+// meanwhile share it (with the same budget).
+func Claim(dir string, budget int64) (release func() error, err error) {
+	if err := CheckBudget(budget); err != nil {
+		return nil, err
+	}
+	if budget == 0 {
+		budget = DefaultBudget
+	}
+	d, err := acquireDir(dir, budget)
+	if err != nil {
+		return nil, err
+	}
+	var once sync.Once
+	return func() error {
+		err := error(nil)
+		once.Do(func() { err = d.release() })
+		return err
+	}, nil
+}
+
 // Open puts the disk cache o describes in front of obj. Closing the Cache
 // closes obj.
 func Open(obj Object, o Options) (*Cache, error) {

@@ -629,3 +629,28 @@ func TestAlignedBlockCacheMatchesDiskBlocks(t *testing.T) {
 		require.Zero(t, tl.DiskHits, "block %d: no neighbour's disk block read", blk)
 	}
 }
+
+// TestClaim: a claimed directory is locked against other processes until
+// released (once, however often release is called), shared by the caches
+// this process opens on it with its budget, and refused when another
+// process holds it.
+func TestClaim(t *testing.T) {
+	dir := t.TempDir()
+	release, err := Claim(dir, 1<<20)
+	require.NoError(t, err)
+	_, err = lockFile(filepath.Join(dir, lockName))
+	require.ErrorContains(t, err, "another process", "claimed")
+	c := open(t, newFake("s3://b/k", "e", pattern(testBS, 20)), dir, 1<<20)
+	require.NoError(t, release())
+	require.NoError(t, release(), "once")
+	_, err = lockFile(filepath.Join(dir, lockName))
+	require.ErrorContains(t, err, "another process", "the open cache still holds it")
+	require.NoError(t, c.Close())
+	lock, err := lockFile(filepath.Join(dir, lockName)) // another process's
+	require.NoError(t, err)
+	_, err = Claim(dir, 0)
+	require.ErrorContains(t, err, "another process")
+	require.NoError(t, unlockFile(lock))
+	_, err = Claim(dir, -1)
+	require.ErrorIs(t, err, partial.ErrBadOption)
+}
