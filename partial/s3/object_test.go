@@ -401,7 +401,10 @@ func TestStalledServerBounded(t *testing.T) {
 	o, err := s3.Open(u, s3.Options{Endpoint: fp.URL, HeadBytes: 4096, Timeout: 200 * time.Millisecond, MaxAttempts: 20, Backoff: time.Millisecond})
 	require.NoError(t, err)
 	defer o.Close()
-	fp.Set(func(_ int64, _ http.ResponseWriter, r *http.Request) bool { s3test.Stall(r, 10*time.Second); return true })
+	fp.Set(func(_ int64, _ http.ResponseWriter, r *http.Request) bool {
+		s3test.Stall(r, 10*time.Second)
+		return true
+	})
 	start := time.Now()
 	_, err = o.ReadAt(make([]byte, 100), 500000)
 	took := time.Since(start)
