@@ -220,19 +220,30 @@ const (
 	hamming
 )
 
+// CheckSearchable is New's first check, for a caller that parsed f and
+// would rather refuse it before reading more (a whole download, a guide
+// build): f must hold an HNSW graph of at most 2^31−1 nodes.
+func CheckSearchable(f *faissfmt.File) error {
+	g := f.Graph
+	if g == nil || g.HNSW == nil {
+		return fmt.Errorf("hnswsearch: %s index has no HNSW graph; searchable are IHNf, IHNs, IBHf, IHc2, IHNc and IBHc, alone or in an id map", f.Root.FourCC)
+	}
+	if g.NTotal > math.MaxInt32 {
+		return fmt.Errorf("hnswsearch: %d vectors exceed FAISS's 32-bit node ids", g.NTotal)
+	}
+	return nil
+}
+
 // New prepares a search over f, whose bytes s serves. s must stay open until
 // the Index is closed. HNSW indexes (IHNf, IHNs, IBHf and the CAGRA-built
 // IHc2, IHNc, IBHc, possibly inside an id map) with metric L2 or IP are
 // searchable; a graph written without its vectors needs Options.Vectors.
 func New(f *faissfmt.File, s partial.Storage, o Options) (*Index, error) {
+	if err := CheckSearchable(f); err != nil {
+		return nil, err
+	}
 	g := f.Graph
-	if g == nil {
-		return nil, fmt.Errorf("hnswsearch: %s index has no HNSW graph; searchable are IHNf, IHNs, IBHf, IHc2, IHNc and IBHc, alone or in an id map", f.Root.FourCC)
-	}
 	x := &Index{st: s, opts: o, h: g.HNSW, n: int32(g.NTotal), d: g.D, binary: g.Binary, metric: g.Metric}
-	if g.NTotal > math.MaxInt32 {
-		return nil, fmt.Errorf("hnswsearch: %d vectors exceed FAISS's 32-bit node ids", g.NTotal)
-	}
 	x.efSearch = g.HNSW.EfSearch
 	if o.IndexEfSearch != 0 {
 		if err := CheckIndexEfSearch(o.IndexEfSearch); err != nil {
