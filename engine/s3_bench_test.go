@@ -35,7 +35,8 @@ func benchEnv(name, def string) string {
 //
 // FAISS_SIDECAR_BENCH_INDEX and FAISS_SIDECAR_BENCH_QUERIES (.fvecs) name
 // another index (default the on_disk fixture), FAISS_SIDECAR_BENCH_BUDGET
-// the memory budget (default 3/10 of the file, at least 8 MiB),
+// the memory budget (default 3/10 of the file, at least 8 MiB; every mode
+// here pins the lists when it fits),
 // FAISS_SIDECAR_BENCH_S3_LATENCY the latency (default 20ms),
 // FAISS_SIDECAR_BENCH_GUIDE_DIR a directory of on_disk guides to reuse
 // (default: built in a temporary one). Sub-benchmark open reports the
@@ -106,9 +107,11 @@ func BenchmarkS3Latency(b *testing.B) {
 	modes := []struct {
 		name string
 		spec engine.Spec
+		disk bool // through a disk cache (cold)
 	}{
-		{"memory_efficient", engine.Spec{MemoryBudget: budget, BatchReads: true}},
-		{"on_disk", engine.Spec{Mode: engine.ModeOnDisk, MemoryBudget: budget, GuideDir: guides}},
+		{"memory_efficient/cache=disk", engine.Spec{MemoryBudget: budget, BatchReads: true}, true},
+		{"on_disk/cache=disk", engine.Spec{Mode: engine.ModeOnDisk, MemoryBudget: budget, GuideDir: guides}, true},
+		{"on_disk/cache=none", engine.Spec{Mode: engine.ModeOnDisk, MemoryBudget: budget, GuideDir: guides}, false},
 	}
 	for _, m := range modes {
 		b.Run("mode="+m.name, func(b *testing.B) {
@@ -116,13 +119,15 @@ func BenchmarkS3Latency(b *testing.B) {
 			local.Path = index
 			lp50, _ := s3Latencies(b, local, qs, b.N, nil)
 			remote := m.spec
-			remote.Path, remote.CacheDir = u, b.TempDir()
+			remote.Path = u
 			if m.spec.Mode == engine.ModeOnDisk { // build the guide (or find it) outside the timing
 				x, _, err := engine.Open(remote)
 				if err != nil {
 					b.Fatal(err)
 				}
 				x.Close()
+			}
+			if m.disk {
 				remote.CacheDir = b.TempDir()
 			}
 			gets, rounds := fp.GETs.Load(), fp.Rounds.Load()

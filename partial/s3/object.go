@@ -31,8 +31,10 @@ const (
 	DefaultHeadBytes      = 64 << 10
 	DefaultTimeout        = 30 * time.Second
 	DefaultMaxAttempts    = 5
-	DefaultParallel       = 16 // GETs in flight per object
-	DefaultServerParallel = 64 // GETs in flight per server, all objects
+	// GETs in flight per object: an on_disk query's rerank of a shortlist
+	// of 100 (its usual size) is one round of GETs only if all go at once.
+	DefaultParallel       = 128
+	DefaultServerParallel = 256 // GETs in flight per server, all objects
 	DefaultBlockSize      = 64 << 10
 	// MaxCoalesce caps one GET of a batch: larger runs are split so they
 	// still go in parallel.
