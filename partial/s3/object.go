@@ -28,9 +28,9 @@ import (
 
 // Defaults of Options.
 const (
-	DefaultHeadBytes      = 64 << 10
-	DefaultTimeout        = 30 * time.Second
-	DefaultMaxAttempts    = 5
+	DefaultHeadBytes   = 64 << 10
+	DefaultTimeout     = 30 * time.Second
+	DefaultMaxAttempts = 5
 	// GETs in flight per object: an on_disk query's rerank of a shortlist
 	// of 100 (its usual size) is one round of GETs only if all go at once.
 	DefaultParallel       = 128
