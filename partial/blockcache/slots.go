@@ -18,7 +18,7 @@ import (
 type slots struct {
 	sections
 	bs     int64
-	budget *atomic.Int64 // the cache's budget: slots beyond twice it are not made
+	budget *atomic.Int64 // the cache's budget: slots beyond twice it and four chunks are not made
 
 	mu           sync.Mutex
 	chunks       []offheap.Buf // slotsPerChunk slots each
@@ -68,7 +68,8 @@ func (s *slots) untake(i int32) {
 }
 
 // take hands out a free slot (all bs bytes) for a block to be read into;
-// nil once released, or when none is free and twice the budget is made.
+// nil once released, or when none is free and twice the budget (and four
+// chunks) is made.
 func (s *slots) take() ([]byte, int32) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -79,10 +80,13 @@ func (s *slots) take() ([]byte, int32) {
 		// Evicted slots wait for every read section open when they left
 		// (searches that may still view them): when searches are long (an
 		// object store's round trips) and overlap, that wait never ends,
-		// and allocating on would grow without bound. Past twice the
-		// budget the caller reads into a heap buffer instead, left to the
-		// collector, and the block is not cached.
-		if made := int64(len(s.chunks)) * slotsPerChunk * s.bs; made > 0 && made+slotsPerChunk*s.bs > 2*s.budget.Load() {
+		// and allocating on would grow without bound. Slots stop at twice
+		// the budget and four chunks (what evictions pending a grace
+		// period take when fast searches churn a small cache); past that
+		// the caller reads into a heap buffer, left to the collector, and
+		// the block is not cached.
+		chunk := slotsPerChunk * s.bs
+		if made := int64(len(s.chunks)) * chunk; made+chunk > 2*s.budget.Load()+4*chunk {
 			return nil, 0
 		}
 		c := offheap.Alloc(slotsPerChunk * int(s.bs))
