@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"runtime"
@@ -208,7 +209,9 @@ const retryAfter = "1"
 
 // setRetryAfter tells a shed client when to come back.
 func setRetryAfter(w http.ResponseWriter, err error) {
-	if err == errOverloaded || err == errBodiesBusy || err == errWorkBusy || err == errHeavyBusy {
+	var ae *apiError
+	if err == errOverloaded || err == errBodiesBusy || err == errWorkBusy || err == errHeavyBusy ||
+		errors.As(err, &ae) && ae.Status == 429 && ae.Type == "too_many_requests" {
 		w.Header().Set("Retry-After", retryAfter)
 	}
 }

@@ -40,7 +40,17 @@ type entry struct {
 	building atomic.Pointer[[2]int64]
 	// checking is set while the file watcher checks the entry's files.
 	checking atomic.Bool
+	// searches counts the searches of this index admitted or waiting, and
+	// running holds the slots they run in: an index may take at most its
+	// share of the server's (indexShare), so one whose storage stalls (an
+	// object store that stops answering) cannot starve the others.
+	searches atomic.Int64
+	running  chan struct{}
 }
+
+// indexShare is the part of the server's search slots and queue one index
+// may hold: three quarters (at least one).
+func indexShare(n int) int { return max(1, n*3/4) }
 
 // setCancel records (or, with nil, clears) the running switch's cancel.
 func (e *entry) setCancel(c context.CancelFunc) {
@@ -374,7 +384,7 @@ func (r *Registry) Load(name string, spec LoadSpec) error {
 		r.mu.Unlock()
 		return &apiError{409, "index_exists", fmt.Sprintf("index %q is loaded; switch it with PUT /indexes/%s/_mode or DELETE it first", name, name)}
 	}
-	e := &entry{name: name}
+	e := &entry{name: name, running: make(chan struct{}, indexShare(r.limits.MaxConcurrentSearches))}
 	e.state.Store("loading")
 	e.mu.Lock()
 	r.setLocked(name, e)

@@ -320,3 +320,48 @@ func delta(before, after s3.Metrics) s3.Metrics {
 	}
 	return d
 }
+
+// TestStalledIndexLeavesOthersSlots: an index whose object store stops
+// answering holds at most its share of the server's search slots and
+// queue (three quarters): its searches beyond that are told to retry at
+// once, and a local index keeps answering at once meanwhile (before, the
+// stalled searches took every slot and the local one got 429s).
+func TestStalledIndexLeavesOthersSlots(t *testing.T) {
+	fp := s3test.NewFaultProxy(t)
+	useS3Defaults(t, s3.Options{Endpoint: fp.URL, Timeout: 800 * time.Millisecond, MaxAttempts: 2, Backoff: time.Millisecond})
+	large := "hnsw_flat_large.faiss"
+	_, ts, bucket := s3Server(t, Config{Limits: Limits{MaxConcurrentSearches: 4, MaxQueuedSearches: 4}}, large)
+	require.Equal(t, 200, call(t, ts, "PUT", "/indexes/slow", `{"path":"s3://`+bucket+`/idx/`+large+`","backend":"direct"}`).Status)
+	require.Equal(t, 200, call(t, ts, "PUT", "/indexes/local", `{"path":"`+large+`"}`).Status)
+	f := loadRuns(t, "hnsw_flat_large")
+	body := fmt.Sprintf(`{"vector":%s,"k":10}`, vectorJSON(f.Queries[0]))
+	fp.Set(func(_ int64, _ http.ResponseWriter, r *http.Request) bool {
+		s3test.Stall(r, 10*time.Second)
+		return true
+	})
+	defer fp.Clear()
+	var wg sync.WaitGroup
+	codes := make(chan int, 12)
+	for range 12 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			codes <- call(t, ts, "POST", "/indexes/slow/_search", body).Status
+		}()
+	}
+	require.Eventually(t, func() bool { return len(codes) >= 6 }, 5*time.Second, 5*time.Millisecond, "beyond the share: refused at once")
+	for range 3 {
+		start := time.Now()
+		r := call(t, ts, "POST", "/indexes/local/_search", body)
+		require.Equal(t, 200, r.Status, r.Raw)
+		assert.Less(t, time.Since(start), 500*time.Millisecond, "the local index answers at once")
+	}
+	wg.Wait()
+	close(codes)
+	n := map[int]int{}
+	for c := range codes {
+		n[c]++
+	}
+	assert.Equal(t, 6, n[429], "%v: 6 of 12 within the share of 6 (3/4 of 4+4)", n)
+	assert.Equal(t, 6, n[502], "%v: the stalled ones end as the store's fault", n)
+}

@@ -736,9 +736,11 @@ func (s *Server) warmup(c *gin.Context) {
 // reqHold is what a search request holds while it runs: its body, a
 // search slot and a lease on the index; Server.done gives them back.
 type reqHold struct {
-	body body
-	slot bool
-	l    lease
+	body    body
+	slot    bool
+	e       *entry // counted in e.searches
+	running bool   // holds a slot of e.running
+	l       lease
 }
 
 func (s *Server) done(h *reqHold) {
@@ -748,7 +750,41 @@ func (s *Server) done(h *reqHold) {
 	if h.slot {
 		s.adm.exit()
 	}
+	if h.running {
+		<-h.e.running
+	}
+	if h.e != nil {
+		h.e.searches.Add(-1)
+	}
 	s.release(&h.body)
+}
+
+// enterIndex counts a search of e, within e's share of the server's
+// searches (running and waiting) and of its slots, waiting for one of
+// those until ctx ends or deadline.
+func (s *Server) enterIndex(ctx context.Context, e *entry, deadline time.Time, hold *reqHold) error {
+	share := int64(indexShare(s.limits.MaxConcurrentSearches + s.limits.MaxQueuedSearches))
+	if e.searches.Add(1) > share {
+		e.searches.Add(-1)
+		return &apiError{429, "too_many_requests", fmt.Sprintf(
+			"index %q has %d searches running or waiting, its share of the server's; retry later", e.name, share)}
+	}
+	hold.e = e
+	select {
+	case e.running <- struct{}{}:
+	default:
+		t := time.NewTimer(time.Until(deadline))
+		defer t.Stop()
+		select {
+		case e.running <- struct{}{}:
+		case <-ctx.Done():
+			return errOverloaded
+		case <-t.C:
+			return errOverloaded
+		}
+	}
+	hold.running = true
+	return nil
 }
 
 // bind decodes the body into req, then takes a search slot and a lease on
@@ -762,6 +798,15 @@ func (s *Server) bind(c *gin.Context, req any, hold *reqHold) (e *entry, deadlin
 		return nil, deadline, false
 	}
 	deadline = time.Now().Add(s.cfg.RequestTimeout)
+	pe := s.Reg.get(c.Param("name"))
+	if pe == nil {
+		s.fail(c, notFound(c.Param("name")))
+		return nil, deadline, false
+	}
+	if err := s.enterIndex(c.Request.Context(), pe, deadline, hold); err != nil {
+		s.fail(c, err)
+		return nil, deadline, false
+	}
 	if err := s.adm.enter(c.Request.Context(), deadline); err != nil {
 		s.fail(c, err)
 		return nil, deadline, false
