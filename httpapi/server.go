@@ -379,6 +379,10 @@ func newMetrics(reg *Registry) *metrics {
 // its response, a cost paid on every search.
 func (s *Server) Handler() http.Handler { return s.engine }
 
+// MemoryBudget is the node's memory budget in force (Config.MemoryBudget,
+// or the machine's memory for 0).
+func (s *Server) MemoryBudget() int64 { return s.Reg.budget }
+
 // Close unloads every index and releases the cache directory.
 func (s *Server) Close() {
 	s.closeMu.Do(func() { close(s.stop) })

@@ -241,7 +241,7 @@ func runServe(args []string, stdout, stderr io.Writer) error {
 	}
 	sort.Strings(names)
 	log.Info("starting", "version", buildinfo.Version(), "listen", cfg.Listen, "data_roots", cfg.DataRoots, "s3_buckets", cfg.S3Buckets,
-		"memory_budget", cfg.MemoryBudget, "token_set", cfg.Token != "", "indexes", names)
+		"memory_budget", srv.MemoryBudget(), "token_set", cfg.Token != "", "indexes", names)
 	for _, n := range names {
 		if err := srv.Reg.Load(n, cfg.Indexes[n]); err != nil {
 			return fmt.Errorf("index %s: %w", n, err)
