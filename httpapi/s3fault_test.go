@@ -325,7 +325,8 @@ func delta(before, after s3.Metrics) s3.Metrics {
 // answering holds at most its share of the server's search slots and
 // queue (three quarters): its searches beyond that are told to retry at
 // once, and a local index keeps answering at once meanwhile (before, the
-// stalled searches took every slot and the local one got 429s).
+// stalled searches took every slot and the local one got 429s), as does
+// GET of the stalled index (it made a HEAD).
 func TestStalledIndexLeavesOthersSlots(t *testing.T) {
 	fp := s3test.NewFaultProxy(t)
 	useS3Defaults(t, s3.Options{Endpoint: fp.URL, Timeout: 800 * time.Millisecond, MaxAttempts: 2, Backoff: time.Millisecond})
@@ -356,6 +357,9 @@ func TestStalledIndexLeavesOthersSlots(t *testing.T) {
 		require.Equal(t, 200, r.Status, r.Raw)
 		assert.Less(t, time.Since(start), 500*time.Millisecond, "the local index answers at once")
 	}
+	start := time.Now()
+	require.Equal(t, 200, call(t, ts, "GET", "/indexes/slow", ``).Status)
+	assert.Less(t, time.Since(start), 500*time.Millisecond, "GET of the stalled index asks the store nothing")
 	wg.Wait()
 	close(codes)
 	n := map[int]int{}

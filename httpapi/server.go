@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"github.com/faiss-sidecar/faiss-sidecar/internal/sysmem"
 	"github.com/faiss-sidecar/faiss-sidecar/partial/diskcache"
+	"github.com/faiss-sidecar/faiss-sidecar/partial/storage"
 	"io"
 	"log/slog"
 	"maps"
@@ -657,7 +658,10 @@ func (s *Server) getIndex(c *gin.Context) {
 		return
 	}
 	defer l.release()
-	if l.h.failed.Load() == nil {
+	// A local file is checked at once (a stat); an object is not (a HEAD,
+	// which a stalled store would hold for its attempts): its reads are
+	// pinned to its ETag and the file watcher checks it.
+	if l.h.failed.Load() == nil && !storage.IsRemote(l.h.spec.Path) {
 		if err := l.h.checkFile(); isFileChanged(err) {
 			l.h.markFailed(err)
 		}
