@@ -13,6 +13,7 @@ import (
 	"github.com/faiss-sidecar/faiss-sidecar/faissfmt"
 	"github.com/faiss-sidecar/faiss-sidecar/hnswsearch"
 	"github.com/faiss-sidecar/faiss-sidecar/internal/readahead"
+	"github.com/faiss-sidecar/faiss-sidecar/partial/s3"
 	"github.com/faiss-sidecar/faiss-sidecar/partial/storage"
 	"github.com/faiss-sidecar/faiss-sidecar/quant"
 )
@@ -292,8 +293,10 @@ func identify(r io.ReaderAt, f *faissfmt.File, path string) (quant.SourceID, err
 func buildGuide(r io.ReaderAt, off int64, f *faissfmt.File, level quant.Level, path string, src quant.SourceID,
 	ctx context.Context, progress func(done, total int64)) (c *quant.Codes, notSaved string, err error) {
 	g := f.Graph
-	if ra, ok := r.(*readahead.Reader); ok { // an object's (remoteGuideSource)
+	if o, ok := r.(*s3.Object); ok { // an object (remoteGuideSource): streamed in parallel ranged GETs
+		ra := readahead.New(o, o.Size(), readahead.DefaultChunk, readahead.DefaultAhead)
 		defer ra.Close()
+		r = ra
 	}
 	c, err = quant.Build(r, off, int(g.NTotal), g.D, g.Metric, level, quant.BuildOptions{Ctx: ctx, Progress: progress})
 	if err != nil {
@@ -324,8 +327,7 @@ func Quantize(spec Spec, out string) (GuideInfo, error) {
 	if err != nil {
 		return GuideInfo{}, err
 	}
-	obj := p.obj
-	p.obj = nil
+	obj := p.takeObject()
 	st, err := storage.Open(spec.Path, storage.Options{Backend: "pread", CacheBytes: 1 << 20, Object: obj})
 	if err != nil {
 		return GuideInfo{}, err

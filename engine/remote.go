@@ -11,7 +11,6 @@ import (
 	"strings"
 
 	"github.com/faiss-sidecar/faiss-sidecar/faissfmt"
-	"github.com/faiss-sidecar/faiss-sidecar/internal/readahead"
 	"github.com/faiss-sidecar/faiss-sidecar/partial"
 	"github.com/faiss-sidecar/faiss-sidecar/partial/blockcache"
 	"github.com/faiss-sidecar/faiss-sidecar/partial/diskcache"
@@ -99,8 +98,8 @@ func objectSource(o *s3.Object) quant.SourceID {
 }
 
 // remoteGuideSource is guideSource for an s3:// index's own vectors: the
-// object read ahead in readahead.DefaultChunk GETs (buildGuide closes the
-// reader), and the object's identity.
+// object beneath every cache (buildGuide streams it ahead in
+// readahead.DefaultChunk GETs), and the object's identity.
 func remoteGuideSource(r io.ReaderAt, f *faissfmt.File, label string) (io.ReaderAt, int64, quant.SourceID, error) {
 	st, _ := r.(partial.Storage)
 	o := objectOf(st)
@@ -108,7 +107,7 @@ func remoteGuideSource(r io.ReaderAt, f *faissfmt.File, label string) (io.Reader
 		return nil, 0, quant.SourceID{}, fmt.Errorf("%s: the storage serving it is not an s3 object (%T): its guide cannot be identified", label, r)
 	}
 	sec, _ := f.Storage.Section("codes")
-	return readahead.New(o, o.Size(), readahead.DefaultChunk, readahead.DefaultAhead), sec.Offset, objectSource(o), nil
+	return o, sec.Offset, objectSource(o), nil
 }
 
 // remoteRerank opens the rerank vectors of an index that reranks from the
@@ -157,10 +156,18 @@ func probeRemote(spec Spec) (*faissfmt.File, *s3.Object, error) {
 	return f, obj, nil
 }
 
+// takeObject hands the probed object (nil for a local file, or once
+// taken) to the storage about to be built on it, which owns it from then
+// on: a second Open of the plan opens the object again.
+func (p *Plan) takeObject() *s3.Object {
+	o := p.obj
+	p.obj = nil
+	return o
+}
+
 // dropObject closes the probed object of a plan that will not be opened.
 func (p *Plan) dropObject() {
-	if p.obj != nil {
-		p.obj.Close()
-		p.obj = nil
+	if o := p.takeObject(); o != nil {
+		o.Close()
 	}
 }

@@ -481,8 +481,7 @@ func (p *Plan) Spec() Spec { return p.spec }
 // and rerank vectors.
 func (p *Plan) Open() (*Index, error) {
 	spec := p.spec
-	obj := p.obj
-	p.obj = nil // the storage owns it now; a second Open opens the object again
+	obj := p.takeObject()
 	st, err := storage.Open(spec.Path, storage.Options{Backend: p.backend, CacheBytes: p.cacheBytes, BlockSize: spec.CacheBlock,
 		AlignOffset: hnswsearch.AlignOffset(p.probe), CacheDir: spec.CacheDir, CacheDirBytes: spec.CacheDirBytes, Object: obj})
 	if err != nil {

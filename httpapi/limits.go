@@ -2,7 +2,6 @@ package httpapi
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net/http"
 	"runtime"
@@ -209,9 +208,7 @@ const retryAfter = "1"
 
 // setRetryAfter tells a shed client when to come back.
 func setRetryAfter(w http.ResponseWriter, err error) {
-	var ae *apiError
-	if err == errOverloaded || err == errBodiesBusy || err == errWorkBusy || err == errHeavyBusy ||
-		errors.As(err, &ae) && ae.Status == 429 && ae.Type == "too_many_requests" {
+	if err == errOverloaded || err == errBodiesBusy || err == errWorkBusy || err == errHeavyBusy {
 		w.Header().Set("Retry-After", retryAfter)
 	}
 }

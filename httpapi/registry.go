@@ -40,17 +40,17 @@ type entry struct {
 	building atomic.Pointer[[2]int64]
 	// checking is set while the file watcher checks the entry's files.
 	checking atomic.Bool
-	// searches counts the searches of this index admitted or waiting, and
-	// running holds the slots they run in: an index may take at most its
-	// share of the server's (indexShare), so one whose storage stalls (an
+	// adm admits the index's searches within its share of the server's
+	// slots and queue (indexAdmission), so one whose storage stalls (an
 	// object store that stops answering) cannot starve the others.
-	searches atomic.Int64
-	running  chan struct{}
+	adm *admission
 }
 
-// indexShare is the part of the server's search slots and queue one index
-// may hold: three quarters (at least one).
-func indexShare(n int) int { return max(1, n*3/4) }
+// indexAdmission is an index's share of the server's search slots and
+// queue l: three quarters of each (at least one slot).
+func indexAdmission(l Limits) *admission {
+	return newAdmission(max(1, l.MaxConcurrentSearches*3/4), l.MaxQueuedSearches*3/4)
+}
 
 // setCancel records (or, with nil, clears) the running switch's cancel.
 func (e *entry) setCancel(c context.CancelFunc) {
@@ -229,13 +229,19 @@ func (r *Registry) acquire(name string) (*entry, lease, error) {
 	if e == nil {
 		return nil, lease{}, notFound(name)
 	}
+	l, err := e.lease()
+	return e, l, err
+}
+
+// lease takes a lease on the handle serving e.
+func (e *entry) lease() (lease, error) {
 	for {
 		h := e.cur.Load()
 		if h == nil {
-			return nil, lease{}, notFound(name)
+			return lease{}, notFound(e.name)
 		}
 		if l, ok := h.acquire(); ok {
-			return e, l, nil
+			return l, nil
 		}
 	}
 }
@@ -384,7 +390,7 @@ func (r *Registry) Load(name string, spec LoadSpec) error {
 		r.mu.Unlock()
 		return &apiError{409, "index_exists", fmt.Sprintf("index %q is loaded; switch it with PUT /indexes/%s/_mode or DELETE it first", name, name)}
 	}
-	e := &entry{name: name, running: make(chan struct{}, indexShare(r.limits.MaxConcurrentSearches))}
+	e := &entry{name: name, adm: indexAdmission(r.limits)}
 	e.state.Store("loading")
 	e.mu.Lock()
 	r.setLocked(name, e)

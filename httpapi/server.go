@@ -744,11 +744,10 @@ func (s *Server) warmup(c *gin.Context) {
 // reqHold is what a search request holds while it runs: its body, a
 // search slot and a lease on the index; Server.done gives them back.
 type reqHold struct {
-	body    body
-	slot    bool
-	e       *entry // counted in e.searches
-	running bool   // holds a slot of e.running
-	l       lease
+	body body
+	e    *entry // holds a slot of e.adm
+	slot bool   // holds a slot of the server's admission
+	l    lease
 }
 
 func (s *Server) done(h *reqHold) {
@@ -758,69 +757,39 @@ func (s *Server) done(h *reqHold) {
 	if h.slot {
 		s.adm.exit()
 	}
-	if h.running {
-		<-h.e.running
-	}
 	if h.e != nil {
-		h.e.searches.Add(-1)
+		h.e.adm.exit()
 	}
 	s.release(&h.body)
 }
 
-// enterIndex counts a search of e, within e's share of the server's
-// searches (running and waiting) and of its slots, waiting for one of
-// those until ctx ends or deadline.
-func (s *Server) enterIndex(ctx context.Context, e *entry, deadline time.Time, hold *reqHold) error {
-	share := int64(indexShare(s.limits.MaxConcurrentSearches + s.limits.MaxQueuedSearches))
-	if e.searches.Add(1) > share {
-		e.searches.Add(-1)
-		return &apiError{429, "too_many_requests", fmt.Sprintf(
-			"index %q has %d searches running or waiting, its share of the server's; retry later", e.name, share)}
-	}
-	hold.e = e
-	select {
-	case e.running <- struct{}{}:
-	default:
-		t := time.NewTimer(time.Until(deadline))
-		defer t.Stop()
-		select {
-		case e.running <- struct{}{}:
-		case <-ctx.Done():
-			return errOverloaded
-		case <-t.C:
-			return errOverloaded
-		}
-	}
-	hold.running = true
-	return nil
-}
-
-// bind decodes the body into req, then takes a search slot and a lease on
-// the index the path names, recorded in hold for the caller to give back
-// with done (whatever bind returns); on failure it has answered the request
-// and ok is false. The body is read before the slot is taken, so a slow
-// client holds no slot.
+// bind decodes the body into req, then takes a slot of the index's share
+// (entry.adm) and of the server's, and a lease on the index the path
+// names, recorded in hold for the caller to give back with done (whatever
+// bind returns); on failure it has answered the request and ok is false.
+// The body is read before the slots are taken, so a slow client holds
+// none.
 func (s *Server) bind(c *gin.Context, req any, hold *reqHold) (e *entry, deadline time.Time, ok bool) {
 	if err := s.decode(c, req, &hold.body); err != nil {
 		s.fail(c, err)
 		return nil, deadline, false
 	}
 	deadline = time.Now().Add(s.cfg.RequestTimeout)
-	pe := s.Reg.get(c.Param("name"))
-	if pe == nil {
+	if e = s.Reg.get(c.Param("name")); e == nil {
 		s.fail(c, notFound(c.Param("name")))
 		return nil, deadline, false
 	}
-	if err := s.enterIndex(c.Request.Context(), pe, deadline, hold); err != nil {
+	if err := e.adm.enter(c.Request.Context(), deadline); err != nil {
 		s.fail(c, err)
 		return nil, deadline, false
 	}
+	hold.e = e
 	if err := s.adm.enter(c.Request.Context(), deadline); err != nil {
 		s.fail(c, err)
 		return nil, deadline, false
 	}
 	hold.slot = true
-	e, l, err := s.Reg.acquire(c.Param("name"))
+	l, err := e.lease()
 	if err == nil {
 		hold.l = l
 		err = l.h.usable()
