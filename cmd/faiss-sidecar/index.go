@@ -86,17 +86,20 @@ type loadedIndex struct {
 }
 
 // limitHeap sets the Go runtime's memory limit, under --memory-budget, to
-// the plan's heap share plus what the command itself holds live (its
-// queries, ground truth): with less, the collector runs without pause.
-// GOMEMLIMIT, when set, wins.
+// the plan's heap share plus what the runtime holds once opening is done:
+// the command's own live data (queries, ground truth) and the runtime's
+// overhead beside the heap (metadata, stacks, profiling buckets: ~7 MB
+// for this binary). The limit counts that overhead too, so one set from
+// the live heap alone sat below what the process already held, and the
+// collector ran every few milliseconds. GOMEMLIMIT, when set, wins.
 func (l *loadedIndex) limitHeap() {
 	if l.heapBytes == 0 || os.Getenv("GOMEMLIMIT") != "" {
 		return
 	}
 	debug.FreeOSMemory() // collect, and return what opening left behind
-	live := []metrics.Sample{{Name: "/gc/heap/live:bytes"}}
-	metrics.Read(live)
-	l.prevLimit = debug.SetMemoryLimit(int64(live[0].Value.Uint64()) + l.heapBytes)
+	held := []metrics.Sample{{Name: "/memory/classes/total:bytes"}, {Name: "/memory/classes/heap/released:bytes"}}
+	metrics.Read(held)
+	l.prevLimit = debug.SetMemoryLimit(int64(held[0].Value.Uint64()-held[1].Value.Uint64()) + l.heapBytes)
 }
 
 func (l *loadedIndex) Close() {
