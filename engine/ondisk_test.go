@@ -275,3 +275,49 @@ func TestOnDiskGuideInTheWay(t *testing.T) {
 	assert.False(t, gi.Loaded)
 	assert.Contains(t, gi.NotSaved, "not a directory")
 }
+
+// TestOnDiskVectorCache: under a memory budget that leaves room after the
+// guide and the lists, on_disk keeps the vectors it reranks in the
+// budget's vector cache: a query asked again reads nothing, and every
+// answer is the one on_disk gives without a budget (direct reads, no
+// cache).
+func TestOnDiskVectorCache(t *testing.T) {
+	raw, err := os.ReadFile(filepath.Join("..", "testdata", "ondisk", "clustered_l2.json"))
+	require.NoError(t, err)
+	var fx onDiskFixture
+	require.NoError(t, json.Unmarshal(raw, &fx))
+	index := filepath.Join("..", "testdata", "ondisk", "clustered_l2.faiss")
+	dir := t.TempDir()
+	open := func(budget int64) *engine.Index {
+		x, _, err := engine.Open(engine.Spec{Path: index, Mode: engine.ModeOnDisk, Compression: "8x", GuideDir: dir,
+			MemoryBudget: budget, Rerank: &engine.RerankSpec{Strategy: "direct"}})
+		require.NoError(t, err)
+		t.Cleanup(x.Close)
+		return x
+	}
+	plain, cached := open(0), open(64<<20)
+	vc := cached.VectorCache()
+	require.EqualValues(t, cached.NTotal(), vc.Slots, "the budget's rest is a vector cache, here of every vector")
+	for pass := range 2 {
+		for qi, q := range fx.Queries {
+			var res [2][]engine.Hit
+			var profs [2]engine.Profile
+			for i, x := range []*engine.Index{plain, cached} {
+				qp, err := x.Plan(engine.Request{K: 10})
+				require.NoError(t, err)
+				res[i], profs[i], err = x.Query(&qp, q, nil)
+				require.NoError(t, err)
+				require.NotNil(t, profs[i].Rerank)
+			}
+			require.Equal(t, res[0], res[1], "pass %d query %d", pass, qi)
+			require.Zero(t, profs[0].Rerank.CacheHits)
+			r := profs[1].Rerank
+			if pass == 1 {
+				require.Equal(t, r.Vectors, r.CacheHits, "query %d asked again", qi)
+				require.Zero(t, r.Reads, "query %d asked again", qi)
+			}
+		}
+	}
+	st := cached.VectorCache()
+	require.Positive(t, st.Inserts, "reranked vectors were kept")
+}

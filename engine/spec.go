@@ -614,6 +614,9 @@ func (x *Index) openRerank(rs *RerankSpec) error {
 		s.Close()
 		return err
 	}
+	if vc := x.idx.VectorRecords(); vc != nil && x.spec.Mode == ModeOnDisk && (rs.Path == x.spec.Path || rs.Path == x.spec.VectorsPath) {
+		s.SetCache(vc) // the walk reads the guide: the budget's vector cache holds reranked vectors
+	}
 	x.rer = s
 	return nil
 }

@@ -101,7 +101,9 @@ func minVectorCache(n, codeSize int64) int64 { return 4*n + 64*codeSize }
 // fit in nine tenths; else every list, compacted, when they fit there
 // (estimated from a sample of nodes); else the hubs' lists in half; and the
 // vector cache gets what the lists leave. With a guide (Options.Guide) the
-// search reads no vector: every list when they fit, else the hubs'.
+// search reads no vector: every list when they fit, else the hubs', and
+// the vector cache that follows holds the vectors the caller reranks
+// (VectorRecords).
 func (x *Index) planHeld(held int64, guide bool) (h holding, idMap bool, err error) {
 	var idLen int64 = -1
 	if x.idMap != nil {
@@ -113,13 +115,12 @@ func (x *Index) planHeld(held int64, guide bool) (h holding, idMap bool, err err
 		return h, false, err
 	}
 	switch {
-	case guide: // the vectors are the guide's: lists only
+	case guide: // the walk reads the guide; the rest caches the rerank's vectors
 		if fitsHeld(est, held) {
 			h.allLists = true
 		} else {
 			h.hubBytes = held / 2
 		}
-		return h, idMap, nil
 	case fitsHeld(est+int64(x.n)*int64(x.codeSize), held): // vectors pinned compacted
 		h.allLists, h.vectors = true, true
 	case fitsHeld(est, held):

@@ -102,7 +102,8 @@ type Options struct {
 	// Guide, when set, is a compressed in-memory copy of the vectors the
 	// search computes every distance on (loading mode on_disk): no vector
 	// is read, distances are estimates, and the caller reranks. Float
-	// indexes with flat storage only; HeldBytes then pins lists only.
+	// indexes with flat storage only; HeldBytes then pins lists, and what
+	// they leave is a vector cache for the caller's rerank (VectorRecords).
 	Guide Guide
 	// Vectors serves the vectors of a graph written without them
 	// (faissfmt's null storage): a separate vector file. nil otherwise.
@@ -468,6 +469,11 @@ func (x *Index) VectorCache() recordcache.Stats {
 	}
 	return x.vc.Stats()
 }
+
+// VectorRecords is the vector cache itself (nil without one): records of
+// a vector's bytes by label. With Options.Guide the walk reads no vector,
+// and the cache is the caller's to fill with the vectors it reranks.
+func (x *Index) VectorRecords() *recordcache.Cache { return x.vc }
 
 // HeldBytes is the memory the Index holds beyond the parsed file's small
 // arrays: pinned neighbor lists and the vector cache.

@@ -56,7 +56,7 @@ func (x *Index) warm(maxBytes int64) error {
 		}
 		maxBytes -= n
 	}
-	if x.vc != nil {
+	if x.vc != nil && x.opts.Guide == nil { // a guide's cache holds what reranks read
 		return x.warmVectorCache()
 	}
 	return nil

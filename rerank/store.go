@@ -12,6 +12,7 @@ import (
 
 	"github.com/faiss-sidecar/faiss-sidecar/internal/distance"
 	"github.com/faiss-sidecar/faiss-sidecar/partial"
+	"github.com/faiss-sidecar/faiss-sidecar/partial/recordcache"
 	"github.com/faiss-sidecar/faiss-sidecar/partial/s3"
 )
 
@@ -48,19 +49,69 @@ type Store struct {
 	file     *partial.File
 	batch    partial.Storage // strategy batch's storage
 	ownBatch bool            // Close closes batch
-	arenas   sync.Pool       // *[]byte read buffers (aligned for direct), reused across shortlists
+	arenas   arenaList       // read buffers (aligned for direct), reused across shortlists
+	cache    *recordcache.Cache
 }
 
+// SetCache makes the store look vectors up in c (records of 4·Dim bytes
+// by label; the caller owns and budgets it) before reading them, and keep
+// there those it reads. Set before the store is used; it outlives the
+// store's last use.
+func (s *Store) SetCache(c *recordcache.Cache) { s.cache = c }
+
 // arena returns a buffer of at least n bytes (not zeroed), aligned for
-// direct I/O on the direct strategy.
+// direct I/O on the direct strategy; putArena gives it back.
 func (s *Store) arena(n int) []byte {
-	if p, ok := s.arenas.Get().(*[]byte); ok && cap(*p) >= n {
-		return (*p)[:n]
+	if b := s.arenas.take(n); b != nil {
+		return b
 	}
+	size := max(n, minArena)
 	if s.direct == nil {
-		return make([]byte, max(n, 1<<20))[:n]
+		return make([]byte, size)[:n]
 	}
-	return s.direct.AlignedBuffer(max(n, 1<<20))[:n]
+	return s.direct.AlignedBuffer(size)[:n]
+}
+
+func (s *Store) putArena(b []byte) { s.arenas.give(b) }
+
+// minArena is the smallest read buffer made: a shortlist of 100 vectors
+// of up to 2 KiB, one 512-byte-aligned span each.
+const minArena = 256 << 10
+
+// arenaList keeps up to maxFreeArenas read buffers between shortlists.
+// Unlike a sync.Pool it survives collections: under a tight memory limit
+// (a memory budget's heap share) the collector runs often, and a pool
+// emptied by each one made every shortlist allocate and clear a new
+// buffer, which brought the next collection sooner.
+type arenaList struct {
+	mu   sync.Mutex
+	free [][]byte
+}
+
+const maxFreeArenas = 8
+
+// take returns a kept buffer of at least n bytes, resliced to n, or nil.
+func (a *arenaList) take(n int) []byte {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for i := len(a.free) - 1; i >= 0; i-- {
+		if b := a.free[i]; cap(b) >= n {
+			last := len(a.free) - 1
+			a.free[i], a.free[last] = a.free[last], nil
+			a.free = a.free[:last]
+			return b[:n]
+		}
+	}
+	return nil
+}
+
+// give keeps b for a later take, unless maxFreeArenas are kept already.
+func (a *arenaList) give(b []byte) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if len(a.free) < maxFreeArenas {
+		a.free = append(a.free, b)
+	}
 }
 
 // FetchStats describes one Fetch.
@@ -72,6 +123,9 @@ type FetchStats struct {
 	// storage (1 a shortlist on the direct and batch strategies; 0 on pread
 	// and mmap, whose reads go one after another).
 	Batches int `json:"batches"`
+	// CacheHits counts vectors served by the store's cache (SetCache),
+	// neither read nor counted in Reads.
+	CacheHits int `json:"cache_hits"`
 }
 
 // DefaultParallel is how many reads the direct strategy keeps in flight
@@ -183,7 +237,10 @@ func (s *Store) Fetch(labels []int32, dst []float32, st *FetchStats) error {
 }
 
 // view reads the vectors of labels and calls use(i, bytes of labels[i]) for
-// each; the bytes are valid only during the call.
+// each; the bytes are valid only during the call. With a cache, a vector
+// found there is used in place and read after all if it was overwritten
+// meanwhile: use may then be called twice for one i, the second call with
+// the right bytes.
 //
 // A vector file that changed since it was opened (truncated, overwritten,
 // replaced) fails the read with an error wrapping partial.ErrFileChanged,
@@ -199,6 +256,44 @@ func (s *Store) view(labels []int32, st *FetchStats, use func(i int, b []byte)) 
 	if st != nil {
 		st.Vectors += len(labels)
 	}
+	if s.cache != nil {
+		return s.viewCached(labels, st, use)
+	}
+	return s.viewFile(labels, st, use)
+}
+
+// viewCached serves from the cache the labels it holds intact and reads the
+// rest (viewFile), storing them in the cache.
+func (s *Store) viewCached(labels []int32, st *FetchStats, use func(i int, b []byte)) error {
+	miss := make([]int32, 0, len(labels))
+	at := make([]int, 0, len(labels)) // miss[j] is labels[at[j]]
+	for i, l := range labels {
+		if b, tok, ok := s.cache.Get(l); ok {
+			use(i, b)
+			if s.cache.Valid(tok) {
+				continue
+			}
+		}
+		miss, at = append(miss, l), append(at, i)
+	}
+	if st != nil {
+		st.CacheHits += len(labels) - len(miss)
+	}
+	if len(miss) == 0 { // the cached bytes were read from the version opened
+		if err := s.checker().CheckFD(); err != nil {
+			return fmt.Errorf("rerank: %w", err)
+		}
+		return nil
+	}
+	return s.viewFile(miss, st, func(j int, b []byte) {
+		s.cache.Put(miss[j], b)
+		use(at[j], b)
+	})
+}
+
+// viewFile reads the vectors of labels with the store's strategy (view
+// without the cache).
+func (s *Store) viewFile(labels []int32, st *FetchStats, use func(i int, b []byte)) (err error) {
 	switch s.strategy {
 	case "direct":
 		err = s.viewDirect(labels, st, use)
@@ -367,7 +462,7 @@ func (s *Store) viewDirect(labels []int32, st *FetchStats, use func(int, []byte)
 	size := s.direct.Size()
 	order, spans, total := s.spans(labels, align, (size+align-1)/align*align)
 	arena := s.arena(int(total))
-	defer s.arenas.Put(&arena)
+	defer s.putArena(arena)
 	reqs := make([]partial.ReadReq, len(spans))
 	var at int64
 	for j, sp := range spans {
@@ -417,7 +512,7 @@ func (s *Store) viewBatch(labels []int32, st *FetchStats, use func(int, []byte))
 	vlen := int64(4 * s.Dim)
 	order, spans, total := s.spans(labels, BatchBlock, s.batch.Size())
 	arena := s.arena(int(total))
-	defer s.arenas.Put(&arena)
+	defer s.putArena(arena)
 	reqs := make([]partial.ReadReq, len(spans))
 	var at int64
 	for j, sp := range spans {

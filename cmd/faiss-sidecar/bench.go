@@ -66,19 +66,22 @@ type searchBenchResult struct {
 	DevReadsPerQ    float64 `json:"device_reads_per_query"`
 	RerankReadsPerQ float64 `json:"rerank_reads_per_query,omitempty"`
 	RerankBytesPerQ float64 `json:"rerank_bytes_per_query,omitempty"`
-	PinnedPerQ      float64 `json:"pinned_bytes_per_query"`       // neighbor lists served from pinned memory
-	VecCachePerQ    float64 `json:"vector_cache_bytes_per_query"` // vectors served by the vector cache
-	VecCacheHitPct  float64 `json:"vector_cache_hit_pct"`         // share of vector fetches it served
-	VectorCache     any     `json:"vector_cache,omitempty"`
-	BatchesPerQ     float64 `json:"batches_per_query"`    // batched reads (round trips) per query
-	ReadAheadPerQ   float64 `json:"read_ahead_per_query"` // vectors read ahead into the vector cache
-	ExpandedPerQ    float64 `json:"expanded_per_query"`   // level-0 nodes expanded
-	OpenMs          float64 `json:"open_ms"`
-	FirstQueryUs    float64 `json:"first_query_us"`
-	DevicePerQuery  float64 `json:"device_read_bytes_per_query"`
-	PeakRSS         int64   `json:"peak_rss_bytes"`
-	ResidentBytes   int64   `json:"resident_bytes"`
-	StorageStats    any     `json:"storage_stats,omitempty"`
+	// RerankCacheHitsPerQ: shortlisted vectors the vector cache served
+	// (on_disk under a memory budget), neither read nor in R.
+	RerankCacheHitsPerQ float64 `json:"rerank_cache_hits_per_query,omitempty"`
+	PinnedPerQ          float64 `json:"pinned_bytes_per_query"`       // neighbor lists served from pinned memory
+	VecCachePerQ        float64 `json:"vector_cache_bytes_per_query"` // vectors served by the vector cache
+	VecCacheHitPct      float64 `json:"vector_cache_hit_pct"`         // share of vector fetches it served
+	VectorCache         any     `json:"vector_cache,omitempty"`
+	BatchesPerQ         float64 `json:"batches_per_query"`    // batched reads (round trips) per query
+	ReadAheadPerQ       float64 `json:"read_ahead_per_query"` // vectors read ahead into the vector cache
+	ExpandedPerQ        float64 `json:"expanded_per_query"`   // level-0 nodes expanded
+	OpenMs              float64 `json:"open_ms"`
+	FirstQueryUs        float64 `json:"first_query_us"`
+	DevicePerQuery      float64 `json:"device_read_bytes_per_query"`
+	PeakRSS             int64   `json:"peak_rss_bytes"`
+	ResidentBytes       int64   `json:"resident_bytes"`
+	StorageStats        any     `json:"storage_stats,omitempty"`
 }
 
 // peakRSS is the process's peak resident set (VmHWM), 0 where unknown.
@@ -287,6 +290,7 @@ func runBenchSearch(args []string, stdout io.Writer) error {
 			fetch.Vectors += myFetch.Vectors
 			fetch.Reads += myFetch.Reads
 			fetch.BytesRead += myFetch.BytesRead
+			fetch.CacheHits += myFetch.CacheHits
 			pinned += pin
 			vcBytes += vcb
 			vcHits += vch
@@ -322,6 +326,7 @@ func runBenchSearch(args []string, stdout io.Writer) error {
 	if rescore {
 		res.RerankReadsPerQ = float64(fetch.Reads) / float64(searches)
 		res.RerankBytesPerQ = float64(fetch.BytesRead) / float64(searches)
+		res.RerankCacheHitsPerQ = float64(fetch.CacheHits) / float64(searches)
 	}
 	res.PinnedPerQ = float64(pinned) / float64(searches)
 	res.VecCachePerQ = float64(vcBytes) / float64(searches)
