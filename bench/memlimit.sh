@@ -2,8 +2,11 @@
 # Search under a real memory limit (cgroup v1), cold start each run: the
 # index file is evicted from the page cache, then `faiss-sidecar bench` runs
 # inside a memory cgroup limited to 1/2, 1/3 and 1/10 of the file size.
-# Reports QPS, p50/p99, device bytes per query, recall, time to first query
-# and the cgroup's peak memory, per backend.
+# Reports QPS, p50/p99, device bytes per query, recall, time to first query,
+# the cgroup's peak memory and the vector cache's hit rate (on_disk: the
+# share of the shortlist it served), per backend. SECS=0 measures each of the
+# NQ queries' first run (bench --fresh); else queries repeat for SECS after
+# an unmeasured pass over them.
 #   bash bench/memlimit.sh [INDEX QUERIES GT]    (default: bench-data/fmnist.*)
 # Needs root and the cgroup-v1 memory controller (/sys/fs/cgroup/memory).
 set -euo pipefail
@@ -12,8 +15,15 @@ idx=${1:-bench-data/fmnist.faiss}
 q=${2:-bench-data/fmnist.queries.fvecs}
 gt=${3:-bench-data/fmnist.gt.ivecs}
 secs=${SECS:-10}
-go build -o bench-data/faiss-sidecar ./cmd/faiss-sidecar
-bin=$(realpath bench-data/faiss-sidecar)
+measure="--duration ${secs}s" # after an unmeasured pass over the queries: repeats
+[ "$secs" = 0 ] && measure=--fresh # each query's first run, once
+# BIN: a binary to measure instead of this tree's (built into bench-data/).
+if [ -n "${BIN:-}" ]; then
+  bin=$(realpath "$BIN")
+else
+  go build -o bench-data/faiss-sidecar ./cmd/faiss-sidecar
+  bin=$(realpath bench-data/faiss-sidecar)
+fi
 cg=/sys/fs/cgroup/memory/faiss-sidecar-bench-$$
 size=$(stat -c %s "$idx")
 trap 'rmdir "$cg" 2>/dev/null || true' EXIT
@@ -63,7 +73,7 @@ for frac in ${FRACS:-2 3 10}; do
     # makes the runtime collect before the cgroup's limit is reached.
     gml=$((limit * 6 / 10))
     case "$cfg" in *memory-budget*) gml= ;; esac # the budget policy sets the runtime's limit itself
-    out=$(GOMEMLIMIT=$gml sh -c "echo \$\$ > $cg/cgroup.procs; exec $bin bench $idx --queries $q --gt $gt --k 10 --ef-search 64 --duration ${secs}s --max-queries ${NQ:-200} --backend $cfg --json" 2>&1) || true
+    out=$(GOMEMLIMIT=$gml sh -c "echo \$\$ > $cg/cgroup.procs; exec $bin bench $idx --queries $q --gt $gt --k 10 --ef-search 64 $measure --max-queries ${NQ:-200} --backend $cfg --json" 2>&1) || true
     peak=$(cat "$cg/memory.max_usage_in_bytes")
     echo $$ > /sys/fs/cgroup/memory/cgroup.procs 2>/dev/null || true
     rmdir "$cg"
@@ -75,6 +85,6 @@ try:
 except Exception:
     print('%-6s %-28s failed: %s' % ('1/$frac', '$cfg'.split()[0], raw.strip()[:80])); sys.exit()
 R = d.get('device_reads_per_query', 0) + d.get('rerank_reads_per_query', 0)
-print('%-6s %-28s %9.0f %9.0f %9.0f %12.0f %7.1f %7.4f %10.2f %10.1f %7.1f' % ('1/$frac', '$name' + ('' if '$cfg'=='mmap' else (' budget=%dMiB' % ($budget>>20) if 'budget' in '$cfg' or 'on_disk' in '$cfg' else ' cache=%dMiB' % ($cache>>20))), d['qps'], d['p50_us'], d['p99_us'], d['device_read_bytes_per_query'], R, d['recall'], (d['open_ms']*1000 + d['first_query_us'])/1000, $peak/2**20, d.get('vector_cache_hit_pct', 0)))"
+print('%-6s %-28s %9.0f %9.0f %9.0f %12.0f %7.1f %7.4f %10.2f %10.1f %7.1f' % ('1/$frac', '$name' + ('' if '$cfg'=='mmap' else (' budget=%dMiB' % ($budget>>20) if 'budget' in '$cfg' or 'on_disk' in '$cfg' else ' cache=%dMiB' % ($cache>>20))), d['qps'], d['p50_us'], d['p99_us'], d['device_read_bytes_per_query'], R, d['recall'], (d['open_ms']*1000 + d['first_query_us'])/1000, $peak/2**20, d.get('vector_cache_hit_pct', 0) or 100*d.get('rerank_cache_hits_per_query', 0)/max(d.get('shortlist', 0), 1)))"
   done
 done

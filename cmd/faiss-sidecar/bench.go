@@ -108,6 +108,7 @@ func runBenchSearch(args []string, stdout io.Writer) error {
 	gt := fs.String("gt", "", "ground-truth neighbor ids (.ivecs, or an integer .npy) for recall@k")
 	duration := fs.Duration("duration", 3*time.Second, "minimum measured time (at least one pass over the queries)")
 	maxQueries := fs.Int("max-queries", 0, "use only the first N queries (0: all)")
+	fresh := fs.Bool("fresh", false, "measure each query's first run: no warm-up pass, one measured pass (--duration ignored), so no cache holds what an earlier run of the same query read")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the measured passes to this file")
 	asJSON := fs.Bool("json", false, "print one JSON object")
 	var rr rerankFlags
@@ -157,10 +158,14 @@ func runBenchSearch(args []string, stdout io.Writer) error {
 		}
 		return l.x.SearchFAISS(qs[i], rq, req, dst, fs)
 	}
-	// Warm-up pass (also the results recall is computed from).
+	// Warm-up pass (also the results recall is computed from); with
+	// --fresh, the measured pass's results instead.
 	first := make([]hnswsearch.BatchResult, len(qs))
 	var firstQuery time.Duration
 	for i := range qs {
+		if *fresh {
+			break
+		}
 		r := &first[i]
 		t0 := time.Now()
 		if r.Hits, r.Stats, r.Err = search(int64(i), nil, nil); r.Err != nil {
@@ -181,28 +186,14 @@ func runBenchSearch(args []string, stdout io.Writer) error {
 	if rescore {
 		res.Rerank, res.Shortlist = l.x.RerankStrategy(), l.x.ShortlistSize(*k, req.Oversample)
 	}
+	var gtIDs *vecio.Matrix // read before measuring: a bad file fails at once
 	if *gt != "" {
-		m, err := vecio.ReadFile(*gt)
-		if err != nil {
+		if gtIDs, err = vecio.ReadFile(*gt); err != nil {
 			return err
 		}
-		if m.I64 == nil || m.N < len(qs) || m.Dim < *k {
+		if m := gtIDs; m.I64 == nil || m.N < len(qs) || m.Dim < *k {
 			return fmt.Errorf("%s: need ≥ %d rows of ≥ %d integer ids", *gt, len(qs), *k)
 		}
-		hits := 0
-		for i, r := range first {
-			want := map[int64]bool{}
-			for _, id := range m.RowI64(i)[:*k] {
-				want[id] = true
-			}
-			for _, h := range r.Hits[:min(*k, len(r.Hits))] {
-				if want[h.ID] {
-					hits++
-				}
-			}
-		}
-		rec := float64(hits) / float64(len(qs)**k)
-		res.Recall = &rec
 	}
 	if *cpuProfile != "" {
 		f, err := os.Create(*cpuProfile)
@@ -250,7 +241,7 @@ func runBenchSearch(args []string, stdout io.Writer) error {
 			dst := make([]hnswsearch.Result, 0, *k)
 			for {
 				i := next.Add(1) - 1
-				if i >= total && time.Now().After(deadline) {
+				if i >= total && (*fresh || time.Now().After(deadline)) {
 					break
 				}
 				t0 := time.Now()
@@ -258,6 +249,12 @@ func runBenchSearch(args []string, stdout io.Writer) error {
 				var err error
 				dst, st, err = search(i%total, dst, &myFetch)
 				my = append(my, time.Since(t0))
+				if *fresh && err == nil {
+					first[i].Hits = slices.Clone(dst)
+					if i == 0 {
+						firstQuery = my[len(my)-1]
+					}
+				}
 				if err != nil {
 					mu.Lock()
 					runErr = err
@@ -307,6 +304,23 @@ func runBenchSearch(args []string, stdout io.Writer) error {
 		return runErr
 	}
 	devAfter, _, _ := processIO()
+	if gtIDs != nil {
+		m := gtIDs
+		hits := 0
+		for i, r := range first {
+			want := map[int64]bool{}
+			for _, id := range m.RowI64(i)[:*k] {
+				want[id] = true
+			}
+			for _, h := range r.Hits[:min(*k, len(r.Hits))] {
+				if want[h.ID] {
+					hits++
+				}
+			}
+		}
+		rec := float64(hits) / float64(len(qs)**k)
+		res.Recall = &rec
+	}
 	slices.Sort(lat)
 	res.FirstQueryUs = float64(firstQuery.Nanoseconds()) / 1e3
 	res.DevicePerQuery = float64(devAfter-devBefore) / float64(searches)

@@ -30,7 +30,7 @@ var docs = []doc{
 	{"search", "search INDEX --queries Q (--k K | --radius R) [--ef-search EF] [--index-ef-search N] [--mode full|memory_efficient|on_disk] [--compression C] [--guide-dir DIR] [--backend NAME] " +
 		"[--semantics S] [--kernel K] [--allow-ids FILE] [--vectors FILE] [--rerank-vectors FILE [--oversample F] [--rerank-strategy S]] [--out OUT.jsonl]",
 		"Search an HNSW index with query vectors, writing one JSON line of ids and distances per query."},
-	{"bench", "bench INDEX --queries Q --k K [--ef-search EF] [--index-ef-search N] [--threads N] [--mode M] [--compression C] [--guide-dir DIR] [--oversample F] [--memory-budget BYTES] [--backend B] [--vectors FILE] [--gt GT.ivecs] [--duration D] [--max-queries N] [--json]",
+	{"bench", "bench INDEX --queries Q --k K [--ef-search EF] [--index-ef-search N] [--threads N] [--mode M] [--compression C] [--guide-dir DIR] [--oversample F] [--memory-budget BYTES] [--backend B] [--vectors FILE] [--gt GT.ivecs] [--duration D | --fresh] [--max-queries N] [--json]",
 		"Measure search throughput, latency and (with --gt) recall@k on an index."},
 	{"bench storage", "bench storage FILE --backend NAME [--cold] [--warmup] [--reads N] [--read-size B] [--inflight K] [--json]",
 		"Measure random reads of a file through one storage backend."},

@@ -126,3 +126,34 @@ func TestInspectGuide(t *testing.T) {
 	assert.NotEqual(t, 0, code)
 	assert.Contains(t, errOut, guide)
 }
+
+// TestBenchFresh: `bench --fresh` measures each query's first run, once:
+// as many searches as queries, the recall of the same answers as with a
+// warm-up pass, and under a memory budget an on_disk index whose vector
+// cache served nothing a query's own earlier run read (the repeats after
+// a warm-up pass are served from it).
+func TestBenchFresh(t *testing.T) {
+	dir := t.TempDir()
+	args := []string{"bench", onDiskFixture("clustered_l2", ".faiss"), "--queries", onDiskFixture("clustered_l2", ".queries.fvecs"),
+		"--gt", onDiskFixture("clustered_l2", ".gt.ivecs"), "--k", "10", "--ef-search", "64", "--mode", "on_disk",
+		"--compression", "8x", "--guide-dir", dir, "--memory-budget", "64000000", "--json"}
+	bench := func(extra ...string) map[string]any {
+		code, out, errOut := runCLI(append(args, extra...)...)
+		require.Equal(t, 0, code, errOut)
+		var res map[string]any
+		require.NoError(t, json.Unmarshal([]byte(out), &res))
+		return res
+	}
+	fresh := bench("--fresh")
+	repeat := bench("--duration", "50ms")
+	assert.EqualValues(t, 50, fresh["searches"], "one run of each of the 50 queries")
+	assert.GreaterOrEqual(t, repeat["searches"], 50.0)
+	assert.Equal(t, repeat["recall"], fresh["recall"])
+	assert.Positive(t, fresh["rerank_reads_per_query"])
+	assert.EqualValues(t, 100, repeat["rerank_cache_hits_per_query"], "every repeat's shortlist is cached")
+	hits, _ := fresh["rerank_cache_hits_per_query"].(float64) // absent when 0
+	assert.Less(t, hits, 100.0)
+	code, _, errOut := runCLI(append(args, "--fresh", "--gt", filepath.Join(dir, "missing.ivecs"))...)
+	assert.NotEqual(t, 0, code)
+	assert.Contains(t, errOut, "missing.ivecs", "a bad ground truth fails before measuring")
+}
