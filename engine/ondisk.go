@@ -66,7 +66,7 @@ func checkCompression(spec *Spec) error {
 
 // guideBytes bounds what a level's guide of n vectors of dimension d
 // holds: the codes, and trained parameters of at most 8 bytes a dimension
-// (4x, 8x: a minimum and a step; 32x: the centroid and the rotation's
+// (4x, 5x, 6x, 8x: a minimum and a step; 32x: the centroid and the rotation's
 // signs).
 func guideBytes(l quant.Level, n int64, d int) int64 {
 	return int64(l.BytesPerVector(d))*n + 8*int64(d) + 4096

@@ -142,8 +142,8 @@ func (b *builder) run() error {
 	lo := make([]float32, d)
 	hi := make([]float32, d)
 	sum := make([]float64, d)
-	var kept []float32 // 8x: the sample itself
-	if c.level == Level8x {
+	var kept []float32 // 5x, 6x, 8x: the sample itself
+	if c.level.sqBits() > 0 && c.level != Level4x {
 		kept = make([]float32, 0, sampled*int64(d))
 	}
 	for j := range d {
@@ -196,6 +196,8 @@ func (b *builder) run() error {
 					c.encode4(dst, v)
 				case Level8x:
 					c.encode8(dst, v)
+				case Level5x, Level6x:
+					c.encodePlanes(dst, v)
 				default:
 					c.encode32(dst, v, scratch[w])
 				}
@@ -225,7 +227,7 @@ func (b *builder) train(lo, hi []float32, sum []float64, sample []float32, count
 			lo, hi = make([]float32, c.d), make([]float32, c.d)
 		}
 		c.train4(lo, hi)
-	case Level8x:
+	case Level5x, Level6x, Level8x:
 		c.train8(sample, int(count), b.opt.Workers)
 	case Level32x:
 		c.centroid = make([]float32, c.d)

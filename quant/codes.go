@@ -26,8 +26,8 @@ type Codes struct {
 	mem  offheap.Buf
 	rows []byte // mem.B[:n*stride]
 
-	// 4x: per-dimension minimum and step (max−min)/255; 8x: the lower end
-	// of the trained range and its step (hi−lo)/15.
+	// 4x: per-dimension minimum and step (max−min)/255; 5x, 6x, 8x: the
+	// lower end of the trained range and its step (hi−lo)/(2^bits−1).
 	vmin, delta []float32
 	// 32x: the centroid the vectors are centred on and the rotation.
 	centroid []float32
@@ -92,7 +92,7 @@ func newCodes(n int64, d int, metric faissfmt.Metric, lvl Level) (*Codes, error)
 
 func (c *Codes) paramBytes() int {
 	switch c.level {
-	case Level4x, Level8x:
+	case Level4x, Level5x, Level6x, Level8x:
 		return 8 * c.d
 	case Level32x:
 		return 4*c.d + c.rot.signBytes()
@@ -146,11 +146,13 @@ func (c *Codes) encode4(dst []byte, x []float32) {
 var clipFractions = []float64{0, 0.0002, 0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.03, 0.05, 0.08, 0.12, 0.16, 0.2}
 
 // train8 sets each dimension's range from rows sample vectors (row-major)
-// to the pair of quantiles (clipFractions) whose 16-level uniform
-// quantization has the least squared error over the sample; values
-// outside the range clamp to its ends.
+// to the pair of quantiles (clipFractions) whose uniform quantization to
+// the level's 2^bits values (16 at 8x) has the least squared error over
+// the sample; values outside the range clamp to its ends. 5x and 6x train
+// the same way.
 func (c *Codes) train8(sample []float32, rows, workers int) {
 	d := c.d
+	levels := 1 << c.level.sqBits()
 	c.vmin = make([]float32, d)
 	c.delta = make([]float32, d)
 	if rows == 0 {
@@ -161,10 +163,10 @@ func (c *Codes) train8(sample []float32, rows, workers int) {
 		for i := range col {
 			col[i] = sample[i*d+j]
 		}
-		lo, hi := clipRange(col, 16)
+		lo, hi := clipRange(col, levels)
 		c.vmin[j] = lo
 		if hi > lo {
-			c.delta[j] = float32((float64(hi) - float64(lo)) / 15)
+			c.delta[j] = float32((float64(hi) - float64(lo)) / float64(levels-1))
 		}
 	})
 }
@@ -242,6 +244,41 @@ func (c *Codes) encode8(dst []byte, x []float32) {
 		}
 		dst[j>>1] |= q << (4 * (j & 1))
 	}
+}
+
+// encodePlanes writes x's 5x or 6x code: code_j = round((x_j−lo)/step),
+// clamped to [0, 2^bits−1]; its high 4 bits as encode8's nibbles, bit p
+// of its low bits as bit j&7 of byte j>>3 of plane p, then ‖x̂‖² (x̂_j =
+// lo + step·code_j) as a float32, the term an L2 estimate adds.
+func (c *Codes) encodePlanes(dst []byte, x []float32) {
+	d := len(x)
+	p := c.level.planes()
+	nib, pb := (d+1)/2, planeBytes(d)
+	dst = dst[:nib+p*pb+4]
+	clear(dst)
+	top := float32(int(1)<<c.level.sqBits() - 1)
+	vmin, delta := c.vmin[:d], c.delta[:d]
+	var norm float64
+	for j, v := range x {
+		var q uint32
+		if delta[j] != 0 {
+			t := (v-vmin[j])/delta[j] + 0.5
+			switch {
+			case t <= 0:
+			case t >= top:
+				q = uint32(top)
+			default:
+				q = uint32(t)
+			}
+		}
+		dst[j>>1] |= uint8(q>>p) << (4 * (j & 1))
+		for b := range p {
+			dst[nib+b*pb+j>>3] |= uint8(q>>b&1) << (j & 7)
+		}
+		r := float64(vmin[j]) + float64(delta[j])*float64(q)
+		norm += r * r
+	}
+	putF32(dst[nib+p*pb:], float32(norm))
 }
 
 // ---- 32x: sign bits of the rotated residual (RaBitQ family) ----

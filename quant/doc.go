@@ -3,8 +3,10 @@
 // search walks the file's unchanged graph on estimated distances computed
 // from the codes, and reads full vectors only to rerank a short list.
 //
-// Three levels: 4x stores one byte per dimension (8-bit scalar
-// quantization on each dimension's [min, max] in the file); 8x stores
+// Five levels: 4x stores one byte per dimension (8-bit scalar
+// quantization on each dimension's [min, max] in the file); 5x and 6x
+// store 6 and 5 bits per dimension on trained ranges (8x's nibbles plus
+// bit planes of the low bits, and ‖x̂‖²); 8x stores
 // four bits per dimension, two a byte, on per-dimension ranges trained to
 // the least quantization error of a sample (outliers clamp rather than
 // widen every step); 32x stores one bit per

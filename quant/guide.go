@@ -29,10 +29,12 @@ import (
 //	104 params, then codes (n·stride bytes)
 //	end CRC-32C of every byte before it (u32)
 //
-// Params: 4x and 8x: min then step per dimension (float32); 32x: the
-// centroid (float32 per dimension), then the rotation's 2·rounds sign
+// Params: 4x, 5x, 6x and 8x: min then step per dimension (float32); 32x:
+// the centroid (float32 per dimension), then the rotation's 2·rounds sign
 // flips as 64-bit words of d bits each. 8x rows are d 4-bit codes, two a
-// byte, the even dimension in the low nibble.
+// byte, the even dimension in the low nibble; 5x and 6x rows are the
+// codes' high 4 bits as 8x's, then one plane of d bits per lower bit
+// (lowest first), then ‖x̂‖² (float32).
 
 var (
 	// ErrStale: the guide was built from another version of the index
@@ -46,12 +48,12 @@ var (
 const (
 	guideMagic = "FSQGUIDE"
 	// guideVersion is the newest version this build reads and writes.
-	// Version 1 holds 4x and 32x; version 2 adds the level 8x, with the
-	// same layout. A guide is written at the oldest version that holds
-	// its level, so a build that reads only version 1 still loads the 4x
-	// and 32x guides of a newer one (and rebuilds an 8x guide it meets:
-	// ErrCorrupt naming the version).
-	guideVersion = 2
+	// Version 1 holds 4x and 32x; version 2 adds the level 8x, version 3
+	// the levels 5x and 6x, with the same layout. A guide is written at
+	// the oldest version that holds its level, so a build that reads only
+	// version 1 still loads the 4x and 32x guides of a newer one (and
+	// rebuilds an 8x guide it meets: ErrCorrupt naming the version).
+	guideVersion = 3
 	headerLen    = 104
 	trailerLen   = 4
 )
@@ -82,8 +84,11 @@ type Info struct {
 // guideVersionOf is the version a guide of level l is written at: the
 // first that knows l.
 func guideVersionOf(l Level) uint32 {
-	if l == Level8x {
+	switch l {
+	case Level8x:
 		return 2
+	case Level5x, Level6x:
+		return 3
 	}
 	return 1
 }
@@ -316,6 +321,7 @@ func Write(path string, c *Codes, src SourceID) (err error) {
 	if err = f.Sync(); err != nil {
 		return err
 	}
+	dropCache(f) // written back: the built Codes hold the rows already
 	if err = f.Close(); err != nil {
 		return err
 	}
@@ -369,7 +375,11 @@ func Load(path string, src SourceID) (*Codes, error) {
 		return nil, err
 	}
 	defer f.Close()
-	return decode(f, st.Size(), path, &src)
+	c, err := decode(f, st.Size(), path, &src)
+	if err == nil {
+		dropCache(f)
+	}
+	return c, err
 }
 
 // openRegular opens a guide file without blocking: a FIFO or a device at

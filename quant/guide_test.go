@@ -270,7 +270,7 @@ func TestGuideVersions(t *testing.T) {
 	ds := fixture(t, "hnsw_flat_l2")
 	src := srcOf(t, ds)
 	dir := t.TempDir()
-	for lvl, want := range map[Level]uint32{Level4x: 1, Level32x: 1, Level8x: 2} {
+	for lvl, want := range map[Level]uint32{Level4x: 1, Level32x: 1, Level8x: 2, Level5x: 3, Level6x: 3} {
 		c := ds.build(t, lvl)
 		var buf bytes.Buffer
 		_, err := c.Encode(&buf, src)
@@ -285,7 +285,7 @@ func TestGuideVersions(t *testing.T) {
 
 		// Another version, with the header's checksum and the trailer's
 		// redone so only the version is wrong.
-		for _, v := range []uint32{0, want - 1, 3, 1 << 31} {
+		for _, v := range []uint32{0, want - 1, 2, 3, 4, 1 << 31} {
 			if v == want {
 				continue
 			}
@@ -295,7 +295,7 @@ func TestGuideVersions(t *testing.T) {
 			binary.LittleEndian.PutUint32(b[len(b)-4:], crc32.Checksum(b[:len(b)-4], castagnoli))
 			require.NoError(t, os.WriteFile(path, b, 0o644))
 			_, err := Load(path, src)
-			if v == 2 || (v == 1 && want == 1) {
+			if v >= want && v <= guideVersion { // a later version knows the level too
 				require.NoError(t, err, "%s as version %d", lvl, v)
 				continue
 			}

@@ -18,6 +18,13 @@ const (
 	// Level4x is 8-bit scalar quantization: one byte per dimension, on
 	// each dimension's [min, max].
 	Level4x Level = 4
+	// Level5x is 6-bit scalar quantization on trained ranges, as 8x: the
+	// code's high 4 bits as 8x's nibbles, its low 2 bits as two bit
+	// planes, and ‖x̂‖² (32/6 ≈ 5.3 times smaller than float32).
+	Level5x Level = 5
+	// Level6x is 5-bit scalar quantization on trained ranges, as 5x with
+	// one bit plane (32/5 = 6.4 times smaller).
+	Level6x Level = 6
 	// Level8x is 4-bit scalar quantization: two dimensions a byte, on a
 	// per-dimension range chosen to minimize the quantization error of a
 	// sample (an outlier does not widen every step of its dimension).
@@ -30,9 +37,9 @@ const (
 // Levels lists the levels from finest to coarsest (the order a caller
 // resolving "auto" tries them in). It is the one list of levels: parsing,
 // names and validity follow it.
-var Levels = []Level{Level4x, Level8x, Level32x}
+var Levels = []Level{Level4x, Level5x, Level6x, Level8x, Level32x}
 
-// ParseLevel reads a level's name ("4x", "8x", "32x": Level.String, exactly).
+// ParseLevel reads a level's name ("4x", "5x", "6x", "8x", "32x": Level.String, exactly).
 // "auto" is the caller's to resolve, with BytesPerVector and its budget.
 func ParseLevel(s string) (Level, error) {
 	for _, l := range Levels {
@@ -57,16 +64,32 @@ func (l Level) String() string {
 func (l Level) valid() bool { return slices.Contains(Levels, l) }
 
 // sqBits is the bits per dimension of a scalar-quantization level (4x,
-// 8x), 0 for others.
+// 5x, 6x, 8x), 0 for others.
 func (l Level) sqBits() int {
 	switch l {
 	case Level4x:
 		return 8
+	case Level5x:
+		return 6
+	case Level6x:
+		return 5
 	case Level8x:
 		return 4
 	}
 	return 0
 }
+
+// planes is the number of low-bit planes of a level coded as nibbles plus
+// bit planes (5x: 2, 6x: 1), 0 for others.
+func (l Level) planes() int {
+	if l == Level5x || l == Level6x {
+		return l.sqBits() - 4
+	}
+	return 0
+}
+
+// planeBytes is the size of one bit plane of d dimensions.
+func planeBytes(d int) int { return (d + 7) / 8 }
 
 // BytesPerVector is the size of one vector's code of dimension d, the
 // row stride of Codes (0 for an unknown level or d < 1).
@@ -79,6 +102,8 @@ func (l Level) BytesPerVector(d int) int {
 		return d
 	case Level8x:
 		return (d + 1) / 2
+	case Level5x, Level6x: // nibbles, bit planes, ‖x̂‖²
+		return (d+1)/2 + l.planes()*planeBytes(d) + 4
 	case Level32x:
 		return factorBytes + 8*words(d)
 	}

@@ -1,6 +1,7 @@
 package quant
 
 import (
+	"bytes"
 	"fmt"
 	"math"
 	"math/rand/v2"
@@ -13,17 +14,17 @@ import (
 )
 
 func TestParseLevel(t *testing.T) {
-	for s, want := range map[string]Level{"4x": Level4x, "8x": Level8x, "32x": Level32x} {
+	for s, want := range map[string]Level{"4x": Level4x, "5x": Level5x, "6x": Level6x, "8x": Level8x, "32x": Level32x} {
 		l, err := ParseLevel(s)
 		require.NoError(t, err, s)
 		assert.Equal(t, want, l)
 		assert.Equal(t, s, l.String())
 	}
-	assert.Equal(t, []Level{Level4x, Level8x, Level32x}, Levels, "finest first")
-	for _, s := range []string{"", "auto", "16x", "1x", "x4", " 32x", "4X", "8X", "32x ", "08x"} { // exactly as documented
+	assert.Equal(t, []Level{Level4x, Level5x, Level6x, Level8x, Level32x}, Levels, "finest first")
+	for _, s := range []string{"", "auto", "16x", "1x", "x4", " 32x", "4X", "8X", "32x ", "08x", "5.3x"} { // exactly as documented
 		_, err := ParseLevel(s)
 		assert.ErrorContains(t, err, "unknown compression level", s)
-		assert.ErrorContains(t, err, "want 4x, 8x, 32x", s)
+		assert.ErrorContains(t, err, "want 4x, 5x, 6x, 8x, 32x", s)
 	}
 	assert.Equal(t, "level(16)", Level(16).String())
 }
@@ -37,6 +38,10 @@ func TestBytesPerVector(t *testing.T) {
 	assert.Equal(t, 12+8*13, Level32x.BytesPerVector(784), "784 bits in 13 words plus 3 factors")
 	assert.Equal(t, 12+16, Level32x.BytesPerVector(128))
 	assert.Equal(t, 12+8, Level32x.BytesPerVector(1))
+	assert.Equal(t, 64+2*16+4, Level5x.BytesPerVector(128), "nibbles, two bit planes, ‖x̂‖²")
+	assert.Equal(t, 64+16+4, Level6x.BytesPerVector(128), "nibbles, one bit plane, ‖x̂‖²")
+	assert.Equal(t, 392+98+4, Level6x.BytesPerVector(784))
+	assert.Equal(t, 2+2*1+4, Level5x.BytesPerVector(3))
 	assert.Zero(t, Level4x.BytesPerVector(0))
 	assert.Zero(t, Level(7).BytesPerVector(10))
 }
@@ -120,6 +125,10 @@ func TestEstimatesFixtures(t *testing.T) {
 					assert.Less(t, rel, 0.02, "8-bit estimates are close")
 					assert.GreaterOrEqual(t, rec[0], 0.9, "4x without oversampling")
 					assert.GreaterOrEqual(t, rec[1], 0.99, "4x with 5× oversampling")
+				case Level5x, Level6x: // a quarter, a half of 8x's step
+					assert.Less(t, rel, map[Level]float64{Level5x: 0.04, Level6x: 0.07}[lvl], "6- and 5-bit estimates are close")
+					assert.GreaterOrEqual(t, rec[0], 0.85, "%s without oversampling", lvl)
+					assert.GreaterOrEqual(t, rec[1], 0.99, "%s with 5× oversampling", lvl)
 				case Level8x:
 					assert.Less(t, rel, 0.12, "4-bit estimates are close")
 					assert.GreaterOrEqual(t, rec[0], 0.75, "8x without oversampling")
@@ -239,4 +248,62 @@ func TestEncode8(t *testing.T) {
 	assert.Equal(t, []byte{0x3 | 0xf<<4, 0x0}, dst)
 	c.encode8(dst, []float32{-9, -0.74, 5})
 	assert.Equal(t, []byte{0x0 | 0x1<<4, 0x0}, dst)
+}
+
+// TestEncodePlanes: a 6-bit (5x) code keeps its high 4 bits as 8x's
+// nibbles and its low 2 bits as two bit planes, clamped to [0, 63], with
+// ‖x̂‖² after them; the 5-bit (6x) code has one plane.
+func TestEncodePlanes(t *testing.T) {
+	c := &Codes{level: Level5x, d: 3, vmin: []float32{0, -1, 5}, delta: []float32{1, 0.5, 0}}
+	dst := bytes.Repeat([]byte{0xff}, Level5x.BytesPerVector(3))
+	// codes 45 = 0b1011_01, 63 (clamped), 0 (a constant dimension)
+	c.encodePlanes(dst, []float32{45.2, 100, 7})
+	assert.Equal(t, []byte{0xb | 0xf<<4, 0x0, 0b011, 0b010}, dst[:4])
+	assert.Equal(t, float32(45*45+30.5*30.5+5*5), f32(dst[4:]), "‖x̂‖² of (45, −1+0.5·63, 5)")
+	c.encodePlanes(dst, []float32{-3, -0.74, 5}) // codes 0, 1 (−0.74 rounds to −1 + 0.5)
+	assert.Equal(t, []byte{0x0, 0x0, 0b010, 0b000}, dst[:4])
+
+	c.level = Level6x
+	dst = dst[:Level6x.BytesPerVector(3)]
+	c.encodePlanes(dst, []float32{45.2, 100, 7}) // clamped to 31 = 0b1111_1
+	assert.Equal(t, []byte{0xf | 0xf<<4, 0x0, 0b011}, dst[:3])
+}
+
+// TestPlanesEstimate: a 5x or 6x estimate is the exact distance from the
+// query to the vector its code decodes to (x̂ = lo + step·code), computed
+// here from the row's nibbles and planes.
+func TestPlanesEstimate(t *testing.T) {
+	for _, name := range []string{"hnsw_flat_l2", "hnsw_flat_ip"} {
+		ds := fixture(t, name)
+		for _, lvl := range []Level{Level5x, Level6x} {
+			c := ds.build(t, lvl)
+			q := c.NewQuery()
+			p := lvl.planes()
+			nib, pb := (ds.d+1)/2, planeBytes(ds.d)
+			for _, v := range ds.q[:5] {
+				require.NoError(t, q.Reset(v))
+				for i := range min(ds.n, 200) {
+					row := c.row(int32(i))
+					var want, norm float64
+					for j := range ds.d {
+						code := int(row[j>>1]>>(4*(j&1))&15) << p
+						for b := range p {
+							code |= int(row[nib+b*pb+j>>3]>>(j&7)&1) << b
+						}
+						x := float64(c.vmin[j]) + float64(c.delta[j])*float64(code)
+						norm += x * x
+						if c.metric == faissfmt.MetricL2 {
+							want += (float64(v[j]) - x) * (float64(v[j]) - x)
+						} else {
+							want -= float64(v[j]) * x
+						}
+					}
+					if c.metric == faissfmt.MetricL2 {
+						assert.InDelta(t, norm, f32(row[len(row)-4:]), 1e-3*max(1, norm), "stored ‖x̂‖²")
+					}
+					assert.InDelta(t, want, q.Dist(int32(i)), 1e-3*max(1, math.Abs(want)), "%s %s vector %d", name, lvl, i)
+				}
+			}
+		}
+	}
 }
