@@ -5,7 +5,7 @@
 # at the same ef in the same run.
 #   bash bench/ondisk_table.sh [INDEX QUERIES GT]   (default: bench-data/fmnist.*)
 # Guides are built once into GUIDE_DIR (default bench-data/guides).
-# LEVELS (default "4x 8x 32x"), OVERSAMPLES (default "1 2 3 5"), EFS
+# LEVELS (default "4x 5x 6x 8x 32x"), OVERSAMPLES (default "1 2 3 5"), EFS
 # (default "16 64 256") and SECS (per row, default 2) choose the rows; BIN
 # runs a binary built beforehand instead of building bench-data/faiss-sidecar.
 set -euo pipefail
@@ -27,7 +27,7 @@ row() {
 printf "%-6s %-11s %-10s %7s %6s %8s\n" ef compression oversample recall R QPS
 for ef in ${EFS:-16 64 256}; do
   printf "%-6s %-11s %-10s %s\n" $ef full - "$(row --ef-search $ef --mode full)"
-  for c in ${LEVELS:-4x 8x 32x}; do
+  for c in ${LEVELS:-4x 5x 6x 8x 32x}; do
     for os in ${OVERSAMPLES:-1 2 3 5}; do
       printf "%-6s %-11s %-10s %s\n" $ef $c $os "$(row --ef-search $ef --mode on_disk --compression $c --guide-dir "$guides" --oversample $os)"
     done
