@@ -19,6 +19,11 @@ var (
 	l2U4 = l2U4Go
 	// dotU4 is dotU8 on 4-bit codes, as l2U4 reads them.
 	dotU4 = dotU4Go
+	// dotPlanes is Σⱼ w[j]·code_j over len(w) dimensions of a 5x or 6x
+	// row: code_j = nibble j of row (as dotU4 reads it) << planes, plus
+	// bit j of each plane p << p, plane p being the pb bytes at
+	// row[nib+p·pb:] (nib = (len(w)+1)/2).
+	dotPlanes = dotPlanesGo
 	// pop4 is Σₖ 2ᵏ·Σ_w popcount(x_w & planes[4w+k]) over the len(planes)/4
 	// little-endian words of x.
 	pop4 = pop4Go
@@ -127,3 +132,21 @@ func pop4Go(planes []uint64, x []byte) uint64 {
 func f32(b []byte) float32 { return math.Float32frombits(binary.LittleEndian.Uint32(b)) }
 
 func putF32(b []byte, v float32) { binary.LittleEndian.PutUint32(b, math.Float32bits(v)) }
+
+func dotPlanesGo(w []float32, row []byte, planes, pb int) float32 {
+	n := len(w)
+	nib := (n + 1) / 2
+	var s0, s1 float32
+	for j := 0; j < n; j++ {
+		code := int(row[j>>1]>>(4*(j&1))&15) << planes
+		for p := range planes {
+			code |= int(row[nib+p*pb+j>>3]>>(j&7)&1) << p
+		}
+		if j&1 == 0 {
+			s0 += w[j] * float32(code)
+		} else {
+			s1 += w[j] * float32(code)
+		}
+	}
+	return s0 + s1
+}

@@ -16,6 +16,7 @@ func init() {
 	if cpu.X86.HasAVX2 && cpu.X86.HasFMA {
 		l2U8, dotU8 = l2U8Asm, dotU8Asm
 		l2U4, dotU4 = l2U4Asm, dotU4Asm
+		dotPlanes = dotPlanesAsm
 		KernelImpl = "avx2"
 	}
 	if cpu.X86.HasPOPCNT {
@@ -34,6 +35,9 @@ func l2U4AVX2(a, b *float32, c *byte, n int) float32
 
 //go:noescape
 func dotU4AVX2(w *float32, c *byte, n int) float32
+
+//go:noescape
+func dotPlanesAVX2(w *float32, nib *byte, plane *byte, pb int, planes int, n int) float32
 
 //go:noescape
 func pop4POPCNT(planes *uint64, x *byte, words int) uint64
@@ -107,4 +111,23 @@ func pop4Asm(planes []uint64, x []byte) uint64 {
 	}
 	x = x[:8*n]
 	return pop4POPCNT(unsafe.SliceData(planes), &x[0], n)
+}
+
+func dotPlanesAsm(w []float32, row []byte, planes, pb int) float32 {
+	n := len(w)
+	nib := (n + 1) / 2
+	row = row[:nib+planes*pb]
+	m := n &^ 7
+	var s float32
+	if m > 0 {
+		s = dotPlanesAVX2(&w[0], &row[0], &row[nib], pb, planes, m)
+	}
+	for j := m; j < n; j++ {
+		code := int(nibble(row, j)) << planes
+		for p := range planes {
+			code |= int(row[nib+p*pb+j>>3]>>(j&7)&1) << p
+		}
+		s += w[j] * float32(code)
+	}
+	return s
 }

@@ -333,3 +333,123 @@ dotu4_done:
 	VZEROUPPER
 	MOVSS        X0, ret+24(FP)
 	RET
+
+// Lane k of a bit-plane byte broadcast to 8 lanes holds bit k.
+DATA bitSelect<>+0(SB)/4, $1
+DATA bitSelect<>+4(SB)/4, $2
+DATA bitSelect<>+8(SB)/4, $4
+DATA bitSelect<>+12(SB)/4, $8
+DATA bitSelect<>+16(SB)/4, $16
+DATA bitSelect<>+20(SB)/4, $32
+DATA bitSelect<>+24(SB)/4, $64
+DATA bitSelect<>+28(SB)/4, $128
+GLOBL bitSelect<>(SB), RODATA|NOPTR, $32
+
+// func dotPlanesAVX2(w *float32, nib *byte, plane *byte, pb int, planes int, n int) float32
+// Σ w[j]·code_j over n (a multiple of 8) dimensions of a 5x or 6x row:
+// each 8 dimensions' nibbles are unpacked as dotU4AVX2 does and shifted
+// left by planes; then plane 0's byte (and plane 1's, pb bytes further,
+// when planes is 2) is broadcast, its bit k selected into lane k, and
+// or-ed in at bit p; the codes, converted, are multiplied into 2×8 lanes
+// (two blocks a step, so two chains of dependent FMAs).
+TEXT ·dotPlanesAVX2(SB), NOSPLIT, $0-52
+	MOVQ     w+0(FP), AX
+	MOVQ     nib+8(FP), CX
+	MOVQ     plane+16(FP), BX
+	MOVQ     pb+24(FP), SI
+	MOVQ     planes+32(FP), DI
+	MOVQ     n+40(FP), DX
+	VMOVDQU  nibbleShifts<>(SB), Y14
+	VMOVDQU  bitSelect<>(SB), Y13
+	VPCMPEQD Y15, Y15, Y15
+	VPSRLD   $28, Y15, Y15 // 0x0000000f in every lane
+	MOVQ     DI, X12       // the nibbles' shift
+	VXORPS   Y0, Y0, Y0
+	VXORPS   Y1, Y1, Y1
+
+dotp_loop16:
+	CMPQ         DX, $16
+	JL           dotp_loop8
+	VPBROADCASTD (CX), Y4
+	VPSRLVD      Y14, Y4, Y4
+	VPAND        Y15, Y4, Y4
+	VPSLLD       X12, Y4, Y4
+	VPBROADCASTD 4(CX), Y8
+	VPSRLVD      Y14, Y8, Y8
+	VPAND        Y15, Y8, Y8
+	VPSLLD       X12, Y8, Y8
+	VPBROADCASTB (BX), Y5
+	VPAND        Y13, Y5, Y5
+	VPCMPEQD     Y13, Y5, Y5 // all ones where the bit is set
+	VPSRLD       $31, Y5, Y5
+	VPOR         Y5, Y4, Y4
+	VPBROADCASTB 1(BX), Y9
+	VPAND        Y13, Y9, Y9
+	VPCMPEQD     Y13, Y9, Y9
+	VPSRLD       $31, Y9, Y9
+	VPOR         Y9, Y8, Y8
+	CMPQ         DI, $2
+	JL           dotp_sum16
+	VPBROADCASTB (BX)(SI*1), Y6
+	VPAND        Y13, Y6, Y6
+	VPCMPEQD     Y13, Y6, Y6
+	VPSRLD       $31, Y6, Y6
+	VPSLLD       $1, Y6, Y6
+	VPOR         Y6, Y4, Y4
+	VPBROADCASTB 1(BX)(SI*1), Y10
+	VPAND        Y13, Y10, Y10
+	VPCMPEQD     Y13, Y10, Y10
+	VPSRLD       $31, Y10, Y10
+	VPSLLD       $1, Y10, Y10
+	VPOR         Y10, Y8, Y8
+
+dotp_sum16:
+	VCVTDQ2PS    Y4, Y4
+	VFMADD231PS  (AX), Y4, Y0
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  32(AX), Y8, Y1
+	ADDQ         $8, CX
+	ADDQ         $2, BX
+	ADDQ         $64, AX
+	SUBQ         $16, DX
+	JMP          dotp_loop16
+
+dotp_loop8:
+	CMPQ         DX, $8
+	JL           dotp_done
+	VPBROADCASTD (CX), Y4
+	VPSRLVD      Y14, Y4, Y4
+	VPAND        Y15, Y4, Y4
+	VPSLLD       X12, Y4, Y4
+	VPBROADCASTB (BX), Y5
+	VPAND        Y13, Y5, Y5
+	VPCMPEQD     Y13, Y5, Y5
+	VPSRLD       $31, Y5, Y5
+	VPOR         Y5, Y4, Y4
+	CMPQ         DI, $2
+	JL           dotp_sum
+	VPBROADCASTB (BX)(SI*1), Y6
+	VPAND        Y13, Y6, Y6
+	VPCMPEQD     Y13, Y6, Y6
+	VPSRLD       $31, Y6, Y6
+	VPSLLD       $1, Y6, Y6
+	VPOR         Y6, Y4, Y4
+
+dotp_sum:
+	VCVTDQ2PS    Y4, Y4
+	VFMADD231PS  (AX), Y4, Y0
+	ADDQ         $4, CX
+	ADDQ         $1, BX
+	ADDQ         $32, AX
+	SUBQ         $8, DX
+	JMP          dotp_loop8
+
+dotp_done:
+	VADDPS       Y1, Y0, Y0
+	VEXTRACTF128 $1, Y0, X1
+	VADDPS       X1, X0, X0
+	VHADDPS      X0, X0, X0
+	VHADDPS      X0, X0, X0
+	VZEROUPPER
+	MOVSS        X0, ret+48(FP)
+	RET

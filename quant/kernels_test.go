@@ -49,6 +49,22 @@ func TestKernelsMatchGo(t *testing.T) {
 		}
 		assert.InDelta(t, dotU4Go(a, c4), dotU4(a, c4), 1e-5*abs+1e-3, "dotU4 n=%d", n)
 
+		for p := 1; p <= 2; p++ { // 6x and 5x rows, unaligned
+			pb := planeBytes(n)
+			row := c[3:]
+			if need := (n+1)/2 + p*pb; len(row) < need {
+				row = make([]byte, need+3)[3:]
+				for j := range row {
+					row[j] = byte(rng.Uint32())
+				}
+			}
+			abs = 0
+			for j := range n {
+				abs += math.Abs(float64(a[j])) * 63
+			}
+			assert.InDelta(t, dotPlanesGo(a, row, p, pb), dotPlanes(a, row, p, pb), 1e-5*abs+1e-3, "dotPlanes n=%d planes=%d", n, p)
+		}
+
 		w := (n + 63) / 64
 		planes := make([]uint64, 4*w)
 		for j := range planes {
@@ -251,3 +267,34 @@ func BenchmarkKernels(b *testing.B) {
 }
 
 func bytesReader(b []byte) *bytes.Reader { return bytes.NewReader(b) }
+
+// TestDotPlanesExact: on small integer weights the planes kernel equals
+// Σ w·code computed from the codes it was given, bit for bit, for every
+// code value in every lane: a bit read from the wrong plane, lane or byte
+// changes the sum.
+func TestDotPlanesExact(t *testing.T) {
+	rng := rand.New(rand.NewPCG(11, 12))
+	for _, planes := range []int{1, 2} {
+		top := 1<<(4+planes) - 1
+		for _, n := range []int{1, 7, 8, 9, 16, 31, 128, 784} {
+			codes := make([]int, n)
+			w := make([]float32, n)
+			for j := range n {
+				codes[j] = (j*7 + rng.IntN(top+1)) % (top + 1)
+				w[j] = float32(rng.IntN(9) - 4)
+			}
+			nib, pb := (n+1)/2, planeBytes(n)
+			row := make([]byte, nib+planes*pb)
+			var want int64
+			for j, code := range codes {
+				row[j>>1] |= byte(code>>planes) << (4 * (j & 1))
+				for p := range planes {
+					row[nib+p*pb+j>>3] |= byte(code>>p&1) << (j & 7)
+				}
+				want += int64(w[j]) * int64(code)
+			}
+			require.Equal(t, float32(want), dotPlanesGo(w, row, planes, pb), "Go n=%d planes=%d", n, planes)
+			require.Equal(t, float32(want), dotPlanes(w, row, planes, pb), "%s n=%d planes=%d", KernelImpl, n, planes)
+		}
+	}
+}

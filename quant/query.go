@@ -3,7 +3,6 @@ package quant
 import (
 	"fmt"
 	"math"
-	"math/bits"
 
 	"github.com/faiss-sidecar/faiss-sidecar/faissfmt"
 	"github.com/faiss-sidecar/faiss-sidecar/internal/distance"
@@ -22,10 +21,8 @@ type Query struct {
 	a    []float32
 	base float32
 
-	// 5x, 6x: a = q·step and base = Σ q·min as for 8x IP; lut[256k+b] is
-	// Σ a_{8k+i} over the bits i set in b, so a bit plane's Σ a·bit is one
-	// look-up per byte; qn is ‖q‖².
-	lut []float32
+	// 5x, 6x: a = q·step and base = Σ q·min as for 8x IP (⟨q, x̂⟩ = base +
+	// Σ a·code, the codes read by dotPlanes); qn is ‖q‖².
 
 	// 32x: the rotated query y quantized to 4 bits, qᵢ ≈ lo + step·qqᵢ,
 	// as 4 bit planes interleaved per word (planes[4w+k] is bit k of the
@@ -47,7 +44,6 @@ func (c *Codes) NewQuery() *Query {
 		q.a = make([]float32, c.d)
 	case Level5x, Level6x:
 		q.a = make([]float32, c.d)
-		q.lut = make([]float32, 256*planeBytes(c.d))
 	case Level32x:
 		q.y = make([]float32, c.d)
 		q.planes = make([]uint64, 4*words(c.d))
@@ -102,37 +98,6 @@ func (q *Query) resetPlanes(vec []float32) {
 		qn += float64(v) * float64(v)
 	}
 	q.base, q.qn = float32(base), float32(qn)
-	for k := range planeBytes(c.d) {
-		t := q.lut[256*k : 256*k+256]
-		w := q.a[8*k : min(8*k+8, c.d)]
-		t[0] = 0
-		for b := 1; b < 256; b++ { // b's lowest bit, plus the rest of b
-			i := bits.TrailingZeros8(uint8(b))
-			var ai float32
-			if i < len(w) {
-				ai = w[i]
-			}
-			t[b] = t[b&(b-1)] + ai
-		}
-	}
-}
-
-// dotPlanes is ⟨q, x̂⟩ − base for a 5x or 6x row: the nibbles' part by the
-// 8x kernel, each bit plane's by look-ups.
-func (q *Query) dotPlanes(row []byte) float32 {
-	c := q.c
-	p := c.level.planes()
-	nib, pb := (c.d+1)/2, planeBytes(c.d)
-	s := float32(int(1)<<p) * dotU4(q.a, row)
-	for b := range p {
-		plane := row[nib+b*pb : nib+(b+1)*pb]
-		var t float32
-		for k, v := range plane {
-			t += q.lut[256*k+int(v)]
-		}
-		s += float32(int(1)<<b) * t
-	}
-	return s
 }
 
 func (q *Query) reset32(vec []float32) {
@@ -189,7 +154,7 @@ func (q *Query) Dist(v int32) float32 {
 		}
 		return -(q.base + dotU4(q.a, row))
 	case Level5x, Level6x:
-		ip := q.base + q.dotPlanes(row)
+		ip := q.base + dotPlanes(q.a, row, c.level.planes(), planeBytes(c.d))
 		if c.metric == faissfmt.MetricL2 { // ‖q‖² − 2⟨q, x̂⟩ + ‖x̂‖²
 			return q.qn - 2*ip + f32(row[len(row)-4:])
 		}
