@@ -231,19 +231,24 @@ func (c *Codes) encode8(dst []byte, x []float32) {
 	clear(dst)
 	vmin, delta := c.vmin[:len(x)], c.delta[:len(x)]
 	for j, v := range x {
-		var q uint8
-		if delta[j] != 0 {
-			t := (v-vmin[j])/delta[j] + 0.5
-			switch {
-			case t <= 0:
-			case t >= 15:
-				q = 15
-			default:
-				q = uint8(t)
-			}
-		}
-		dst[j>>1] |= q << (4 * (j & 1))
+		dst[j>>1] |= uint8(quantize(v, vmin[j], delta[j], 15)) << (4 * (j & 1))
 	}
+}
+
+// quantize is round((v−lo)/step) clamped to [0, top]; 0 when step is 0 (a
+// dimension with one value).
+func quantize(v, lo, step, top float32) uint32 {
+	if step == 0 {
+		return 0
+	}
+	t := (v-lo)/step + 0.5
+	switch {
+	case t <= 0:
+		return 0
+	case t >= top:
+		return uint32(top)
+	}
+	return uint32(t)
 }
 
 // encodePlanes writes x's 5x or 6x code: code_j = round((x_j−lo)/step),
@@ -260,17 +265,7 @@ func (c *Codes) encodePlanes(dst []byte, x []float32) {
 	vmin, delta := c.vmin[:d], c.delta[:d]
 	var norm float64
 	for j, v := range x {
-		var q uint32
-		if delta[j] != 0 {
-			t := (v-vmin[j])/delta[j] + 0.5
-			switch {
-			case t <= 0:
-			case t >= top:
-				q = uint32(top)
-			default:
-				q = uint32(t)
-			}
-		}
+		q := quantize(v, vmin[j], delta[j], top)
 		dst[j>>1] |= uint8(q>>p) << (4 * (j & 1))
 		for b := range p {
 			dst[nib+b*pb+j>>3] |= uint8(q>>b&1) << (j & 7)
