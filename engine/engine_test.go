@@ -278,6 +278,7 @@ func TestQueryErrors(t *testing.T) {
 		{[]float64{1, 2, 3}, "vector has 3 values, index " + fixture("idmap_hnsw.faiss") + " expects"},
 		{append(make([]float64, x.Dim()-1), math.NaN()), "is not a finite float32"},
 		{append(make([]float64, x.Dim()-1), 1e39), "is not a finite float32"},
+		{append(make([]float64, x.Dim()-2), 3e38, -3e38), "beyond float32's range"},
 	} {
 		_, _, err := x.Query(&qp, c.vec, nil)
 		require.Error(t, err)

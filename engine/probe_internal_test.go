@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"math"
 	"os"
 	"path/filepath"
 	"testing"
@@ -70,5 +71,21 @@ func TestNotHNSWRefusedFirst(t *testing.T) {
 		_, err := Prepare(Spec{Path: path, Mode: mode, GuideDir: t.TempDir()})
 		require.ErrorIs(t, err, ErrNotServable, mode)
 		assert.Contains(t, err.Error(), "has no HNSW graph", mode)
+	}
+}
+
+// TestCheckFinite: an answer with a distance or score that JSON cannot
+// spell (±Inf, NaN) is refused as a bad request naming the id; finite
+// ones pass.
+func TestCheckFinite(t *testing.T) {
+	require.NoError(t, checkFinite([]Hit{{ID: 1, Distance: 3.4e38, Score: 1}, {ID: 2, Distance: -5, Score: 6}}))
+	for _, h := range []Hit{
+		{ID: 7, Distance: math.Inf(1), Score: 0},
+		{ID: 7, Distance: math.NaN(), Score: 0},
+		{ID: 7, Distance: 1, Score: math.Inf(-1)},
+	} {
+		err := checkFinite([]Hit{{ID: 1}, h})
+		require.ErrorIs(t, err, ErrBadRequest)
+		require.ErrorContains(t, err, "id 7")
 	}
 }

@@ -218,6 +218,9 @@ func (x *Index) Query(qp *QueryPlan, vec []float64, sc *Scratch) ([]Hit, Profile
 			q[j] = f
 			norm += float64(f) * float64(f) // the float32 query's norm: 1e-46 is 0
 		}
+		if norm > math.MaxFloat32 && x.space != "cosinesimil" { // distances would overflow to ±Inf or NaN
+			return nil, prof, badRequest("vector's squared norm %.3g is beyond float32's range (%.3g): distances to it would overflow", norm, math.MaxFloat32)
+		}
 		if x.space == "cosinesimil" { // OpenSearch normalises queries for cosine
 			if norm == 0 {
 				return nil, prof, badRequest("a zero vector has no cosine similarity")
@@ -255,7 +258,22 @@ func (x *Index) Query(qp *QueryPlan, vec []float64, sc *Scratch) ([]Hit, Profile
 		}
 		hits = append(hits, Hit{ID: r.ID, Distance: float64(r.Distance), Score: Score(x.space, r.Distance)})
 	}
+	if err := checkFinite(hits); err != nil {
+		return nil, prof, err
+	}
 	return hits, prof, nil
+}
+
+// checkFinite refuses an answer holding a distance or score that is not a
+// finite number (JSON has no spelling for one): a query within float32's
+// range whose products with the index's vectors still overflow.
+func checkFinite(hits []Hit) error {
+	for _, h := range hits {
+		if math.IsNaN(h.Distance) || math.IsInf(h.Distance, 0) || math.IsNaN(h.Score) || math.IsInf(h.Score, 0) {
+			return badRequest("the distance to id %d is %v: the vector's values overflow float32 with this index's vectors", h.ID, h.Distance)
+		}
+	}
+	return nil
 }
 
 // rerankIP reports whether rescoring ranks by inner product: a float

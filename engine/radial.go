@@ -174,6 +174,9 @@ func (x *Index) queryRadial(qp *QueryPlan, q hnswsearch.Query, sc *Scratch, t0 t
 	for _, r := range res {
 		hits = append(hits, Hit{ID: r.ID, Distance: float64(r.Distance), Score: Score(x.space, r.Distance)})
 	}
+	if err := checkFinite(hits); err != nil {
+		return nil, prof, err
+	}
 	slices.SortFunc(hits, func(a, b Hit) int {
 		if c := cmp.Compare(float32(b.Score), float32(a.Score)); c != 0 {
 			return c

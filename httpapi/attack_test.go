@@ -123,7 +123,12 @@ func TestStrictJSON(t *testing.T) {
 		{"/indexes/j/_search", `{"vector":` + vec + `}]]]`, "data after the object", 400},
 		{"/indexes/j/_msearch", `{"vectors":[` + vec + `]}}`, "data after the object", 400},
 		{"/indexes/j/_search", `{"vector":[null` + strings.Repeat(",0", 31) + `]}`, "value 0 is null", 400},
-		{"/indexes/j/_search", `{"vector":[3.4028235e38` + strings.Repeat(",0", 31) + `]}`, "", 200},
+		{"/indexes/j/_search", `{"vector":` + vec + `,"filter":{"ids":[5,null]}}`, "id 1 is null", 400},
+		{"/indexes/j/_search", `{"vector":[1.8e19` + strings.Repeat(",0", 31) + `]}`, "", 200},
+		// float32's largest value is a float32, but its square is not: every
+		// distance would overflow (and be spelled +Inf, which is not JSON).
+		{"/indexes/j/_search", `{"vector":[3.4028235e38` + strings.Repeat(",0", 31) + `]}`, "beyond float32's range", 400},
+		{"/indexes/j/_search", `{"vector":[3e38,-3e38` + strings.Repeat(",0", 30) + `]}`, "beyond float32's range", 400},
 		{"/indexes/j/_search", `{"vector":[3.5e38` + strings.Repeat(",0", 31) + `]}`, "not a finite float32", 400},
 	} {
 		r := call(t, ts, "POST", c.path, c.body)

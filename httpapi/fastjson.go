@@ -40,7 +40,7 @@ func searchFast(b []byte, r *SearchRequest) bool {
 			case "filter":
 				bit = 8
 				r.Filter = &IDFilter{}
-				ok = p.object("ids", func() bool { return p.ids(&r.Filter.IDs) })
+				ok = p.object("ids", func() bool { return p.ids((*[]int64)(&r.Filter.IDs)) })
 			case "rescore":
 				bit = 16
 				r.Rescore = &Rescore{}

@@ -60,7 +60,31 @@ type MethodParameters struct {
 
 // IDFilter allows only these external ids.
 type IDFilter struct {
-	IDs []int64 `json:"ids"`
+	IDs IDList `json:"ids"`
+}
+
+// IDList is a filter's ids; a null among them is an error, not id 0.
+type IDList []int64
+
+// UnmarshalJSON implements json.Unmarshaler.
+func (l *IDList) UnmarshalJSON(b []byte) error {
+	var ids []*int64
+	if err := json.Unmarshal(b, &ids); err != nil {
+		return err
+	}
+	if ids == nil {
+		*l = nil
+		return nil
+	}
+	out := make(IDList, len(ids))
+	for i, p := range ids {
+		if p == nil {
+			return fmt.Errorf("filter.ids: id %d is null", i)
+		}
+		out[i] = *p
+	}
+	*l = out
+	return nil
 }
 
 // Rescore overrides the index's rerank settings for one request.
