@@ -388,7 +388,7 @@ func (r *Registry) Load(name string, spec LoadSpec) error {
 	r.mu.Lock()
 	if _, ok := r.all()[name]; ok {
 		r.mu.Unlock()
-		return &apiError{409, "index_exists", fmt.Sprintf("index %q is loaded; switch it with PUT /indexes/%s/_mode or DELETE it first", name, name)}
+		return &apiError{409, "index_exists", fmt.Sprintf("index %q is loaded or being loaded; switch it with PUT /indexes/%s/_mode or DELETE it first", name, name)}
 	}
 	e := &entry{name: name, adm: indexAdmission(r.limits)}
 	e.state.Store("loading")
