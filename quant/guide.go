@@ -290,6 +290,30 @@ func (c *Codes) unmarshalParams(b []byte, rounds int) error {
 	return nil
 }
 
+// checkRowFloats refuses rows whose float32 fields (32x: the three
+// factors; 5x, 6x: ‖x̂‖²) are not finite: a build writes none, so one in a
+// guide whose checksums hold was written by something else.
+func (c *Codes) checkRowFloats() error {
+	var at, count int // the fields' offset in a row and how many
+	switch {
+	case c.level == Level32x:
+		at, count = 0, 3
+	case c.level.planes() > 0:
+		at, count = c.stride-4, 1
+	default:
+		return nil
+	}
+	for v := range c.n {
+		row := c.row(int32(v))
+		for k := range count {
+			if f := f32(row[at+4*k:]); math.IsNaN(float64(f)) || math.IsInf(float64(f), 0) {
+				return fmt.Errorf("row %d holds %v", v, f)
+			}
+		}
+	}
+	return nil
+}
+
 // Write stores c as the guide file path for source src, atomically: a
 // temporary file in the same directory, fsynced, renamed over path, and
 // the directory fsynced; a crash leaves the old guide or the new one.
@@ -442,6 +466,9 @@ func decode(r io.ReaderAt, size int64, name string, src *SourceID) (*Codes, erro
 		return fail("checksum %08x, computed %08x", got, want)
 	}
 	if err := c.unmarshalParams(params, h.rounds); err != nil {
+		return fail("%v", err)
+	}
+	if err := c.checkRowFloats(); err != nil {
 		return fail("%v", err)
 	}
 	return c, nil

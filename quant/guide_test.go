@@ -112,6 +112,18 @@ func TestGuideCorrupt(t *testing.T) {
 			try("truncated", good[:n])
 		}
 		try("extended", append(bytes.Clone(good), 0))
+		// A NaN in a row's float field (32x factors, 5x/6x ‖x̂‖²) with the
+		// checksum redone, as a writer other than Build could leave it.
+		if lvl == Level32x || lvl.planes() > 0 {
+			b := bytes.Clone(good)
+			at := headerLen + int(paramLen(lvl, c.d, rotationRounds(c.d))) + 3*c.stride // row 3
+			if lvl.planes() > 0 {
+				at += c.stride - 4
+			}
+			binary.LittleEndian.PutUint32(b[at:], math.Float32bits(float32(math.NaN())))
+			binary.LittleEndian.PutUint32(b[len(b)-4:], crc32.Checksum(b[:len(b)-4], castagnoli))
+			try("a NaN row field", b)
+		}
 		_, err = ReadInfo(filepath.Join(dir, "missing"))
 		assert.Error(t, err)
 	}
