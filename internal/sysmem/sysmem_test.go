@@ -25,3 +25,27 @@ func TestParse(t *testing.T) {
 		assert.Positive(t, Total(), "this machine's memory")
 	}
 }
+
+// TestLimitFiles: the limits that bind a process are its own cgroup's and
+// its ancestors', in both hierarchies, read from /proc/self/cgroup's
+// spelling; without that file, the root's.
+func TestLimitFiles(t *testing.T) {
+	dir := t.TempDir()
+	cg := filepath.Join(dir, "cgroup")
+	assert.NoError(t, os.WriteFile(cg, []byte("9:name=systemd:/\n4:cpu,memory:/bench/run-7\n0::/user.slice/x\n"), 0o644))
+	assert.Equal(t, []string{
+		"/cg/user.slice/x/memory.max", "/cg/user.slice/memory.max", "/cg/memory.max",
+		"/cg/memory/bench/run-7/memory.limit_in_bytes", "/cg/memory/bench/memory.limit_in_bytes", "/cg/memory/memory.limit_in_bytes",
+	}, limitFiles(cg, "/cg"))
+	assert.Equal(t, []string{"/cg/memory.max", "/cg/memory/memory.limit_in_bytes"}, limitFiles(filepath.Join(dir, "missing"), "/cg"))
+
+	// A child cgroup's limit below the root's is the one Total takes.
+	root := filepath.Join(dir, "fs")
+	assert.NoError(t, os.MkdirAll(filepath.Join(root, "memory", "bench", "run-7"), 0o755))
+	assert.NoError(t, os.WriteFile(filepath.Join(root, "memory", "memory.limit_in_bytes"), []byte("9223372036854771712\n"), 0o644))
+	assert.NoError(t, os.WriteFile(filepath.Join(root, "memory", "bench", "run-7", "memory.limit_in_bytes"), []byte("20971520\n"), 0o644))
+	meminfo := filepath.Join(dir, "meminfo")
+	assert.NoError(t, os.WriteFile(meminfo, []byte("MemTotal: 1048576 kB\n"), 0o644))
+	assert.Equal(t, int64(20<<20), total(meminfo, cg, root))
+	assert.Equal(t, int64(1<<30), total(meminfo, filepath.Join(dir, "missing"), root), "the root's files set no limit: RAM")
+}
