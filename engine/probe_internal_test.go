@@ -74,15 +74,21 @@ func TestNotHNSWRefusedFirst(t *testing.T) {
 	}
 }
 
-// TestCheckFinite: an answer with a distance or score that JSON cannot
-// spell (±Inf, NaN) is refused as a bad request naming the id; finite
-// ones pass.
+// TestCheckFinite: an answer with a distance that JSON cannot spell
+// (±Inf, NaN) is refused as a bad request naming the id; finite ones pass,
+// and so do their scores.
 func TestCheckFinite(t *testing.T) {
 	require.NoError(t, checkFinite([]Hit{{ID: 1, Distance: 3.4e38, Score: 1}, {ID: 2, Distance: -5, Score: 6}}))
+	for _, space := range []string{"l2", "innerproduct", "cosinesimil", "hamming"} {
+		for _, d := range []float32{math.MaxFloat32, -math.MaxFloat32, 0} {
+			s := Score(space, d)
+			require.False(t, math.IsInf(s, 0) || math.IsNaN(s), "%s score of %v", space, d)
+		}
+	}
 	for _, h := range []Hit{
 		{ID: 7, Distance: math.Inf(1), Score: 0},
+		{ID: 7, Distance: math.Inf(-1), Score: 0},
 		{ID: 7, Distance: math.NaN(), Score: 0},
-		{ID: 7, Distance: 1, Score: math.Inf(-1)},
 	} {
 		err := checkFinite([]Hit{{ID: 1}, h})
 		require.ErrorIs(t, err, ErrBadRequest)

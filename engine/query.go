@@ -264,12 +264,13 @@ func (x *Index) Query(qp *QueryPlan, vec []float64, sc *Scratch) ([]Hit, Profile
 	return hits, prof, nil
 }
 
-// checkFinite refuses an answer holding a distance or score that is not a
-// finite number (JSON has no spelling for one): a query within float32's
-// range whose products with the index's vectors still overflow.
+// checkFinite refuses an answer holding a distance that is not a finite
+// number (JSON has no spelling for one, nor for the score made from it): a
+// query within float32's range whose products with the index's vectors
+// still overflow. A finite float32 distance gives a finite score.
 func checkFinite(hits []Hit) error {
 	for _, h := range hits {
-		if math.IsNaN(h.Distance) || math.IsInf(h.Distance, 0) || math.IsNaN(h.Score) || math.IsInf(h.Score, 0) {
+		if math.IsNaN(h.Distance) || math.IsInf(h.Distance, 0) {
 			return badRequest("the distance to id %d is %v: the vector's values overflow float32 with this index's vectors", h.ID, h.Distance)
 		}
 	}

@@ -68,23 +68,9 @@ type IDList []int64
 
 // UnmarshalJSON implements json.Unmarshaler.
 func (l *IDList) UnmarshalJSON(b []byte) error {
-	var ids []*int64
-	if err := json.Unmarshal(b, &ids); err != nil {
-		return err
-	}
-	if ids == nil {
-		*l = nil
-		return nil
-	}
-	out := make(IDList, len(ids))
-	for i, p := range ids {
-		if p == nil {
-			return fmt.Errorf("filter.ids: id %d is null", i)
-		}
-		out[i] = *p
-	}
-	*l = out
-	return nil
+	ids, err := decodeNonNull[int64](b, "filter.ids", "id")
+	*l = ids
+	return err
 }
 
 // Rescore overrides the index's rerank settings for one request.

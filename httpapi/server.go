@@ -7,9 +7,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/faiss-sidecar/faiss-sidecar/internal/sysmem"
-	"github.com/faiss-sidecar/faiss-sidecar/partial/diskcache"
-	"github.com/faiss-sidecar/faiss-sidecar/partial/storage"
 	"io"
 	"log/slog"
 	"maps"
@@ -28,6 +25,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/faiss-sidecar/faiss-sidecar/internal/buildinfo"
+	"github.com/faiss-sidecar/faiss-sidecar/internal/sysmem"
+	"github.com/faiss-sidecar/faiss-sidecar/partial/diskcache"
+	"github.com/faiss-sidecar/faiss-sidecar/partial/storage"
 )
 
 // Config configures a Server.

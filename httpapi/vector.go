@@ -35,23 +35,33 @@ func (v *Vector) UnmarshalJSON(b []byte) error {
 		*v = out
 		return nil
 	}
-	var f []*float64 // a null element is an error, not a 0
-	if err := json.Unmarshal(b, &f); err != nil {
-		return fmt.Errorf("vector: %w", err)
-	}
-	if f == nil {
-		*v = nil
-		return nil
-	}
-	out := make([]float64, len(f))
-	for i, p := range f {
-		if p == nil {
-			return fmt.Errorf("vector: value %d is null", i)
-		}
-		out[i] = *p
+	out, err := decodeNonNull[float64](b, "vector", "value")
+	if err != nil {
+		return err
 	}
 	*v = out
 	return nil
+}
+
+// decodeNonNull decodes the JSON array (or null) field name, whose
+// elements may not be null: encoding/json would read a null element as the
+// zero value. elem names one in the error ("vector: value 3 is null").
+func decodeNonNull[T any](b []byte, name, elem string) ([]T, error) {
+	var ptrs []*T
+	if err := json.Unmarshal(b, &ptrs); err != nil {
+		return nil, fmt.Errorf("%s: %w", name, err)
+	}
+	if ptrs == nil {
+		return nil, nil
+	}
+	out := make([]T, len(ptrs))
+	for i, p := range ptrs {
+		if p == nil {
+			return nil, fmt.Errorf("%s: %s %d is null", name, elem, i)
+		}
+		out[i] = *p
+	}
+	return out, nil
 }
 
 // parseNumbers parses "[n, n, …]" (or null) into dst, numbers in JSON's

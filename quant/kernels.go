@@ -133,15 +133,22 @@ func f32(b []byte) float32 { return math.Float32frombits(binary.LittleEndian.Uin
 
 func putF32(b []byte, v float32) { binary.LittleEndian.PutUint32(b, math.Float32bits(v)) }
 
+// planeCode is dimension j's code in a 5x or 6x row of nib nibble bytes
+// and planes planes of pb bytes.
+func planeCode(row []byte, j, nib, planes, pb int) int {
+	code := int(nibble(row, j)) << planes
+	for p := range planes {
+		code |= int(row[nib+p*pb+j>>3]>>(j&7)&1) << p
+	}
+	return code
+}
+
 func dotPlanesGo(w []float32, row []byte, planes, pb int) float32 {
 	n := len(w)
 	nib := (n + 1) / 2
 	var s0, s1 float32
 	for j := 0; j < n; j++ {
-		code := int(row[j>>1]>>(4*(j&1))&15) << planes
-		for p := range planes {
-			code |= int(row[nib+p*pb+j>>3]>>(j&7)&1) << p
-		}
+		code := planeCode(row, j, nib, planes, pb)
 		if j&1 == 0 {
 			s0 += w[j] * float32(code)
 		} else {

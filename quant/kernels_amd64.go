@@ -123,11 +123,7 @@ func dotPlanesAsm(w []float32, row []byte, planes, pb int) float32 {
 		s = dotPlanesAVX2(&w[0], &row[0], &row[nib], pb, planes, m)
 	}
 	for j := m; j < n; j++ {
-		code := int(nibble(row, j)) << planes
-		for p := range planes {
-			code |= int(row[nib+p*pb+j>>3]>>(j&7)&1) << p
-		}
-		s += w[j] * float32(code)
+		s += w[j] * float32(planeCode(row, j, nib, planes, pb))
 	}
 	return s
 }

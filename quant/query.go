@@ -17,12 +17,10 @@ type Query struct {
 	c *Codes
 
 	// 4x and 8x, L2: a = q − min (the kernel sums (a − step·code)²).
-	// 4x and 8x, IP: a = q·step and base = Σ q·min (⟨q, x̂⟩ = base + Σ a·code).
+	// 4x and 8x IP, 5x and 6x: a = q·step and base = Σ q·min (⟨q, x̂⟩ =
+	// base + Σ a·code); 5x and 6x L2 also qn = ‖q‖² (‖q‖² − 2⟨q, x̂⟩ + ‖x̂‖²).
 	a    []float32
 	base float32
-
-	// 5x, 6x: a = q·step and base = Σ q·min as for 8x IP (⟨q, x̂⟩ = base +
-	// Σ a·code, the codes read by dotPlanes); qn is ‖q‖².
 
 	// 32x: the rotated query y quantized to 4 bits, qᵢ ≈ lo + step·qqᵢ,
 	// as 4 bit planes interleaved per word (planes[4w+k] is bit k of the
@@ -40,9 +38,7 @@ type Query struct {
 func (c *Codes) NewQuery() *Query {
 	q := &Query{c: c}
 	switch c.level {
-	case Level4x, Level8x:
-		q.a = make([]float32, c.d)
-	case Level5x, Level6x:
+	case Level4x, Level5x, Level6x, Level8x:
 		q.a = make([]float32, c.d)
 	case Level32x:
 		q.y = make([]float32, c.d)
@@ -81,6 +77,13 @@ func (q *Query) reset4(vec []float32) {
 		}
 		return
 	}
+	q.resetSteps(vec)
+}
+
+// resetSteps sets a = q·step and base = Σ q·min, so ⟨q, x̂⟩ = base +
+// Σ a·code.
+func (q *Query) resetSteps(vec []float32) {
+	c := q.c
 	var base float64
 	for j, v := range vec {
 		q.a[j] = v * c.delta[j]
@@ -90,14 +93,12 @@ func (q *Query) reset4(vec []float32) {
 }
 
 func (q *Query) resetPlanes(vec []float32) {
-	c := q.c
-	var base, qn float64
-	for j, v := range vec {
-		q.a[j] = v * c.delta[j]
-		base += float64(v) * float64(c.vmin[j])
+	q.resetSteps(vec)
+	var qn float64
+	for _, v := range vec {
 		qn += float64(v) * float64(v)
 	}
-	q.base, q.qn = float32(base), float32(qn)
+	q.qn = float32(qn)
 }
 
 func (q *Query) reset32(vec []float32) {

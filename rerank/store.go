@@ -280,10 +280,7 @@ func (s *Store) viewCached(labels []int32, st *FetchStats, use func(i int, b []b
 		st.CacheHits += len(labels) - len(miss)
 	}
 	if len(miss) == 0 { // the cached bytes were read from the version opened
-		if err := s.checker().CheckFD(); err != nil {
-			return fmt.Errorf("rerank: %w", err)
-		}
-		return nil
+		return s.checkFD()
 	}
 	return s.viewFile(miss, st, func(j int, b []byte) {
 		s.cache.Put(miss[j], b)
@@ -304,10 +301,19 @@ func (s *Store) viewFile(labels []int32, st *FetchStats, use func(i int, b []byt
 	default:
 		err = s.viewPread(labels, st, use)
 	}
-	if cerr := s.checker().CheckFD(); cerr != nil {
-		return fmt.Errorf("rerank: %w", cerr)
+	if cerr := s.checkFD(); cerr != nil {
+		return cerr
 	}
 	return err
+}
+
+// checkFD is the per-query check that the vector file is the version
+// opened (partial.FileChecker.CheckFD), which ends every view.
+func (s *Store) checkFD() error {
+	if err := s.checker().CheckFD(); err != nil {
+		return fmt.Errorf("rerank: %w", err)
+	}
+	return nil
 }
 
 // viewMmapGuarded is viewMmap with faults on the mapping (a truncated

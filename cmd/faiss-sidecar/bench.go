@@ -164,7 +164,7 @@ func runBenchSearch(args []string, stdout io.Writer) error {
 	var firstQuery time.Duration
 	for i := range qs {
 		if *fresh {
-			break
+			break // the measured pass fills first
 		}
 		r := &first[i]
 		t0 := time.Now()
@@ -305,11 +305,10 @@ func runBenchSearch(args []string, stdout io.Writer) error {
 	}
 	devAfter, _, _ := processIO()
 	if gtIDs != nil {
-		m := gtIDs
 		hits := 0
 		for i, r := range first {
 			want := map[int64]bool{}
-			for _, id := range m.RowI64(i)[:*k] {
+			for _, id := range gtIDs.RowI64(i)[:*k] {
 				want[id] = true
 			}
 			for _, h := range r.Hits[:min(*k, len(r.Hits))] {
