@@ -1,10 +1,12 @@
 package httpapi
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -343,4 +345,32 @@ func TestHeavyLane(t *testing.T) {
 	assert.Len(t, s.heavy.slots, 0, "the lane is given back")
 	assert.Len(t, s.adm.slots, 0, "every slot is given back")
 	assert.Zero(t, s.workMem.used.Load(), "every charge is given back")
+}
+
+// TestOversizeBodyAnsweredAtOnce: a client that announces a body over the
+// limit and waits for the answer before sending it gets its 413 at once,
+// not when the server gives up reading the body it will never use.
+func TestOversizeBodyAnsweredAtOnce(t *testing.T) {
+	_, ts := newTestServer(t, Config{MaxBodyBytes: 1 << 20})
+	for _, tc := range []struct{ method, path string }{
+		{"PUT", "/indexes/j"},          // admin route: 64 KiB
+		{"POST", "/indexes/j/_search"}, // search route: max_body_bytes
+		{"PUT", "/indexes/j/_mode"},
+	} {
+		n := 100000
+		if strings.HasSuffix(tc.path, "_search") {
+			n = 2 << 20
+		}
+		conn, err := net.Dial("tcp", strings.TrimPrefix(ts.URL, "http://"))
+		require.NoError(t, err)
+		defer conn.Close() // a failed check must not leave the server reading
+		_, err = fmt.Fprintf(conn, "%s %s HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n{", tc.method, tc.path, n)
+		require.NoError(t, err)
+		require.NoError(t, conn.SetReadDeadline(time.Now().Add(5*time.Second)))
+		resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+		require.NoError(t, err, "%s %s: no answer within 5 s", tc.method, tc.path)
+		assert.Equal(t, 413, resp.StatusCode, tc.path)
+		assert.True(t, resp.Close, "%s: the connection is closed after the answer", tc.path)
+		resp.Body.Close()
+	}
 }

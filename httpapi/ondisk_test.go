@@ -113,6 +113,7 @@ func TestOnDiskREST(t *testing.T) {
 		{"PUT", "/indexes/d", `{"path":"clustered_l2.faiss","mode":"on_disk","compression":"` + strings.Repeat("x", 5000) + `"}`, 400, `xxxxxxxxxxxxxxxx…`},
 		{"PUT", "/indexes/d", `{"path":"clustered_l2.faiss","memory_budget":9223372036854775807}`, 400, "above the largest budget"},
 		{"POST", "/indexes/c/_search", `{"vector":[` + strings.Repeat("0,", 31) + `0],"k":3,"rescore":{"oversample_factor":-1}}`, 400, "oversample_factor -1 is negative"},
+		{"PUT", "/indexes/d", `{"path":"clustered_l2.faiss","rerank":{"oversample_factor":2}}`, 400, "rerank.vectors_path is required in mode memory_efficient"},
 	} {
 		r := call(t, ts, c.method, c.path, c.body)
 		assert.Equal(t, c.status, r.Status, "%s %.80s: %.300s", c.method, c.body, r.Raw)
@@ -120,4 +121,14 @@ func TestOnDiskREST(t *testing.T) {
 		assert.Less(t, len(r.Raw), 2000, "a long value is not echoed whole")
 	}
 	assert.Equal(t, 200, call(t, ts, "POST", "/indexes/c/_search", query(0)).Status, "the index still serves")
+
+	// on_disk's rerank without a vectors_path rescores from the index's own
+	// vectors, with the oversample given.
+	r = call(t, ts, "PUT", "/indexes/e", `{"path":"clustered_l2.faiss","mode":"on_disk","compression":"32x","rerank":{"oversample_factor":4}}`)
+	require.Equal(t, 200, r.Status, r.Raw)
+	rr, _ := r.Body["rerank"].(map[string]any)
+	require.NotNil(t, rr, r.Raw)
+	assert.Equal(t, "clustered_l2.faiss", rr["vectors_path"], r.Raw)
+	assert.EqualValues(t, 4, rr["oversample_factor"])
+	assert.Equal(t, 200, call(t, ts, "POST", "/indexes/e/_search", query(0)).Status)
 }

@@ -337,8 +337,15 @@ func (r *Registry) openUnguarded(ctx context.Context, e *entry, spec LoadSpec) (
 	}
 	if rs := spec.Rerank; rs != nil {
 		es.Rerank = &engine.RerankSpec{Label: rs.VectorsPath, Strategy: rs.Strategy, Oversample: rs.OversampleFactor}
-		if es.Rerank.Path, err = r.resolve(rs.VectorsPath); err != nil {
-			return nil, err
+		switch {
+		case rs.VectorsPath == "" && spec.Mode == engine.ModeOnDisk:
+			// on_disk's default: the index's own full-precision vectors
+		case rs.VectorsPath == "":
+			return nil, badRequest("rerank.vectors_path is required in mode %s (the full-precision vectors to rescore with)", spec.Mode)
+		default:
+			if es.Rerank.Path, err = r.resolve(rs.VectorsPath); err != nil {
+				return nil, err
+			}
 		}
 	}
 	plan, err := engine.Prepare(es)
@@ -352,7 +359,7 @@ func (r *Registry) openUnguarded(ctx context.Context, e *entry, spec LoadSpec) (
 		if spec.VectorsPath != "" {
 			vp = spec.VectorsPath
 		}
-		if spec.Rerank != nil {
+		if spec.Rerank != nil && spec.Rerank.VectorsPath != "" {
 			vp = spec.Rerank.VectorsPath
 		}
 		spec.Rerank = &RerankSpec{VectorsPath: vp, Strategy: rs.Strategy, OversampleFactor: rs.Oversample}

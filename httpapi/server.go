@@ -527,8 +527,17 @@ func (s *Server) decode(c *gin.Context, v any, b *body) error {
 	return err
 }
 
-// read reads c's body into b, charging it to the bodies in flight.
-func (s *Server) read(c *gin.Context, b *body) error {
+// read reads c's body into b, charging it to the bodies in flight. A body
+// refused before its end (too large, too many in flight, too slow) closes
+// the connection after the answer: otherwise net/http would first read
+// the rest of the body to reuse the connection, and a client that waits
+// for the answer before sending it would get it only at the read timeout.
+func (s *Server) read(c *gin.Context, b *body) (err error) {
+	defer func() {
+		if err != nil {
+			c.Header("Connection", "close")
+		}
+	}()
 	limit := s.bodyLimit(c)
 	if c.Request.ContentLength > limit {
 		return &apiError{413, "body_too_large", fmt.Sprintf("request body of %d bytes exceeds %d bytes", c.Request.ContentLength, limit)}
@@ -624,7 +633,7 @@ func (s *Server) indexInfo(e *entry, h *handle) gin.H {
 		info["vectors_path"] = h.spec.VectorsPath
 	}
 	if x.HasRerank() {
-		info["rerank"] = gin.H{"vectors_path": h.spec.Rerank.VectorsPath, "strategy": x.RerankStrategy()}
+		info["rerank"] = gin.H{"vectors_path": h.spec.Rerank.VectorsPath, "strategy": x.RerankStrategy(), "oversample_factor": h.spec.Rerank.OversampleFactor}
 	}
 	if gi, ok := x.Guide(); ok {
 		info["compression"] = gi.Level
