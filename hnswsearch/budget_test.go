@@ -106,3 +106,29 @@ func TestPinsAllListsBeforeOpen(t *testing.T) {
 	assert.True(t, PinsAllLists(f, est*10/9+10, est))
 	assert.False(t, PinsAllLists(f, est/2, est))
 }
+
+// TestStreamNeighbors: the streaming pass hands every node its record as
+// stored, whatever the step (records cut by a step are carried into the
+// next read, which continues where the last ended), through the direct
+// backend's aligned read-ahead and through mmap.
+func TestStreamNeighbors(t *testing.T) {
+	path := filepath.Join(fixtureDir, "hnsw_flat_large.faiss")
+	for _, backend := range []string{"direct-uncached", "mmap"} {
+		x := openIndex(t, openBackend(t, path, backend), Options{})
+		ref := openBackend(t, path, "pread")
+		for _, step := range []int64{1, 100, 4096, 5000, 1 << 20} {
+			next := int32(0)
+			err := x.streamNeighborsBy(step, func(v int32, rec []byte) {
+				require.Equal(t, next, v, "nodes in order")
+				next++
+				lo, hi := x.h.NodeOffset(int64(v))*4, x.h.NodeOffset(int64(v)+1)*4
+				want := make([]byte, hi-lo)
+				_, err := ref.ReadAt(want, x.nb.Offset+lo)
+				require.NoError(t, err)
+				require.Equal(t, want, rec, "%s step %d node %d", backend, step, v)
+			})
+			require.NoError(t, err)
+			require.Equal(t, x.n, next, "%s step %d: every node", backend, step)
+		}
+	}
+}

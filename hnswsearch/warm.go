@@ -6,6 +6,7 @@ import (
 	"slices"
 
 	"github.com/faiss-sidecar/faiss-sidecar/faissfmt"
+	"github.com/faiss-sidecar/faiss-sidecar/internal/readahead"
 	"github.com/faiss-sidecar/faiss-sidecar/partial"
 )
 
@@ -106,27 +107,46 @@ func (x *Index) warmVectorCache() error {
 }
 
 // streamNeighbors calls fn(node, record) for every node's neighbor record
-// (all its levels), reading the section sequentially in 1 MiB chunks.
+// (all its levels), reading the section sequentially in 1 MiB steps from
+// aligned chunks read ahead in parallel (streamChunk, streamAhead): at the
+// device's streaming rate through O_DIRECT, where one unaligned read at a
+// time ran at a quarter of it.
 func (x *Index) streamNeighbors(fn func(v int32, rec []byte)) error {
-	const chunk = 1 << 20
+	return x.streamNeighborsBy(1<<20, fn)
+}
+
+// streamNeighborsBy is streamNeighbors in steps of chunk bytes (or a
+// record's length, when longer).
+func (x *Index) streamNeighborsBy(chunk int64, fn func(v int32, rec []byte)) error {
+	ra := readahead.New(x.st, x.nb.Offset+x.nb.Len, streamChunk, streamAhead)
+	defer ra.Close()
 	buf := make([]byte, 0, chunk)
 	var base int64 // section byte offset of buf[0]
-	v := int32(0)
-	for v < x.n {
+	for v := int32(0); v < x.n; v++ {
 		lo, hi := x.h.NodeOffset(int64(v))*4, x.h.NodeOffset(int64(v)+1)*4
-		if hi > base+int64(len(buf)) { // refill from lo
+		if end := base + int64(len(buf)); hi > end {
+			// Keep [lo, end) and read on from end: reads stay contiguous,
+			// so the read-ahead goes on.
+			keep := copy(buf[:cap(buf)], buf[lo-base:])
 			n := min(max(chunk, hi-lo), x.nb.Len-lo)
 			if int64(cap(buf)) < n {
-				buf = make([]byte, n)
+				buf = append(make([]byte, 0, n), buf[:keep]...)
 			}
 			buf = buf[:n]
-			if _, err := x.st.ReadAt(buf, x.nb.Offset+lo); err != nil {
+			if _, err := ra.ReadAt(buf[keep:], x.nb.Offset+end); err != nil {
 				return fmt.Errorf("hnswsearch: reading the neighbor lists: %w", err)
 			}
 			base = lo
 		}
 		fn(v, buf[lo-base:hi-base])
-		v++
 	}
 	return nil
 }
+
+// streamChunk and streamAhead shape streamNeighbors' read-ahead: 4 MiB
+// chunks, three in flight past the one being read (16 MiB held while the
+// pass runs).
+const (
+	streamChunk = 4 << 20
+	streamAhead = 3
+)

@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -23,6 +24,9 @@ type source struct {
 	inflight, most   atomic.Int64
 	mu               sync.Mutex
 	failAt           int64
+	// misaligned counts reads (after the first) whose offset or buffer
+	// is not a multiple of Align, or whose length is not, short of the end.
+	misaligned atomic.Int64
 }
 
 func (s *source) ReadAt(p []byte, off int64) (int, error) {
@@ -31,7 +35,10 @@ func (s *source) ReadAt(p []byte, off int64) (int, error) {
 	for m := s.most.Load(); n > m && !s.most.CompareAndSwap(m, n); m = s.most.Load() {
 	}
 	time.Sleep(s.delay)
-	s.reads.Add(1)
+	if s.reads.Add(1) > 1 && (off%Align != 0 || uintptr(unsafe.Pointer(unsafe.SliceData(p)))%Align != 0 ||
+		(len(p)%Align != 0 && off+int64(len(p)) != int64(len(s.b)))) {
+		s.misaligned.Add(1)
+	}
 	s.bytesRead.Add(int64(len(p)))
 	s.mu.Lock()
 	fail := s.failAt >= off && s.failAt < off+int64(len(p))
@@ -55,12 +62,13 @@ func data(n int) []byte {
 }
 
 // A stream of reads of any size gets the source's bytes, read ahead in
-// parallel: the source sees the first read as it is, then chunks, and never
-// more than Ahead chunks past the end of what was asked.
+// parallel: the source sees the first read as it is, then chunks aligned
+// to Align in the file and in memory, and never more than Ahead chunks
+// past the end of what was asked.
 func TestStream(t *testing.T) {
-	for _, step := range []int{1, 100, 999, 1000, 1001, 4096, 50000} {
-		src := &source{b: data(123457), failAt: -1, delay: time.Millisecond}
-		r := New(src, int64(len(src.b)), 1000, 3)
+	for _, step := range []int{1, 100, 999, 4095, 4096, 4097, 50000} {
+		src := &source{b: data(523457), failAt: -1, delay: time.Millisecond}
+		r := New(src, int64(len(src.b)), 4000, 3) // rounded up to 4096
 		var got []byte
 		buf := make([]byte, step)
 		for off := 0; off < len(src.b); off += step {
@@ -72,10 +80,11 @@ func TestStream(t *testing.T) {
 		}
 		require.NoError(t, r.Close())
 		require.True(t, bytes.Equal(src.b, got), "step %d", step)
-		assert.LessOrEqual(t, src.bytesRead.Load(), int64(len(src.b)+step), "step %d: each byte read once, the first read's aside", step)
-		if step < 1000 {
-			assert.LessOrEqual(t, src.reads.Load(), int64(len(src.b)/1000+2), "step %d: chunks, not reads", step)
+		assert.LessOrEqual(t, src.bytesRead.Load(), int64(len(src.b)+step+Align), "step %d: each byte read once, the first read and an aligned chunk's head aside", step)
+		if step < 4096 {
+			assert.LessOrEqual(t, src.reads.Load(), int64(len(src.b)/4096+2), "step %d: chunks, not reads", step)
 		}
+		assert.Zero(t, src.misaligned.Load(), "step %d: chunks aligned", step)
 		assert.GreaterOrEqual(t, src.most.Load(), int64(2), "step %d: chunks in flight together", step)
 	}
 }
@@ -110,25 +119,25 @@ func TestJumps(t *testing.T) {
 // later read asks the source again. A range past the end is the source's
 // error.
 func TestErrors(t *testing.T) {
-	src := &source{b: data(20000), failAt: 5500}
-	r := New(src, int64(len(src.b)), 1000, 4)
+	src := &source{b: data(40000), failAt: 12400}
+	r := New(src, int64(len(src.b)), 4096, 4)
 	buf := make([]byte, 500)
 	var err error
 	off := int64(0)
-	for ; off < 10000; off += 500 {
+	for ; off < 20000; off += 500 {
 		if _, err = r.ReadAt(buf, off); err != nil {
 			break
 		}
 	}
 	require.EqualError(t, err, "injected failure")
-	assert.Equal(t, int64(5500), off, "the read that needs byte 5500")
+	assert.Equal(t, int64(12000), off, "the first read that needs the failed chunk [12288, 16384)")
 	src.mu.Lock()
 	src.failAt = -1
 	src.mu.Unlock()
-	_, err = r.ReadAt(buf, 5000)
+	_, err = r.ReadAt(buf, 12000)
 	require.NoError(t, err)
-	require.Equal(t, src.b[5000:5500], buf)
-	_, err = r.ReadAt(buf, 19800)
+	require.Equal(t, src.b[12000:12500], buf)
+	_, err = r.ReadAt(buf, 39800)
 	require.ErrorIs(t, err, io.ErrUnexpectedEOF)
 	n, err := r.ReadAt(nil, 5)
 	assert.Zero(t, n)
