@@ -269,7 +269,7 @@ func (x *Index) openGuide(p *Plan) error {
 		}
 	}
 	x.guide = c
-	x.guideInfo.Bytes = c.Bytes()
+	x.guideInfo.Bytes, x.guideInfo.Exact = c.Bytes(), c.Exact()
 	return nil
 }
 
@@ -377,6 +377,9 @@ type GuideInfo struct {
 	Rebuilt string `json:"rebuilt,omitempty"`
 	// NotSaved says why the built guide could not be written to Path.
 	NotSaved string `json:"not_saved,omitempty"`
+	// Exact: the guide holds the vectors without loss (quant.Codes.Exact),
+	// so the rerank takes them from it and reads nothing.
+	Exact bool `json:"exact"`
 }
 
 // Guide describes the index's guide (ok false unless mode on_disk).

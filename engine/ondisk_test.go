@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"math"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"testing"
@@ -320,4 +321,49 @@ func TestOnDiskVectorCache(t *testing.T) {
 	}
 	st := cached.VectorCache()
 	require.Positive(t, st.Inserts, "reranked vectors were kept")
+}
+
+// TestOnDiskExactGuide: on integer vectors (FAISS's hnsw_ties_l2 fixture)
+// the 4x guide is exact, and the rerank takes the shortlist's vectors from
+// it: no read, and the same hits, distances bit for bit, as a rerank that
+// reads a copy of the file.
+func TestOnDiskExactGuide(t *testing.T) {
+	index := filepath.Join("..", "testdata", "fixtures", "hnsw_ties_l2.faiss")
+	b, err := os.ReadFile(index)
+	require.NoError(t, err)
+	cp := filepath.Join(t.TempDir(), "copy.faiss")
+	require.NoError(t, os.WriteFile(cp, b, 0o644))
+	dir := t.TempDir()
+	open := func(rs *engine.RerankSpec) *engine.Index {
+		x, _, err := engine.Open(engine.Spec{Path: index, Mode: engine.ModeOnDisk, Compression: "4x", GuideDir: dir, Rerank: rs})
+		require.NoError(t, err)
+		t.Cleanup(x.Close)
+		return x
+	}
+	exact, read := open(nil), open(&engine.RerankSpec{Path: cp, Strategy: "pread"})
+	g, ok := exact.Guide()
+	require.True(t, ok)
+	require.True(t, g.Exact, "integer vectors: an exact 4x guide")
+	rng := rand.New(rand.NewPCG(4, 18))
+	for qi := range 50 {
+		q := make([]float64, exact.Dim())
+		for j := range q {
+			q[j] = rng.Float64() * 10
+		}
+		var res [2][]engine.Hit
+		var profs [2]engine.Profile
+		for i, x := range []*engine.Index{exact, read} {
+			qp, err := x.Plan(engine.Request{K: 10})
+			require.NoError(t, err)
+			res[i], profs[i], err = x.Query(&qp, q, nil)
+			require.NoError(t, err)
+			require.NotNil(t, profs[i].Rerank)
+		}
+		require.Equal(t, res[1], res[0], "query %d", qi)
+		e, r := profs[0].Rerank, profs[1].Rerank
+		require.Zero(t, e.Reads, "query %d: the exact guide reads nothing", qi)
+		require.Equal(t, e.Vectors, e.Decoded, "query %d", qi)
+		require.Positive(t, r.Reads, "query %d: the copy is read", qi)
+		require.Zero(t, r.Decoded)
+	}
 }

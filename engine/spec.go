@@ -614,8 +614,13 @@ func (x *Index) openRerank(rs *RerankSpec) error {
 		s.Close()
 		return err
 	}
-	if vc := x.idx.VectorRecords(); vc != nil && x.spec.Mode == ModeOnDisk && (rs.Path == x.spec.Path || rs.Path == x.spec.VectorsPath) {
-		s.SetCache(vc) // the walk reads the guide: the budget's vector cache holds reranked vectors
+	if x.spec.Mode == ModeOnDisk && (rs.Path == x.spec.Path || rs.Path == x.spec.VectorsPath) {
+		switch vc := x.idx.VectorRecords(); {
+		case x.guide != nil && x.guide.Exact(): // the guide holds the vectors themselves: no read
+			s.SetDecoder(x.guide)
+		case vc != nil: // the walk reads the guide: the budget's vector cache holds reranked vectors
+			s.SetCache(vc)
+		}
 	}
 	x.rer = s
 	return nil

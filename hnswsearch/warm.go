@@ -143,10 +143,11 @@ func (x *Index) streamNeighborsBy(chunk int64, fn func(v int32, rec []byte)) err
 	return nil
 }
 
-// streamChunk and streamAhead shape streamNeighbors' read-ahead: 4 MiB
-// chunks, three in flight past the one being read (16 MiB held while the
-// pass runs).
+// streamChunk and streamAhead shape streamNeighbors' read-ahead: 1 MiB
+// chunks, three in flight past the one being read (4 MiB held while the
+// pass runs: a load inside a memory limit of a third of fashion-mnist's
+// file, its guide and lists filling it, was killed with 4 MiB chunks).
 const (
-	streamChunk = 4 << 20
+	streamChunk = 1 << 20
 	streamAhead = 3
 )

@@ -8,6 +8,7 @@ import (
 	"io"
 	"math"
 	"runtime"
+	"slices"
 	"unsafe"
 
 	"github.com/faiss-sidecar/faiss-sidecar/faissfmt"
@@ -127,7 +128,7 @@ func (b *builder) sampleSpans() []span {
 func (b *builder) run() error {
 	c := b.c
 	if c.n == 0 {
-		b.train(nil, nil, nil, nil, 0)
+		b.train(nil, nil, nil, nil, nil, 0)
 		return nil
 	}
 	spans := b.sampleSpans()
@@ -142,6 +143,13 @@ func (b *builder) run() error {
 	lo := make([]float32, d)
 	hi := make([]float32, d)
 	sum := make([]float64, d)
+	var integral []bool // 4x: whether every sampled value of a dimension is an integer
+	if c.level == Level4x {
+		integral = make([]bool, d)
+		for j := range integral {
+			integral[j] = true
+		}
+	}
 	var kept []float32 // 5x, 6x, 8x: the sample itself
 	if c.level.sqBits() > 0 && c.level != Level4x {
 		kept = make([]float32, 0, sampled*int64(d))
@@ -160,6 +168,9 @@ func (b *builder) run() error {
 					lo[j], hi[j] = min(lo[j], f), max(hi[j], f)
 					sum[j] += float64(f)
 				}
+				for j, f := range integral {
+					integral[j] = f && v[j] == float32(math.Round(float64(v[j])))
+				}
 			}
 			if kept != nil {
 				kept = append(kept, x...)
@@ -170,12 +181,17 @@ func (b *builder) run() error {
 			return err
 		}
 	}
-	b.train(lo, hi, sum, kept, sampled)
+	b.train(lo, hi, sum, integral, kept, sampled)
 	kept = nil
 
-	// Encoding pass.
+	// Encoding pass. 4x checks, until a vector fails, that every vector
+	// decodes to itself (Codes.Exact).
 	workers := b.opt.Workers
 	scratch := make([][]float32, workers)
+	var lossy [64]bool // per worker (w % 64)
+	defer func() {
+		c.exact = c.level == Level4x && !slices.Contains(lossy[:], true)
+	}()
 	return b.stream(span{0, c.n}, func(first int64, x []float32) error {
 		rows := len(x) / d
 		var bad [64]error
@@ -194,6 +210,9 @@ func (b *builder) run() error {
 				switch c.level {
 				case Level4x:
 					c.encode4(dst, v)
+					if !lossy[w%len(lossy)] && !c.exact4(dst, v) {
+						lossy[w%len(lossy)] = true
+					}
 				case Level8x:
 					c.encode8(dst, v)
 				case Level5x, Level6x:
@@ -219,14 +238,14 @@ func finite(v []float32, id int64) error {
 // train sets the codes' parameters from the training pass's statistics
 // of count sampled vectors: the per-dimension minima and maxima, sums,
 // and (8x) the sample itself.
-func (b *builder) train(lo, hi []float32, sum []float64, sample []float32, count int64) {
+func (b *builder) train(lo, hi []float32, sum []float64, integral []bool, sample []float32, count int64) {
 	c := b.c
 	switch c.level {
 	case Level4x:
 		if count == 0 {
 			lo, hi = make([]float32, c.d), make([]float32, c.d)
 		}
-		c.train4(lo, hi)
+		c.train4(lo, hi, integral)
 	case Level5x, Level6x, Level8x:
 		c.train8(sample, int(count), b.opt.Workers)
 	case Level32x:

@@ -26,9 +26,14 @@ type Codes struct {
 	mem  offheap.Buf
 	rows []byte // mem.B[:n*stride]
 
-	// 4x: per-dimension minimum and step (max−min)/255; 5x, 6x, 8x: the
-	// lower end of the trained range and its step (hi−lo)/(2^bits−1).
+	// 4x: per-dimension minimum and step (max−min)/255, or 1 for a
+	// dimension of integers spanning at most 255; 5x, 6x, 8x: the lower
+	// end of the trained range and its step (hi−lo)/(2^bits−1).
 	vmin, delta []float32
+	// exact (4x): every component of every vector is its code's value,
+	// vmin + step·code (decode4), so the codes are the vectors themselves
+	// and Decode returns them bit for bit: pixels, uint8 embeddings.
+	exact bool
 	// 32x: the centroid the vectors are centred on and the rotation.
 	centroid []float32
 	rot      *rotator
@@ -102,16 +107,62 @@ func (c *Codes) paramBytes() int {
 
 // ---- 4x: 8-bit scalar quantization ----
 
-// train4 sets the per-dimension ranges from the observed minima and maxima.
-func (c *Codes) train4(lo, hi []float32) {
+// train4 sets the per-dimension ranges from the observed minima and
+// maxima. A dimension whose sampled values are all integers (integral
+// says which) spanning at most 255 gets step 1, so its codes are its
+// values less the minimum, without loss; inside uint8's range (int8's)
+// the minimum is 0 (−128), so the values the sample missed encode
+// without loss too (pixels, uint8 or int8 embeddings).
+func (c *Codes) train4(lo, hi []float32, integral []bool) {
 	c.vmin = make([]float32, c.d)
 	c.delta = make([]float32, c.d)
 	for j := range c.d {
 		c.vmin[j] = lo[j]
-		if hi[j] > lo[j] {
+		switch {
+		case integral != nil && integral[j] && lo[j] >= 0 && hi[j] <= 255:
+			c.vmin[j], c.delta[j] = 0, 1
+		case integral != nil && integral[j] && lo[j] >= -128 && hi[j] <= 127:
+			c.vmin[j], c.delta[j] = -128, 1
+		case hi[j] <= lo[j]:
+		case integral != nil && integral[j] && float64(hi[j])-float64(lo[j]) <= 255:
+			c.delta[j] = 1
+		default:
 			c.delta[j] = float32((float64(hi[j]) - float64(lo[j])) / 255)
 		}
 	}
+}
+
+// decode4 is the value a 4x code stands for in dimension j: the product
+// rounded to float32, then the sum (never fused, so the build's check and
+// every decoder agree bit for bit).
+func (c *Codes) decode4(j int, code byte) float32 {
+	return c.vmin[j] + float32(c.delta[j]*float32(code))
+}
+
+// exact4 reports whether x is what its code dst decodes to, component by
+// component (the encoding pass's check for Exact).
+func (c *Codes) exact4(dst []byte, x []float32) bool {
+	for j, v := range x {
+		if c.decode4(j, dst[j]) != v {
+			return false
+		}
+	}
+	return true
+}
+
+// Exact reports whether the codes hold the vectors without loss (4x
+// codes of data with at most 256 values per dimension on a grid of step
+// 1 or (max−min)/255: pixels, uint8 embeddings): Decode then returns each
+// vector as stored, and a rerank needs no other copy.
+func (c *Codes) Exact() bool { return c.exact }
+
+// Decode writes vector v's values, as its code stands for them, to dst
+// (len d); they are the vector's own when Exact.
+func (c *Codes) Decode(v int32, dst []float32) {
+	if c.level != Level4x {
+		panic("quant: Decode serves 4x codes")
+	}
+	decodeU8(dst[:c.d], c.vmin, c.delta, c.row(v))
 }
 
 // encode4 writes x's code: round((x−min)/step) clamped to [0, 255], so a

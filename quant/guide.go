@@ -21,7 +21,7 @@ import (
 // (little-endian; docs/quantization.md):
 //
 //	0   magic "FSQGUIDE"          8   version u32 (guideVersionOf)
-//	12  level u8, metric u8, rotation rounds u8, 0 u8
+//	12  level u8, metric u8, rotation rounds u8, flags u8 (bit 0: exact)
 //	16  n u64    24 d u32    28 stride u32
 //	32  params length u64    40 codes length u64
 //	48  source size i64    56 source mtime i64 (ns)    64 source hash [32]
@@ -34,7 +34,8 @@ import (
 // flips as 64-bit words of d bits each. 8x rows are d 4-bit codes, two a
 // byte, the even dimension in the low nibble; 5x and 6x rows are the
 // codes' high 4 bits as 8x's, then one plane of d bits per lower bit
-// (lowest first), then ‖x̂‖² (float32).
+// (lowest first), then ‖x̂‖² (float32). Flag exact (4x only, version 4):
+// every vector decodes to itself (Codes.Exact).
 
 var (
 	// ErrStale: the guide was built from another version of the index
@@ -49,11 +50,13 @@ const (
 	guideMagic = "FSQGUIDE"
 	// guideVersion is the newest version this build reads and writes.
 	// Version 1 holds 4x and 32x; version 2 adds the level 8x, version 3
-	// the levels 5x and 6x, with the same layout. A guide is written at
-	// the oldest version that holds its level, so a build that reads only
-	// version 1 still loads the 4x and 32x guides of a newer one (and
-	// rebuilds an 8x guide it meets: ErrCorrupt naming the version).
-	guideVersion = 3
+	// the levels 5x and 6x, with the same layout; version 4 the flag
+	// exact. A guide is written at the oldest version that holds what it
+	// holds, so a build that reads only version 1 still loads the 4x and
+	// 32x guides of a newer one (and rebuilds an 8x or exact guide it
+	// meets: ErrCorrupt naming the version).
+	guideVersion = 4
+	flagExact    = 1
 	headerLen    = 104
 	trailerLen   = 4
 )
@@ -76,14 +79,18 @@ type Info struct {
 	N        int64
 	D        int
 	Stride   int   // bytes per vector
+	Exact    bool  // the codes are the vectors (Codes.Exact)
 	Bytes    int64 // memory the loaded Codes hold (Codes.Bytes)
 	FileSize int64
 	Source   SourceID
 }
 
-// guideVersionOf is the version a guide of level l is written at: the
-// first that knows l.
-func guideVersionOf(l Level) uint32 {
+// guideVersionOf is the version a guide of level l with flags is written
+// at: the first that knows both.
+func guideVersionOf(l Level, flags uint8) uint32 {
+	if flags&flagExact != 0 {
+		return 4
+	}
 	switch l {
 	case Level8x:
 		return 2
@@ -99,6 +106,7 @@ type header struct {
 	level     Level
 	metric    faissfmt.Metric
 	rounds    int
+	flags     uint8
 	n         int64
 	d, stride int
 	paramsLen int64
@@ -107,7 +115,11 @@ type header struct {
 }
 
 func (c *Codes) header(src SourceID) header {
-	h := header{version: guideVersionOf(c.level), level: c.level, metric: c.metric, n: c.n, d: c.d, stride: c.stride,
+	var flags uint8
+	if c.exact {
+		flags |= flagExact
+	}
+	h := header{version: guideVersionOf(c.level, flags), flags: flags, level: c.level, metric: c.metric, n: c.n, d: c.d, stride: c.stride,
 		paramsLen: int64(c.paramBytes()), codesLen: int64(len(c.rows)), src: src}
 	if c.rot != nil {
 		h.rounds = c.rot.rounds
@@ -120,7 +132,7 @@ func (h *header) marshal() []byte {
 	copy(b, guideMagic)
 	le := binary.LittleEndian
 	le.PutUint32(b[8:], h.version)
-	b[12], b[13], b[14] = uint8(h.level), uint8(h.metric), uint8(h.rounds)
+	b[12], b[13], b[14], b[15] = uint8(h.level), uint8(h.metric), uint8(h.rounds), h.flags
 	le.PutUint64(b[16:], uint64(h.n))
 	le.PutUint32(b[24:], uint32(h.d))
 	le.PutUint32(b[28:], uint32(h.stride))
@@ -153,7 +165,7 @@ func parseHeader(b []byte, fileSize int64, name string) (header, error) {
 	if got, want := le.Uint32(b[96:]), crc32.Checksum(b[:96], castagnoli); got != want {
 		return h, bad("header checksum %08x, computed %08x", got, want)
 	}
-	h.level, h.metric, h.rounds = Level(b[12]), faissfmt.Metric(b[13]), int(b[14])
+	h.level, h.metric, h.rounds, h.flags = Level(b[12]), faissfmt.Metric(b[13]), int(b[14]), b[15]
 	h.n = int64(le.Uint64(b[16:]))
 	h.d = int(le.Uint32(b[24:]))
 	h.stride = int(le.Uint32(b[28:]))
@@ -165,8 +177,12 @@ func parseHeader(b []byte, fileSize int64, name string) (header, error) {
 	switch {
 	case !h.level.valid():
 		return h, bad("unknown level %d", b[12])
-	case h.version < guideVersionOf(h.level):
-		return h, bad("level %s in a version %d guide (%s came with version %d)", h.level, h.version, h.level, guideVersionOf(h.level))
+	case h.version < guideVersionOf(h.level, 0):
+		return h, bad("level %s in a version %d guide (%s came with version %d)", h.level, h.version, h.level, guideVersionOf(h.level, 0))
+	case h.flags&^flagExact != 0 || (h.flags != 0 && h.version < guideVersionOf(h.level, h.flags)):
+		return h, bad("flags %#x in a version %d guide", h.flags, h.version)
+	case h.flags&flagExact != 0 && h.level != Level4x:
+		return h, bad("flag exact on a %s guide (4x only)", h.level)
 	case checkMetric(h.metric) != nil:
 		return h, bad("unsupported metric %d", b[13])
 	case h.d < 1 || h.d > faissfmt.MaxDim:
@@ -385,7 +401,7 @@ func ReadInfo(path string) (Info, error) {
 }
 
 func (h *header) info(path string, size int64) Info {
-	return Info{Path: path, Version: int(h.version), Level: h.level, Metric: h.metric, N: h.n, D: h.d,
+	return Info{Path: path, Version: int(h.version), Level: h.level, Metric: h.metric, N: h.n, D: h.d, Exact: h.flags&flagExact != 0,
 		Stride: h.stride, Bytes: h.codesLen + h.paramsLen + 256, FileSize: size, Source: h.src}
 }
 
@@ -451,6 +467,7 @@ func decode(r io.ReaderAt, size int64, name string, src *SourceID) (*Codes, erro
 	if err != nil {
 		return nil, fmt.Errorf("quant: %s: %w: %v", name, ErrCorrupt, err)
 	}
+	c.exact = h.flags&flagExact != 0
 	fail := func(format string, a ...any) (*Codes, error) {
 		c.Close()
 		return nil, fmt.Errorf("quant: %s: %w: %s", name, ErrCorrupt, fmt.Sprintf(format, a...))
@@ -487,6 +504,9 @@ func readAt(r io.ReaderAt, b []byte, off int64, h hash.Hash32) error {
 		}
 		if h != nil {
 			h.Write(p)
+		}
+		if f, ok := r.(*os.File); ok {
+			dropRange(f, off, int64(len(p)))
 		}
 		b, off = b[len(p):], off+int64(len(p))
 	}

@@ -39,7 +39,7 @@ func TestGuideRoundTrip(t *testing.T) {
 
 			info, err := ReadInfo(path)
 			require.NoError(t, err)
-			assert.Equal(t, Info{Path: path, Version: int(guideVersionOf(lvl)), Level: lvl, Metric: ds.metric, N: int64(ds.n), D: ds.d,
+			assert.Equal(t, Info{Path: path, Version: int(c.header(src).version), Level: lvl, Metric: ds.metric, N: int64(ds.n), D: ds.d, Exact: c.Exact(),
 				Stride: lvl.BytesPerVector(ds.d), Bytes: c.Bytes(), FileSize: st.Size(), Source: src}, info)
 
 			l, err := Load(path, src)

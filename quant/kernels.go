@@ -27,9 +27,19 @@ var (
 	// pop4 is Σₖ 2ᵏ·Σ_w popcount(x_w & planes[4w+k]) over the len(planes)/4
 	// little-endian words of x.
 	pop4 = pop4Go
+	// decodeU8 sets dst[j] = vmin[j] + (delta[j]·c[j] rounded to
+	// float32) over len(dst) dimensions: 4x codes back to values.
+	decodeU8 = decodeU8Go
 	// KernelImpl names the kernels in use ("avx2" or "go").
 	KernelImpl = "go"
 )
+
+func decodeU8Go(dst, vmin, delta []float32, c []byte) {
+	vmin, delta, c = vmin[:len(dst)], delta[:len(dst)], c[:len(dst)]
+	for j := range dst {
+		dst[j] = vmin[j] + float32(delta[j]*float32(c[j]))
+	}
+}
 
 func l2U8Go(a, b []float32, c []byte) float32 {
 	b = b[:len(a)]

@@ -17,6 +17,7 @@ func init() {
 		l2U8, dotU8 = l2U8Asm, dotU8Asm
 		l2U4, dotU4 = l2U4Asm, dotU4Asm
 		dotPlanes = dotPlanesAsm
+		decodeU8 = decodeU8Asm
 		KernelImpl = "avx2"
 	}
 	if cpu.X86.HasPOPCNT {
@@ -38,6 +39,21 @@ func dotU4AVX2(w *float32, c *byte, n int) float32
 
 //go:noescape
 func dotPlanesAVX2(w *float32, nib *byte, plane *byte, pb int, planes int, n int) float32
+
+//go:noescape
+func decodeU8AVX2(dst, vmin, delta *float32, c *byte, n int)
+
+func decodeU8Asm(dst, vmin, delta []float32, c []byte) {
+	n := len(dst)
+	vmin, delta, c = vmin[:n], delta[:n], c[:n]
+	m := n &^ 7
+	if m > 0 {
+		decodeU8AVX2(&dst[0], &vmin[0], &delta[0], &c[0], m)
+	}
+	for j := m; j < n; j++ {
+		dst[j] = vmin[j] + float32(delta[j]*float32(c[j]))
+	}
+}
 
 //go:noescape
 func pop4POPCNT(planes *uint64, x *byte, words int) uint64

@@ -453,3 +453,46 @@ dotp_done:
 	VZEROUPPER
 	MOVSS        X0, ret+48(FP)
 	RET
+
+// func decodeU8AVX2(dst, vmin, delta *float32, c *byte, n int)
+// n a multiple of 8. dst[j] = vmin[j] + delta[j]·c[j], the product
+// rounded before the sum (VMULPS then VADDPS, not an FMA), as decodeU8Go.
+TEXT ·decodeU8AVX2(SB), NOSPLIT, $0-40
+	MOVQ dst+0(FP), DI
+	MOVQ vmin+8(FP), AX
+	MOVQ delta+16(FP), BX
+	MOVQ c+24(FP), CX
+	MOVQ n+32(FP), DX
+
+dec_loop16:
+	CMPQ      DX, $16
+	JL        dec_loop8
+	VPMOVZXBD (CX), Y0
+	VPMOVZXBD 8(CX), Y1
+	VCVTDQ2PS Y0, Y0
+	VCVTDQ2PS Y1, Y1
+	VMULPS    (BX), Y0, Y0
+	VMULPS    32(BX), Y1, Y1
+	VADDPS    (AX), Y0, Y0
+	VADDPS    32(AX), Y1, Y1
+	VMOVUPS   Y0, (DI)
+	VMOVUPS   Y1, 32(DI)
+	ADDQ      $16, CX
+	ADDQ      $64, AX
+	ADDQ      $64, BX
+	ADDQ      $64, DI
+	SUBQ      $16, DX
+	JMP       dec_loop16
+
+dec_loop8:
+	CMPQ      DX, $8
+	JL        dec_done
+	VPMOVZXBD (CX), Y0
+	VCVTDQ2PS Y0, Y0
+	VMULPS    (BX), Y0, Y0
+	VADDPS    (AX), Y0, Y0
+	VMOVUPS   Y0, (DI)
+
+dec_done:
+	VZEROUPPER
+	RET

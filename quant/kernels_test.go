@@ -65,6 +65,28 @@ func TestKernelsMatchGo(t *testing.T) {
 			assert.InDelta(t, dotPlanesGo(a, row, p, pb), dotPlanes(a, row, p, pb), 1e-5*abs+1e-3, "dotPlanes n=%d planes=%d", n, p)
 		}
 
+		// decodeU8: bit for bit (no fused multiply-add), on random and
+		// on integer parameters.
+		for _, ints := range []bool{false, true} {
+			vmin, delta := a, b
+			if ints {
+				vmin, delta = make([]float32, n), make([]float32, n)
+				for j := range n {
+					vmin[j], delta[j] = float32(rng.IntN(200)-100), 1
+				}
+			}
+			got, ref := make([]float32, n+1), make([]float32, n+1)
+			got[n], ref[n] = -7, -7 // past dst's end: untouched
+			decodeU8(got[:n], vmin, delta, cc)
+			decodeU8Go(ref[:n], vmin, delta, cc)
+			assert.Equal(t, ref, got, "decodeU8 n=%d integers=%v", n, ints)
+			if ints {
+				for j := range n {
+					require.Equal(t, vmin[j]+float32(cc[j]), got[j], "decodeU8 n=%d j=%d", n, j)
+				}
+			}
+		}
+
 		w := (n + 63) / 64
 		planes := make([]uint64, 4*w)
 		for j := range planes {

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"unsafe"
 
 	"github.com/faiss-sidecar/faiss-sidecar/internal/distance"
 	"github.com/faiss-sidecar/faiss-sidecar/partial"
@@ -51,7 +52,23 @@ type Store struct {
 	ownBatch bool            // Close closes batch
 	arenas   arenaList       // read buffers (aligned for direct), reused across shortlists
 	cache    *recordcache.Cache
+	decoder  Decoder
 }
+
+// Decoder gives vectors from memory bit for bit as the vector file holds
+// them: a lossless compressed copy (quant.Codes when Exact).
+type Decoder interface {
+	// Decode writes vector label's Dim values to dst.
+	Decode(label int32, dst []float32)
+}
+
+// SetDecoder makes the store take every vector from d instead of reading
+// it (nor its cache): the answers are the same, without I/O. Set before
+// the store is used.
+func (s *Store) SetDecoder(d Decoder) { s.decoder = d }
+
+// Decoding reports whether the store's vectors come from a Decoder.
+func (s *Store) Decoding() bool { return s.decoder != nil }
 
 // SetCache makes the store look vectors up in c (records of 4·Dim bytes
 // by label; the caller owns and budgets it) before reading them, and keep
@@ -126,6 +143,9 @@ type FetchStats struct {
 	// CacheHits counts vectors served by the store's cache (SetCache),
 	// neither read nor counted in Reads.
 	CacheHits int `json:"cache_hits"`
+	// Decoded counts vectors taken from the store's Decoder (SetDecoder),
+	// without a read.
+	Decoded int `json:"decoded"`
 }
 
 // DefaultParallel is how many reads the direct strategy keeps in flight
@@ -256,11 +276,37 @@ func (s *Store) view(labels []int32, st *FetchStats, use func(i int, b []byte)) 
 	if st != nil {
 		st.Vectors += len(labels)
 	}
-	if s.cache != nil {
+	switch {
+	case s.decoder != nil:
+		s.viewDecoded(labels, st, use)
+		return nil
+	case s.cache != nil:
 		return s.viewCached(labels, st, use)
 	}
 	return s.viewFile(labels, st, use)
 }
+
+// viewDecoded takes every vector of labels from the decoder.
+func (s *Store) viewDecoded(labels []int32, st *FetchStats, use func(i int, b []byte)) {
+	raw := s.arena(4 * s.Dim)
+	defer s.putArena(raw)
+	// The values' bytes as the file holds them: little-endian float32.
+	x := unsafe.Slice((*float32)(unsafe.Pointer(unsafe.SliceData(raw))), s.Dim)
+	for i, l := range labels {
+		s.decoder.Decode(l, x)
+		if bigEndian {
+			for j, v := range x {
+				binary.LittleEndian.PutUint32(raw[4*j:], math.Float32bits(v))
+			}
+		}
+		use(i, raw)
+	}
+	if st != nil {
+		st.Decoded += len(labels)
+	}
+}
+
+var bigEndian = binary.NativeEndian.Uint16([]byte{1, 0}) != 1
 
 // viewCached serves from the cache the labels it holds intact and reads the
 // rest (viewFile), storing them in the cache.
