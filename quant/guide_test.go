@@ -11,9 +11,12 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"unsafe"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/faiss-sidecar/faiss-sidecar/faissfmt"
 )
 
 func srcOf(t testing.TB, ds *dataset) SourceID {
@@ -250,6 +253,17 @@ func FuzzLoad(f *testing.F) {
 		require.NoError(f, err)
 		f.Add(buf.Bytes())
 	}
+	// an exact 4x guide (flag, version 4)
+	x := integerVectors(20, 8, false)
+	raw := unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(x))), 4*len(x))
+	c, err := Build(bytes.NewReader(raw), 0, 20, 8, faissfmt.MetricL2, Level4x, BuildOptions{})
+	require.NoError(f, err)
+	require.True(f, c.Exact())
+	var buf bytes.Buffer
+	_, err = c.Encode(&buf, SourceID{Size: 1})
+	require.NoError(f, err)
+	f.Add(buf.Bytes())
+	c.Close()
 	f.Add([]byte("FSQGUIDE"))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		c, err := decode(bytes.NewReader(b), int64(len(b)), "fuzz", nil)
@@ -270,6 +284,9 @@ func FuzzLoad(f *testing.F) {
 		}
 		if n > 0 {
 			q.Dist(int32(n - 1))
+			if c.Level() == Level4x {
+				c.Decode(int32(n-1), make([]float32, d))
+			}
 		}
 	})
 }
