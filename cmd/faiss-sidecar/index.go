@@ -92,14 +92,19 @@ type loadedIndex struct {
 // for this binary). The limit counts that overhead too, so one set from
 // the live heap alone sat below what the process already held, and the
 // collector ran every few milliseconds. GOMEMLIMIT, when set, wins.
-func (l *loadedIndex) limitHeap() {
-	if l.heapBytes == 0 || os.Getenv("GOMEMLIMIT") != "" {
-		return
+func (l *loadedIndex) limitHeap() { l.prevLimit = setHeapLimit(l.heapBytes) }
+
+// setHeapLimit sets the runtime's memory limit to what it holds now plus
+// heapBytes, and returns the limit before (0: left alone, without a heap
+// share or with GOMEMLIMIT set).
+func setHeapLimit(heapBytes int64) int64 {
+	if heapBytes == 0 || os.Getenv("GOMEMLIMIT") != "" {
+		return 0
 	}
-	debug.FreeOSMemory() // collect, and return what opening left behind
+	debug.FreeOSMemory() // collect, and return what is no longer held
 	held := []metrics.Sample{{Name: "/memory/classes/total:bytes"}, {Name: "/memory/classes/heap/released:bytes"}}
 	metrics.Read(held)
-	l.prevLimit = debug.SetMemoryLimit(int64(held[0].Value.Uint64()-held[1].Value.Uint64()) + l.heapBytes)
+	return debug.SetMemoryLimit(int64(held[0].Value.Uint64()-held[1].Value.Uint64()) + heapBytes)
 }
 
 func (l *loadedIndex) Close() {
@@ -141,7 +146,19 @@ func (f *indexFlags) open(path string, rr *rerankFlags) (*loadedIndex, error) {
 		bar = newProgressBar(os.Stderr, "building the guide")
 		spec.Progress = bar.Update
 	}
-	x, plan, err := engine.Open(spec)
+	plan, err := engine.Prepare(spec)
+	var x *engine.Index
+	if err == nil {
+		// The plan's heap share bounds the heap while the index opens too:
+		// what opening reads and drops (parsed headers, read-ahead) is
+		// collected as it goes, rather than piling up beside the memory
+		// the index pins, inside the same limit.
+		prev := setHeapLimit(plan.HeapBytes())
+		x, err = plan.Open()
+		if prev != 0 {
+			debug.SetMemoryLimit(prev)
+		}
+	}
 	bar.Done()
 	if err != nil {
 		return nil, specError(err)
