@@ -67,9 +67,6 @@ type Decoder interface {
 // the store is used.
 func (s *Store) SetDecoder(d Decoder) { s.decoder = d }
 
-// Decoding reports whether the store's vectors come from a Decoder.
-func (s *Store) Decoding() bool { return s.decoder != nil }
-
 // SetCache makes the store look vectors up in c (records of 4·Dim bytes
 // by label; the caller owns and budgets it) before reading them, and keep
 // there those it reads. Set before the store is used; it outlives the
