@@ -300,7 +300,11 @@ func buildGuide(r io.ReaderAt, off int64, f *faissfmt.File, level quant.Level, p
 	}
 	c, err = quant.Build(r, off, int(g.NTotal), g.D, g.Metric, level, quant.BuildOptions{Ctx: ctx, Progress: progress})
 	if err != nil {
-		return nil, "", fmt.Errorf("building the %s guide: %w", level, err)
+		err = fmt.Errorf("building the %s guide: %w", level, err)
+		if errors.Is(err, quant.ErrNonFinite) { // the file's data, not the server: a 422
+			err = &tagged{msg: err.Error(), tags: []error{ErrNotServable}, inner: err}
+		}
+		return nil, "", err
 	}
 	werr := os.MkdirAll(filepath.Dir(path), 0o755)
 	if werr == nil {

@@ -1,6 +1,8 @@
 package engine_test
 
 import (
+	"bytes"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"math"
@@ -15,6 +17,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/faiss-sidecar/faiss-sidecar/engine"
+	"github.com/faiss-sidecar/faiss-sidecar/faissfmt"
 	"github.com/faiss-sidecar/faiss-sidecar/hnswsearch"
 	"github.com/faiss-sidecar/faiss-sidecar/quant"
 )
@@ -188,6 +191,23 @@ func TestOnDiskRefusals(t *testing.T) {
 	_, _, err = engine.Open(engine.Spec{Path: fixture("hnsw_flat_large.faiss"), Mode: engine.ModeOnDisk, MemoryBudget: 1 << 16, GuideDir: t.TempDir()})
 	require.True(t, errors.Is(err, hnswsearch.ErrBudget), "%v", err)
 	assert.Contains(t, err.Error(), "needs a guide of")
+
+	// A vector with a NaN or an infinity: no guide can be built from the
+	// file, a fault of the file (422), not of the server.
+	for _, bad := range []float32{float32(math.NaN()), float32(math.Inf(-1))} {
+		b, err := os.ReadFile(fixture("hnsw_flat_l2.faiss"))
+		require.NoError(t, err)
+		f, err := faissfmt.Open(bytes.NewReader(b), int64(len(b)))
+		require.NoError(t, err)
+		sec, ok := f.Storage.Section("codes")
+		require.True(t, ok)
+		binary.LittleEndian.PutUint32(b[sec.Offset+4*(7*int64(f.Graph.D)+3):], math.Float32bits(bad))
+		path := filepath.Join(t.TempDir(), "nonfinite.faiss")
+		require.NoError(t, os.WriteFile(path, b, 0o644))
+		_, _, err = engine.Open(engine.Spec{Path: path, Mode: engine.ModeOnDisk, Compression: "4x", GuideDir: t.TempDir()})
+		require.ErrorIs(t, err, engine.ErrNotServable, "%v", err)
+		assert.Contains(t, err.Error(), "vector 7 component 3 is")
+	}
 }
 
 // TestOnDiskAutoFitsBudget: compression auto takes 4x when the budget

@@ -226,10 +226,14 @@ func (b *builder) run() error {
 	})
 }
 
+// ErrNonFinite marks a source vector with a NaN or infinite component:
+// the file cannot have a guide.
+var ErrNonFinite = errors.New("quant: non-finite vector component")
+
 func finite(v []float32, id int64) error {
 	for j, f := range v {
 		if math.IsNaN(float64(f)) || math.IsInf(float64(f), 0) {
-			return fmt.Errorf("quant: vector %d component %d is %v; compressed codes need finite vectors", id, j, f)
+			return fmt.Errorf("%w: vector %d component %d is %v; compressed codes need finite vectors", ErrNonFinite, id, j, f)
 		}
 	}
 	return nil
