@@ -348,29 +348,77 @@ func TestHeavyLane(t *testing.T) {
 }
 
 // TestOversizeBodyAnsweredAtOnce: a client that announces a body over the
-// limit and waits for the answer before sending it gets its 413 at once,
-// not when the server gives up reading the body it will never use.
+// limit, or one to a route that takes none, and waits for the answer
+// before sending it gets the answer at once (413 for the former), not when
+// the server gives up reading the body it will never use.
 func TestOversizeBodyAnsweredAtOnce(t *testing.T) {
 	_, ts := newTestServer(t, Config{MaxBodyBytes: 1 << 20})
-	for _, tc := range []struct{ method, path string }{
-		{"PUT", "/indexes/j"},          // admin route: 64 KiB
-		{"POST", "/indexes/j/_search"}, // search route: max_body_bytes
-		{"PUT", "/indexes/j/_mode"},
+	require.Equal(t, 200, call(t, ts, "PUT", "/indexes/i", `{"path":"hnsw_flat_l2.faiss"}`).Status)
+	for _, tc := range []struct {
+		method, path string
+		n, status    int
+	}{
+		{"PUT", "/indexes/j", 100000, 413},           // admin route: 64 KiB
+		{"POST", "/indexes/j/_search", 2 << 20, 413}, // search route: max_body_bytes
+		{"PUT", "/indexes/j/_mode", 100000, 413},
+		{"POST", "/indexes/i/_warmup", 1e12, 413}, // takes no body: 64 KiB too
+		{"GET", "/indexes/i", 100, 200},           // takes no body: answered without it
+		{"GET", "/_health", 300000, 413},
+		{"DELETE", "/indexes/nosuch", 10, 404},
+		{"GET", "/no/such/route", 10, 404},
 	} {
-		n := 100000
-		if strings.HasSuffix(tc.path, "_search") {
-			n = 2 << 20
-		}
 		conn, err := net.Dial("tcp", strings.TrimPrefix(ts.URL, "http://"))
 		require.NoError(t, err)
 		defer conn.Close() // a failed check must not leave the server reading
-		_, err = fmt.Fprintf(conn, "%s %s HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n{", tc.method, tc.path, n)
+		_, err = fmt.Fprintf(conn, "%s %s HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n{", tc.method, tc.path, tc.n)
 		require.NoError(t, err)
 		require.NoError(t, conn.SetReadDeadline(time.Now().Add(5*time.Second)))
 		resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
 		require.NoError(t, err, "%s %s: no answer within 5 s", tc.method, tc.path)
-		assert.Equal(t, 413, resp.StatusCode, tc.path)
+		assert.Equal(t, tc.status, resp.StatusCode, tc.path)
 		assert.True(t, resp.Close, "%s: the connection is closed after the answer", tc.path)
 		resp.Body.Close()
 	}
+}
+
+// TestSlowBodiesChargeWhatArrived: connections that announce a body and
+// send one byte of it are charged about that, not a whole read chunk
+// each, so a few hundred of them do not take max_bodies_in_flight from
+// everyone else; once the bodies in flight do fill it, a request is shed
+// with 429 at once, and served again when they go.
+func TestSlowBodiesChargeWhatArrived(t *testing.T) {
+	s, ts := newTestServer(t, Config{Limits: Limits{MaxBodiesInFlight: 1 << 20}})
+	require.Equal(t, 200, call(t, ts, "PUT", "/indexes/i", `{"path":"hnsw_flat_l2.faiss"}`).Status)
+	q := `{"vector":` + vectorJSON(make([]float64, 32)) + `}`
+	addr := strings.TrimPrefix(ts.URL, "http://")
+	slow := func(n int, announced int) []net.Conn {
+		var conns []net.Conn
+		for range n {
+			conn, err := net.Dial("tcp", addr)
+			require.NoError(t, err)
+			t.Cleanup(func() { conn.Close() })
+			_, err = fmt.Fprintf(conn, "POST /indexes/i/_search HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n{", announced)
+			require.NoError(t, err)
+			conns = append(conns, conn)
+		}
+		return conns
+	}
+	// 300 × (100 + 1) bytes, and 100 × 4 KiB (a first step) of 1 MiB.
+	small := slow(300, 100)
+	large := slow(100, 1<<20)
+	time.Sleep(200 * time.Millisecond) // let the server read what was sent
+	r := call(t, ts, "POST", "/indexes/i/_search", q)
+	assert.Equal(t, 200, r.Status, "400 slow bodies hold about 430 KiB of 1 MiB: %s", r.Raw)
+	// 200 more large ones fill it: shed at once, served again after.
+	more := slow(200, 1<<20)
+	time.Sleep(200 * time.Millisecond)
+	assert.Greater(t, s.bodyMem.used.Load(), int64(1<<20-firstBodyStep), "the slow bodies fill the budget")
+	r = call(t, ts, "POST", "/indexes/i/_search", q+strings.Repeat(" ", 2*firstBodyStep))
+	assert.Equal(t, 429, r.Status, r.Raw)
+	assert.Contains(t, r.Raw, "request bodies")
+	for _, c := range append(append(small, large...), more...) {
+		c.Close()
+	}
+	require.Eventually(t, func() bool { return call(t, ts, "POST", "/indexes/i/_search", q).Status == 200 },
+		5*time.Second, 20*time.Millisecond, "served again once the slow clients left")
 }

@@ -448,9 +448,35 @@ var statusCodes = func() []string {
 // control, so a flood of large ones cannot hold max_body_bytes each.
 const adminBodyBytes = 64 << 10
 
+// limitBody refuses at once a body announced over its route's limit
+// (bodyLimit), and bounds the body's reads by it. A body that will not be
+// read (too large, or sent to a route that takes none) closes the
+// connection after the answer: otherwise net/http reads what is left of
+// it before answering, to reuse the connection, and a client that waits
+// for the answer before sending the body gets it only at the read timeout.
 func (s *Server) limitBody(c *gin.Context) {
-	c.Request.Body = http.MaxBytesReader(c.Writer, c.Request.Body, s.bodyLimit(c))
+	limit := s.bodyLimit(c)
+	if n := c.Request.ContentLength; n > limit {
+		c.Header("Connection", "close")
+		s.fail(c, &apiError{413, "body_too_large", fmt.Sprintf("request body of %d bytes exceeds %d bytes", n, limit)})
+		return
+	}
+	if c.Request.ContentLength != 0 && !readsBody(c) {
+		c.Header("Connection", "close")
+	}
+	c.Request.Body = http.MaxBytesReader(c.Writer, c.Request.Body, limit)
 	c.Next()
+}
+
+// readsBody reports whether c's route reads a request body.
+func readsBody(c *gin.Context) bool {
+	switch c.FullPath() {
+	case "/indexes/:name":
+		return c.Request.Method == http.MethodPut
+	case "/indexes/:name/_mode", "/indexes/:name/_search", "/indexes/:name/_msearch":
+		return true
+	}
+	return false
 }
 
 // bodyLimit is the largest body c's route takes.
@@ -497,9 +523,17 @@ func (s *Server) release(b *body) {
 	b.buf = nil
 }
 
-// bodyChunk is the step in which request bodies are read and charged to
-// the bodies-in-flight budget.
-const bodyChunk = 64 << 10
+// Request bodies are read and charged to the bodies-in-flight budget in
+// steps: the first of firstBodyStep bytes, each next one twice the last up
+// to bodyChunk, none past the announced length (+1, to see its end). A
+// slow client is charged about what it has sent (a step ahead at most),
+// not a whole chunk per connection: 1,025 connections that each sent one
+// byte of a 100-byte body used to hold all 64 MiB and shed every other
+// request.
+const (
+	firstBodyStep = 4 << 10
+	bodyChunk     = 64 << 10
+)
 
 // errBodiesBusy sheds a request whose body would take the bodies being
 // read past max_bodies_in_flight.
@@ -507,7 +541,7 @@ var errBodiesBusy = &apiError{429, "too_many_requests", "too many request bodies
 
 // decode reads a JSON body strictly: unknown fields and trailing data are
 // 400s. The body is read before any search slot is taken (a slow client
-// holds only the bytes it has sent, charged to max_bodies_in_flight), and
+// holds about the bytes it has sent, charged to max_bodies_in_flight), and
 // stays charged until the caller releases b (on error, decode has). Search
 // bodies of the usual shape take a parser without reflection (searchFast);
 // everything else, and every error, goes through encoding/json.
@@ -529,28 +563,27 @@ func (s *Server) decode(c *gin.Context, v any, b *body) error {
 
 // read reads c's body into b, charging it to the bodies in flight. A body
 // refused before its end (too large, too many in flight, too slow) closes
-// the connection after the answer: otherwise net/http would first read
-// the rest of the body to reuse the connection, and a client that waits
-// for the answer before sending it would get it only at the read timeout.
+// the connection after the answer, as limitBody says why.
 func (s *Server) read(c *gin.Context, b *body) (err error) {
 	defer func() {
 		if err != nil {
 			c.Header("Connection", "close")
 		}
 	}()
-	limit := s.bodyLimit(c)
-	if c.Request.ContentLength > limit {
-		return &apiError{413, "body_too_large", fmt.Sprintf("request body of %d bytes exceeds %d bytes", c.Request.ContentLength, limit)}
-	}
 	b.buf = bodies.Get().(*bodyBuf)
 	b.buf.Reset()
-	for {
-		if !s.bodyMem.take(bodyChunk) {
+	cl := c.Request.ContentLength // −1: not announced (chunked)
+	for step, got := int64(firstBodyStep), int64(0); ; step = min(2*step, bodyChunk) {
+		if cl >= 0 {
+			step = min(step, max(cl-got, 0)+1)
+		}
+		if !s.bodyMem.take(step) {
 			return errBodiesBusy
 		}
-		b.held += bodyChunk
-		b.buf.lr = io.LimitedReader{R: c.Request.Body, N: bodyChunk}
+		b.held += step
+		b.buf.lr = io.LimitedReader{R: c.Request.Body, N: step}
 		n, err := b.buf.ReadFrom(&b.buf.lr)
+		got += n
 		b.buf.lr.R = nil
 		if err != nil {
 			var mbe *http.MaxBytesError
@@ -562,7 +595,7 @@ func (s *Server) read(c *gin.Context, b *body) (err error) {
 			}
 			return badRequest("reading the request body: %v", err)
 		}
-		if n < bodyChunk {
+		if n < step {
 			return nil
 		}
 	}
