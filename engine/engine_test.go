@@ -275,6 +275,7 @@ func TestQueryErrors(t *testing.T) {
 		msg string
 	}{
 		{nil, "vector is required"},
+		{[]float64{}, "vector is required: index " + fixture("idmap_hnsw.faiss") + " expects 20 values"},
 		{[]float64{1, 2, 3}, "vector has 3 values, index " + fixture("idmap_hnsw.faiss") + " expects"},
 		{append(make([]float64, x.Dim()-1), math.NaN()), "is not a finite float32"},
 		{append(make([]float64, x.Dim()-1), 1e39), "is not a finite float32"},

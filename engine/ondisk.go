@@ -155,13 +155,13 @@ func (p *Plan) chooseLevel(levels []quant.Level, workers int) error {
 	}
 	var guideOnly *fit // the finest whose guide alone fits
 	lists := int64(-1) // the lists' estimate, read once when a choice needs it
-	least, leastErr := quant.Level(0), error(nil)
+	least := quant.Level(0)
 	for _, l := range levels {
 		gb := guideBytes(l, g.NTotal, g.D)
 		bp, err := hnswsearch.PlanBudget(pf, p.backend, spec.MemoryBudget-gb, workers)
 		if err != nil {
 			if least == 0 || gb < guideBytes(least, g.NTotal, g.D) {
-				least, leastErr = l, err
+				least = l
 			}
 			continue
 		}
@@ -187,8 +187,9 @@ func (p *Plan) chooseLevel(levels []quant.Level, workers int) error {
 		use(*guideOnly)
 		return nil
 	}
-	return fmt.Errorf("%s: %w: on_disk at %s needs a guide of %d bytes, and the rest of the budget must hold the index's working memory: %v",
-		spec.Label, hnswsearch.ErrBudget, least, guideBytes(least, g.NTotal, g.D), leastErr)
+	gb, work := guideBytes(least, g.NTotal, g.D), hnswsearch.MinBudget(pf, workers)
+	return fmt.Errorf("%s: %w: on_disk at %s needs a guide of %d bytes and %d bytes of working memory (small arrays, %d workers' scratch, 64 cached vectors): at least %d bytes, and the budget is %d",
+		spec.Label, hnswsearch.ErrBudget, least, gb, work, max(workers, 1), gb+work, spec.MemoryBudget)
 }
 
 // estimateLists is hnswsearch.EstimatePinnedLists of the plan's index, read

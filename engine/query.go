@@ -188,10 +188,10 @@ func (x *Index) Query(qp *QueryPlan, vec []float64, sc *Scratch) ([]Hit, Profile
 		sc = new(Scratch)
 	}
 	var prof Profile
-	if vec == nil {
-		return nil, prof, badRequest("vector is required")
-	}
 	want := x.idx.Dim() // components, or bytes (0–255) for a binary index
+	if len(vec) == 0 {
+		return nil, prof, badRequest("vector is required: index %s expects %d values", x.spec.Label, want)
+	}
 	if len(vec) != want {
 		return nil, prof, badRequest("vector has %d values, index %s expects %d", len(vec), x.spec.Label, want)
 	}

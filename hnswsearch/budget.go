@@ -50,10 +50,10 @@ func PlanBudget(f *faissfmt.File, backend string, budget int64, workers int) (Pl
 	}
 	workers = max(workers, 1)
 	var p Plan
-	p.HeapBytes = 2*(f.ResidentBytes()+int64(workers)*(g.NTotal+256<<10)) + 4<<20
-	if least := p.HeapBytes + minVectorCache(g.NTotal, VectorCodeSize(f)); budget < least {
+	p.HeapBytes = heapBytes(f, workers)
+	if least := MinBudget(f, workers); budget < least {
 		return Plan{}, fmt.Errorf("%w: %d bytes; this index needs at least %d (small arrays, %d workers' scratch, 64 cached vectors)",
-			ErrBudget, budget, least, workers)
+			ErrBudget, budget, least, max(workers, 1))
 	}
 	off := budget - p.HeapBytes
 	if backend != "direct" {
@@ -63,6 +63,18 @@ func PlanBudget(f *faissfmt.File, backend string, budget int64, workers int) (Pl
 	p.Options.BatchReads = true
 	p.Options.HeldBytes = off
 	return p, nil
+}
+
+// heapBytes is a plan's Go heap share (Plan.HeapBytes).
+func heapBytes(f *faissfmt.File, workers int) int64 {
+	return 2*(f.ResidentBytes()+int64(max(workers, 1))*(f.Graph.NTotal+256<<10)) + 4<<20
+}
+
+// MinBudget is the smallest budget PlanBudget takes for f (from Probe,
+// with its graph) and workers: the heap share and the smallest vector
+// cache.
+func MinBudget(f *faissfmt.File, workers int) int64 {
+	return heapBytes(f, workers) + minVectorCache(f.Graph.NTotal, VectorCodeSize(f))
 }
 
 // afterIDMap is what held bytes leave once the id map (idLen bytes, −1

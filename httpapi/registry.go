@@ -17,6 +17,7 @@ import (
 
 	"github.com/faiss-sidecar/faiss-sidecar/engine"
 	"github.com/faiss-sidecar/faiss-sidecar/hnswsearch"
+	"github.com/faiss-sidecar/faiss-sidecar/internal/filekind"
 	"github.com/faiss-sidecar/faiss-sidecar/partial/storage"
 )
 
@@ -158,7 +159,7 @@ func (r *Registry) resolve(p string) (string, error) {
 		return "", &apiError{403, "forbidden_path", fmt.Sprintf("cannot stat %s", p)}
 	}
 	if !fi.Mode().IsRegular() {
-		return "", badRequest("%s is not a regular file (%s)", p, fi.Mode().Type())
+		return "", badRequest("%s is %s, not a regular file", p, filekind.Of(fi.Mode()))
 	}
 	return real, nil
 }

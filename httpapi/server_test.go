@@ -229,7 +229,7 @@ func TestBadRequests(t *testing.T) {
 		// not a regular file is a 400; not a servable index a 422.
 		{"PUT", "/indexes/j", `{"path":"/etc/nope-nothing-here"}`, 403, "outside the data roots"},
 		{"PUT", "/indexes/j", `{"path":"/etc/shadow"}`, 403, "outside the data roots"},
-		{"PUT", "/indexes/j", `{"path":"dir"}`, 400, "is not a regular file"},
+		{"PUT", "/indexes/j", `{"path":"dir"}`, 400, "is a directory, not a regular file"},
 		{"PUT", "/indexes/j", `{"path":"/dev/zero"}`, 403, "outside the data roots"},
 		{"PUT", "/indexes/j", `{"path":"flat.faiss"}`, 422, "has no HNSW graph"},
 		{"PUT", "/indexes/j", `{"path":"nothing.faiss"}`, 404, "no file"},

@@ -15,6 +15,7 @@ import (
 	"syscall"
 
 	"github.com/faiss-sidecar/faiss-sidecar/faissfmt"
+	"github.com/faiss-sidecar/faiss-sidecar/internal/filekind"
 )
 
 // A guide file stores Codes so a restart need not rebuild them. Layout
@@ -431,7 +432,7 @@ func openRegular(path string) (*os.File, os.FileInfo, error) {
 	}
 	st, err := f.Stat()
 	if err == nil && !st.Mode().IsRegular() {
-		err = fmt.Errorf("%w: %s is not a regular file (%s)", ErrCorrupt, path, st.Mode().Type())
+		err = fmt.Errorf("%w: %s is %s, not a regular file", ErrCorrupt, path, filekind.Of(st.Mode()))
 	}
 	if err != nil {
 		f.Close()
