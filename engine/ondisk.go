@@ -224,10 +224,11 @@ func onDiskRerankStrategy(budget int64) string {
 	return "mmap"
 }
 
-// GuidePath is where an on_disk index's guide lives: dir (the index's own
-// directory when empty) / the index file's name + "." + level + ".guide".
-// An s3:// index's guide is named by remoteGuideName, in RemoteGuideDir
-// when dir is empty.
+// GuidePath is where an on_disk index's guide lives: beside the index
+// when dir is empty, as the index file's name + "." + level + ".guide";
+// in dir (a directory of many indexes' guides), and for an s3:// index
+// (in RemoteGuideDir when dir is empty), as sharedGuideName + "." +
+// level + ".guide".
 func GuidePath(dir, indexPath, level string) string {
 	name := filepath.Base(indexPath)
 	switch {
@@ -235,9 +236,11 @@ func GuidePath(dir, indexPath, level string) string {
 		if dir == "" {
 			dir, _ = RemoteGuideDir() // planOnDisk refused a spec without one
 		}
-		name = remoteGuideName(indexPath)
+		name = sharedGuideName(indexPath)
 	case dir == "":
 		dir = filepath.Dir(indexPath)
+	default: // a directory of many indexes' guides
+		name = sharedGuideName(indexPath)
 	}
 	return filepath.Join(dir, name+"."+level+".guide")
 }

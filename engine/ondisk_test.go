@@ -387,3 +387,28 @@ func TestOnDiskExactGuide(t *testing.T) {
 		require.Zero(t, r.Decoded)
 	}
 }
+
+// TestOnDiskSharedGuideDir: in one guide directory, indexes of one file
+// name in different directories (OpenSearch names segment files alike in
+// every shard) keep guides of their own; neither rebuilds the other's.
+func TestOnDiskSharedGuideDir(t *testing.T) {
+	guides, a, b := t.TempDir(), t.TempDir(), t.TempDir()
+	for dir, src := range map[string]string{a: "clustered_l2.faiss", b: "clustered_ip.faiss"} {
+		raw, err := os.ReadFile(filepath.Join("..", "testdata", "ondisk", src))
+		require.NoError(t, err)
+		require.NoError(t, os.WriteFile(filepath.Join(dir, "_0_165_vec.faiss"), raw, 0o644))
+	}
+	pa, pb := filepath.Join(a, "_0_165_vec.faiss"), filepath.Join(b, "_0_165_vec.faiss")
+	require.NotEqual(t, engine.GuidePath(guides, pa, "8x"), engine.GuidePath(guides, pb, "8x"))
+	assert.Equal(t, filepath.Join(a, "_0_165_vec.faiss.8x.guide"), engine.GuidePath("", pa, "8x"), "beside the index: the plain name")
+	for round := range 2 {
+		for _, p := range []string{pa, pb} {
+			x, _, err := engine.Open(engine.Spec{Path: p, Mode: engine.ModeOnDisk, Compression: "8x", GuideDir: guides})
+			require.NoError(t, err)
+			g, _ := x.Guide()
+			x.Close()
+			assert.Equal(t, round == 1, g.Loaded, "round %d %s: built first, loaded after", round, p)
+			assert.Empty(t, g.Rebuilt, "round %d %s", round, p)
+		}
+	}
+}

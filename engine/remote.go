@@ -58,12 +58,21 @@ func remoteGuideDir(spec *Spec) error {
 	return nil
 }
 
-// remoteGuideName is the guide file's name for an s3:// index, before
-// "."+level+".guide": the key's last element (at most 100 bytes of it)
-// and 12 hex digits of the path's SHA-256, so objects of one name in
-// other buckets or prefixes do not share a guide file.
-func remoteGuideName(indexPath string) string {
+// sharedGuideName is the guide file's name, before "."+level+".guide", in
+// a directory that holds the guides of many indexes (an s3:// index's, or
+// any in a guide_dir): the file's or key's last element (at most 100
+// bytes of it) and 12 hex digits of the SHA-256 of its whole path (for a
+// file, absolute), so indexes of one name in other directories, buckets
+// or prefixes (OpenSearch names segment files alike in every shard) do
+// not share a guide file and rebuild it over each other.
+func sharedGuideName(indexPath string) string {
 	base := path.Base(indexPath)
+	if !storage.IsRemote(indexPath) {
+		if abs, err := filepath.Abs(indexPath); err == nil {
+			indexPath = abs
+		}
+		base = filepath.Base(indexPath)
+	}
 	if len(base) > 100 {
 		base = strings.ToValidUTF8(base[:100], "")
 	}

@@ -12,6 +12,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/faiss-sidecar/faiss-sidecar/engine"
 )
 
 // TestOnDiskREST: an index loads in mode on_disk with a compression, its
@@ -34,6 +36,11 @@ func TestOnDiskREST(t *testing.T) {
 	require.NoError(t, json.Unmarshal(raw, &fx))
 	guides := t.TempDir()
 	_, ts := newTestServer(t, Config{DataRoots: []string{root}, GuideDir: guides})
+	realRoot, err := filepath.EvalSymlinks(root)
+	require.NoError(t, err)
+	guidePath := func(level string) string {
+		return engine.GuidePath(guides, filepath.Join(realRoot, "clustered_l2.faiss"), level)
+	}
 	query := func(i int) string {
 		b, _ := json.Marshal(fx.Queries[i])
 		return fmt.Sprintf(`{"vector":%s,"k":10,"method_parameters":{"ef_search":64},"profile":true}`, b)
@@ -45,8 +52,8 @@ func TestOnDiskREST(t *testing.T) {
 	assert.Equal(t, "4x", r.Body["compression"])
 	guide, _ := r.Body["guide"].(map[string]any)
 	require.NotNil(t, guide, r.Raw)
-	assert.Equal(t, filepath.Join(guides, "clustered_l2.faiss.4x.guide"), guide["path"])
-	assert.FileExists(t, filepath.Join(guides, "clustered_l2.faiss.4x.guide"))
+	assert.Equal(t, guidePath("4x"), guide["path"])
+	assert.FileExists(t, guidePath("4x"))
 	assert.Positive(t, guide["bytes"])
 
 	var hitsOK int
@@ -93,11 +100,11 @@ func TestOnDiskREST(t *testing.T) {
 	assert.Equal(t, "8x", r.Body["compression"])
 	guide, _ = r.Body["guide"].(map[string]any)
 	require.NotNil(t, guide, r.Raw)
-	assert.Equal(t, filepath.Join(guides, "clustered_l2.faiss.8x.guide"), guide["path"])
+	assert.Equal(t, guidePath("8x"), guide["path"])
 	stop.Store(true)
 	wg.Wait()
 	assert.Zero(t, failed.Load(), "queries failed during the switches")
-	assert.FileExists(t, filepath.Join(guides, "clustered_l2.faiss.32x.guide"))
+	assert.FileExists(t, guidePath("32x"))
 
 	// Refusals.
 	for _, c := range []struct {

@@ -9,6 +9,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/faiss-sidecar/faiss-sidecar/engine"
 )
 
 // onDiskFixture is testdata/ondisk/NAME.{faiss,queries.fvecs,gt.ivecs}
@@ -50,7 +52,7 @@ func TestBenchOnDiskContract(t *testing.T) {
 					assert.GreaterOrEqual(t, res["recall"], h.Recall-0.01, level)
 				}
 			}
-			assert.FileExists(t, filepath.Join(dir, "clustered_l2.faiss."+level+".guide"))
+			assert.FileExists(t, engine.GuidePath(dir, onDiskFixture("clustered_l2", ".faiss"), level))
 		}
 	}
 }
@@ -62,7 +64,7 @@ func TestQuantize(t *testing.T) {
 	code, out, errOut := runCLI("quantize", onDiskFixture("clustered_ip", ".faiss"), "--compression", "32x", "--guide-dir", dir)
 	require.Equal(t, 0, code, errOut)
 	assert.Contains(t, out, "32x guide")
-	guide := filepath.Join(dir, "clustered_ip.faiss.32x.guide")
+	guide := engine.GuidePath(dir, onDiskFixture("clustered_ip", ".faiss"), "32x")
 	assert.FileExists(t, guide)
 	st, err := os.Stat(guide)
 	require.NoError(t, err)
@@ -97,13 +99,13 @@ func TestInspectGuide(t *testing.T) {
 	dir := t.TempDir()
 	code, _, errOut := runCLI("quantize", onDiskFixture("clustered_l2", ".faiss"), "--compression", "4x", "--guide-dir", dir)
 	require.Equal(t, 0, code, errOut)
-	guide := filepath.Join(dir, "clustered_l2.faiss.4x.guide")
+	guide := engine.GuidePath(dir, onDiskFixture("clustered_l2", ".faiss"), "4x")
 	code, out, errOut := runCLI("inspect", guide)
 	require.Equal(t, 0, code, errOut)
 	assert.Contains(t, out, "on_disk guide v1, 4x, L2, 2000 vectors of d=32")
 	code, _, errOut = runCLI("quantize", onDiskFixture("clustered_l2", ".faiss"), "--compression", "8x", "--guide-dir", dir)
 	require.Equal(t, 0, code, errOut)
-	code, out8, errOut := runCLI("inspect", filepath.Join(dir, "clustered_l2.faiss.8x.guide"))
+	code, out8, errOut := runCLI("inspect", engine.GuidePath(dir, onDiskFixture("clustered_l2", ".faiss"), "8x"))
 	require.Equal(t, 0, code, errOut)
 	assert.Contains(t, out8, "on_disk guide v2, 8x, L2, 2000 vectors of d=32, 16 bytes a vector")
 	code, out, errOut = runCLI("inspect", guide, "--json")
