@@ -409,6 +409,18 @@ func TestSlowBodiesChargeWhatArrived(t *testing.T) {
 	time.Sleep(200 * time.Millisecond) // let the server read what was sent
 	r := call(t, ts, "POST", "/indexes/i/_search", q)
 	assert.Equal(t, 200, r.Status, "400 slow bodies hold about 430 KiB of 1 MiB: %s", r.Raw)
+	// A client that waits for "100 Continue" with a body larger than the
+	// room left is shed before it sends, not after the go-ahead, midway.
+	conn, err := net.Dial("tcp", addr)
+	require.NoError(t, err)
+	defer conn.Close()
+	_, err = fmt.Fprintf(conn, "POST /indexes/i/_search HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nExpect: 100-continue\r\nContent-Length: %d\r\n\r\n", 900<<10)
+	require.NoError(t, err)
+	require.NoError(t, conn.SetReadDeadline(time.Now().Add(5*time.Second)))
+	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+	require.NoError(t, err)
+	assert.Equal(t, 429, resp.StatusCode, "no 100 Continue first: %d bytes of %d held", s.bodyMem.used.Load(), s.bodyMem.max)
+	resp.Body.Close()
 	// 200 more large ones fill it: shed at once, served again after.
 	more := slow(200, 1<<20)
 	time.Sleep(200 * time.Millisecond)

@@ -570,9 +570,16 @@ func (s *Server) read(c *gin.Context, b *body) (err error) {
 			c.Header("Connection", "close")
 		}
 	}()
+	cl := c.Request.ContentLength // −1: not announced (chunked)
+	if cl > 0 && strings.EqualFold(c.GetHeader("Expect"), "100-continue") && s.bodyMem.used.Load()+cl > s.bodyMem.max {
+		// The client waits for a go-ahead before sending: shed it now, and
+		// it sends nothing, rather than midway, when the connection must
+		// close on a body still arriving (a reset, not an answer, for a
+		// client busy sending).
+		return errBodiesBusy
+	}
 	b.buf = bodies.Get().(*bodyBuf)
 	b.buf.Reset()
-	cl := c.Request.ContentLength // −1: not announced (chunked)
 	for step, got := int64(firstBodyStep), int64(0); ; step = min(2*step, bodyChunk) {
 		if cl >= 0 {
 			step = min(step, max(cl-got, 0)+1)
