@@ -321,15 +321,7 @@ func TestOnDiskVectorCache(t *testing.T) {
 	require.EqualValues(t, cached.NTotal(), vc.Slots, "the budget's rest is a vector cache, here of every vector")
 	for pass := range 2 {
 		for qi, q := range fx.Queries {
-			var res [2][]engine.Hit
-			var profs [2]engine.Profile
-			for i, x := range []*engine.Index{plain, cached} {
-				qp, err := x.Plan(engine.Request{K: 10})
-				require.NoError(t, err)
-				res[i], profs[i], err = x.Query(&qp, q, nil)
-				require.NoError(t, err)
-				require.NotNil(t, profs[i].Rerank)
-			}
+			res, profs := queryBoth(t, q, plain, cached)
 			require.Equal(t, res[0], res[1], "pass %d query %d", pass, qi)
 			require.Zero(t, profs[0].Rerank.CacheHits)
 			r := profs[1].Rerank
@@ -370,15 +362,7 @@ func TestOnDiskExactGuide(t *testing.T) {
 		for j := range q {
 			q[j] = rng.Float64() * 10
 		}
-		var res [2][]engine.Hit
-		var profs [2]engine.Profile
-		for i, x := range []*engine.Index{exact, read} {
-			qp, err := x.Plan(engine.Request{K: 10})
-			require.NoError(t, err)
-			res[i], profs[i], err = x.Query(&qp, q, nil)
-			require.NoError(t, err)
-			require.NotNil(t, profs[i].Rerank)
-		}
+		res, profs := queryBoth(t, q, exact, read)
 		require.Equal(t, res[1], res[0], "query %d", qi)
 		e, r := profs[0].Rerank, profs[1].Rerank
 		require.Zero(t, e.Reads, "query %d: the exact guide reads nothing", qi)
@@ -411,4 +395,18 @@ func TestOnDiskSharedGuideDir(t *testing.T) {
 			assert.Empty(t, g.Rebuilt, "round %d %s", round, p)
 		}
 	}
+}
+
+// queryBoth runs q (k 10) on both indexes, which must rerank, and returns
+// their hits and profiles.
+func queryBoth(t *testing.T, q []float64, a, b *engine.Index) (res [2][]engine.Hit, profs [2]engine.Profile) {
+	t.Helper()
+	for i, x := range []*engine.Index{a, b} {
+		qp, err := x.Plan(engine.Request{K: 10})
+		require.NoError(t, err)
+		res[i], profs[i], err = x.Query(&qp, q, nil)
+		require.NoError(t, err)
+		require.NotNil(t, profs[i].Rerank)
+	}
+	return res, profs
 }

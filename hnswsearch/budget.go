@@ -53,7 +53,7 @@ func PlanBudget(f *faissfmt.File, backend string, budget int64, workers int) (Pl
 	p.HeapBytes = heapBytes(f, workers)
 	if least := MinBudget(f, workers); budget < least {
 		return Plan{}, fmt.Errorf("%w: %d bytes; this index needs at least %d (small arrays, %d workers' scratch, 64 cached vectors)",
-			ErrBudget, budget, least, max(workers, 1))
+			ErrBudget, budget, least, workers)
 	}
 	off := budget - p.HeapBytes
 	if backend != "direct" {

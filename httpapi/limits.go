@@ -203,6 +203,9 @@ func (b *budget) take(n int64) bool {
 
 func (b *budget) give(n int64) { b.used.Add(-n) }
 
+// fits reports whether n more would fit now (charging nothing).
+func (b *budget) fits(n int64) bool { return b.used.Load()+n <= b.max }
+
 // retryAfter is the Retry-After a shed request is given, in seconds.
 const retryAfter = "1"
 

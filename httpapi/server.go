@@ -571,7 +571,7 @@ func (s *Server) read(c *gin.Context, b *body) (err error) {
 		}
 	}()
 	cl := c.Request.ContentLength // −1: not announced (chunked)
-	if cl > 0 && strings.EqualFold(c.GetHeader("Expect"), "100-continue") && s.bodyMem.used.Load()+cl > s.bodyMem.max {
+	if cl > 0 && strings.EqualFold(c.GetHeader("Expect"), "100-continue") && !s.bodyMem.fits(cl) {
 		// The client waits for a go-ahead before sending: shed it now, and
 		// it sends nothing, rather than midway, when the connection must
 		// close on a body still arriving (a reset, not an answer, for a

@@ -189,10 +189,7 @@ func (b *builder) run() error {
 	workers := b.opt.Workers
 	scratch := make([][]float32, workers)
 	var lossy [64]bool // per worker (w % 64)
-	defer func() {
-		c.exact = c.level == Level4x && !slices.Contains(lossy[:], true)
-	}()
-	return b.stream(span{0, c.n}, func(first int64, x []float32) error {
+	err := b.stream(span{0, c.n}, func(first int64, x []float32) error {
 		rows := len(x) / d
 		var bad [64]error
 		par.For(workers, workers, func(w int) {
@@ -224,6 +221,8 @@ func (b *builder) run() error {
 		})
 		return errors.Join(bad[:]...)
 	})
+	c.exact = err == nil && c.level == Level4x && !slices.Contains(lossy[:], true)
+	return err
 }
 
 // ErrNonFinite marks a source vector with a NaN or infinite component:

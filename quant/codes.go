@@ -31,7 +31,7 @@ type Codes struct {
 	// end of the trained range and its step (hi−lo)/(2^bits−1).
 	vmin, delta []float32
 	// exact (4x): every component of every vector is its code's value,
-	// vmin + step·code (decode4), so the codes are the vectors themselves
+	// vmin + step·code (decodeValue), so the codes are the vectors themselves
 	// and Decode returns them bit for bit: pixels, uint8 embeddings.
 	exact bool
 	// 32x: the centroid the vectors are centred on and the rotation.
@@ -132,18 +132,11 @@ func (c *Codes) train4(lo, hi []float32, integral []bool) {
 	}
 }
 
-// decode4 is the value a 4x code stands for in dimension j: the product
-// rounded to float32, then the sum (never fused, so the build's check and
-// every decoder agree bit for bit).
-func (c *Codes) decode4(j int, code byte) float32 {
-	return c.vmin[j] + float32(c.delta[j]*float32(code))
-}
-
 // exact4 reports whether x is what its code dst decodes to, component by
 // component (the encoding pass's check for Exact).
 func (c *Codes) exact4(dst []byte, x []float32) bool {
 	for j, v := range x {
-		if c.decode4(j, dst[j]) != v {
+		if decodeValue(c.vmin[j], c.delta[j], dst[j]) != v {
 			return false
 		}
 	}
@@ -171,19 +164,7 @@ func (c *Codes) encode4(dst []byte, x []float32) {
 	dst = dst[:len(x)]
 	vmin, delta := c.vmin[:len(x)], c.delta[:len(x)]
 	for j, v := range x {
-		if delta[j] == 0 {
-			dst[j] = 0
-			continue
-		}
-		t := (v-vmin[j])/delta[j] + 0.5
-		switch {
-		case t <= 0:
-			dst[j] = 0
-		case t >= 255:
-			dst[j] = 255
-		default:
-			dst[j] = uint8(t)
-		}
+		dst[j] = uint8(quantize(v, vmin[j], delta[j], 255))
 	}
 }
 

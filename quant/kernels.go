@@ -37,9 +37,15 @@ var (
 func decodeU8Go(dst, vmin, delta []float32, c []byte) {
 	vmin, delta, c = vmin[:len(dst)], delta[:len(dst)], c[:len(dst)]
 	for j := range dst {
-		dst[j] = vmin[j] + float32(delta[j]*float32(c[j]))
+		dst[j] = decodeValue(vmin[j], delta[j], c[j])
 	}
 }
+
+// decodeValue is the value a 4x code stands for in a dimension of minimum
+// lo and step: the product rounded to float32, then the sum (never fused,
+// so the build's check for Codes.Exact and every decoder, the assembly's
+// VMULPS then VADDPS too, agree bit for bit).
+func decodeValue(lo, step float32, code byte) float32 { return lo + float32(step*float32(code)) }
 
 func l2U8Go(a, b []float32, c []byte) float32 {
 	b = b[:len(a)]

@@ -51,7 +51,7 @@ func decodeU8Asm(dst, vmin, delta []float32, c []byte) {
 		decodeU8AVX2(&dst[0], &vmin[0], &delta[0], &c[0], m)
 	}
 	for j := m; j < n; j++ {
-		dst[j] = vmin[j] + float32(delta[j]*float32(c[j]))
+		dst[j] = decodeValue(vmin[j], delta[j], c[j])
 	}
 }
 

@@ -4,23 +4,24 @@ package filekind
 
 import "io/fs"
 
+// kinds pairs mode bits with their names, in the order Of tries them.
+var kinds = []struct {
+	bit  fs.FileMode
+	name string
+}{
+	{fs.ModeDir, "a directory"}, {fs.ModeSymlink, "a symbolic link"}, {fs.ModeNamedPipe, "a named pipe"},
+	{fs.ModeSocket, "a socket"}, {fs.ModeDevice, "a device"}, {fs.ModeIrregular, "an irregular file"},
+}
+
 // Of names the kind of file m describes: "a directory", "a symbolic link",
 // "a named pipe", "a socket", "a device", or "a regular file".
 func Of(m fs.FileMode) string {
-	switch t := m.Type(); {
-	case t&fs.ModeDir != 0:
-		return "a directory"
-	case t&fs.ModeSymlink != 0:
-		return "a symbolic link"
-	case t&fs.ModeNamedPipe != 0:
-		return "a named pipe"
-	case t&fs.ModeSocket != 0:
-		return "a socket"
-	case t&fs.ModeDevice != 0:
-		return "a device"
-	case t&fs.ModeIrregular != 0:
-		return "an irregular file"
-	case t == 0:
+	for _, k := range kinds {
+		if m.Type()&k.bit != 0 {
+			return k.name
+		}
+	}
+	if m.Type() == 0 {
 		return "a regular file"
 	}
 	return "not a regular file"
