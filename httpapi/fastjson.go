@@ -14,6 +14,32 @@ import (
 // what it accepts, the result is what encoding/json would produce
 // (FuzzSearchFast checks this).
 func searchFast(b []byte, r *SearchRequest) bool {
+	return fastBody(b, fastFields{&r.Vector, nil, &r.K, &r.MethodParameters, &r.Filter, &r.Rescore, &r.Profile})
+}
+
+// msearchFast is searchFast for an _msearch body (its "vectors"): beside
+// the reflection, encoding/json's decoder copied the whole body into a
+// buffer of its own (FuzzMsearchFast checks it against encoding/json).
+func msearchFast(b []byte, r *MSearchRequest) bool {
+	return fastBody(b, fastFields{nil, &r.Vectors, &r.K, &r.MethodParameters, &r.Filter, &r.Rescore, &r.Profile})
+}
+
+// fastFields are where fastBody puts a search body's fields: "vector"
+// (_search) or "vectors" (_msearch), whichever is not nil, and the rest
+// both have. (No function value for the vectors: calling one made the
+// cursor escape to the heap, an allocation per request.)
+type fastFields struct {
+	vector  *Vector
+	vectors *[]Vector
+	k       *IntParam
+	method  **MethodParameters
+	filter  **IDFilter
+	rescore **Rescore
+	profile *bool
+}
+
+// fastBody parses an object of f's fields, each at most once.
+func fastBody(b []byte, f fastFields) bool {
 	p := cursor{b: b}
 	if !p.consume('{') {
 		return false
@@ -28,26 +54,31 @@ func searchFast(b []byte, r *SearchRequest) bool {
 			var bit uint8
 			switch string(key) { // no allocation for a switch on a conversion
 			case "vector":
-				bit, ok = 1, p.vector(&r.Vector)
+				bit, ok = 1, f.vector != nil && p.vector(f.vector)
+			case "vectors":
+				bit, ok = 1, f.vectors != nil && p.vectors(f.vectors)
 			case "k":
 				bit = 2
-				r.K.V, ok = p.integer()
-				r.K.Set = true
+				f.k.V, ok = p.integer()
+				f.k.Set = true
 			case "method_parameters":
 				bit = 4
-				r.MethodParameters = &MethodParameters{}
-				ok = p.object("ef_search", func() bool { v, ok := p.integer(); r.MethodParameters.EfSearch = v; return ok })
+				m := &MethodParameters{}
+				*f.method = m
+				ok = p.object("ef_search", func() bool { v, ok := p.integer(); m.EfSearch = v; return ok })
 			case "filter":
 				bit = 8
-				r.Filter = &IDFilter{}
-				ok = p.object("ids", func() bool { return p.ids((*[]int64)(&r.Filter.IDs)) })
+				flt := &IDFilter{}
+				*f.filter = flt
+				ok = p.object("ids", func() bool { return p.ids((*[]int64)(&flt.IDs)) })
 			case "rescore":
 				bit = 16
-				r.Rescore = &Rescore{}
-				ok = p.object("oversample_factor", func() bool { v, ok := p.float(); r.Rescore.OversampleFactor = v; return ok })
+				rs := &Rescore{}
+				*f.rescore = rs
+				ok = p.object("oversample_factor", func() bool { v, ok := p.float(); rs.OversampleFactor = v; return ok })
 			case "profile":
 				bit = 32
-				r.Profile, ok = p.boolean()
+				*f.profile, ok = p.boolean()
 			default:
 				return false
 			}
@@ -165,6 +196,32 @@ func (p *cursor) vector(v *Vector) bool {
 		return false
 	}
 	p.i += end + 1
+	return true
+}
+
+// vectors reads an array of vectors (a null anywhere: encoding/json's).
+func (p *cursor) vectors(dst *[]Vector) bool {
+	if !p.consume('[') {
+		return false
+	}
+	out := []Vector{}
+	if !p.consume(']') {
+		for {
+			var v Vector
+			if !p.vector(&v) {
+				return false
+			}
+			out = append(out, v)
+			if p.consume(',') {
+				continue
+			}
+			if p.consume(']') {
+				break
+			}
+			return false
+		}
+	}
+	*dst = out
 	return true
 }
 

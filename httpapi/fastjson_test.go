@@ -39,7 +39,7 @@ var searchBodies = []string{
 }
 
 // strict is what decode does with encoding/json.
-func strict(b []byte, r *SearchRequest) error {
+func strict(b []byte, r any) error {
 	d := json.NewDecoder(bytes.NewReader(b))
 	d.DisallowUnknownFields()
 	if err := d.Decode(r); err != nil {
@@ -78,6 +78,64 @@ func TestSearchFast(t *testing.T) {
 		}
 		checkSearchFast(t, []byte(b))
 	}
+}
+
+var msearchBodies = []string{
+	`{"vectors":[[1,2.5],[-3e-2,4]],"k":10}`,
+	` { "vectors" : [ [ 0.1 , 0.2 ] ] , "k" : 3 , "method_parameters" : { "ef_search" : 100 } , "filter" : { "ids" : [ 1 ] } , "rescore" : { "oversample_factor" : 2.0 } , "profile" : true } `,
+	`{"vectors":[]}`,
+	`{"vectors":[[]],"k":1}`,
+	`{}`,
+	// Declined by the fast parser, decided by encoding/json:
+	`{"vectors":null}`,
+	`{"vectors":[null]}`,
+	`{"vectors":[[1],null]}`,
+	`{"vectors":[1,2]}`,
+	`{"vectors":[[1]],"vectors":[[2]]}`,
+	`{"vectors":[[1]],"vector":[2]}`,
+	`{"vectors":[[1]],"max_distance":3}`,
+	`{"vectors":[[1],]}`,
+	`{"vectors":[[1]] ]}`,
+	`{"vectors":[[1,"a"]]}`,
+	`{"vectors":[[1]`,
+}
+
+func checkMsearchFast(t *testing.T, b []byte) {
+	var fast MSearchRequest
+	if !msearchFast(b, &fast) {
+		return
+	}
+	var want MSearchRequest
+	if err := strict(b, &want); err != nil {
+		t.Fatalf("%q: the fast parser accepted what encoding/json rejects: %v", b, err)
+	}
+	if !reflect.DeepEqual(fast, want) {
+		t.Fatalf("%q: fast %+v, encoding/json %+v", b, fast, want)
+	}
+}
+
+// TestMsearchFast: the fast parser takes the usual _msearch bodies and gives
+// what encoding/json gives.
+func TestMsearchFast(t *testing.T) {
+	for i, b := range msearchBodies {
+		var r MSearchRequest
+		ok := msearchFast([]byte(b), &r)
+		if want := i < 5; ok != want {
+			t.Errorf("%q: fast parser took it: %v, want %v", b, ok, want)
+		}
+		checkMsearchFast(t, []byte(b))
+	}
+}
+
+// FuzzMsearchFast: whatever the fast parser accepts of an _msearch body,
+// encoding/json accepts with the same result.
+//
+//	go test -run='^$' -fuzz=FuzzMsearchFast -fuzztime=100000x ./httpapi
+func FuzzMsearchFast(f *testing.F) {
+	for _, b := range msearchBodies {
+		f.Add([]byte(b))
+	}
+	f.Fuzz(checkMsearchFast)
 }
 
 // FuzzSearchFast: whatever the fast parser accepts, encoding/json accepts

@@ -18,6 +18,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unsafe"
 
 	"github.com/gin-gonic/gin"
 	"github.com/prometheus/client_golang/prometheus"
@@ -499,15 +500,15 @@ func (s *Server) auth(c *gin.Context) {
 // bodies recycles request body buffers.
 var bodies = sync.Pool{New: func() any { return new(bodyBuf) }}
 
-// bodyBuf is a pooled request body and the reader that fills it chunk by
-// chunk (kept here so a read allocates nothing).
-type bodyBuf struct {
-	bytes.Buffer
-	lr io.LimitedReader
-}
+// bodyBuf is a pooled request body buffer.
+type bodyBuf struct{ b []byte }
 
-// body is a request's body while it is charged to the bodies in flight;
-// Server.release gives both back.
+// maxPooledBody is the largest body buffer kept for reuse: a huge _msearch
+// body's is left to the collector.
+const maxPooledBody = 1 << 20
+
+// body is a request's body while it is charged to the bodies in flight,
+// then what decoding it made (the vectors); Server.release gives both back.
 type body struct {
 	buf  *bodyBuf
 	held int64
@@ -517,7 +518,12 @@ type body struct {
 func (s *Server) release(b *body) {
 	s.bodyMem.give(b.held)
 	b.held = 0
-	if b.buf != nil && b.buf.Cap() <= 1<<20 { // a huge _msearch body is not kept
+	s.dropBuf(b)
+}
+
+// dropBuf returns b's buffer to the pool (or to the collector).
+func (s *Server) dropBuf(b *body) {
+	if b.buf != nil && cap(b.buf.b) <= maxPooledBody {
 		bodies.Put(b.buf)
 	}
 	b.buf = nil
@@ -541,19 +547,41 @@ var errBodiesBusy = &apiError{429, "too_many_requests", "too many request bodies
 
 // decode reads a JSON body strictly: unknown fields and trailing data are
 // 400s. The body is read before any search slot is taken (a slow client
-// holds about the bytes it has sent, charged to max_bodies_in_flight), and
-// stays charged until the caller releases b (on error, decode has). Search
-// bodies of the usual shape take a parser without reflection (searchFast);
-// everything else, and every error, goes through encoding/json.
+// holds about the bytes it has sent, charged to max_bodies_in_flight).
+// Once decoded, the body is dropped and what decoding made (the vectors,
+// often larger than their text: "0," is 8 bytes as a float64) is charged
+// in its place until the caller releases b (on error, decode has).
+// Search bodies of the usual shape take a parser without reflection
+// (searchFast, msearchFast); everything else, and every error, goes
+// through encoding/json.
 func (s *Server) decode(c *gin.Context, v any, b *body) error {
 	err := s.read(c, b)
 	if err == nil {
-		if r, ok := v.(*SearchRequest); ok && searchFast(b.buf.Bytes(), r) {
-			return nil
-		} else if ok {
-			*r = SearchRequest{Vector: r.Vector[:0]} // forget what the fast parser filled in
+		raw := b.buf.b
+		switch r := v.(type) {
+		case *SearchRequest:
+			if !searchFast(raw, r) {
+				*r = SearchRequest{Vector: r.Vector[:0]} // forget what the fast parser filled in
+				err = decodeJSON(raw, v)
+			}
+		case *MSearchRequest:
+			if !msearchFast(raw, r) {
+				*r = MSearchRequest{}
+				err = decodeJSON(raw, v)
+			}
+		default:
+			err = decodeJSON(raw, v)
 		}
-		err = decodeJSON(b.buf.Bytes(), v)
+	}
+	if err == nil {
+		s.bodyMem.give(b.held)
+		b.held = 0
+		s.dropBuf(b)
+		if n := decodedBytes(v); !s.bodyMem.take(n) {
+			err = errBodiesBusy
+		} else {
+			b.held = n
+		}
 	}
 	if err != nil {
 		s.release(b)
@@ -561,9 +589,32 @@ func (s *Server) decode(c *gin.Context, v any, b *body) error {
 	return err
 }
 
-// read reads c's body into b, charging it to the bodies in flight. A body
-// refused before its end (too large, too many in flight, too slow) closes
-// the connection after the answer, as limitBody says why.
+// decodedBytes is what a decoded request body holds beyond its struct:
+// its vectors and filter ids.
+func decodedBytes(v any) int64 {
+	ids := func(f *IDFilter) int64 {
+		if f == nil {
+			return 0
+		}
+		return int64(cap(f.IDs)) * 8
+	}
+	switch r := v.(type) {
+	case *SearchRequest:
+		return int64(cap(r.Vector))*int64(unsafe.Sizeof(r.Vector[0])) + ids(r.Filter)
+	case *MSearchRequest:
+		n := int64(cap(r.Vectors)) * int64(unsafe.Sizeof(Vector{}))
+		for _, x := range r.Vectors {
+			n += int64(cap(x)) * int64(unsafe.Sizeof(x[0]))
+		}
+		return n + ids(r.Filter)
+	}
+	return 0
+}
+
+// read reads c's body into b, charging the buffer's size to the bodies in
+// flight as it grows. A body refused before its end (too large, too many
+// in flight, too slow) closes the connection after the answer, as
+// limitBody says why.
 func (s *Server) read(c *gin.Context, b *body) (err error) {
 	defer func() {
 		if err != nil {
@@ -578,21 +629,50 @@ func (s *Server) read(c *gin.Context, b *body) (err error) {
 		// client busy sending).
 		return errBodiesBusy
 	}
+	// A pooled buffer is charged whole, so one is taken only when it is at
+	// most twice what this body needs (a slow client must not hold a large
+	// buffer for its few bytes).
 	b.buf = bodies.Get().(*bodyBuf)
-	b.buf.Reset()
-	for step, got := int64(firstBodyStep), int64(0); ; step = min(2*step, bodyChunk) {
+	fit := int64(firstBodyStep) // a body of unknown length
+	if cl >= 0 {
+		fit = cl + 1
+	}
+	if int64(cap(b.buf.b)) > 2*fit {
+		bodies.Put(b.buf)
+		b.buf = new(bodyBuf)
+	}
+	if !s.bodyMem.take(int64(cap(b.buf.b))) {
+		return errBodiesBusy
+	}
+	b.held = int64(cap(b.buf.b))
+	buf := b.buf.b[:0]
+	defer func() { b.buf.b = buf }()
+	for step := firstBodyStep; ; step = min(2*step, bodyChunk) {
 		if cl >= 0 {
-			step = min(step, max(cl-got, 0)+1)
+			step = min(step, int(max(cl-int64(len(buf)), 0))+1)
 		}
-		if !s.bodyMem.take(step) {
-			return errBodiesBusy
+		if len(buf)+step > cap(buf) {
+			// Grow by doubling, never past the announced length (+1): the
+			// buffer is what is charged, and it ends up the body's size.
+			size := max(2*cap(buf), len(buf)+step, firstBodyStep)
+			if cl >= 0 {
+				size = min(size, int(cl)+1)
+			}
+			size = max(size, len(buf)+step)
+			if !s.bodyMem.take(int64(size - cap(buf))) {
+				return errBodiesBusy
+			}
+			b.held += int64(size - cap(buf))
+			grown := make([]byte, len(buf), size)
+			copy(grown, buf)
+			buf = grown
 		}
-		b.held += step
-		b.buf.lr = io.LimitedReader{R: c.Request.Body, N: step}
-		n, err := b.buf.ReadFrom(&b.buf.lr)
-		got += n
-		b.buf.lr.R = nil
-		if err != nil {
+		n, err := io.ReadFull(c.Request.Body, buf[len(buf):len(buf)+step])
+		buf = buf[:len(buf)+n]
+		switch {
+		case err == io.EOF || err == io.ErrUnexpectedEOF:
+			return nil
+		case err != nil:
 			var mbe *http.MaxBytesError
 			if errors.As(err, &mbe) {
 				return &apiError{413, "body_too_large", fmt.Sprintf("request body exceeds %d bytes", mbe.Limit)}
@@ -601,9 +681,6 @@ func (s *Server) read(c *gin.Context, b *body) (err error) {
 				return &apiError{408, "request_timeout", "the request body did not arrive within the request timeout"}
 			}
 			return badRequest("reading the request body: %v", err)
-		}
-		if n < step {
-			return nil
 		}
 	}
 }
@@ -867,6 +944,7 @@ func (s *Server) ListenAndServe(ctx context.Context, addr string, grace time.Dur
 		ReadTimeout: s.cfg.RequestTimeout, WriteTimeout: s.cfg.RequestTimeout + answerGrace, IdleTimeout: 2 * time.Minute}
 	errc := make(chan error, 1)
 	go func() { errc <- srv.ListenAndServe() }()
+//LIMITHEAP
 	s.log.Info("listening", "addr", addr)
 	select {
 	case err := <-errc:
