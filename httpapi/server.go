@@ -944,7 +944,7 @@ func (s *Server) ListenAndServe(ctx context.Context, addr string, grace time.Dur
 		ReadTimeout: s.cfg.RequestTimeout, WriteTimeout: s.cfg.RequestTimeout + answerGrace, IdleTimeout: 2 * time.Minute}
 	errc := make(chan error, 1)
 	go func() { errc <- srv.ListenAndServe() }()
-//LIMITHEAP
+	go s.limitHeap()
 	s.log.Info("listening", "addr", addr)
 	select {
 	case err := <-errc:
