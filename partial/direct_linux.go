@@ -30,8 +30,11 @@ type Direct struct {
 	pool     sync.Pool // *[]byte bounce buffers of bounceSize bytes
 	batches  sync.Pool // *directBatch scratch of ReadBatch
 	ring     *uring    // nil: plain pread (io_uring unavailable)
-	life     backendkit.Life
-	w        fileWatch
+	// owned are rings a batch takes for itself when one is free (see
+	// ownedRing); the others share ring.
+	owned chan ownedRing
+	life  backendkit.Life
+	w     fileWatch
 	counters
 	// parallel is the number of reads ReadBatch keeps in flight, set at open.
 	parallel int
@@ -45,6 +48,10 @@ const DefaultDirectParallel = 64
 func (d *Direct) Parallel() int { return d.parallel }
 
 const bounceSize = 64 << 10
+
+// ownedRings is how many batches of one Direct run on rings of their own
+// at once (one per core here); more share the reaped ring.
+const ownedRings = 2
 
 // OpenDirect opens path with O_DIRECT; a batch keeps up to parallel reads
 // in flight (0: DefaultDirectParallel; negative is an error). It fails with
@@ -85,10 +92,21 @@ func OpenDirect(path string, parallel int) (*Direct, error) {
 	}
 	d.pool.New = func() any { b := alignedBuf(bounceSize, d.memAlign); return &b }
 	d.ring, _ = newUring(256) // falls back to pread where io_uring is unavailable
+	if d.ring != nil {
+		d.owned = make(chan ownedRing, ownedRings)
+		for range ownedRings {
+			if o, err := newOwnedRing(uint32(min(parallel, 256))); err == nil {
+				d.owned <- o
+			}
+		}
+	}
 	d.life.Free = func() error {
 		d.w.stop()
 		if d.ring != nil {
 			d.ring.close()
+			for len(d.owned) > 0 {
+				(<-d.owned).close()
+			}
 		}
 		return unix.Close(fd)
 	}
@@ -268,7 +286,7 @@ func (d *Direct) ReadBatchEach(reqs []ReadReq, each func(i int)) error {
 		at += end - start
 	}
 	var first error
-	d.ring.readBatch(d.fd, b.bufs, b.offs, b.res, b.rs, sem, b.done, func(i int) {
+	finish := func(i int) {
 		q := &reqs[i]
 		if bounce {
 			d.finishBounced(q, b.bufs[i], b.offs[i], int(b.res[i]))
@@ -281,7 +299,14 @@ func (d *Direct) ReadBatchEach(reqs []ReadReq, each func(i int)) error {
 		if each != nil {
 			each(i)
 		}
-	})
+	}
+	select {
+	case o := <-d.owned:
+		o.readBatch(d.fd, b.bufs, b.offs, b.res, d.parallel, finish)
+		d.owned <- o
+	default:
+		d.ring.readBatch(d.fd, b.bufs, b.offs, b.res, b.rs, sem, b.done, finish)
+	}
 	return first
 }
 

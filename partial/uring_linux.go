@@ -107,6 +107,15 @@ type uring struct {
 }
 
 func newUring(entries uint32) (*uring, error) {
+	u, err := setupUring(entries)
+	if err == nil {
+		go u.reap()
+	}
+	return u, err
+}
+
+// setupUring sets up and maps a ring, with no reaper.
+func setupUring(entries uint32) (*uring, error) {
 	var p uringParams
 	fd, _, errno := unix.Syscall(unix.SYS_IO_URING_SETUP, uintptr(entries), uintptr(unsafe.Pointer(&p)), 0)
 	if errno != 0 {
@@ -146,7 +155,6 @@ func newUring(entries uint32) (*uring, error) {
 	for i := range u.entries {
 		u.free <- uint64(i)
 	}
-	go u.reap()
 	return u, nil
 }
 
@@ -365,4 +373,83 @@ func (u *uring) reap() {
 			return
 		}
 	}
+}
+
+// ownedRing is a ring with no reaper, used by one batch at a time: its
+// owner submits the reads and waits for their completions in the same
+// io_uring_enter, and reaps them itself. With one query in flight, a
+// batch on the shared ring paid a wake-up of the reaper's thread for each
+// completion, a channel send to the batch's goroutine and that
+// goroutine's wake-up; here the whole batch is, when it fits the
+// parallelism, one system call.
+type ownedRing struct{ *uring }
+
+func newOwnedRing(entries uint32) (ownedRing, error) {
+	u, err := setupUring(entries)
+	return ownedRing{u}, err
+}
+
+// readBatch reads bufs[i] at offs[i] from fd, at most par in flight,
+// setting res[i] to the kernel's result (bytes read, or -errno) and
+// calling finish(i) as each completes.
+func (o ownedRing) readBatch(fd int, bufs [][]byte, offs []int64, res []int32, par int, finish func(i int)) {
+	u := o.uring
+	n := len(bufs)
+	par = max(1, min(par, int(u.entries)))
+	next, pending, running, done := 0, 0, 0, 0 // pending: in the ring, not yet taken by the kernel
+	fail := func(i int, errno unix.Errno) { res[i] = -int32(errno); finish(i); done++ }
+	for done < n {
+		for ; next < n && pending+running < par; next++ {
+			tail := atomic.LoadUint32(u.sqTail)
+			idx := tail & u.sqMask
+			u.sqes[idx] = sqe{opcode: ioringOpRead, fd: int32(fd), off: uint64(offs[next]),
+				addr: uint64(uintptr(unsafe.Pointer(unsafe.SliceData(bufs[next])))), len: uint32(len(bufs[next])), userData: uint64(next)}
+			u.sqArray[idx] = idx
+			atomic.StoreUint32(u.sqTail, tail+1)
+			pending++
+		}
+		wait := min(running+pending, 1)
+		if next == n {
+			wait = running + pending // all queued: wait for the last
+		}
+		head := atomic.LoadUint32(u.sqHead)
+		_, _, errno := unix.Syscall6(unix.SYS_IO_URING_ENTER, uintptr(u.fd), uintptr(pending), uintptr(wait), ioringEnterGetEvt, 0, 0)
+		taken := int(atomic.LoadUint32(u.sqHead) - head) // the kernel's word, whatever enter returned
+		pending -= taken
+		running += taken
+		switch errno {
+		case 0, unix.EINTR, unix.EAGAIN, unix.EBUSY: // interrupted or short of resources: reap, then go on
+		default:
+			// The ring refuses work: what it did not take fails, and so
+			// does what is not yet queued; what it took is still waited for.
+			if pending > 0 {
+				atomic.StoreUint32(u.sqTail, atomic.LoadUint32(u.sqHead))
+				for i := next - pending; i < next; i++ {
+					fail(i, errno)
+				}
+				pending = 0
+			}
+			for ; next < n; next++ {
+				fail(next, errno)
+			}
+			if running == 0 {
+				return
+			}
+		}
+		cqHead, cqTail := atomic.LoadUint32(u.cqHead), atomic.LoadUint32(u.cqTail)
+		for ; cqHead != cqTail; cqHead++ {
+			c := u.cqes[cqHead&u.cqMask]
+			res[c.userData] = c.res
+			running--
+			done++
+			finish(int(c.userData))
+		}
+		atomic.StoreUint32(u.cqHead, cqHead)
+	}
+}
+
+// close releases the ring (no read may be in flight).
+func (o ownedRing) close() error {
+	o.unmap()
+	return unix.Close(o.fd)
 }
