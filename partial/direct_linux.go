@@ -302,8 +302,11 @@ func (d *Direct) ReadBatchEach(reqs []ReadReq, each func(i int)) error {
 	}
 	select {
 	case o := <-d.owned:
-		o.readBatch(d.fd, b.bufs, b.offs, b.res, d.parallel, finish)
-		d.owned <- o
+		if o.readBatch(d.fd, b.bufs, b.offs, b.res, d.parallel, finish) {
+			d.owned <- o
+		} else {
+			o.close() // refused to go on: later batches share the reaped ring
+		}
 	default:
 		d.ring.readBatch(d.fd, b.bufs, b.offs, b.res, b.rs, sem, b.done, finish)
 	}

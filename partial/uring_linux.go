@@ -2,6 +2,7 @@ package partial
 
 import (
 	"fmt"
+	"math"
 	"sync"
 	"sync/atomic"
 	"unsafe"
@@ -391,8 +392,10 @@ func newOwnedRing(entries uint32) (ownedRing, error) {
 
 // readBatch reads bufs[i] at offs[i] from fd, at most par in flight,
 // setting res[i] to the kernel's result (bytes read, or -errno) and
-// calling finish(i) as each completes.
-func (o ownedRing) readBatch(fd int, bufs [][]byte, offs []int64, res []int32, par int, finish func(i int)) {
+// calling finish(i) as each completes. It reports false when the ring
+// refused to go on (every read not answered failed): it must not be used
+// again.
+func (o ownedRing) readBatch(fd int, bufs [][]byte, offs []int64, res []int32, par int, finish func(i int)) bool {
 	u := o.uring
 	n := len(bufs)
 	par = max(1, min(par, int(u.entries)))
@@ -406,6 +409,7 @@ func (o ownedRing) readBatch(fd int, bufs [][]byte, offs []int64, res []int32, p
 				addr: uint64(uintptr(unsafe.Pointer(unsafe.SliceData(bufs[next])))), len: uint32(len(bufs[next])), userData: uint64(next)}
 			u.sqArray[idx] = idx
 			atomic.StoreUint32(u.sqTail, tail+1)
+			res[next] = resInFlight
 			pending++
 		}
 		wait := min(running+pending, 1)
@@ -417,25 +421,6 @@ func (o ownedRing) readBatch(fd int, bufs [][]byte, offs []int64, res []int32, p
 		taken := int(atomic.LoadUint32(u.sqHead) - head) // the kernel's word, whatever enter returned
 		pending -= taken
 		running += taken
-		switch errno {
-		case 0, unix.EINTR, unix.EAGAIN, unix.EBUSY: // interrupted or short of resources: reap, then go on
-		default:
-			// The ring refuses work: what it did not take fails, and so
-			// does what is not yet queued; what it took is still waited for.
-			if pending > 0 {
-				atomic.StoreUint32(u.sqTail, atomic.LoadUint32(u.sqHead))
-				for i := next - pending; i < next; i++ {
-					fail(i, errno)
-				}
-				pending = 0
-			}
-			for ; next < n; next++ {
-				fail(next, errno)
-			}
-			if running == 0 {
-				return
-			}
-		}
 		cqHead, cqTail := atomic.LoadUint32(u.cqHead), atomic.LoadUint32(u.cqTail)
 		for ; cqHead != cqTail; cqHead++ {
 			c := u.cqes[cqHead&u.cqMask]
@@ -445,8 +430,42 @@ func (o ownedRing) readBatch(fd int, bufs [][]byte, offs []int64, res []int32, p
 			finish(int(c.userData))
 		}
 		atomic.StoreUint32(u.cqHead, cqHead)
+		switch errno {
+		case 0, unix.EINTR, unix.EAGAIN, unix.EBUSY: // interrupted or short of resources: go on
+			continue
+		}
+		// The ring refuses work: what it did not take fails, and so does
+		// what is not yet queued.
+		if pending > 0 {
+			atomic.StoreUint32(u.sqTail, atomic.LoadUint32(u.sqHead))
+			for i := next - pending; i < next; i++ {
+				fail(i, errno)
+			}
+			pending = 0
+		}
+		for ; next < n; next++ {
+			fail(next, errno)
+		}
+		if running > 0 && taken == 0 {
+			// Nor does it answer for what it took: give up on those too
+			// rather than wait on a ring that will not say more.
+			for i := range next {
+				if res[i] == resInFlight {
+					fail(i, errno)
+				}
+			}
+			return false
+		}
+		if running == 0 {
+			return false
+		}
 	}
+	return true
 }
+
+// resInFlight marks, in ownedRing.readBatch's results, a read the kernel
+// has not answered.
+const resInFlight = math.MinInt32
 
 // close releases the ring (no read may be in flight).
 func (o ownedRing) close() error {
