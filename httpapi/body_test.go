@@ -50,3 +50,43 @@ func TestBodyCharge(t *testing.T) {
 		assert.Zero(t, s.bodyMem.used.Load())
 	}
 }
+
+// TestDecodeBound: an _msearch is refused before it is decoded when its
+// arrays outnumber max_msearch_vectors (a body of "[0]" vectors decoded to
+// 10-15 times its size, uncharged), or when what it may decode to is more
+// than max_bodies_in_flight could ever hold (a 413, not a 429 to retry);
+// either way every byte charged is given back.
+func TestDecodeBound(t *testing.T) {
+	s, ts := newTestServer(t, Config{Limits: Limits{MaxBodiesInFlight: 4 << 20}})
+	require.Equal(t, 200, call(t, ts, "PUT", "/indexes/f", `{"path":"hnsw_flat_l2.faiss"}`).Status)
+	tiny := `{"vectors":[` + strings.TrimSuffix(strings.Repeat("[0],", 1001), ",") + `],"k":1}`
+	r := call(t, ts, "POST", "/indexes/f/_msearch", tiny)
+	assert.Equal(t, 400, r.Status, r.Raw)
+	assert.Contains(t, r.Raw, "max_msearch_vectors")
+	assert.Zero(t, s.bodyMem.used.Load())
+
+	v := "[" + strings.TrimSuffix(strings.Repeat("0,", 784), ",") + "]"
+	big := `{"vectors":[` + strings.TrimSuffix(strings.Repeat(v+",", 700), ",") + `],"k":1}` // 1.1 MB of text, 4.4 MB of float64s
+	r = call(t, ts, "POST", "/indexes/f/_msearch", big)
+	assert.Equal(t, 413, r.Status, r.Raw)
+	assert.Contains(t, r.Raw, "request_too_large")
+	assert.Contains(t, r.Raw, "max_bodies_in_flight")
+	assert.Zero(t, s.bodyMem.used.Load())
+
+	ok := `{"vectors":[` + strings.TrimSuffix(strings.Repeat("["+strings.TrimSuffix(strings.Repeat("0.5,", 32), ",")+"],", 3), ",") + `],"k":2}`
+	r = call(t, ts, "POST", "/indexes/f/_msearch", ok)
+	assert.Equal(t, 200, r.Status, r.Raw)
+	assert.Zero(t, s.bodyMem.used.Load())
+}
+
+// TestLongReasonCut: an error that quotes a huge number from the body is
+// cut to maxReason bytes, saying how long it was.
+func TestLongReasonCut(t *testing.T) {
+	_, ts := newTestServer(t, Config{})
+	require.Equal(t, 200, call(t, ts, "PUT", "/indexes/f", `{"path":"hnsw_flat_l2.faiss"}`).Status)
+	r := call(t, ts, "POST", "/indexes/f/_search", `{"vector":[1`+strings.Repeat("1", 100000)+`,"x"],"k":1}`)
+	assert.Equal(t, 400, r.Status)
+	reason, _ := r.Body["error"].(map[string]any)["reason"].(string)
+	assert.LessOrEqual(t, len(reason), maxReason+40, reason)
+	assert.Contains(t, reason, "bytes in all)")
+}

@@ -404,7 +404,19 @@ func errorBody(status int, typ, reason string) gin.H {
 func (s *Server) fail(c *gin.Context, err error) {
 	status, typ := errStatus(err)
 	setRetryAfter(c.Writer, err)
-	c.AbortWithStatusJSON(status, errorBody(status, typ, err.Error()))
+	c.AbortWithStatusJSON(status, errorBody(status, typ, shortReason(err.Error())))
+}
+
+// maxReason is the longest error reason sent: encoding/json quotes the
+// offending text, which a body can make megabytes long.
+const maxReason = 1024
+
+// shortReason cuts a reason longer than maxReason, saying how long it was.
+func shortReason(r string) string {
+	if len(r) <= maxReason {
+		return r
+	}
+	return strings.ToValidUTF8(r[:maxReason], "") + fmt.Sprintf("… (%d bytes in all)", len(r))
 }
 
 func (s *Server) recoverPanics(c *gin.Context) {
@@ -556,6 +568,10 @@ var errBodiesBusy = &apiError{429, "too_many_requests", "too many request bodies
 // through encoding/json.
 func (s *Server) decode(c *gin.Context, v any, b *body) error {
 	err := s.read(c, b)
+	var bound int64 // what decoding may make, charged while it runs
+	if err == nil {
+		bound, err = s.chargeDecode(v, b.buf.b)
+	}
 	if err == nil {
 		raw := b.buf.b
 		switch r := v.(type) {
@@ -574,19 +590,47 @@ func (s *Server) decode(c *gin.Context, v any, b *body) error {
 		}
 	}
 	if err == nil {
-		s.bodyMem.give(b.held)
-		b.held = 0
+		// The body goes; what decoding made stays charged, as it is (the
+		// bound's estimate of the slices' capacities can be short of
+		// append's doubling).
+		s.bodyMem.give(b.held + bound - decodedBytes(v))
+		b.held = decodedBytes(v)
 		s.dropBuf(b)
-		if n := decodedBytes(v); !s.bodyMem.take(n) {
-			err = errBodiesBusy
-		} else {
-			b.held = n
-		}
+	} else {
+		s.bodyMem.give(bound)
 	}
 	if err != nil {
 		s.release(b)
 	}
 	return err
+}
+
+// chargeDecode charges, before a search body is decoded, a bound on what
+// decoding it makes: a vector per '[' at most (its slice header) and a
+// value per ',' or '[' at most (8 bytes each). Decoding a body of tiny
+// vectors ("[0],") made 10 to 15 times its size before anything counted
+// it (an outside attack had a 512 MiB server killed by one 16 MiB
+// _msearch); an _msearch with more arrays than max_msearch_vectors (and
+// its own and a filter's) allow is refused before it is decoded.
+func (s *Server) chargeDecode(v any, raw []byte) (int64, error) {
+	if _, ok := v.(*SearchRequest); !ok {
+		if _, ok := v.(*MSearchRequest); !ok {
+			return 0, nil
+		}
+	}
+	arrays := int64(bytes.Count(raw, []byte{'['}))
+	if _, ok := v.(*MSearchRequest); ok && arrays > int64(s.limits.MaxMsearchVectors)+2 {
+		return 0, badRequest("_msearch has more than %d vectors (max_msearch_vectors): the body holds %d arrays", s.limits.MaxMsearchVectors, arrays)
+	}
+	bound := arrays*int64(unsafe.Sizeof(Vector{})) + (arrays+int64(bytes.Count(raw, []byte{','})))*int64(unsafe.Sizeof(Vector{}[0]))
+	switch {
+	case bound > s.bodyMem.max:
+		return 0, &apiError{413, "request_too_large", fmt.Sprintf(
+			"the request's vectors may take %d bytes once decoded, more than max_bodies_in_flight (%d)", bound, s.bodyMem.max)}
+	case !s.bodyMem.take(bound):
+		return 0, errBodiesBusy
+	}
+	return bound, nil
 }
 
 // decodedBytes is what a decoded request body holds beyond its struct:
