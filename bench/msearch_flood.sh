@@ -3,6 +3,8 @@
 # memory limit that also holds a full copy of fashion-mnist: does the
 # process survive, and what is its peak memory?
 #   bash bench/msearch_flood.sh [BINARY]   (LIMIT_MB=512 CLIENTS=60 SECS=20)
+# SHAPE=tiny sends instead a body of (2 MiB)/4 vectors "[0]", which the
+# server must refuse (max_msearch_vectors) without decoding it.
 # Needs root, /sys/fs/cgroup/memory and bench-data/fmnist.faiss
 # (bench/gen_search_data.py).
 set -euo pipefail
@@ -22,12 +24,14 @@ sh -c "echo \$\$ > $cg/cgroup.procs; exec $bin serve --listen 127.0.0.1:$port --
 pid=$!
 for _ in $(seq 100); do curl -sf "$url/_health" >/dev/null && break; sleep 0.1; done
 curl -sf -X PUT "$url/indexes/f" -d '{"path":"fmnist.faiss","mode":"full"}' >/dev/null
-/usr/bin/python3 - "$work" <<'PY'
+/usr/bin/python3 - "$work" "${SHAPE:-fmnist}" <<'PY'
 import sys, numpy as np
 w = sys.argv[1]
 q = np.fromfile("bench-data/fmnist.queries.fvecs", dtype=np.float32)
 d = int(q[:1].view(np.int32)[0]); q = q.reshape(-1, d + 1)[:, 1:]
 vs = ",".join("[" + ",".join("%.6g" % x for x in q[i % len(q)]) + "]" for i in range(1000))
+if sys.argv[2] == "tiny":
+    vs = ",".join(["[0]"] * ((2 << 20) // 4))
 open(w + "/big.json", "w").write('{"vectors":[%s],"k":10}' % vs)
 PY
 echo "body $(stat -c %s "$work/big.json") bytes; cgroup limit ${LIMIT_MB} MiB; $CLIENTS clients for ${SECS}s"
