@@ -589,20 +589,19 @@ func (s *Server) decode(c *gin.Context, v any, b *body) error {
 			err = decodeJSON(raw, v)
 		}
 	}
-	if err == nil {
-		// The body goes; what decoding made stays charged, as it is (the
-		// bound's estimate of the slices' capacities can be short of
-		// append's doubling).
-		s.bodyMem.give(b.held + bound - decodedBytes(v))
-		b.held = decodedBytes(v)
-		s.dropBuf(b)
-	} else {
-		s.bodyMem.give(bound)
-	}
 	if err != nil {
+		s.bodyMem.give(bound)
 		s.release(b)
+		return err
 	}
-	return err
+	// The body goes; what decoding made stays charged, as it is (the
+	// bound's estimate of the slices' capacities can be short of append's
+	// doubling).
+	made := decodedBytes(v)
+	s.bodyMem.give(b.held + bound - made)
+	b.held = made
+	s.dropBuf(b)
+	return nil
 }
 
 // chargeDecode charges, before a search body is decoded, a bound on what
@@ -613,14 +612,17 @@ func (s *Server) decode(c *gin.Context, v any, b *body) error {
 // _msearch); an _msearch with more arrays than max_msearch_vectors (and
 // its own and a filter's) allow is refused before it is decoded.
 func (s *Server) chargeDecode(v any, raw []byte) (int64, error) {
-	if _, ok := v.(*SearchRequest); !ok {
-		if _, ok := v.(*MSearchRequest); !ok {
-			return 0, nil
+	var arrays int64
+	switch v.(type) {
+	case *SearchRequest:
+		arrays = int64(bytes.Count(raw, []byte{'['}))
+	case *MSearchRequest:
+		arrays = int64(bytes.Count(raw, []byte{'['}))
+		if arrays > int64(s.limits.MaxMsearchVectors)+2 {
+			return 0, badRequest("_msearch has more than %d vectors (max_msearch_vectors): the body holds %d arrays", s.limits.MaxMsearchVectors, arrays)
 		}
-	}
-	arrays := int64(bytes.Count(raw, []byte{'['}))
-	if _, ok := v.(*MSearchRequest); ok && arrays > int64(s.limits.MaxMsearchVectors)+2 {
-		return 0, badRequest("_msearch has more than %d vectors (max_msearch_vectors): the body holds %d arrays", s.limits.MaxMsearchVectors, arrays)
+	default:
+		return 0, nil
 	}
 	bound := arrays*int64(unsafe.Sizeof(Vector{})) + (arrays+int64(bytes.Count(raw, []byte{','})))*int64(unsafe.Sizeof(Vector{}[0]))
 	switch {
