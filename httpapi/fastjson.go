@@ -201,25 +201,14 @@ func (p *cursor) vector(v *Vector) bool {
 
 // vectors reads an array of vectors (a null anywhere: encoding/json's).
 func (p *cursor) vectors(dst *[]Vector) bool {
-	if !p.consume('[') {
-		return false
-	}
 	out := []Vector{}
-	if !p.consume(']') {
-		for {
-			var v Vector
-			if !p.vector(&v) {
-				return false
-			}
-			out = append(out, v)
-			if p.consume(',') {
-				continue
-			}
-			if p.consume(']') {
-				break
-			}
-			return false
-		}
+	if !p.array(func() bool {
+		var v Vector
+		ok := p.vector(&v)
+		out = append(out, v)
+		return ok
+	}) {
+		return false
 	}
 	*dst = out
 	return true
@@ -227,32 +216,38 @@ func (p *cursor) vectors(dst *[]Vector) bool {
 
 // ids reads an array of integers.
 func (p *cursor) ids(dst *[]int64) bool {
-	if !p.consume('[') {
-		return false
-	}
 	out := []int64{}
-	if !p.consume(']') {
-		for {
-			t, ok := p.number()
-			if !ok || bytes.ContainsAny(t, ".eE") {
-				return false
-			}
-			v, err := strconv.ParseInt(string(t), 10, 64)
-			if err != nil {
-				return false
-			}
-			out = append(out, v)
-			if p.consume(',') {
-				continue
-			}
-			if p.consume(']') {
-				break
-			}
+	if !p.array(func() bool {
+		t, ok := p.number()
+		if !ok || bytes.ContainsAny(t, ".eE") {
 			return false
 		}
+		v, err := strconv.ParseInt(string(t), 10, 64)
+		out = append(out, v)
+		return err == nil
+	}) {
+		return false
 	}
 	*dst = out
 	return true
+}
+
+// array reads `[]` or `[e, …]` with each element read by elem.
+func (p *cursor) array(elem func() bool) bool {
+	if !p.consume('[') {
+		return false
+	}
+	if p.consume(']') {
+		return true
+	}
+	for {
+		if !elem() {
+			return false
+		}
+		if !p.consume(',') {
+			return p.consume(']')
+		}
+	}
 }
 
 // object reads `{}` or `{"name": value}` with value read by val.

@@ -53,19 +53,23 @@ func strict(b []byte, r any) error {
 
 var errTrailing = &apiError{400, "x", "trailing data"}
 
-func checkSearchFast(t *testing.T, b []byte) {
-	var fast SearchRequest
-	if !searchFast(b, &fast) {
+// checkFast: what fast accepts of b, encoding/json accepts with the same
+// result.
+func checkFast[T any](t *testing.T, b []byte, fast func([]byte, *T) bool) {
+	var got T
+	if !fast(b, &got) {
 		return
 	}
-	var want SearchRequest
+	var want T
 	if err := strict(b, &want); err != nil {
 		t.Fatalf("%q: the fast parser accepted what encoding/json rejects: %v", b, err)
 	}
-	if !reflect.DeepEqual(fast, want) {
-		t.Fatalf("%q: fast %+v, encoding/json %+v", b, fast, want)
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("%q: fast %+v, encoding/json %+v", b, got, want)
 	}
 }
+
+func checkSearchFast(t *testing.T, b []byte) { checkFast(t, b, searchFast) }
 
 // TestSearchFast: the fast parser takes the usual bodies and gives what
 // encoding/json gives; what it declines still decodes (or fails) as before.
@@ -100,19 +104,7 @@ var msearchBodies = []string{
 	`{"vectors":[[1]`,
 }
 
-func checkMsearchFast(t *testing.T, b []byte) {
-	var fast MSearchRequest
-	if !msearchFast(b, &fast) {
-		return
-	}
-	var want MSearchRequest
-	if err := strict(b, &want); err != nil {
-		t.Fatalf("%q: the fast parser accepted what encoding/json rejects: %v", b, err)
-	}
-	if !reflect.DeepEqual(fast, want) {
-		t.Fatalf("%q: fast %+v, encoding/json %+v", b, fast, want)
-	}
-}
+func checkMsearchFast(t *testing.T, b []byte) { checkFast(t, b, msearchFast) }
 
 // TestMsearchFast: the fast parser takes the usual _msearch bodies and gives
 // what encoding/json gives.

@@ -612,19 +612,15 @@ func (s *Server) decode(c *gin.Context, v any, b *body) error {
 // _msearch); an _msearch with more arrays than max_msearch_vectors (and
 // its own and a filter's) allow is refused before it is decoded.
 func (s *Server) chargeDecode(v any, raw []byte) (int64, error) {
-	var arrays int64
-	switch v.(type) {
-	case *SearchRequest:
-		arrays = int64(bytes.Count(raw, []byte{'['}))
-	case *MSearchRequest:
-		arrays = int64(bytes.Count(raw, []byte{'['}))
-		if arrays > int64(s.limits.MaxMsearchVectors)+2 {
-			return 0, badRequest("_msearch has more than %d vectors (max_msearch_vectors): the body holds %d arrays", s.limits.MaxMsearchVectors, arrays)
-		}
-	default:
+	_, multi := v.(*MSearchRequest)
+	if _, single := v.(*SearchRequest); !single && !multi {
 		return 0, nil
 	}
-	bound := arrays*int64(unsafe.Sizeof(Vector{})) + (arrays+int64(bytes.Count(raw, []byte{','})))*int64(unsafe.Sizeof(Vector{}[0]))
+	arrays := int64(bytes.Count(raw, []byte{'['}))
+	if multi && arrays > int64(s.limits.MaxMsearchVectors)+2 {
+		return 0, badRequest("_msearch has more than %d vectors (max_msearch_vectors): the body holds %d arrays", s.limits.MaxMsearchVectors, arrays)
+	}
+	bound := arrays*vectorHeader + (arrays+int64(bytes.Count(raw, []byte{','})))*valueBytes
 	switch {
 	case bound > s.bodyMem.max:
 		return 0, &apiError{413, "request_too_large", fmt.Sprintf(
@@ -635,6 +631,13 @@ func (s *Server) chargeDecode(v any, raw []byte) (int64, error) {
 	return bound, nil
 }
 
+// The sizes decoding makes: a vector's slice header, and a vector's value
+// (a filter's id takes as much).
+const (
+	vectorHeader = int64(unsafe.Sizeof(Vector{}))
+	valueBytes   = int64(unsafe.Sizeof(Vector{}[0]))
+)
+
 // decodedBytes is what a decoded request body holds beyond its struct:
 // its vectors and filter ids.
 func decodedBytes(v any) int64 {
@@ -642,15 +645,15 @@ func decodedBytes(v any) int64 {
 		if f == nil {
 			return 0
 		}
-		return int64(cap(f.IDs)) * 8
+		return int64(cap(f.IDs)) * int64(unsafe.Sizeof(f.IDs[0]))
 	}
 	switch r := v.(type) {
 	case *SearchRequest:
-		return int64(cap(r.Vector))*int64(unsafe.Sizeof(r.Vector[0])) + ids(r.Filter)
+		return int64(cap(r.Vector))*valueBytes + ids(r.Filter)
 	case *MSearchRequest:
-		n := int64(cap(r.Vectors)) * int64(unsafe.Sizeof(Vector{}))
+		n := int64(cap(r.Vectors)) * vectorHeader
 		for _, x := range r.Vectors {
-			n += int64(cap(x)) * int64(unsafe.Sizeof(x[0]))
+			n += int64(cap(x)) * valueBytes
 		}
 		return n + ids(r.Filter)
 	}
@@ -702,9 +705,8 @@ func (s *Server) read(c *gin.Context, b *body) (err error) {
 			// buffer is what is charged, and it ends up the body's size.
 			size := max(2*cap(buf), len(buf)+step, firstBodyStep)
 			if cl >= 0 {
-				size = min(size, int(cl)+1)
+				size = min(size, int(cl)+1) // still ≥ len+step: step ≤ cl−len+1
 			}
-			size = max(size, len(buf)+step)
 			if !s.bodyMem.take(int64(size - cap(buf))) {
 				return errBodiesBusy
 			}

@@ -109,10 +109,16 @@ type uring struct {
 
 func newUring(entries uint32) (*uring, error) {
 	u, err := setupUring(entries)
-	if err == nil {
-		go u.reap()
+	if err != nil {
+		return nil, err
 	}
-	return u, err
+	u.slots = make([]*uringReq, u.entries)
+	u.free = make(chan uint64, u.entries)
+	for i := range u.entries {
+		u.free <- uint64(i)
+	}
+	go u.reap()
+	return u, nil
 }
 
 // setupUring sets up and maps a ring, with no reaper.
@@ -151,11 +157,6 @@ func setupUring(entries uint32) (*uring, error) {
 	u.cqHead, u.cqTail = u32(u.cqMem, p.cqOff.head), u32(u.cqMem, p.cqOff.tail)
 	u.cqMask = *u32(u.cqMem, p.cqOff.ringMask)
 	u.cqes = unsafe.Slice((*cqe)(unsafe.Pointer(&u.cqMem[p.cqOff.cqes])), p.cqEntries)
-	u.slots = make([]*uringReq, u.entries)
-	u.free = make(chan uint64, u.entries)
-	for i := range u.entries {
-		u.free <- uint64(i)
-	}
 	return u, nil
 }
 
@@ -177,8 +178,7 @@ func (u *uring) read(fd int, buf []byte, off int64) int32 {
 	slot := <-u.free
 	r := uringReqPool.Get().(*uringReq)
 	r.buf = buf
-	if errno := u.submit(sqe{opcode: ioringOpRead, fd: int32(fd), off: uint64(off),
-		addr: uint64(uintptr(unsafe.Pointer(unsafe.SliceData(buf)))), len: uint32(len(buf)), userData: slot}, r, slot); errno != 0 {
+	if errno := u.submit(readSQE(fd, buf, off, slot), r, slot); errno != 0 {
 		u.free <- slot
 		uringReqPool.Put(r)
 		return -int32(errno)
@@ -203,13 +203,25 @@ func (u *uring) queue(e sqe, r *uringReq, slot uint64) {
 	if slot != stopData {
 		u.slots[slot] = r
 	}
+	u.push(e)
+	u.queued++
+	u.mu.Unlock()
+}
+
+// push writes e at the submission queue's tail; the caller owns the tail
+// (under mu, or as an owned ring's one user).
+func (u *uring) push(e sqe) {
 	tail := atomic.LoadUint32(u.sqTail)
 	idx := tail & u.sqMask
 	u.sqes[idx] = e
 	u.sqArray[idx] = idx
 	atomic.StoreUint32(u.sqTail, tail+1)
-	u.queued++
-	u.mu.Unlock()
+}
+
+// readSQE is a read of len(buf) bytes at off from fd into buf, tagged data.
+func readSQE(fd int, buf []byte, off int64, data uint64) sqe {
+	return sqe{opcode: ioringOpRead, fd: int32(fd), off: uint64(off),
+		addr: uint64(uintptr(unsafe.Pointer(unsafe.SliceData(buf)))), len: uint32(len(buf)), userData: data}
 }
 
 // flush hands every queued SQE to the kernel. Submissions coalesce: while
@@ -289,8 +301,7 @@ func (u *uring) readBatch(fd int, bufs [][]byte, offs []int64, res []int32, rs [
 		}
 		r := &rs[i]
 		r.buf, r.batch, r.idx = bufs[i], done, int32(i)
-		u.queue(sqe{opcode: ioringOpRead, fd: int32(fd), off: uint64(offs[i]),
-			addr: uint64(uintptr(unsafe.Pointer(unsafe.SliceData(bufs[i])))), len: uint32(len(bufs[i])), userData: slot}, r, slot)
+		u.queue(readSQE(fd, bufs[i], offs[i], slot), r, slot)
 		if (i+1)%32 == 0 {
 			if errno := u.flush(); errno != 0 {
 				u.failQueued(-int32(errno))
@@ -403,12 +414,7 @@ func (o ownedRing) readBatch(fd int, bufs [][]byte, offs []int64, res []int32, p
 	fail := func(i int, errno unix.Errno) { res[i] = -int32(errno); finish(i); done++ }
 	for done < n {
 		for ; next < n && pending+running < par; next++ {
-			tail := atomic.LoadUint32(u.sqTail)
-			idx := tail & u.sqMask
-			u.sqes[idx] = sqe{opcode: ioringOpRead, fd: int32(fd), off: uint64(offs[next]),
-				addr: uint64(uintptr(unsafe.Pointer(unsafe.SliceData(bufs[next])))), len: uint32(len(bufs[next])), userData: uint64(next)}
-			u.sqArray[idx] = idx
-			atomic.StoreUint32(u.sqTail, tail+1)
+			u.push(readSQE(fd, bufs[next], offs[next], uint64(next)))
 			res[next] = resInFlight
 			pending++
 		}
@@ -446,17 +452,15 @@ func (o ownedRing) readBatch(fd int, bufs [][]byte, offs []int64, res []int32, p
 		for ; next < n; next++ {
 			fail(next, errno)
 		}
-		if running > 0 && taken == 0 {
-			// Nor does it answer for what it took: give up on those too
-			// rather than wait on a ring that will not say more.
+		if running == 0 || taken == 0 {
+			// Nothing left to wait for, or a ring that answers for nothing
+			// it took: give up on what it has not answered rather than
+			// wait on it, and on the ring.
 			for i := range next {
 				if res[i] == resInFlight {
 					fail(i, errno)
 				}
 			}
-			return false
-		}
-		if running == 0 {
 			return false
 		}
 	}
