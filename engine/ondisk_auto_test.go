@@ -15,8 +15,9 @@ import (
 // TestOnDiskAutoRule: compression auto, over budgets from the smallest
 // that serves to one that holds everything, on testdata/ondisk's
 // clustered_l2 (2000 × 32, FAISS's HNSW M 8: a 4x guide of 64 KB, 5x of
-// 56 KB, 6x of 48 KB, 8x of 32 KB, 32x of 40 KB — at d = 32 the 1-bit
-// codes' factors make them larger than 8x's — and ~100 KB of lists).
+// 56 KB, 6x of 48 KB, 8x of 32 KB, 32x of 50 KB — at d = 32 the 1-bit
+// codes' factors and centroids make them larger than 8x's — and ~100 KB
+// of lists).
 // Budgets step by 1 KiB. The choice runs: refused (naming the smallest
 // guide, 8x's), then 8x, 6x, 5x and 4x as each guide alone comes to fit
 // (no level's lists do), then 8x again (the 8x guide and every list fit,

@@ -26,10 +26,11 @@ type BuildOptions struct {
 	// ReadSize is the size of each sequential read (default 8 MiB, at
 	// least one vector); two are in flight.
 	ReadSize int
-	// SampleBytes bounds the training read: the value ranges (4x, 8x) or
-	// the centroid (32x) come from up to this many bytes of vectors taken
-	// as evenly spread runs (default 16 MiB; the whole section when
-	// smaller). 8x keeps the sample in memory while it trains.
+	// SampleBytes bounds the training read: the value ranges (4x, 5x,
+	// 6x, 8x) or the mean and centroids (32x) come from up to this many
+	// bytes of vectors taken as evenly spread runs (default 16 MiB; the
+	// whole section when smaller). All but 4x keep the sample in memory
+	// while they train.
 	SampleBytes int64
 	// Seed chooses the 32x random rotation (default a fixed constant, so
 	// builds of one file are reproducible).
@@ -129,6 +130,7 @@ func (b *builder) run() error {
 	c := b.c
 	if c.n == 0 {
 		b.train(nil, nil, nil, nil, nil, 0)
+		c.dropBuild()
 		return nil
 	}
 	spans := b.sampleSpans()
@@ -150,8 +152,8 @@ func (b *builder) run() error {
 			integral[j] = true
 		}
 	}
-	var kept []float32 // 5x, 6x, 8x: the sample itself
-	if c.level.sqBits() > 0 && c.level != Level4x {
+	var kept []float32 // 5x, 6x, 8x, 32x: the sample itself
+	if c.level != Level4x {
 		kept = make([]float32, 0, sampled*int64(d))
 	}
 	for j := range d {
@@ -222,6 +224,7 @@ func (b *builder) run() error {
 		return errors.Join(bad[:]...)
 	})
 	c.exact = err == nil && c.level == Level4x && !slices.Contains(lossy[:], true)
+	c.dropBuild()
 	return err
 }
 
@@ -240,7 +243,7 @@ func finite(v []float32, id int64) error {
 
 // train sets the codes' parameters from the training pass's statistics
 // of count sampled vectors: the per-dimension minima and maxima, sums,
-// and (8x) the sample itself.
+// and (5x, 6x, 8x, 32x) the sample itself.
 func (b *builder) train(lo, hi []float32, sum []float64, integral []bool, sample []float32, count int64) {
 	c := b.c
 	switch c.level {
@@ -252,13 +255,7 @@ func (b *builder) train(lo, hi []float32, sum []float64, integral []bool, sample
 	case Level5x, Level6x, Level8x:
 		c.train8(sample, int(count), b.opt.Workers)
 	case Level32x:
-		c.centroid = make([]float32, c.d)
-		for j := range c.centroid {
-			if count > 0 {
-				c.centroid[j] = float32(sum[j] / float64(count))
-			}
-		}
-		c.rot = newRotator(c.d, b.opt.Seed)
+		c.train32(sample, sum, int(count), b.opt.Seed, b.opt.Workers)
 	}
 }
 

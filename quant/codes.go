@@ -1,8 +1,10 @@
 package quant
 
 import (
+	"encoding/binary"
 	"fmt"
 	"math"
+	"math/rand/v2"
 	"slices"
 	"sort"
 
@@ -28,20 +30,30 @@ type Codes struct {
 
 	// 4x: per-dimension minimum and step (max−min)/255, or 1 for a
 	// dimension of integers spanning at most 255; 5x, 6x, 8x: the lower
-	// end of the trained range and its step (hi−lo)/(2^bits−1).
+	// end of the trained range and its step (hi−lo)/(2^bits−1); 32x: the
+	// minimum and step of the centroids' 8-bit codes, as 4x's.
 	vmin, delta []float32
 	// exact (4x): every component of every vector is its code's value,
 	// vmin + step·code (decodeValue), so the codes are the vectors themselves
 	// and Decode returns them bit for bit: pixels, uint8 embeddings.
 	exact bool
-	// 32x: the centroid the vectors are centred on and the rotation.
-	centroid []float32
-	rot      *rotator
+	// 32x: origin is the data's mean, which a query is rotated about;
+	// cents holds the k centroids the vectors are centred on as 4x codes
+	// on vmin and delta (k·d bytes); rot is the rotation.
+	origin []float32
+	cents  []byte
+	k      int
+	rot    *rotator
+	// 32x, while building: the centroids' search tree (its fine
+	// centroids decoded from cents), and each centroid's rotated offset
+	// from the origin, R(c − origin).
+	tree *cellTree
+	rc   []float32
 }
 
-// factorBytes is the 32x per-vector header: three float32 factors
-// (see encode32).
-const factorBytes = 12
+// factorBytes is the 32x per-vector header: three float32 factors and
+// the centroid's number as a uint16 (see encode32).
+const factorBytes = 14
 
 // Shape is the number of vectors and their dimension.
 func (c *Codes) Shape() (n int64, d int) { return c.n, c.d }
@@ -69,6 +81,10 @@ func (c *Codes) row(v int32) []byte {
 	o := int64(v) * int64(c.stride)
 	return c.rows[o : o+int64(c.stride)]
 }
+
+// Centroids is how many centroids the 32x codes centre vectors on (0 for
+// other levels).
+func (c *Codes) Centroids() int { return c.k }
 
 // newCodes allocates the rows of an empty Codes.
 func newCodes(n int64, d int, metric faissfmt.Metric, lvl Level) (*Codes, error) {
@@ -100,7 +116,7 @@ func (c *Codes) paramBytes() int {
 	case Level4x, Level5x, Level6x, Level8x:
 		return 8 * c.d
 	case Level32x:
-		return 4*c.d + c.rot.signBytes()
+		return 12*c.d + c.k*c.d + c.rot.signBytes()
 	}
 	return 0
 }
@@ -310,31 +326,38 @@ func (c *Codes) encodePlanes(dst []byte, x []float32) {
 
 // ---- 32x: sign bits of the rotated residual (RaBitQ family) ----
 
-// A vector o with residual y = R(o−c) (R orthogonal, r = ‖y‖) is coded as
-// the signs b of y and three factors, so that for a query with rotated
-// residual q' = R(q−c) and G = Σᵢ (2bᵢ−1)·q'ᵢ:
+// A vector o is centred on its centroid c (the nearest the tree finds):
+// with the residual y = R(o−c) (R orthogonal, r = ‖y‖), it is coded as the
+// signs b of y and three factors, so that for a query with rotated
+// residual q' = R(q−c) and G' = Σᵢ (2bᵢ−1)·q'ᵢ:
 //
-//	‖o−q‖² ≈ A + ‖q'‖² − B·G,  A = r², B = 2r²/Σᵢ|yᵢ|
+//	‖o−q‖² ≈ r² + ‖q−c‖² − B·G',  B = 2r²/Σᵢ|yᵢ|
 //
 // (the estimator ⟨x̄,q'⟩/⟨x̄,u⟩ of ⟨u,q'⟩ with x̄ = (2b−1)/√d, u = y/r,
 // unbiased over the random rotation). For inner product
-// ⟨o,q⟩ = ⟨c,q⟩ + ⟨o−c,c⟩ + ⟨o−c,q−c⟩ ≈ ⟨c,q⟩ + A + B/2·G with A = ⟨o−c,c⟩:
-// estimating on the centred query keeps the error small when the data sit
-// far from the origin. C = 2·popcount(b) − d lets the query side be
-// quantized to 4 bits with an offset (see Query). Row: A, B, C as
-// float32, then the bits in little-endian 64-bit words.
+// ⟨o,q⟩ = ⟨c,q⟩ + ⟨o−c,c⟩ + ⟨o−c,q−c⟩ ≈ ⟨c,q⟩ + ⟨o−c,c⟩ + B/2·G'.
+// A query is rotated once, about the origin m: G' = G − K with
+// G = Σᵢ (2bᵢ−1)·R(q−m)ᵢ and K = Σᵢ (2bᵢ−1)·R(c−m)ᵢ, a constant of the
+// vector folded into its first factor: A = r² + B·K for L2,
+// ⟨o−c,c⟩ − B·K/2 for inner product. So per vector the query needs G
+// (a popcount kernel, see Query) and its centroid's term ‖q−c‖² or ⟨c,q⟩
+// (one distance per centroid a query meets). C = 2·popcount(b) − d lets
+// the query side be quantized with an offset. Row: A, B, C as float32,
+// the centroid's number as a uint16, then the bits in little-endian
+// 64-bit words.
 func (c *Codes) encode32(dst []byte, x, y []float32) {
-	y = y[:c.d]
+	d := c.d
+	id := c.tree.nearest(x)
+	cent := c.tree.fine[id*d : (id+1)*d]
+	y = y[:d]
+	var oc float64
 	for j := range y {
-		y[j] = x[j] - c.centroid[j]
-	}
-	var r2, l1, oc float64
-	if c.metric == faissfmt.MetricInnerProduct {
-		for j, v := range y {
-			oc += float64(v) * float64(c.centroid[j])
-		}
+		y[j] = x[j] - cent[j]
+		oc += float64(y[j]) * float64(cent[j])
 	}
 	c.rot.apply(y)
+	rc := c.rc[id*d : (id+1)*d]
+	var r2, l1, k float64
 	pc := 0
 	bits := dst[factorBytes:]
 	clear(bits)
@@ -344,17 +367,67 @@ func (c *Codes) encode32(dst []byte, x, y []float32) {
 		if v > 0 {
 			bits[j>>3] |= 1 << (j & 7)
 			pc++
+			k += float64(rc[j])
+		} else {
+			k -= float64(rc[j])
 		}
 	}
 	var b float64
 	if l1 > 0 {
 		b = 2 * r2 / l1
 	}
-	a := r2
+	a := r2 + b*k
 	if c.metric == faissfmt.MetricInnerProduct {
-		a = oc
+		a = oc - b*k/2
 	}
 	putF32(dst[0:], float32(a))
 	putF32(dst[4:], float32(b))
-	putF32(dst[8:], float32(2*pc-c.d))
+	putF32(dst[8:], float32(2*pc-d))
+	binary.LittleEndian.PutUint16(dst[12:], uint16(id))
 }
+
+// train32 sets the origin (the mean of the sample, from its sums), the
+// rotation, and the centroids trained on the m sample rows, coded to 8
+// bits a dimension on their own [min, max] (vectors are then centred on
+// the decoded centroids, so the codes lose nothing to it, and a centroid
+// takes d bytes); it keeps the tree and the rotated centroid offsets for
+// encode32 (dropBuild frees them).
+func (c *Codes) train32(sample []float32, sum []float64, m int, seed uint64, workers int) {
+	d := c.d
+	c.origin = make([]float32, d)
+	for j := range c.origin {
+		if m > 0 {
+			c.origin[j] = float32(sum[j] / float64(m))
+		}
+	}
+	c.rot = newRotator(d, seed)
+	rng := rand.New(rand.NewPCG(seed, seed^0x632be59bd9b4e019))
+	c.tree = trainCells(sample, m, d, centroidCount(c.n, d, m), workers, rng)
+	fine := c.tree.fine
+	c.k = len(fine) / d
+	lo, hi := make([]float32, d), make([]float32, d)
+	copy(lo, fine[:d])
+	copy(hi, fine[:d])
+	for i := range c.k {
+		for j, v := range fine[i*d : (i+1)*d] {
+			lo[j], hi[j] = min(lo[j], v), max(hi[j], v)
+		}
+	}
+	c.train4(lo, hi, nil)
+	c.cents = make([]byte, c.k*d)
+	c.rc = make([]float32, c.k*d)
+	for i := range c.k {
+		code := c.cents[i*d : (i+1)*d]
+		x := fine[i*d : (i+1)*d]
+		c.encode4(code, x)
+		decodeU8(x, c.vmin, c.delta, code)
+		r := c.rc[i*d : (i+1)*d]
+		for j := range r {
+			r[j] = x[j] - c.origin[j]
+		}
+		c.rot.apply(r)
+	}
+}
+
+// dropBuild frees what only encoding needs.
+func (c *Codes) dropBuild() { c.tree, c.rc = nil, nil }

@@ -26,13 +26,18 @@ import (
 //	16  n u64    24 d u32    28 stride u32
 //	32  params length u64    40 codes length u64
 //	48  source size i64    56 source mtime i64 (ns)    64 source hash [32]
-//	96  CRC-32C of bytes [0, 96)    100 0 u32
+//	96  CRC-32C of bytes [0, 96)    100 centroids u32 (32x; 0 otherwise)
 //	104 params, then codes (n·stride bytes)
 //	end CRC-32C of every byte before it (u32)
 //
 // Params: 4x, 5x, 6x and 8x: min then step per dimension (float32); 32x:
-// the centroid (float32 per dimension), then the rotation's 2·rounds sign
-// flips as 64-bit words of d bits each. 8x rows are d 4-bit codes, two a
+// the origin, then the centroids' min and step per dimension (float32),
+// the centroids as 8-bit codes on them (d bytes each), then the
+// rotation's 2·rounds sign flips as 64-bit words of d bits each;
+// 32x rows name their centroid (below 'centroids').
+// Version 5 is the 32x of many centroids; a 32x guide of an older
+// version (one centroid for all vectors, another row layout) is refused
+// as corrupt, so it is rebuilt. 8x rows are d 4-bit codes, two a
 // byte, the even dimension in the low nibble; 5x and 6x rows are the
 // codes' high 4 bits as 8x's, then one plane of d bits per lower bit
 // (lowest first), then ‖x̂‖² (float32). Flag exact (4x only, version 4):
@@ -52,11 +57,12 @@ const (
 	// guideVersion is the newest version this build reads and writes.
 	// Version 1 holds 4x and 32x; version 2 adds the level 8x, version 3
 	// the levels 5x and 6x, with the same layout; version 4 the flag
-	// exact. A guide is written at the oldest version that holds what it
-	// holds, so a build that reads only version 1 still loads the 4x and
-	// 32x guides of a newer one (and rebuilds an 8x or exact guide it
-	// meets: ErrCorrupt naming the version).
-	guideVersion = 4
+	// exact, version 5 the 32x of many centroids (the 32x of versions 1
+	// to 4 is no longer read). A guide is written at the oldest version
+	// that holds what it holds, so a build that reads only version 1
+	// still loads the 4x guides of a newer one (and rebuilds an 8x or
+	// exact guide it meets: ErrCorrupt naming the version).
+	guideVersion = 5
 	flagExact    = 1
 	headerLen    = 104
 	trailerLen   = 4
@@ -73,17 +79,20 @@ type SourceID struct {
 
 // Info describes a guide file without its codes.
 type Info struct {
-	Path     string
-	Version  int
-	Level    Level
-	Metric   faissfmt.Metric
-	N        int64
-	D        int
-	Stride   int   // bytes per vector
-	Exact    bool  // the codes are the vectors (Codes.Exact)
-	Bytes    int64 // memory the loaded Codes hold (Codes.Bytes)
-	FileSize int64
-	Source   SourceID
+	Path    string
+	Version int
+	Level   Level
+	Metric  faissfmt.Metric
+	N       int64
+	D       int
+	Stride  int  // bytes per vector
+	Exact   bool // the codes are the vectors (Codes.Exact)
+	// Centroids is how many centroids 32x codes are centred on (0 for
+	// other levels).
+	Centroids int
+	Bytes     int64 // memory the loaded Codes hold (Codes.Bytes)
+	FileSize  int64
+	Source    SourceID
 }
 
 // guideVersionOf is the version a guide of level l with flags is written
@@ -97,6 +106,8 @@ func guideVersionOf(l Level, flags uint8) uint32 {
 		return 2
 	case Level5x, Level6x:
 		return 3
+	case Level32x:
+		return 5
 	}
 	return 1
 }
@@ -108,6 +119,7 @@ type header struct {
 	metric    faissfmt.Metric
 	rounds    int
 	flags     uint8
+	centroids int
 	n         int64
 	d, stride int
 	paramsLen int64
@@ -124,6 +136,9 @@ func (c *Codes) header(src SourceID) header {
 		paramsLen: int64(c.paramBytes()), codesLen: int64(len(c.rows)), src: src}
 	if c.rot != nil {
 		h.rounds = c.rot.rounds
+	}
+	if c.level == Level32x {
+		h.centroids = c.k
 	}
 	return h
 }
@@ -143,6 +158,7 @@ func (h *header) marshal() []byte {
 	le.PutUint64(b[56:], uint64(h.src.ModTime))
 	copy(b[64:96], h.src.Hash[:])
 	le.PutUint32(b[96:], crc32.Checksum(b[:96], castagnoli))
+	le.PutUint32(b[100:], uint32(h.centroids))
 	return b
 }
 
@@ -175,7 +191,10 @@ func parseHeader(b []byte, fileSize int64, name string) (header, error) {
 	h.src.Size = int64(le.Uint64(b[48:]))
 	h.src.ModTime = int64(le.Uint64(b[56:]))
 	copy(h.src.Hash[:], b[64:96])
+	h.centroids = int(le.Uint32(b[100:]))
 	switch {
+	case h.level == Level32x && h.version < guideVersionOf(Level32x, 0):
+		return h, bad("a version %d 32x guide (one centroid; this build reads the 32x of version %d, many centroids)", h.version, guideVersionOf(Level32x, 0))
 	case !h.level.valid():
 		return h, bad("unknown level %d", b[12])
 	case h.version < guideVersionOf(h.level, 0):
@@ -196,8 +215,12 @@ func parseHeader(b []byte, fileSize int64, name string) (header, error) {
 		return h, bad("rotation rounds %d, want %d", h.rounds, rotationRounds(h.d))
 	case h.level != Level32x && h.rounds != 0:
 		return h, bad("rotation rounds %d on a %s guide", h.rounds, h.level)
+	case h.level == Level32x && (h.centroids < 1 || h.centroids > maxCentroids):
+		return h, bad("%d centroids (want 1 to %d)", h.centroids, maxCentroids)
+	case h.level != Level32x && h.centroids != 0:
+		return h, bad("%d centroids on a %s guide", h.centroids, h.level)
 	}
-	if want := paramLen(h.level, h.d, h.rounds); h.paramsLen != want {
+	if want := paramLen(h.level, h.d, h.rounds, h.centroids); h.paramsLen != want {
 		return h, bad("parameters take %d bytes, want %d", h.paramsLen, want)
 	}
 	if h.codesLen != h.n*int64(h.stride) {
@@ -209,11 +232,11 @@ func parseHeader(b []byte, fileSize int64, name string) (header, error) {
 	return h, nil
 }
 
-func paramLen(l Level, d, rounds int) int64 {
+func paramLen(l Level, d, rounds, centroids int) int64 {
 	if l.sqBits() > 0 {
 		return 8 * int64(d)
 	}
-	return 4*int64(d) + 8*int64(2*rounds*words(d))
+	return 12*int64(d) + int64(centroids)*int64(d) + 8*int64(2*rounds*words(d))
 }
 
 // Encode writes c as a guide for the source src to w.
@@ -259,14 +282,17 @@ func (c *Codes) marshalParams() []byte {
 		floats(c.delta)
 		return b
 	}
-	floats(c.centroid)
+	floats(c.origin)
+	floats(c.vmin)
+	floats(c.delta)
+	b = append(b, c.cents...)
 	for _, s := range c.rot.signs {
 		b = le.AppendUint64(b, s)
 	}
 	return b
 }
 
-func (c *Codes) unmarshalParams(b []byte, rounds int) error {
+func (c *Codes) unmarshalParams(b []byte, rounds, centroids int) error {
 	le := binary.LittleEndian
 	floats := func(n int) ([]float32, error) {
 		x := make([]float32, n)
@@ -294,9 +320,18 @@ func (c *Codes) unmarshalParams(b []byte, rounds int) error {
 		}
 		return nil
 	}
-	if c.centroid, err = floats(c.d); err != nil {
+	if c.origin, err = floats(c.d); err != nil {
 		return err
 	}
+	if c.vmin, err = floats(c.d); err != nil {
+		return err
+	}
+	if c.delta, err = floats(c.d); err != nil {
+		return err
+	}
+	c.k = centroids
+	c.cents = append([]byte(nil), b[:centroids*c.d]...)
+	b = b[centroids*c.d:]
 	r := &rotator{d: c.d, m: 1 << (bitsLen(c.d) - 1), rounds: rounds}
 	r.signs = make([]uint64, 2*rounds*words(c.d))
 	for i := range r.signs {
@@ -307,10 +342,11 @@ func (c *Codes) unmarshalParams(b []byte, rounds int) error {
 	return nil
 }
 
-// checkRowFloats refuses rows whose float32 fields (32x: the three
-// factors; 5x, 6x: ‖x̂‖²) are not finite: a build writes none, so one in a
-// guide whose checksums hold was written by something else.
-func (c *Codes) checkRowFloats() error {
+// checkRows refuses rows whose float32 fields (32x: the three factors;
+// 5x, 6x: ‖x̂‖²) are not finite, or (32x) that name a centroid past the
+// last: a build writes none, so one in a guide whose checksums hold was
+// written by something else.
+func (c *Codes) checkRows() error {
 	var at, count int // the fields' offset in a row and how many
 	switch {
 	case c.level == Level32x:
@@ -325,6 +361,11 @@ func (c *Codes) checkRowFloats() error {
 		for k := range count {
 			if f := f32(row[at+4*k:]); math.IsNaN(float64(f)) || math.IsInf(float64(f), 0) {
 				return fmt.Errorf("row %d holds %v", v, f)
+			}
+		}
+		if c.level == Level32x {
+			if id := int(binary.LittleEndian.Uint16(row[12:])); id >= c.k {
+				return fmt.Errorf("row %d names centroid %d of %d", v, id, c.k)
 			}
 		}
 	}
@@ -402,7 +443,7 @@ func ReadInfo(path string) (Info, error) {
 }
 
 func (h *header) info(path string, size int64) Info {
-	return Info{Path: path, Version: int(h.version), Level: h.level, Metric: h.metric, N: h.n, D: h.d, Exact: h.flags&flagExact != 0,
+	return Info{Path: path, Version: int(h.version), Level: h.level, Metric: h.metric, N: h.n, D: h.d, Exact: h.flags&flagExact != 0, Centroids: h.centroids,
 		Stride: h.stride, Bytes: h.codesLen + h.paramsLen + 256, FileSize: size, Source: h.src}
 }
 
@@ -483,10 +524,10 @@ func decode(r io.ReaderAt, size int64, name string, src *SourceID) (*Codes, erro
 	if got, want := binary.LittleEndian.Uint32(tail[:]), crc.Sum32(); got != want {
 		return fail("checksum %08x, computed %08x", got, want)
 	}
-	if err := c.unmarshalParams(params, h.rounds); err != nil {
+	if err := c.unmarshalParams(params, h.rounds, h.centroids); err != nil {
 		return fail("%v", err)
 	}
-	if err := c.checkRowFloats(); err != nil {
+	if err := c.checkRows(); err != nil {
 		return fail("%v", err)
 	}
 	return c, nil

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"hash/crc32"
 	"io"
 	"math"
@@ -43,7 +44,12 @@ func TestGuideRoundTrip(t *testing.T) {
 			info, err := ReadInfo(path)
 			require.NoError(t, err)
 			assert.Equal(t, Info{Path: path, Version: int(c.header(src).version), Level: lvl, Metric: ds.metric, N: int64(ds.n), D: ds.d, Exact: c.Exact(),
-				Stride: lvl.BytesPerVector(ds.d), Bytes: c.Bytes(), FileSize: st.Size(), Source: src}, info)
+				Centroids: c.Centroids(), Stride: lvl.BytesPerVector(ds.d), Bytes: c.Bytes(), FileSize: st.Size(), Source: src}, info)
+			if lvl == Level32x {
+				assert.Greater(t, info.Centroids, 1, "32x centres %d vectors on several centroids", ds.n)
+			} else {
+				assert.Zero(t, info.Centroids)
+			}
 
 			l, err := Load(path, src)
 			require.NoError(t, err)
@@ -119,13 +125,29 @@ func TestGuideCorrupt(t *testing.T) {
 		// checksum redone, as a writer other than Build could leave it.
 		if lvl == Level32x || lvl.planes() > 0 {
 			b := bytes.Clone(good)
-			at := headerLen + int(paramLen(lvl, c.d, rotationRounds(c.d))) + 3*c.stride // row 3
+			at := headerLen + int(paramLen(lvl, c.d, rotationRounds(c.d), c.k)) + 3*c.stride // row 3
 			if lvl.planes() > 0 {
 				at += c.stride - 4
 			}
 			binary.LittleEndian.PutUint32(b[at:], math.Float32bits(float32(math.NaN())))
 			binary.LittleEndian.PutUint32(b[len(b)-4:], crc32.Checksum(b[:len(b)-4], castagnoli))
 			try("a NaN row field", b)
+		}
+		if lvl == Level32x {
+			// A row naming a centroid past the last, checksum redone.
+			b := bytes.Clone(good)
+			at := headerLen + int(paramLen(lvl, c.d, rotationRounds(c.d), c.k)) + 5*c.stride + 12 // row 5's centroid
+			binary.LittleEndian.PutUint16(b[at:], uint16(c.k))
+			binary.LittleEndian.PutUint32(b[len(b)-4:], crc32.Checksum(b[:len(b)-4], castagnoli))
+			try("a row naming centroid k", b)
+			// A centroid count of 0 or past the maximum (the header's
+			// checksum does not cover it; the sizes and the trailer do).
+			for _, k := range []uint32{0, maxCentroids + 1, uint32(c.k + 1)} {
+				b := bytes.Clone(good)
+				binary.LittleEndian.PutUint32(b[100:], k)
+				binary.LittleEndian.PutUint32(b[len(b)-4:], crc32.Checksum(b[:len(b)-4], castagnoli))
+				try(fmt.Sprintf("%d centroids in the header", k), b)
+			}
 		}
 		_, err = ReadInfo(filepath.Join(dir, "missing"))
 		assert.Error(t, err)
@@ -291,15 +313,17 @@ func FuzzLoad(f *testing.F) {
 	})
 }
 
-// TestGuideVersions: 4x and 32x guides are still written as version 1 (a
-// build that reads only version 1 keeps loading them), 8x as version 2;
-// this build reads both, and refuses as ErrCorrupt an 8x guide claiming
-// version 1 and a version it does not know, naming the version.
+// TestGuideVersions: 4x guides are still written as version 1 (a build
+// that reads only version 1 keeps loading them), 8x as version 2, 5x and
+// 6x as 3, 32x (many centroids) as 5; this build refuses as ErrCorrupt a
+// guide claiming a version before its level's (a 32x before 5 had one
+// centroid and another layout) and a version it does not know, naming
+// the version.
 func TestGuideVersions(t *testing.T) {
 	ds := fixture(t, "hnsw_flat_l2")
 	src := srcOf(t, ds)
 	dir := t.TempDir()
-	for lvl, want := range map[Level]uint32{Level4x: 1, Level32x: 1, Level8x: 2, Level5x: 3, Level6x: 3} {
+	for lvl, want := range map[Level]uint32{Level4x: 1, Level32x: 5, Level8x: 2, Level5x: 3, Level6x: 3} {
 		c := ds.build(t, lvl)
 		var buf bytes.Buffer
 		_, err := c.Encode(&buf, src)
@@ -314,7 +338,7 @@ func TestGuideVersions(t *testing.T) {
 
 		// Another version, with the header's checksum and the trailer's
 		// redone so only the version is wrong.
-		for _, v := range []uint32{0, want - 1, 2, 3, 4, 1 << 31} {
+		for _, v := range []uint32{0, want - 1, 2, 3, 4, 5, 6, 1 << 31} {
 			if v == want {
 				continue
 			}

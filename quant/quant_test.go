@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/faiss-sidecar/faiss-sidecar/faissfmt"
+	"github.com/faiss-sidecar/faiss-sidecar/internal/distance"
 )
 
 func TestParseLevel(t *testing.T) {
@@ -35,9 +36,9 @@ func TestBytesPerVector(t *testing.T) {
 	assert.Equal(t, 64, Level8x.BytesPerVector(128))
 	assert.Equal(t, 2, Level8x.BytesPerVector(3), "an odd dimension takes a half byte")
 	assert.Equal(t, 1, Level8x.BytesPerVector(1))
-	assert.Equal(t, 12+8*13, Level32x.BytesPerVector(784), "784 bits in 13 words plus 3 factors")
-	assert.Equal(t, 12+16, Level32x.BytesPerVector(128))
-	assert.Equal(t, 12+8, Level32x.BytesPerVector(1))
+	assert.Equal(t, 14+8*13, Level32x.BytesPerVector(784), "784 bits in 13 words plus 3 factors and a centroid")
+	assert.Equal(t, 14+16, Level32x.BytesPerVector(128))
+	assert.Equal(t, 14+8, Level32x.BytesPerVector(1))
 	assert.Equal(t, 64+2*16+4, Level5x.BytesPerVector(128), "nibbles, two bit planes, ‖x̂‖²")
 	assert.Equal(t, 64+16+4, Level6x.BytesPerVector(128), "nibbles, one bit plane, ‖x̂‖²")
 	assert.Equal(t, 392+98+4, Level6x.BytesPerVector(784))
@@ -152,20 +153,26 @@ func stddev(x []float64) float64 {
 	return math.Sqrt(max(0, s2/float64(len(x))-m*m))
 }
 
-// TestUnbiased32x: over many query–vector pairs, the mean of
-// (estimate − exact) is near zero relative to the spread of that error,
-// for L2 and inner product.
+// TestUnbiased32x: over many query–vector pairs and several random
+// rotations, the mean of (estimate − exact) is near zero relative to the
+// spread of that error, for L2 and inner product. The estimator is
+// unbiased over the rotation: under one rotation each vector's error is a
+// fixed linear function of the query, so a few rotations are pooled.
 func TestUnbiased32x(t *testing.T) {
 	for _, name := range []string{"hnsw_flat_large", "hnsw_flat_ip", "hnsw_flat_l2"} {
 		ds := fixture(t, name)
-		c := ds.build(t, Level32x)
-		q := c.NewQuery()
 		var errs []float64
-		for _, v := range ds.q {
-			require.NoError(t, q.Reset(v))
-			for i := range ds.n {
-				errs = append(errs, float64(q.Dist(int32(i)))-ds.exact(v, i))
+		for seed := range uint64(8) {
+			c, err := Build(ds.r, ds.off, ds.n, ds.d, ds.metric, Level32x, BuildOptions{Seed: seed + 1})
+			require.NoError(t, err)
+			q := c.NewQuery()
+			for _, v := range ds.q {
+				require.NoError(t, q.Reset(v))
+				for i := range ds.n {
+					errs = append(errs, float64(q.Dist(int32(i)))-ds.exact(v, i))
+				}
 			}
+			c.Close()
 		}
 		var m float64
 		for _, e := range errs {
@@ -305,5 +312,69 @@ func TestPlanesEstimate(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// TestCellTree: on well-separated Gaussian blobs, the two-level tree finds
+// for almost every point a centroid as near as the nearest of all (a
+// coarse cell can miss the best fine centroid only near a cell's border),
+// keeps to the count asked, and each centroid sits inside a blob.
+func TestCellTree(t *testing.T) {
+	const d, blobs, per, k = 16, 40, 100, 200
+	rng := rand.New(rand.NewPCG(1, 2))
+	centres := make([]float32, blobs*d)
+	for i := range centres {
+		centres[i] = float32(rng.NormFloat64() * 10)
+	}
+	m := blobs * per
+	x := make([]float32, m*d)
+	for i := range m {
+		for j := range d {
+			x[i*d+j] = centres[(i%blobs)*d+j] + float32(rng.NormFloat64())
+		}
+	}
+	tr := trainCells(x, m, d, k, 2, rng)
+	kf := len(tr.fine) / d
+	assert.LessOrEqual(t, kf, k)
+	assert.Greater(t, kf, k/2)
+	assert.Equal(t, kf, tr.first[len(tr.first)-1])
+	good := 0
+	for i := range m {
+		v := x[i*d : (i+1)*d]
+		got := distance.L2FastF(v, tr.fine[tr.nearest(v)*d:])
+		best := distance.L2FastF(v, tr.fine[nearestRow(v, tr.fine, d, 0, kf)*d:])
+		if got <= best*1.05 {
+			good++
+		}
+	}
+	assert.Greater(t, float64(good)/float64(m), 0.95, "the tree's centroid is (nearly) the nearest")
+	for c := range kf { // every centroid is within a few spreads of a blob centre
+		near := float32(math.Inf(1))
+		for b := range blobs {
+			near = min(near, distance.L2FastF(tr.fine[c*d:(c+1)*d], centres[b*d:(b+1)*d]))
+		}
+		assert.Less(t, near, float32(4*d), "centroid %d lies in a blob", c)
+	}
+	// Fewer points than centroids: every point its own centroid.
+	small := trainCells(x[:5*d], 5, d, 50, 1, rng)
+	assert.Len(t, small.fine, 5*d)
+}
+
+// TestQueryGenerationWrap: a query whose generation counter wraps clears
+// its cached centroid terms rather than reusing ones from 2³² queries
+// ago.
+func TestQueryGenerationWrap(t *testing.T) {
+	ds := fixture(t, "hnsw_flat_l2")
+	c := ds.build(t, Level32x)
+	fresh, old := c.NewQuery(), c.NewQuery()
+	require.NoError(t, old.Reset(ds.q[1]))
+	for i := range ds.n {
+		old.Dist(int32(i)) // fill the cache with q[1]'s terms
+	}
+	old.gen = math.MaxUint32 // the next Reset wraps to 0
+	require.NoError(t, old.Reset(ds.q[0]))
+	require.NoError(t, fresh.Reset(ds.q[0]))
+	for i := range ds.n {
+		require.Equal(t, fresh.Dist(int32(i)), old.Dist(int32(i)), "vector %d", i)
 	}
 }

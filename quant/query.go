@@ -1,6 +1,7 @@
 package quant
 
 import (
+	"encoding/binary"
 	"fmt"
 	"math"
 
@@ -19,20 +20,32 @@ type Query struct {
 	// 4x and 8x, L2: a = q − min (the kernel sums (a − step·code)²).
 	// 4x and 8x IP, 5x and 6x: a = q·step and base = Σ q·min (⟨q, x̂⟩ =
 	// base + Σ a·code); 5x and 6x L2 also qn = ‖q‖² (‖q‖² − 2⟨q, x̂⟩ + ‖x̂‖²).
+	// 32x: as 4x, for the centroids' 8-bit codes.
 	a    []float32
 	base float32
+	qn   float32
 
-	// 32x: the rotated query y quantized to 4 bits, qᵢ ≈ lo + step·qqᵢ,
-	// as 4 bit planes interleaved per word (planes[4w+k] is bit k of the
-	// qq of word w's 64 dimensions); sumQQ = Σ qqᵢ. qn is ‖y‖² for L2 and
-	// ⟨centroid, q⟩ for inner product.
+	// 32x: y = R(q − origin), quantized to queryBits bits, yᵢ ≈ lo +
+	// step·qqᵢ, as bit planes of 4 bits each interleaved per word
+	// (planes[4w+k] is bit k of the qq of word w's 64 dimensions; the
+	// high nibbles' planes follow the low ones'); sumQQ = Σ qqᵢ. term
+	// caches each centroid's ‖q − c‖² (L2) or ⟨c, q⟩ (IP), valid where
+	// stamp equals gen.
 	y      []float32
 	planes []uint64
 	lo     float32
 	step   float32
 	sumQQ  float32
-	qn     float32
+	term   []float32
+	stamp  []uint32
+	gen    uint32
 }
+
+// queryBits is the precision of the 32x query: 8 bits, two nibbles of bit
+// planes. The query is rotated about the data's mean, not about each
+// vector's centroid, so its range spans the data rather than a cluster:
+// 4 bits lost recall@10 on clustered data (docs/quantization.md).
+const queryBits = 8
 
 // NewQuery returns per-query state for c.
 func (c *Codes) NewQuery() *Query {
@@ -41,8 +54,11 @@ func (c *Codes) NewQuery() *Query {
 	case Level4x, Level5x, Level6x, Level8x:
 		q.a = make([]float32, c.d)
 	case Level32x:
+		q.a = make([]float32, c.d)
 		q.y = make([]float32, c.d)
-		q.planes = make([]uint64, 4*words(c.d))
+		q.planes = make([]uint64, queryBits*words(c.d))
+		q.term = make([]float32, c.k)
+		q.stamp = make([]uint32, c.k)
 	}
 	return q
 }
@@ -103,40 +119,67 @@ func (q *Query) resetPlanes(vec []float32) {
 
 func (q *Query) reset32(vec []float32) {
 	c := q.c
-	y := q.y
-	var cq float64
-	for j, v := range vec {
-		y[j] = v - c.centroid[j]
-		cq += float64(v) * float64(c.centroid[j])
+	q.reset4(vec)            // for the centroids' terms
+	if q.gen++; q.gen == 0 { // wrapped: every stamp could look current
+		clear(q.stamp)
+		q.gen = 1
 	}
-	q.qn = float32(cq)
+	y := q.y
+	for j, v := range vec {
+		y[j] = v - c.origin[j]
+	}
 	c.rot.apply(y)
 	lo, hi := y[0], y[0]
-	var n2 float64
 	for _, v := range y {
 		lo, hi = min(lo, v), max(hi, v)
-		n2 += float64(v) * float64(v)
 	}
-	if c.metric == faissfmt.MetricL2 {
-		q.qn = float32(n2)
-	}
+	const top = 1<<queryBits - 1
 	q.lo = lo
-	q.step = (hi - lo) / 15
+	q.step = (hi - lo) / top
 	clear(q.planes)
 	var inv float32
 	if q.step > 0 {
 		inv = 1 / q.step
 	}
 	sum := 0
+	hiPlanes := len(q.planes) / 2
 	for j, v := range y {
-		qq := min(uint64((v-lo)*inv+0.5), 15)
+		qq := min(uint64((v-lo)*inv+0.5), top)
 		sum += int(qq)
 		w, b := j>>6, uint(j&63)
 		for k := range 4 {
 			q.planes[4*w+k] |= (qq >> k & 1) << b
+			q.planes[hiPlanes+4*w+k] |= (qq >> (k + 4) & 1) << b
 		}
 	}
 	q.sumQQ = float32(sum)
+}
+
+// centroidTerm is centroid id's term of the estimate, ‖q − c‖² (L2) or
+// ⟨c, q⟩ (IP), computed the first time the query meets the centroid.
+func (q *Query) centroidTerm(id int) float32 {
+	if q.stamp[id] == q.gen {
+		return q.term[id]
+	}
+	c := q.c
+	cent := c.cents[id*c.d : (id+1)*c.d]
+	var t float32
+	if c.metric == faissfmt.MetricL2 {
+		t = l2U8(q.a, c.delta, cent)
+	} else {
+		t = q.base + dotU8(q.a, cent)
+	}
+	q.term[id], q.stamp[id] = t, q.gen
+	return t
+}
+
+// dot32 is G = Σᵢ (2bᵢ−1)·yᵢ for the sign bits of row, from the quantized
+// query: Σᵢ (2bᵢ−1)·(lo + step·qqᵢ) = lo·C + step·(2·Σᵢ bᵢ·qqᵢ − Σᵢ qqᵢ).
+func (q *Query) dot32(row []byte) float32 {
+	bits := row[factorBytes:]
+	h := len(q.planes) / 2
+	t := pop4(q.planes[:h], bits) + 16*pop4(q.planes[h:], bits)
+	return q.lo*f32(row[8:]) + q.step*(2*float32(t)-q.sumQQ)
 }
 
 // Dist is the estimated distance to vector v.
@@ -161,12 +204,16 @@ func (q *Query) Dist(v int32) float32 {
 		}
 		return -ip
 	}
-	t := pop4(q.planes, row[factorBytes:])
-	g := q.lo*f32(row[8:]) + q.step*(2*float32(t)-q.sumQQ)
-	if c.metric == faissfmt.MetricL2 {
-		return f32(row) + q.qn - f32(row[4:])*g
+	return q.est32(row, q.dot32(row))
+}
+
+// est32 is the 32x estimate for row given its G (dot32).
+func (q *Query) est32(row []byte, g float32) float32 {
+	t := q.centroidTerm(int(binary.LittleEndian.Uint16(row[12:])))
+	if q.c.metric == faissfmt.MetricL2 {
+		return f32(row) + t - f32(row[4:])*g
 	}
-	return -(q.qn + f32(row) + 0.5*f32(row[4:])*g)
+	return -(t + f32(row) + 0.5*f32(row[4:])*g)
 }
 
 // DistBatch writes the estimated distances to ids into out[:len(ids)]:

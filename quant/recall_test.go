@@ -12,21 +12,17 @@ import (
 )
 
 // floatQueryDist is the 32x estimate with the rotated query kept in float
-// (no 4-bit query quantization): the reference the popcount path is
-// measured against.
+// (no query quantization): the reference the popcount path is measured
+// against.
 func floatQueryDist(q *Query, v int32) float32 {
-	c := q.c
-	row := c.row(v)
+	row := q.c.row(v)
 	bits := row[factorBytes:]
 	var g float32
 	for j, y := range q.y {
 		s := float32(int(bits[j>>3]>>(j&7)&1)*2 - 1)
 		g += s * y
 	}
-	if c.metric == faissfmt.MetricL2 {
-		return f32(row) + q.qn - f32(row[4:])*g
-	}
-	return -(q.qn + f32(row) + 0.5*f32(row[4:])*g)
+	return q.est32(row, g)
 }
 
 // TestRecallFashionMNIST measures recall@10 of "top R by estimate, exact
@@ -62,8 +58,9 @@ func TestRecallFashionMNIST(t *testing.T) {
 			case Level5x, Level6x, Level8x: // 6, 5 and 4 bits a dimension
 				assert.GreaterOrEqual(t, rec[0], 0.85, "%s %s R=10", m, lvl)
 				assert.GreaterOrEqual(t, rec[3], 0.99, "%s %s R=50", m, lvl)
-			default:
-				assert.GreaterOrEqual(t, rec[3], 0.9, "%s 32x R=50", m)
+			default: // one centroid for all gave 0.71 (L2) and 0.67 (IP) at R=10
+				assert.GreaterOrEqual(t, rec[0], 0.74, "%s 32x R=10", m)
+				assert.GreaterOrEqual(t, rec[3], 0.95, "%s 32x R=50", m)
 				assert.GreaterOrEqual(t, rec[4], 0.97, "%s 32x R=100", m)
 				fq := floatRecall(ds, c, rs)
 				row(m, "32x, float query", fq)
@@ -112,8 +109,9 @@ func TestRecallClustered(t *testing.T) {
 			tab.WriteString("\n")
 			if lvl.sqBits() > 0 {
 				assert.GreaterOrEqual(t, rec[3], 0.99, "%s %s R=50", m, lvl)
-			} else {
-				assert.GreaterOrEqual(t, rec[4], 0.95, "%s 32x R=100", m)
+			} else { // one centroid for all gave 0.30 (L2) and 0.53 (IP) at R=10
+				assert.GreaterOrEqual(t, rec[0], 0.55, "%s 32x R=10", m)
+				assert.GreaterOrEqual(t, rec[3], 0.98, "%s 32x R=50", m)
 			}
 		}
 	}

@@ -40,13 +40,16 @@ func inspectGuide(path string, asJSON bool, stdout io.Writer) (ok bool, err erro
 		Bytes    int64  `json:"memory_bytes"`
 		FileSize int64  `json:"file_size"`
 		Exact    bool   `json:"exact"`
-		Source   struct {
+		// Centroids: how many centroids 32x codes are centred on (0
+		// for other levels).
+		Centroids int `json:"centroids"`
+		Source    struct {
 			Size    int64  `json:"size"`
 			ModTime string `json:"mtime"`
 			Hash    string `json:"sha256"`
 		} `json:"source"`
 	}{File: path, Kind: "guide", Version: info.Version, Level: info.Level.String(), Metric: info.Metric.String(),
-		N: info.N, D: info.D, Stride: info.Stride, Bytes: info.Bytes, FileSize: info.FileSize, Exact: info.Exact}
+		N: info.N, D: info.D, Stride: info.Stride, Bytes: info.Bytes, FileSize: info.FileSize, Exact: info.Exact, Centroids: info.Centroids}
 	out.Source.Size = info.Source.Size
 	out.Source.ModTime = time.Unix(0, info.Source.ModTime).UTC().Format(time.RFC3339Nano)
 	out.Source.Hash = hex.EncodeToString(info.Source.Hash[:])
@@ -59,6 +62,9 @@ func inspectGuide(path string, asJSON bool, stdout io.Writer) (ok bool, err erro
 		path, out.Version, out.Level, out.Metric, out.N, out.D, out.Stride, out.Bytes, out.FileSize)
 	fmt.Fprintf(stdout, "built from an index file of %d bytes, modified %s, sha256 of its sampled bytes %s\n",
 		out.Source.Size, out.Source.ModTime, out.Source.Hash)
+	if out.Centroids > 0 {
+		fmt.Fprintf(stdout, "each vector's signs are taken about the nearest of %d centroids (8-bit, %d bytes)\n", out.Centroids, out.Centroids*out.D)
+	}
 	if out.Exact {
 		fmt.Fprintln(stdout, "exact: the codes are the vectors themselves (at most 256 values a dimension); the rerank reads nothing")
 	}

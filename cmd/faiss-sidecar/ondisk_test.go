@@ -108,6 +108,18 @@ func TestInspectGuide(t *testing.T) {
 	code, out8, errOut := runCLI("inspect", engine.GuidePath(dir, onDiskFixture("clustered_l2", ".faiss"), "8x"))
 	require.Equal(t, 0, code, errOut)
 	assert.Contains(t, out8, "on_disk guide v2, 8x, L2, 2000 vectors of d=32, 16 bytes a vector")
+	assert.NotContains(t, out8, "centroids")
+	code, _, errOut = runCLI("quantize", onDiskFixture("clustered_l2", ".faiss"), "--compression", "32x", "--guide-dir", dir)
+	require.Equal(t, 0, code, errOut)
+	code, out32, errOut := runCLI("inspect", engine.GuidePath(dir, onDiskFixture("clustered_l2", ".faiss"), "32x"), "--json")
+	require.Equal(t, 0, code, errOut)
+	var info32 map[string]any
+	require.NoError(t, json.Unmarshal([]byte(out32), &info32))
+	assert.EqualValues(t, 5, info32["version"])
+	// 2000 vectors of 22 bytes: the centroids' 32 bytes each take at most
+	// an eighth of the rows (171); the cells' shares round down.
+	assert.LessOrEqual(t, info32["centroids"], 171.0)
+	assert.Greater(t, info32["centroids"], 128.0)
 	code, out, errOut = runCLI("inspect", guide, "--json")
 	require.Equal(t, 0, code, errOut)
 	var info map[string]any
