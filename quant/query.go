@@ -28,16 +28,15 @@ type Query struct {
 	// 32x: y = R(q − origin), quantized to queryBits bits, yᵢ ≈ lo +
 	// step·qqᵢ, as bit planes of 4 bits each interleaved per word
 	// (planes[4w+k] is bit k of the qq of word w's 64 dimensions; the
-	// high nibbles' planes follow the low ones'); sumQQ = Σ qqᵢ. term
+	// high nibbles' planes follow the low ones'); sumQQ = Σ qqᵢ. terms
 	// caches each centroid's ‖q − c‖² (L2) or ⟨c, q⟩ (IP), valid where
-	// stamp equals gen.
+	// its stamp equals gen (side by side: one cache miss, not two).
 	y      []float32
 	planes []uint64
 	lo     float32
 	step   float32
 	sumQQ  float32
-	term   []float32
-	stamp  []uint32
+	terms  []termEntry
 	gen    uint32
 }
 
@@ -57,8 +56,7 @@ func (c *Codes) NewQuery() *Query {
 		q.a = make([]float32, c.d)
 		q.y = make([]float32, c.d)
 		q.planes = make([]uint64, queryBits*words(c.d))
-		q.term = make([]float32, c.k)
-		q.stamp = make([]uint32, c.k)
+		q.terms = make([]termEntry, c.k)
 	}
 	return q
 }
@@ -121,7 +119,7 @@ func (q *Query) reset32(vec []float32) {
 	c := q.c
 	q.reset4(vec)            // for the centroids' terms
 	if q.gen++; q.gen == 0 { // wrapped: every stamp could look current
-		clear(q.stamp)
+		clear(q.terms)
 		q.gen = 1
 	}
 	y := q.y
@@ -142,14 +140,13 @@ func (q *Query) reset32(vec []float32) {
 		inv = 1 / q.step
 	}
 	sum := 0
-	hiPlanes := len(q.planes) / 2
+	nib := len(q.planes) / (queryBits / 4) // one nibble's planes
 	for j, v := range y {
 		qq := min(uint64((v-lo)*inv+0.5), top)
 		sum += int(qq)
 		w, b := j>>6, uint(j&63)
-		for k := range 4 {
-			q.planes[4*w+k] |= (qq >> k & 1) << b
-			q.planes[hiPlanes+4*w+k] |= (qq >> (k + 4) & 1) << b
+		for k := range queryBits {
+			q.planes[k/4*nib+4*w+k%4] |= (qq >> k & 1) << b
 		}
 	}
 	q.sumQQ = float32(sum)
@@ -158,8 +155,9 @@ func (q *Query) reset32(vec []float32) {
 // centroidTerm is centroid id's term of the estimate, ‖q − c‖² (L2) or
 // ⟨c, q⟩ (IP), computed the first time the query meets the centroid.
 func (q *Query) centroidTerm(id int) float32 {
-	if q.stamp[id] == q.gen {
-		return q.term[id]
+	e := &q.terms[id]
+	if e.stamp == q.gen {
+		return e.term
 	}
 	c := q.c
 	cent := c.cents[id*c.d : (id+1)*c.d]
@@ -169,16 +167,24 @@ func (q *Query) centroidTerm(id int) float32 {
 	} else {
 		t = q.base + dotU8(q.a, cent)
 	}
-	q.term[id], q.stamp[id] = t, q.gen
+	e.term, e.stamp = t, q.gen
 	return t
+}
+
+// termEntry is a query's cached term for one centroid.
+type termEntry struct {
+	stamp uint32
+	term  float32
 }
 
 // dot32 is G = Σᵢ (2bᵢ−1)·yᵢ for the sign bits of row, from the quantized
 // query: Σᵢ (2bᵢ−1)·(lo + step·qqᵢ) = lo·C + step·(2·Σᵢ bᵢ·qqᵢ − Σᵢ qqᵢ).
 func (q *Query) dot32(row []byte) float32 {
 	bits := row[factorBytes:]
-	h := len(q.planes) / 2
-	t := pop4(q.planes[:h], bits) + 16*pop4(q.planes[h:], bits)
+	t := pop4(q.planes[:4*words(q.c.d)], bits)
+	if queryBits == 8 {
+		t += 16 * pop4(q.planes[4*words(q.c.d):], bits)
+	}
 	return q.lo*f32(row[8:]) + q.step*(2*float32(t)-q.sumQQ)
 }
 
