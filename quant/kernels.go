@@ -24,14 +24,17 @@ var (
 	// bit j of each plane p << p, plane p being the pb bytes at
 	// row[nib+p·pb:] (nib = (len(w)+1)/2).
 	dotPlanes = dotPlanesGo
-	// pop4 is Σₖ 2ᵏ·Σ_w popcount(x_w & planes[4w+k]) over the len(planes)/4
-	// little-endian words of x.
-	pop4 = pop4Go
+	// pop8 is Σₖ 2ᵏ·Σ_w popcount(x_w & planes[8w+k]), k = 0…7, over the
+	// len(planes)/8 little-endian words of x: Σᵢ bᵢ·qqᵢ for the bits b
+	// of x and the 8-bit values qq whose bit planes planes holds.
+	pop8 = pop8Go
 	// decodeU8 sets dst[j] = vmin[j] + (delta[j]·c[j] rounded to
 	// float32) over len(dst) dimensions: 4x codes back to values.
 	decodeU8 = decodeU8Go
 	// KernelImpl names the kernels in use ("avx2" or "go").
 	KernelImpl = "go"
+	// PopImpl names 32x's pop8 in use ("avx512", "popcnt" or "go").
+	PopImpl = "go"
 )
 
 func decodeU8Go(dst, vmin, delta []float32, c []byte) {
@@ -130,19 +133,17 @@ func dotU4Go(w []float32, c []byte) float32 {
 // nibble is dimension j's 4-bit code in c.
 func nibble(c []byte, j int) byte { return c[j>>1] >> (4 * (j & 1)) & 15 }
 
-func pop4Go(planes []uint64, x []byte) uint64 {
-	n := len(planes) / 4
+func pop8Go(planes []uint64, x []byte) uint64 {
+	n := len(planes) / 8
 	x = x[:8*n]
-	var t0, t1, t2, t3 int
+	var t uint64
 	for w := range n {
 		v := binary.LittleEndian.Uint64(x[8*w:])
-		p := planes[4*w : 4*w+4]
-		t0 += bits.OnesCount64(v & p[0])
-		t1 += bits.OnesCount64(v & p[1])
-		t2 += bits.OnesCount64(v & p[2])
-		t3 += bits.OnesCount64(v & p[3])
+		for k, p := range planes[8*w : 8*w+8] {
+			t += uint64(bits.OnesCount64(v&p)) << k
+		}
 	}
-	return uint64(t0 + 2*t1 + 4*t2 + 8*t3)
+	return t
 }
 
 func f32(b []byte) float32 { return math.Float32frombits(binary.LittleEndian.Uint32(b)) }

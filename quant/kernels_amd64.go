@@ -6,11 +6,14 @@ import (
 	"unsafe"
 
 	"golang.org/x/sys/cpu"
+
+	"github.com/faiss-sidecar/faiss-sidecar/internal/distance"
 )
 
 // On amd64 the 4x kernels are AVX2+FMA assembly (8 bytes widened to 8
 // floats per step, four accumulators), the 8x ones the same on 4 bytes of
-// nibbles per step, and the 32x kernel uses POPCNT,
+// nibbles per step, and the 32x kernel uses AVX-512's VPOPCNTQ (where
+// internal/distance uses AVX-512: not in -tags noavx512 builds) or POPCNT,
 // chosen once here by CPU feature. Build with -tags purego for Go only.
 func init() {
 	if cpu.X86.HasAVX2 && cpu.X86.HasFMA {
@@ -20,8 +23,11 @@ func init() {
 		decodeU8 = decodeU8Asm
 		KernelImpl = "avx2"
 	}
-	if cpu.X86.HasPOPCNT {
-		pop4 = pop4Asm
+	switch {
+	case cpu.X86.HasAVX512F && cpu.X86.HasAVX512VPOPCNTDQ && distance.FastImpl == "avx512":
+		pop8, PopImpl = pop8Asm(pop8AVX512), "avx512"
+	case cpu.X86.HasPOPCNT:
+		pop8, PopImpl = pop8Asm(pop8POPCNT), "popcnt"
 	}
 }
 
@@ -56,7 +62,10 @@ func decodeU8Asm(dst, vmin, delta []float32, c []byte) {
 }
 
 //go:noescape
-func pop4POPCNT(planes *uint64, x *byte, words int) uint64
+func pop8POPCNT(planes *uint64, x *byte, words int) uint64
+
+//go:noescape
+func pop8AVX512(planes *uint64, x *byte, words int) uint64
 
 func l2U8Asm(a, b []float32, c []byte) float32 {
 	n := len(a)
@@ -120,13 +129,16 @@ func dotU4Asm(w []float32, c []byte) float32 {
 	return s
 }
 
-func pop4Asm(planes []uint64, x []byte) uint64 {
-	n := len(planes) / 4
-	if n == 0 {
-		return 0
+// pop8Asm wraps an assembly pop8 kernel in pop8's signature.
+func pop8Asm(kernel func(planes *uint64, x *byte, words int) uint64) func([]uint64, []byte) uint64 {
+	return func(planes []uint64, x []byte) uint64 {
+		n := len(planes) / 8
+		if n == 0 {
+			return 0
+		}
+		x = x[:8*n]
+		return kernel(unsafe.SliceData(planes), &x[0], n)
 	}
-	x = x[:8*n]
-	return pop4POPCNT(unsafe.SliceData(planes), &x[0], n)
 }
 
 func dotPlanesAsm(w []float32, row []byte, planes, pb int) float32 {

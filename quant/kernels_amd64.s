@@ -127,9 +127,9 @@ dot_done:
 	MOVSS        X0, ret+24(FP)
 	RET
 
-// func pop4POPCNT(planes *uint64, x *byte, words int) uint64
-// Σₖ 2ᵏ·Σ_w popcount(x[w] & planes[4w+k]).
-TEXT ·pop4POPCNT(SB), NOSPLIT, $0-32
+// func pop8POPCNT(planes *uint64, x *byte, words int) uint64
+// Σₖ 2ᵏ·Σ_w popcount(x[w] & planes[8w+k]), k = 0…7.
+TEXT ·pop8POPCNT(SB), NOSPLIT, $0-32
 	MOVQ planes+0(FP), SI
 	MOVQ x+8(FP), DI
 	MOVQ words+16(FP), CX
@@ -138,9 +138,9 @@ TEXT ·pop4POPCNT(SB), NOSPLIT, $0-32
 	XORQ R10, R10
 	XORQ R11, R11
 
-pop_loop:
+pop8_loop:
 	TESTQ   CX, CX
-	JZ      pop_done
+	JZ      pop8_done
 	MOVQ    (DI), AX
 	MOVQ    (SI), BX
 	ANDQ    AX, BX
@@ -158,12 +158,32 @@ pop_loop:
 	ANDQ    AX, R13
 	POPCNTQ R13, R13
 	ADDQ    R13, R11
+	MOVQ    32(SI), BX
+	ANDQ    AX, BX
+	POPCNTQ BX, BX
+	SHLQ    $4, BX
+	ADDQ    BX, R8
+	MOVQ    40(SI), DX
+	ANDQ    AX, DX
+	POPCNTQ DX, DX
+	SHLQ    $4, DX
+	ADDQ    DX, R9
+	MOVQ    48(SI), R12
+	ANDQ    AX, R12
+	POPCNTQ R12, R12
+	SHLQ    $4, R12
+	ADDQ    R12, R10
+	MOVQ    56(SI), R13
+	ANDQ    AX, R13
+	POPCNTQ R13, R13
+	SHLQ    $4, R13
+	ADDQ    R13, R11
 	ADDQ    $8, DI
-	ADDQ    $32, SI
+	ADDQ    $64, SI
 	DECQ    CX
-	JMP     pop_loop
+	JMP     pop8_loop
 
-pop_done:
+pop8_done:
 	SHLQ $1, R9
 	SHLQ $2, R10
 	SHLQ $3, R11
@@ -172,6 +192,51 @@ pop_done:
 	ADDQ R11, R8
 	MOVQ R8, ret+24(FP)
 	RET
+
+// func pop8AVX512(planes *uint64, x *byte, words int) uint64
+// pop8POPCNT with the 8 planes of a word in one 512-bit register: lane k
+// accumulates plane k's popcounts (VPOPCNTQ), shifted left by k at the end.
+TEXT ·pop8AVX512(SB), NOSPLIT, $0-32
+	MOVQ   planes+0(FP), SI
+	MOVQ   x+8(FP), DI
+	MOVQ   words+16(FP), CX
+	VPXORQ Z0, Z0, Z0
+
+pop8z_loop:
+	TESTQ        CX, CX
+	JZ           pop8z_done
+	VPBROADCASTQ (DI), Z1
+	VPANDQ       (SI), Z1, Z1
+	VPOPCNTQ     Z1, Z1
+	VPADDQ       Z1, Z0, Z0
+	ADDQ         $8, DI
+	ADDQ         $64, SI
+	DECQ         CX
+	JMP          pop8z_loop
+
+pop8z_done:
+	VPSLLVQ       pop8Shifts<>(SB), Z0, Z0
+	VEXTRACTI64X4 $1, Z0, Y1
+	VPADDQ        Y1, Y0, Y0
+	VEXTRACTI128  $1, Y0, X1
+	VPADDQ        X1, X0, X0
+	VPSHUFD       $0x4e, X0, X1
+	VPADDQ        X1, X0, X0
+	VMOVQ         X0, AX
+	VZEROUPPER
+	MOVQ          AX, ret+24(FP)
+	RET
+
+// Lane k of pop8AVX512's sums is plane k: weight 2ᵏ.
+DATA pop8Shifts<>+0(SB)/8, $0
+DATA pop8Shifts<>+8(SB)/8, $1
+DATA pop8Shifts<>+16(SB)/8, $2
+DATA pop8Shifts<>+24(SB)/8, $3
+DATA pop8Shifts<>+32(SB)/8, $4
+DATA pop8Shifts<>+40(SB)/8, $5
+DATA pop8Shifts<>+48(SB)/8, $6
+DATA pop8Shifts<>+56(SB)/8, $7
+GLOBL pop8Shifts<>(SB), RODATA|NOPTR, $64
 
 // Lane k of a 4-bit block holds dimension k of 8: shift the block's 32
 // bits right by 4k (the low nibble of each byte comes first).

@@ -15,7 +15,7 @@ import (
 )
 
 // TestKernelsMatchGo: the kernels in use (assembly where available) agree
-// with the Go reference within float tolerance (pop4 exactly), for every
+// with the Go reference within float tolerance (pop8 exactly), for every
 // length from 0 to 300 and at d = 784.
 func TestKernelsMatchGo(t *testing.T) {
 	t.Logf("kernels: %s", KernelImpl)
@@ -88,7 +88,7 @@ func TestKernelsMatchGo(t *testing.T) {
 		}
 
 		w := (n + 63) / 64
-		planes := make([]uint64, 4*w)
+		planes := make([]uint64, 8*w)
 		for j := range planes {
 			planes[j] = rng.Uint64()
 		}
@@ -96,7 +96,7 @@ func TestKernelsMatchGo(t *testing.T) {
 		for j := range x {
 			x[j] = byte(rng.Uint32())
 		}
-		assert.Equal(t, pop4Go(planes, x[5:]), pop4(planes, x[5:]), "pop4 words=%d", w)
+		assert.Equal(t, pop8Go(planes, x[5:]), pop8(planes, x[5:]), "pop8 words=%d", w)
 	}
 }
 
@@ -231,7 +231,7 @@ func BenchmarkKernels(b *testing.B) {
 	for _, d := range []int{128, 784} {
 		a, w := make([]float32, d), make([]float32, d)
 		c := make([]byte, d)
-		planes := make([]uint64, 4*words(d))
+		planes := make([]uint64, 8*words(d))
 		x := make([]byte, 8*words(d))
 		for j := range d {
 			a[j], w[j], c[j] = float32(j), 0.5, byte(j)
@@ -268,14 +268,14 @@ func BenchmarkKernels(b *testing.B) {
 				s += l2U4Go(a, w, c)
 			}
 		})
-		b.Run(fmt.Sprintf("d=%d/pop4/%s", d, KernelImpl), func(b *testing.B) {
+		b.Run(fmt.Sprintf("d=%d/pop8/%s", d, PopImpl), func(b *testing.B) {
 			for b.Loop() {
-				u += pop4(planes, x)
+				u += pop8(planes, x)
 			}
 		})
-		b.Run(fmt.Sprintf("d=%d/pop4/go", d), func(b *testing.B) {
+		b.Run(fmt.Sprintf("d=%d/pop8/go", d), func(b *testing.B) {
 			for b.Loop() {
-				u += pop4Go(planes, x)
+				u += pop8Go(planes, x)
 			}
 		})
 		fx := make([]byte, 4*d)

@@ -26,9 +26,9 @@ type Query struct {
 	qn   float32
 
 	// 32x: y = R(q − origin), quantized to queryBits bits, yᵢ ≈ lo +
-	// step·qqᵢ, as bit planes of 4 bits each interleaved per word
-	// (planes[4w+k] is bit k of the qq of word w's 64 dimensions; the
-	// high nibbles' planes follow the low ones'); sumQQ = Σ qqᵢ. terms
+	// step·qqᵢ, as bit planes interleaved per word (planes[8w+k] is bit
+	// k of the qq of word w's 64 dimensions: pop8's layout, one 64-byte
+	// line per word); sumQQ = Σ qqᵢ. terms
 	// caches each centroid's ‖q − c‖² (L2) or ⟨c, q⟩ (IP), valid where
 	// its stamp equals gen (side by side: one cache miss, not two).
 	y      []float32
@@ -40,8 +40,8 @@ type Query struct {
 	gen    uint32
 }
 
-// queryBits is the precision of the 32x query: 8 bits, two nibbles of bit
-// planes. The query is rotated about the data's mean, not about each
+// queryBits is the precision of the 32x query: 8 bits (pop8's planes).
+// The query is rotated about the data's mean, not about each
 // vector's centroid, so its range spans the data rather than a cluster:
 // 4 bits lost recall@10 on clustered data (docs/quantization.md).
 const queryBits = 8
@@ -140,13 +140,12 @@ func (q *Query) reset32(vec []float32) {
 		inv = 1 / q.step
 	}
 	sum := 0
-	nib := len(q.planes) / (queryBits / 4) // one nibble's planes
 	for j, v := range y {
 		qq := min(uint64((v-lo)*inv+0.5), top)
 		sum += int(qq)
 		w, b := j>>6, uint(j&63)
 		for k := range queryBits {
-			q.planes[k/4*nib+4*w+k%4] |= (qq >> k & 1) << b
+			q.planes[queryBits*w+k] |= (qq >> k & 1) << b
 		}
 	}
 	q.sumQQ = float32(sum)
@@ -181,10 +180,7 @@ type termEntry struct {
 // query: Σᵢ (2bᵢ−1)·(lo + step·qqᵢ) = lo·C + step·(2·Σᵢ bᵢ·qqᵢ − Σᵢ qqᵢ).
 func (q *Query) dot32(row []byte) float32 {
 	bits := row[factorBytes:]
-	t := pop4(q.planes[:4*words(q.c.d)], bits)
-	if queryBits == 8 {
-		t += 16 * pop4(q.planes[4*words(q.c.d):], bits)
-	}
+	t := pop8(q.planes, bits)
 	return q.lo*f32(row[8:]) + q.step*(2*float32(t)-q.sumQQ)
 }
 
