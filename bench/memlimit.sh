@@ -39,7 +39,7 @@ printf "%-6s %-28s %9s %9s %9s %12s %7s %7s %10s %10s %7s\n" limit backend QPS p
 # configurations (mmap, pread, direct: block caches of 40% of the limit;
 # budget: the bounded-memory policy with --memory-budget of the limit less
 # max(1/10 of it, 8 MiB), or BUDGET_PCT % of it when set; ondisk4x,
-# ondisk8x, ondisk32x, ondisk: mode on_disk at that level (ondisk: auto) under the
+# ondisk8x, ondisk16x, ondisk32x (any level), ondisk: mode on_disk at that level (ondisk: auto) under the
 # same budget, its guide built beforehand into bench-data/guides, outside
 # the limit, as `quantize` or a first run would; for auto, the guide of
 # the level auto picks under the budget).

@@ -64,7 +64,7 @@ func TestOnDiskRecall(t *testing.T) {
 		var fx onDiskFixture
 		require.NoError(t, json.Unmarshal(raw, &fx))
 		index := filepath.Join("..", "testdata", "ondisk", name+".faiss")
-		for _, level := range []string{"4x", "5x", "6x", "8x", "32x"} {
+		for _, level := range []string{"4x", "5x", "6x", "8x", "16x", "32x"} {
 			t.Run(name+"/"+level, func(t *testing.T) {
 				dir := t.TempDir()
 				spec := engine.Spec{Path: index, Mode: engine.ModeOnDisk, Compression: level, GuideDir: dir}
@@ -187,7 +187,7 @@ func TestOnDiskRefusals(t *testing.T) {
 	require.ErrorIs(t, engine.CheckSpec(engine.Spec{Path: "x", Compression: "4x"}), engine.ErrBadSpec)
 	err = engine.CheckSpec(engine.Spec{Path: "x", Mode: engine.ModeOnDisk, Compression: "3x"})
 	require.ErrorIs(t, err, engine.ErrBadSpec)
-	assert.Contains(t, err.Error(), "auto, 4x, 5x, 6x, 8x, 32x")
+	assert.Contains(t, err.Error(), "auto, 4x, 5x, 6x, 8x, 16x, 32x")
 	_, _, err = engine.Open(engine.Spec{Path: fixture("hnsw_flat_large.faiss"), Mode: engine.ModeOnDisk, MemoryBudget: 1 << 16, GuideDir: t.TempDir()})
 	require.True(t, errors.Is(err, hnswsearch.ErrBudget), "%v", err)
 	assert.Contains(t, err.Error(), "needs a guide of")

@@ -21,7 +21,7 @@ import (
 type LoadSpec struct {
 	Path string `json:"path"`
 	Mode string `json:"mode"` // full | memory_efficient | on_disk
-	// Compression is on_disk's guide level: auto (default), 4x, 8x or 32x.
+	// Compression is on_disk's guide level: auto (default) or one of quant.Levels.
 	Compression string `json:"compression,omitempty"`
 	Backend     string `json:"backend"` // memory_efficient: mmap (default), pread, direct, zstd
 	SpaceType   string `json:"space_type"`

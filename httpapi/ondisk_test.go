@@ -112,7 +112,7 @@ func TestOnDiskREST(t *testing.T) {
 		status             int
 		msg                string
 	}{
-		{"PUT", "/indexes/d", `{"path":"clustered_l2.faiss","mode":"on_disk","compression":"3x"}`, 400, `unknown compression \"3x\" (known: auto, 4x, 5x, 6x, 8x, 32x)`},
+		{"PUT", "/indexes/d", `{"path":"clustered_l2.faiss","mode":"on_disk","compression":"3x"}`, 400, `unknown compression \"3x\" (known: auto, 4x, 5x, 6x, 8x, 16x, 32x)`},
 		{"PUT", "/indexes/d", `{"path":"clustered_l2.faiss","compression":"4x"}`, 400, "compression applies to mode on_disk"},
 		{"PUT", "/indexes/d", `{"path":"clustered_l2.faiss","mode":"on_disk","memory_budget":65536}`, 400, "needs a guide of"},
 		{"PUT", "/indexes/c/_mode", `{"compression":"9x"}`, 400, `unknown compression \"9x\"`},

@@ -460,7 +460,7 @@ func (r *Registry) Delete(name string, wait time.Duration) error {
 // keep their current value.
 type SwitchSpec struct {
 	Mode        string `json:"mode"`
-	Compression string `json:"compression"` // on_disk's guide: auto (default), 4x, 5x, 6x, 8x, 32x
+	Compression string `json:"compression"` // on_disk's guide: auto (default), 4x, 5x, 6x, 8x, 16x, 32x
 	Backend     string `json:"backend"`
 	CacheBytes  int64  `json:"cache_bytes"`
 	// MemoryBudget switches to (or re-plans) the bounded-memory policy.

@@ -152,7 +152,7 @@ func (b *builder) run() error {
 			integral[j] = true
 		}
 	}
-	var kept []float32 // 5x, 6x, 8x, 32x: the sample itself
+	var kept []float32 // 5x, 6x, 8x, 16x, 32x: the sample itself
 	if c.level != Level4x {
 		kept = make([]float32, 0, sampled*int64(d))
 	}
@@ -195,7 +195,7 @@ func (b *builder) run() error {
 		rows := len(x) / d
 		var bad [64]error
 		par.For(workers, workers, func(w int) {
-			if scratch[w] == nil && c.level == Level32x {
+			if scratch[w] == nil && c.level.codeBits() > 0 {
 				scratch[w] = make([]float32, d)
 			}
 			for i := w * rows / workers; i < (w+1)*rows/workers; i++ {
@@ -216,6 +216,8 @@ func (b *builder) run() error {
 					c.encode8(dst, v)
 				case Level5x, Level6x:
 					c.encodePlanes(dst, v)
+				case Level16x:
+					c.encode16(dst, v, scratch[w])
 				default:
 					c.encode32(dst, v, scratch[w])
 				}
@@ -243,7 +245,7 @@ func finite(v []float32, id int64) error {
 
 // train sets the codes' parameters from the training pass's statistics
 // of count sampled vectors: the per-dimension minima and maxima, sums,
-// and (5x, 6x, 8x, 32x) the sample itself.
+// and (5x, 6x, 8x, 16x, 32x) the sample itself.
 func (b *builder) train(lo, hi []float32, sum []float64, integral []bool, sample []float32, count int64) {
 	c := b.c
 	switch c.level {
@@ -254,7 +256,7 @@ func (b *builder) train(lo, hi []float32, sum []float64, integral []bool, sample
 		c.train4(lo, hi, integral)
 	case Level5x, Level6x, Level8x:
 		c.train8(sample, int(count), b.opt.Workers)
-	case Level32x:
+	case Level16x, Level32x:
 		c.train32(sample, sum, int(count), b.opt.Seed, b.opt.Workers)
 	}
 }

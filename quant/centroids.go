@@ -8,7 +8,7 @@ import (
 	"github.com/faiss-sidecar/faiss-sidecar/internal/par"
 )
 
-// 32x codes centre each vector on the nearest of K centroids rather than
+// 32x and 16x codes centre each vector on the nearest of K centroids rather than
 // on one mean: the estimate's error grows with ‖o − c‖·‖q − c‖, so on data
 // of many tight clusters one centre for all leaves errors larger than the
 // gaps between a query's neighbours (recall@10 0.12 on 1,600 clusters),
@@ -33,12 +33,13 @@ const (
 	kmeansIters   = 12
 )
 
-// centroidCount is K for n vectors of dimension d, rows sampled points:
+// centroidCount is K for n vectors of dimension d at level l, rows
+// sampled points:
 // bounded by maxCentroids, by samplePerCentroid points each, and by
 // memory (K·d ≤ rows' bytes / centroidShare); at least 1.
-func centroidCount(n int64, d, rows int) int {
+func centroidCount(l Level, n int64, d, rows int) int {
 	k := min(int64(maxCentroids), int64(rows)/samplePerCentroid)
-	k = min(k, n*int64(Level32x.BytesPerVector(d))/(centroidShare*int64(d)))
+	k = min(k, n*int64(l.BytesPerVector(d))/(centroidShare*int64(d)))
 	return int(max(1, k))
 }
 

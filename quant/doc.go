@@ -3,16 +3,17 @@
 // search walks the file's unchanged graph on estimated distances computed
 // from the codes, and reads full vectors only to rerank a short list.
 //
-// Five levels: 4x stores one byte per dimension (8-bit scalar
+// Six levels: 4x stores one byte per dimension (8-bit scalar
 // quantization on each dimension's [min, max] in the file); 5x and 6x
 // store 6 and 5 bits per dimension on trained ranges (8x's nibbles plus
 // bit planes of the low bits, and ‖x̂‖²); 8x stores
 // four bits per dimension, two a byte, on per-dimension ranges trained to
 // the least quantization error of a sample (outliers clamp rather than
-// widen every step); 32x stores one bit per
-// dimension of the vector's residual from the data's mean after a random
-// rotation, plus three float32 factors that make the distance estimate
-// unbiased (the RaBitQ family). Estimates follow the search's convention:
+// widen every step); 32x stores one bit per dimension of the vector's
+// residual from the nearest of up to 32,768 k-means centroids after a
+// random rotation, plus three float32 factors that make the distance
+// estimate unbiased and the centroid's number (the RaBitQ family); 16x
+// the same with two bits per dimension. Estimates follow the search's convention:
 // smaller is nearer, squared L2, or −inner product.
 //
 // Codes live off the Go heap (internal/offheap), one contiguous row per

@@ -26,16 +26,16 @@ import (
 //	16  n u64    24 d u32    28 stride u32
 //	32  params length u64    40 codes length u64
 //	48  source size i64    56 source mtime i64 (ns)    64 source hash [32]
-//	96  CRC-32C of bytes [0, 96)    100 centroids u32 (32x; 0 otherwise)
+//	96  CRC-32C of bytes [0, 96)    100 centroids u32 (16x, 32x; 0 otherwise)
 //	104 params, then codes (n·stride bytes)
 //	end CRC-32C of every byte before it (u32)
 //
-// Params: 4x, 5x, 6x and 8x: min then step per dimension (float32); 32x:
+// Params: 4x, 5x, 6x and 8x: min then step per dimension (float32); 16x, 32x:
 // the origin, then the centroids' min and step per dimension (float32),
 // the centroids as 8-bit codes on them (d bytes each), then the
 // rotation's 2·rounds sign flips as 64-bit words of d bits each;
-// 32x rows name their centroid (below 'centroids').
-// Version 5 is the 32x of many centroids; a 32x guide of an older
+// 16x and 32x rows name their centroid (below 'centroids').
+// Version 5 is the 32x of many centroids and the level 16x; a 32x guide of an older
 // version (one centroid for all vectors, another row layout) is refused
 // as corrupt, so it is rebuilt. 8x rows are d 4-bit codes, two a
 // byte, the even dimension in the low nibble; 5x and 6x rows are the
@@ -57,7 +57,7 @@ const (
 	// guideVersion is the newest version this build reads and writes.
 	// Version 1 holds 4x and 32x; version 2 adds the level 8x, version 3
 	// the levels 5x and 6x, with the same layout; version 4 the flag
-	// exact, version 5 the 32x of many centroids (the 32x of versions 1
+	// exact, version 5 the 32x of many centroids and 16x (the 32x of versions 1
 	// to 4 is no longer read). A guide is written at the oldest version
 	// that holds what it holds, so a build that reads only version 1
 	// still loads the 4x guides of a newer one (and rebuilds an 8x or
@@ -87,7 +87,7 @@ type Info struct {
 	D       int
 	Stride  int  // bytes per vector
 	Exact   bool // the codes are the vectors (Codes.Exact)
-	// Centroids is how many centroids 32x codes are centred on (0 for
+	// Centroids is how many centroids 16x and 32x codes are centred on (0 for
 	// other levels).
 	Centroids int
 	Bytes     int64 // memory the loaded Codes hold (Codes.Bytes)
@@ -106,7 +106,7 @@ func guideVersionOf(l Level, flags uint8) uint32 {
 		return 2
 	case Level5x, Level6x:
 		return 3
-	case Level32x:
+	case Level16x, Level32x:
 		return 5
 	}
 	return 1
@@ -137,7 +137,7 @@ func (c *Codes) header(src SourceID) header {
 	if c.rot != nil {
 		h.rounds = c.rot.rounds
 	}
-	if c.level == Level32x {
+	if c.level.codeBits() > 0 {
 		h.centroids = c.k
 	}
 	return h
@@ -211,13 +211,13 @@ func parseHeader(b []byte, fileSize int64, name string) (header, error) {
 		return h, bad("row stride %d, want %d for %s at d=%d", h.stride, h.level.BytesPerVector(h.d), h.level, h.d)
 	case h.n < 0 || h.n > math.MaxInt32:
 		return h, bad("vector count %d out of range", h.n)
-	case h.level == Level32x && h.rounds != rotationRounds(h.d):
+	case h.level.codeBits() > 0 && h.rounds != rotationRounds(h.d):
 		return h, bad("rotation rounds %d, want %d", h.rounds, rotationRounds(h.d))
-	case h.level != Level32x && h.rounds != 0:
+	case h.level.codeBits() == 0 && h.rounds != 0:
 		return h, bad("rotation rounds %d on a %s guide", h.rounds, h.level)
-	case h.level == Level32x && (h.centroids < 1 || h.centroids > maxCentroids):
+	case h.level.codeBits() > 0 && (h.centroids < 1 || h.centroids > maxCentroids):
 		return h, bad("%d centroids (want 1 to %d)", h.centroids, maxCentroids)
-	case h.level != Level32x && h.centroids != 0:
+	case h.level.codeBits() == 0 && h.centroids != 0:
 		return h, bad("%d centroids on a %s guide", h.centroids, h.level)
 	}
 	if want := paramLen(h.level, h.d, h.rounds, h.centroids); h.paramsLen != want {
@@ -342,14 +342,14 @@ func (c *Codes) unmarshalParams(b []byte, rounds, centroids int) error {
 	return nil
 }
 
-// checkRows refuses rows whose float32 fields (32x: the three factors;
-// 5x, 6x: ‖x̂‖²) are not finite, or (32x) that name a centroid past the
+// checkRows refuses rows whose float32 fields (16x, 32x: the three factors;
+// 5x, 6x: ‖x̂‖²) are not finite, or (16x, 32x) that name a centroid past the
 // last: a build writes none, so one in a guide whose checksums hold was
 // written by something else.
 func (c *Codes) checkRows() error {
 	var at, count int // the fields' offset in a row and how many
 	switch {
-	case c.level == Level32x:
+	case c.level.codeBits() > 0:
 		at, count = 0, 3
 	case c.level.planes() > 0:
 		at, count = c.stride-4, 1
@@ -363,7 +363,7 @@ func (c *Codes) checkRows() error {
 				return fmt.Errorf("row %d holds %v", v, f)
 			}
 		}
-		if c.level == Level32x {
+		if c.level.codeBits() > 0 {
 			if id := int(binary.LittleEndian.Uint16(row[12:])); id >= c.k {
 				return fmt.Errorf("row %d names centroid %d of %d", v, id, c.k)
 			}

@@ -45,7 +45,7 @@ func TestGuideRoundTrip(t *testing.T) {
 			require.NoError(t, err)
 			assert.Equal(t, Info{Path: path, Version: int(c.header(src).version), Level: lvl, Metric: ds.metric, N: int64(ds.n), D: ds.d, Exact: c.Exact(),
 				Centroids: c.Centroids(), Stride: lvl.BytesPerVector(ds.d), Bytes: c.Bytes(), FileSize: st.Size(), Source: src}, info)
-			if lvl == Level32x {
+			if lvl.codeBits() > 0 {
 				assert.Greater(t, info.Centroids, 1, "32x centres %d vectors on several centroids", ds.n)
 			} else {
 				assert.Zero(t, info.Centroids)
@@ -123,7 +123,7 @@ func TestGuideCorrupt(t *testing.T) {
 		try("extended", append(bytes.Clone(good), 0))
 		// A NaN in a row's float field (32x factors, 5x/6x ‖x̂‖²) with the
 		// checksum redone, as a writer other than Build could leave it.
-		if lvl == Level32x || lvl.planes() > 0 {
+		if lvl.codeBits() > 0 || lvl.planes() > 0 {
 			b := bytes.Clone(good)
 			at := headerLen + int(paramLen(lvl, c.d, rotationRounds(c.d), c.k)) + 3*c.stride // row 3
 			if lvl.planes() > 0 {
@@ -133,7 +133,7 @@ func TestGuideCorrupt(t *testing.T) {
 			binary.LittleEndian.PutUint32(b[len(b)-4:], crc32.Checksum(b[:len(b)-4], castagnoli))
 			try("a NaN row field", b)
 		}
-		if lvl == Level32x {
+		if lvl.codeBits() > 0 {
 			// A row naming a centroid past the last, checksum redone.
 			b := bytes.Clone(good)
 			at := headerLen + int(paramLen(lvl, c.d, rotationRounds(c.d), c.k)) + 5*c.stride + 12 // row 5's centroid
@@ -211,7 +211,7 @@ func TestBuildErrors(t *testing.T) {
 	assert.ErrorContains(t, err, "dimension 0")
 	_, err = Build(ds.r, ds.off, ds.n, ds.d, 2, Level4x, BuildOptions{})
 	assert.ErrorContains(t, err, "metric L1 is not supported")
-	_, err = Build(ds.r, ds.off, ds.n, ds.d, ds.metric, 16, BuildOptions{})
+	_, err = Build(ds.r, ds.off, ds.n, ds.d, ds.metric, 12, BuildOptions{})
 	assert.ErrorContains(t, err, "level")
 	_, err = Build(ds.r, ds.size-100, ds.n, ds.d, ds.metric, Level32x, BuildOptions{})
 	assert.ErrorIs(t, err, io.ErrUnexpectedEOF)
@@ -323,7 +323,7 @@ func TestGuideVersions(t *testing.T) {
 	ds := fixture(t, "hnsw_flat_l2")
 	src := srcOf(t, ds)
 	dir := t.TempDir()
-	for lvl, want := range map[Level]uint32{Level4x: 1, Level32x: 5, Level8x: 2, Level5x: 3, Level6x: 3} {
+	for lvl, want := range map[Level]uint32{Level4x: 1, Level16x: 5, Level32x: 5, Level8x: 2, Level5x: 3, Level6x: 3} {
 		c := ds.build(t, lvl)
 		var buf bytes.Buffer
 		_, err := c.Encode(&buf, src)

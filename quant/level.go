@@ -29,6 +29,10 @@ const (
 	// per-dimension range chosen to minimize the quantization error of a
 	// sample (an outlier does not widen every step of its dimension).
 	Level8x Level = 8
+	// Level16x is two bits per dimension of the rotated offset from the
+	// vector's centroid, plus 32x's factors (RaBitQ family, extended to
+	// four levels a dimension).
+	Level16x Level = 16
 	// Level32x is one bit per dimension after a random rotation, plus
 	// three float32 correction factors per vector (RaBitQ family).
 	Level32x Level = 32
@@ -37,9 +41,9 @@ const (
 // Levels lists the levels from finest to coarsest (the order a caller
 // resolving "auto" tries them in). It is the one list of levels: parsing,
 // names and validity follow it.
-var Levels = []Level{Level4x, Level5x, Level6x, Level8x, Level32x}
+var Levels = []Level{Level4x, Level5x, Level6x, Level8x, Level16x, Level32x}
 
-// ParseLevel reads a level's name ("4x", "5x", "6x", "8x", "32x": Level.String, exactly).
+// ParseLevel reads a level's name ("4x", "5x", "6x", "8x", "16x", "32x": Level.String, exactly).
 // "auto" is the caller's to resolve, with BytesPerVector and its budget.
 func ParseLevel(s string) (Level, error) {
 	for _, l := range Levels {
@@ -88,6 +92,19 @@ func (l Level) planes() int {
 	return 0
 }
 
+// codeBits is the bits per dimension of a RaBitQ-family level (16x: 2,
+// 32x: 1), 0 for others: its rows hold that many planes of d sign or
+// level bits after the factors and the centroid's number.
+func (l Level) codeBits() int {
+	switch l {
+	case Level16x:
+		return 2
+	case Level32x:
+		return 1
+	}
+	return 0
+}
+
 // planeBytes is the size of one bit plane of d dimensions.
 func planeBytes(d int) int { return (d + 7) / 8 }
 
@@ -104,8 +121,8 @@ func (l Level) BytesPerVector(d int) int {
 		return (d + 1) / 2
 	case Level5x, Level6x: // nibbles, bit planes, ‖x̂‖²
 		return (d+1)/2 + l.planes()*planeBytes(d) + 4
-	case Level32x:
-		return factorBytes + 8*words(d)
+	case Level16x, Level32x:
+		return factorBytes + l.codeBits()*8*words(d)
 	}
 	return 0
 }
@@ -121,7 +138,7 @@ func DefaultOversample(l Level, d int) float64 {
 	if d <= 1000 {
 		return 5
 	}
-	if l == Level32x {
+	if l.codeBits() > 0 {
 		return 3
 	}
 	return 2

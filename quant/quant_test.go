@@ -15,19 +15,19 @@ import (
 )
 
 func TestParseLevel(t *testing.T) {
-	for s, want := range map[string]Level{"4x": Level4x, "5x": Level5x, "6x": Level6x, "8x": Level8x, "32x": Level32x} {
+	for s, want := range map[string]Level{"4x": Level4x, "5x": Level5x, "6x": Level6x, "8x": Level8x, "16x": Level16x, "32x": Level32x} {
 		l, err := ParseLevel(s)
 		require.NoError(t, err, s)
 		assert.Equal(t, want, l)
 		assert.Equal(t, s, l.String())
 	}
-	assert.Equal(t, []Level{Level4x, Level5x, Level6x, Level8x, Level32x}, Levels, "finest first")
-	for _, s := range []string{"", "auto", "16x", "1x", "x4", " 32x", "4X", "8X", "32x ", "08x", "5.3x"} { // exactly as documented
+	assert.Equal(t, []Level{Level4x, Level5x, Level6x, Level8x, Level16x, Level32x}, Levels, "finest first")
+	for _, s := range []string{"", "auto", "12x", "1x", "16X", "016x", "x4", " 32x", "4X", "8X", "32x ", "08x", "5.3x"} { // exactly as documented
 		_, err := ParseLevel(s)
 		assert.ErrorContains(t, err, "unknown compression level", s)
-		assert.ErrorContains(t, err, "want 4x, 5x, 6x, 8x, 32x", s)
+		assert.ErrorContains(t, err, "want 4x, 5x, 6x, 8x, 16x, 32x", s)
 	}
-	assert.Equal(t, "level(16)", Level(16).String())
+	assert.Equal(t, "level(12)", Level(12).String())
 }
 
 func TestBytesPerVector(t *testing.T) {
@@ -39,6 +39,8 @@ func TestBytesPerVector(t *testing.T) {
 	assert.Equal(t, 14+8*13, Level32x.BytesPerVector(784), "784 bits in 13 words plus 3 factors and a centroid")
 	assert.Equal(t, 14+16, Level32x.BytesPerVector(128))
 	assert.Equal(t, 14+8, Level32x.BytesPerVector(1))
+	assert.Equal(t, 14+2*16, Level16x.BytesPerVector(128), "two planes of 128 bits")
+	assert.Equal(t, 14+2*8*13, Level16x.BytesPerVector(784))
 	assert.Equal(t, 64+2*16+4, Level5x.BytesPerVector(128), "nibbles, two bit planes, ‖x̂‖²")
 	assert.Equal(t, 64+16+4, Level6x.BytesPerVector(128), "nibbles, one bit plane, ‖x̂‖²")
 	assert.Equal(t, 392+98+4, Level6x.BytesPerVector(784))
@@ -54,6 +56,7 @@ func TestDefaultOversample(t *testing.T) {
 	assert.Equal(t, 5.0, DefaultOversample(Level8x, 128))
 	assert.Equal(t, 2.0, DefaultOversample(Level8x, 1536))
 	assert.Equal(t, 3.0, DefaultOversample(Level32x, 1536))
+	assert.Equal(t, 3.0, DefaultOversample(Level16x, 1536))
 }
 
 // TestRotatorOrthogonal: the rotation keeps norms and inner products, for
@@ -153,35 +156,37 @@ func stddev(x []float64) float64 {
 	return math.Sqrt(max(0, s2/float64(len(x))-m*m))
 }
 
-// TestUnbiased32x: over many query–vector pairs and several random
+// TestUnbiasedRaBitQ: for 16x and 32x, over many query–vector pairs and several random
 // rotations, the mean of (estimate − exact) is near zero relative to the
 // spread of that error, for L2 and inner product. The estimator is
 // unbiased over the rotation: under one rotation each vector's error is a
 // fixed linear function of the query, so a few rotations are pooled.
-func TestUnbiased32x(t *testing.T) {
-	for _, name := range []string{"hnsw_flat_large", "hnsw_flat_ip", "hnsw_flat_l2"} {
-		ds := fixture(t, name)
-		var errs []float64
-		for seed := range uint64(8) {
-			c, err := Build(ds.r, ds.off, ds.n, ds.d, ds.metric, Level32x, BuildOptions{Seed: seed + 1})
-			require.NoError(t, err)
-			q := c.NewQuery()
-			for _, v := range ds.q {
-				require.NoError(t, q.Reset(v))
-				for i := range ds.n {
-					errs = append(errs, float64(q.Dist(int32(i)))-ds.exact(v, i))
+func TestUnbiasedRaBitQ(t *testing.T) {
+	for _, lvl := range []Level{Level16x, Level32x} {
+		for _, name := range []string{"hnsw_flat_large", "hnsw_flat_ip", "hnsw_flat_l2"} {
+			ds := fixture(t, name)
+			var errs []float64
+			for seed := range uint64(8) {
+				c, err := Build(ds.r, ds.off, ds.n, ds.d, ds.metric, lvl, BuildOptions{Seed: seed + 1})
+				require.NoError(t, err)
+				q := c.NewQuery()
+				for _, v := range ds.q {
+					require.NoError(t, q.Reset(v))
+					for i := range ds.n {
+						errs = append(errs, float64(q.Dist(int32(i)))-ds.exact(v, i))
+					}
 				}
+				c.Close()
 			}
-			c.Close()
+			var m float64
+			for _, e := range errs {
+				m += e
+			}
+			m /= float64(len(errs))
+			sd := stddev(errs)
+			t.Logf("%s %s: %d pairs, mean error %.4g, sd %.4g, mean/sd %.4f", lvl, name, len(errs), m, sd, m/sd)
+			assert.Less(t, math.Abs(m), 0.05*sd, "%s %s: the estimate is unbiased", lvl, name)
 		}
-		var m float64
-		for _, e := range errs {
-			m += e
-		}
-		m /= float64(len(errs))
-		sd := stddev(errs)
-		t.Logf("%s: %d pairs, mean error %.4g, sd %.4g, mean/sd %.4f", name, len(errs), m, sd, m/sd)
-		assert.Less(t, math.Abs(m), 0.05*sd, "%s: the 32x estimate is unbiased", name)
 	}
 }
 

@@ -20,12 +20,12 @@ type Query struct {
 	// 4x and 8x, L2: a = q − min (the kernel sums (a − step·code)²).
 	// 4x and 8x IP, 5x and 6x: a = q·step and base = Σ q·min (⟨q, x̂⟩ =
 	// base + Σ a·code); 5x and 6x L2 also qn = ‖q‖² (‖q‖² − 2⟨q, x̂⟩ + ‖x̂‖²).
-	// 32x: as 4x, for the centroids' 8-bit codes.
+	// 16x, 32x: as 4x, for the centroids' 8-bit codes.
 	a    []float32
 	base float32
 	qn   float32
 
-	// 32x: y = R(q − origin), quantized to queryBits bits, yᵢ ≈ lo +
+	// 16x, 32x: y = R(q − origin), quantized to queryBits bits, yᵢ ≈ lo +
 	// step·qqᵢ, as bit planes interleaved per word (planes[8w+k] is bit
 	// k of the qq of word w's 64 dimensions: pop8's layout, one 64-byte
 	// line per word); sumQQ = Σ qqᵢ. terms
@@ -52,7 +52,7 @@ func (c *Codes) NewQuery() *Query {
 	switch c.level {
 	case Level4x, Level5x, Level6x, Level8x:
 		q.a = make([]float32, c.d)
-	case Level32x:
+	case Level16x, Level32x:
 		q.a = make([]float32, c.d)
 		q.y = make([]float32, c.d)
 		q.planes = make([]uint64, queryBits*words(c.d))
@@ -205,11 +205,23 @@ func (q *Query) Dist(v int32) float32 {
 			return q.qn - 2*ip + f32(row[len(row)-4:])
 		}
 		return -ip
+	case Level16x:
+		return q.est32(row, q.dot16(row))
 	}
 	return q.est32(row, q.dot32(row))
 }
 
-// est32 is the 32x estimate for row given its G (dot32).
+// dot16 is G = Σᵢ (cᵢ − 3/2)·yᵢ for the 2-bit codes c of row (planes of
+// the low and the high bits), from the quantized query:
+// lo·(Σᵢ cᵢ − 3d/2) + step·(Σᵢ cᵢ·qqᵢ − 3/2·Σᵢ qqᵢ), row's C being Σᵢ cᵢ.
+func (q *Query) dot16(row []byte) float32 {
+	bits := row[factorBytes:]
+	wb := 8 * words(q.c.d)
+	t := pop8(q.planes, bits) + 2*pop8(q.planes, bits[wb:])
+	return q.lo*(f32(row[8:])-1.5*float32(q.c.d)) + q.step*(float32(t)-1.5*q.sumQQ)
+}
+
+// est32 is the 32x and 16x estimate for row given its G (dot32, dot16).
 func (q *Query) est32(row []byte, g float32) float32 {
 	t := q.centroidTerm(int(binary.LittleEndian.Uint16(row[12:])))
 	if q.c.metric == faissfmt.MetricL2 {

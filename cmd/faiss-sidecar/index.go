@@ -37,7 +37,7 @@ type indexFlags struct {
 
 func (f *indexFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.mode, "mode", "memory_efficient", "loading mode: full (whole file in memory), memory_efficient (read on demand) or on_disk (graph walked on a compressed in-memory guide, exact rerank from the file)")
-	fs.StringVar(&f.compression, "compression", "", "on_disk: the guide's compression, "+strings.Join(engine.CompressionNames(), ", ")+"; 4x is 8 bits a dimension, 5x 6 bits, 6x 5 bits, 8x 4 bits, 32x 1 bit (default auto: under --memory-budget the finest whose guide fits with every neighbor list pinned, else the finest whose guide fits; without one 4x)")
+	fs.StringVar(&f.compression, "compression", "", "on_disk: the guide's compression, "+strings.Join(engine.CompressionNames(), ", ")+"; 4x is 8 bits a dimension, 5x 6 bits, 6x 5 bits, 8x 4 bits, 16x 2 bits, 32x 1 bit (default auto: under --memory-budget the finest whose guide fits with every neighbor list pinned, else the finest whose guide fits; without one 4x)")
 	fs.StringVar(&f.guideDir, "guide-dir", "", "on_disk: directory of guide files (default: beside the index); a missing, stale or corrupt guide is built and written there")
 	fs.StringVar(&f.backend, "backend", "", backendHelp+"; memory_efficient defaults to "+engine.DefaultMemoryEfficientBackend)
 	fs.StringVar(&f.semantics, "semantics", "faiss-modern", "search semantics: faiss-modern or faiss-1.7.3")

@@ -15,12 +15,12 @@ import (
 // auto).
 func levelNames() []string { return engine.CompressionNames()[1:] }
 
-// runQuantize is `quantize INDEX --compression 4x|5x|6x|8x|32x [--out FILE]`
+// runQuantize is `quantize INDEX --compression 4x|5x|6x|8x|16x|32x [--out FILE]`
 // (the levels engine.CompressionNames lists): the engine's on_disk guide
 // build, ahead of time.
 func runQuantize(args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("quantize", flag.ContinueOnError)
-	compression := fs.String("compression", "4x", "the guide's compression: "+strings.Join(levelNames(), ", ")+" (4x: 8 bits a dimension, 5x: 6 bits, 6x: 5 bits, 8x: 4 bits, 32x: 1 bit); auto: the finest")
+	compression := fs.String("compression", "4x", "the guide's compression: "+strings.Join(levelNames(), ", ")+" (4x: 8 bits a dimension, 5x: 6 bits, 6x: 5 bits, 8x: 4 bits, 16x: 2 bits, 32x: 1 bit); auto: the finest")
 	out := fs.String("out", "", "the guide file (default: where on_disk looks for it, beside the index or in --guide-dir)")
 	guideDir := fs.String("guide-dir", "", "directory of guide files (default: beside the index)")
 	pos, err := parseArgs(fs, args)
