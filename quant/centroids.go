@@ -1,8 +1,11 @@
 package quant
 
 import (
+	"cmp"
 	"math"
 	"math/rand/v2"
+	"slices"
+	"unsafe"
 
 	"github.com/faiss-sidecar/faiss-sidecar/internal/distance"
 	"github.com/faiss-sidecar/faiss-sidecar/internal/par"
@@ -89,15 +92,12 @@ func trainCells(x []float32, m, d, k, workers int, rng *rand.Rand) *cellTree {
 	for i, a := range assign {
 		members[a] = append(members[a], int32(i))
 	}
+	share := shares(members, k-kc, m)
 	t.first = make([]int, 1, kc+1)
 	var cell []float32
-	for ci, mem := range members {
-		kf := min(len(mem), max(1, k*len(mem)/m))
-		if len(mem) == 0 { // an empty cell keeps its coarse centroid as its one fine one
-			t.fine = append(t.fine, t.coarse[ci*d:(ci+1)*d]...)
-			t.first = append(t.first, len(t.fine)/d)
-			continue
-		}
+	for ci, mem := range members { // none empty (kmeans drops those)
+		// One fine centroid a cell plus its share of the rest: k in all.
+		kf := min(len(mem), 1+share[ci])
 		cell = cell[:0]
 		for _, i := range mem {
 			cell = append(cell, x[int(i)*d:(int(i)+1)*d]...)
@@ -109,11 +109,36 @@ func trainCells(x []float32, m, d, k, workers int, rng *rand.Rand) *cellTree {
 	return t
 }
 
+// shares splits extra among the cells in proportion to their m rows in
+// all: floors, then one more to the largest remainders, so they sum to
+// extra exactly.
+func shares(members [][]int32, extra, m int) []int {
+	out := make([]int, len(members))
+	rem := make([]int, len(members))
+	left := extra
+	for i, mem := range members {
+		out[i] = extra * len(mem) / m
+		rem[i] = extra * len(mem) % m
+		left -= out[i]
+	}
+	order := make([]int, len(members))
+	for i := range order {
+		order[i] = i
+	}
+	slices.SortStableFunc(order, func(a, b int) int { return cmp.Compare(rem[b], rem[a]) })
+	for _, i := range order[:left] {
+		out[i]++
+	}
+	return out
+}
+
 // kmeans runs Lloyd's iterations from k distinct sample rows and returns
-// the centroids (k·d, k ≤ m) and each row's centroid. An emptied centroid
-// restarts at a random row of the largest cluster.
+// the centroids and each row's centroid. An emptied centroid restarts at a
+// random row of the largest cluster; centroids still empty at the end
+// (rows repeated, so fewer distinct points than k) are dropped, so every
+// centroid returned has rows and there are at most min(k, m).
 func kmeans(x []float32, m, d, k, workers int, rng *rand.Rand) ([]float32, []int32) {
-	k = min(k, m)
+	k = distinctRows(x, m, d, min(k, m)) // all-equal rows: one centroid, no iterations
 	cents := make([]float32, k*d)
 	for i, r := range rng.Perm(m)[:k] {
 		copy(cents[i*d:(i+1)*d], x[r*d:(r+1)*d])
@@ -135,7 +160,42 @@ func kmeans(x []float32, m, d, k, workers int, rng *rand.Rand) ([]float32, []int
 	for i := range m {
 		assign[i] = int32(nearestRow(x[i*d:(i+1)*d], cents, d, 0, k))
 	}
-	return cents, assign
+	return dropEmpty(cents, assign, d, k)
+}
+
+// distinctRows is the number of distinct rows among the m rows of x (d
+// floats each, compared bit for bit), counted up to limit.
+func distinctRows(x []float32, m, d, limit int) int {
+	seen := make(map[string]struct{}, min(limit, 1024))
+	raw := unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(x))), 4*len(x))
+	for i := range m {
+		seen[unsafe.String(&raw[4*i*d], 4*d)] = struct{}{}
+		if len(seen) >= limit {
+			break
+		}
+	}
+	return max(1, len(seen))
+}
+
+// dropEmpty removes the centroids no row is assigned to and renumbers
+// assign.
+func dropEmpty(cents []float32, assign []int32, d, k int) ([]float32, []int32) {
+	used := make([]int32, k) // new number + 1, 0 for unused
+	for _, a := range assign {
+		used[a] = 1
+	}
+	n := int32(0)
+	for c := range k {
+		if used[c] != 0 {
+			copy(cents[int(n)*d:int(n+1)*d], cents[c*d:(c+1)*d])
+			n++
+			used[c] = n
+		}
+	}
+	for i, a := range assign {
+		assign[i] = used[a] - 1
+	}
+	return cents[:int(n)*d], assign
 }
 
 // mean sets each centroid to the mean of its rows; an empty one to a
@@ -156,13 +216,15 @@ func mean(cents, x []float32, assign []int32, m, d, k int, rng *rand.Rand) {
 			big = c
 		}
 	}
+	var pick []int // the largest cluster's rows, for emptied centroids
 	for c := range k {
 		dst := cents[c*d : (c+1)*d]
 		if count[c] == 0 {
-			var pick []int
-			for i, a := range assign {
-				if int(a) == big {
-					pick = append(pick, i)
+			if pick == nil {
+				for i, a := range assign {
+					if int(a) == big {
+						pick = append(pick, i)
+					}
 				}
 			}
 			r := pick[rng.IntN(len(pick))]

@@ -502,9 +502,10 @@ func (c *Codes) train32(sample []float32, sum []float64, m int, seed uint64, wor
 	}
 	c.rot = newRotator(d, seed)
 	rng := rand.New(rand.NewPCG(seed, seed^0x632be59bd9b4e019))
-	c.tree = trainCells(sample, m, d, centroidCount(c.level, c.n, d, m), workers, rng)
+	k := centroidCount(c.level, c.n, d, m)
+	c.tree = trainCells(sample, m, d, k, workers, rng)
 	fine := c.tree.fine
-	c.k = len(fine) / d
+	c.k = len(fine) / d // 1 ≤ c.k ≤ k: trainCells never exceeds k (TestCellTreeDuplicates)
 	lo, hi := make([]float32, d), make([]float32, d)
 	copy(lo, fine[:d])
 	copy(hi, fine[:d])

@@ -329,6 +329,11 @@ func (c *Codes) unmarshalParams(b []byte, rounds, centroids int) error {
 	if c.delta, err = floats(c.d); err != nil {
 		return err
 	}
+	for j, v := range c.delta { // the centroids' codes decode to finite values
+		if hi := float64(c.vmin[j]) + 255*float64(v); v < 0 || math.IsInf(float64(float32(hi)), 0) {
+			return fmt.Errorf("centroid step of dimension %d is %v (from %v)", j, v, c.vmin[j])
+		}
+	}
 	c.k = centroids
 	c.cents = append([]byte(nil), b[:centroids*c.d]...)
 	b = b[centroids*c.d:]

@@ -142,6 +142,14 @@ func TestGuideCorrupt(t *testing.T) {
 			try("a row naming centroid k", b)
 			// A centroid count of 0 or past the maximum (the header's
 			// checksum does not cover it; the sizes and the trailer do).
+			// A negative centroid step, or one whose codes overflow float32
+			// (params: the mean, then the centroids' min, then their step).
+			for _, step := range []float32{-1, 3e36} {
+				b := bytes.Clone(good)
+				binary.LittleEndian.PutUint32(b[headerLen+8*c.d+4*3:], math.Float32bits(step)) // dimension 3
+				binary.LittleEndian.PutUint32(b[len(b)-4:], crc32.Checksum(b[:len(b)-4], castagnoli))
+				try(fmt.Sprintf("centroid step %v", step), b)
+			}
 			for _, k := range []uint32{0, maxCentroids + 1, uint32(c.k + 1)} {
 				b := bytes.Clone(good)
 				binary.LittleEndian.PutUint32(b[100:], k)

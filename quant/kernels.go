@@ -130,6 +130,16 @@ func dotU4Go(w []float32, c []byte) float32 {
 	return (s0 + s1) + (s2 + s3)
 }
 
+// SetAVX512 turns 16x's and 32x's AVX-512 popcount on (where the CPU has
+// it; the default where internal/distance uses AVX-512) or off (POPCNT),
+// and returns PopImpl: the same answers either way. It changes
+// process-wide state: call it at start-up, beside distance.SetAVX512,
+// before any search.
+func SetAVX512(on bool) string {
+	setPop8(on)
+	return PopImpl
+}
+
 // nibble is dimension j's 4-bit code in c.
 func nibble(c []byte, j int) byte { return c[j>>1] >> (4 * (j & 1)) & 15 }
 

@@ -23,11 +23,19 @@ func init() {
 		decodeU8 = decodeU8Asm
 		KernelImpl = "avx2"
 	}
+	setPop8(distance.FastImpl == "avx512")
+}
+
+// setPop8 picks pop8: AVX-512 VPOPCNTQ when avx512 and the CPU has it,
+// else POPCNT when the CPU has it, else Go.
+func setPop8(avx512 bool) {
 	switch {
-	case cpu.X86.HasAVX512F && cpu.X86.HasAVX512VPOPCNTDQ && distance.FastImpl == "avx512":
+	case avx512 && cpu.X86.HasAVX512F && cpu.X86.HasAVX512VPOPCNTDQ:
 		pop8, PopImpl = pop8Asm(pop8AVX512), "avx512"
 	case cpu.X86.HasPOPCNT:
 		pop8, PopImpl = pop8Asm(pop8POPCNT), "popcnt"
+	default:
+		pop8, PopImpl = pop8Go, "go"
 	}
 }
 

@@ -90,3 +90,32 @@ func BenchmarkPop8(b *testing.B) {
 
 // pop8Sink keeps BenchmarkPop8's sums alive.
 var pop8Sink uint64
+
+// TestSetAVX512: the switch picks pop8 (AVX-512 only where the CPU has
+// it, POPCNT off) and the estimates do not change.
+func TestSetAVX512(t *testing.T) {
+	defer SetAVX512(PopImpl == "avx512")
+	ds := fixture(t, "hnsw_flat_l2")
+	c := ds.build(t, Level16x)
+	q := c.NewQuery()
+	assert.NoError(t, q.Reset(ds.q[0]))
+	want := make([]float32, ds.n)
+	for i := range want {
+		want[i] = q.Dist(int32(i))
+	}
+	for _, on := range []bool{false, true} {
+		impl := SetAVX512(on)
+		switch {
+		case on && cpu.X86.HasAVX512F && cpu.X86.HasAVX512VPOPCNTDQ:
+			assert.Equal(t, "avx512", impl)
+		case cpu.X86.HasPOPCNT:
+			assert.Equal(t, "popcnt", impl)
+		default:
+			assert.Equal(t, "go", impl)
+		}
+		assert.NoError(t, q.Reset(ds.q[0]))
+		for i := range want {
+			assert.Equal(t, want[i], q.Dist(int32(i)), "%s, vector %d", impl, i)
+		}
+	}
+}

@@ -360,9 +360,11 @@ func TestCellTree(t *testing.T) {
 		}
 		assert.Less(t, near, float32(4*d), "centroid %d lies in a blob", c)
 	}
-	// Fewer points than centroids: every point its own centroid.
+	// Fewer points than centroids: at most one centroid a point (a cell's
+	// share can exceed its points; Build asks at most a quarter of them).
 	small := trainCells(x[:5*d], 5, d, 50, 1, rng)
-	assert.Len(t, small.fine, 5*d)
+	assert.LessOrEqual(t, len(small.fine)/d, 5)
+	assert.GreaterOrEqual(t, len(small.fine)/d, 3)
 }
 
 // TestQueryGenerationWrap: a query whose generation counter wraps clears
@@ -381,5 +383,34 @@ func TestQueryGenerationWrap(t *testing.T) {
 	require.NoError(t, fresh.Reset(ds.q[0]))
 	for i := range ds.n {
 		require.Equal(t, fresh.Dist(int32(i)), old.Dist(int32(i)), "vector %d", i)
+	}
+}
+
+// TestCellTreeDuplicates: repeated rows give fewer distinct points than
+// centroids asked; the tree returns at most k (a guide with more than
+// maxCentroids would not load), drops the centroids no row reaches, and
+// all-equal rows give one centroid.
+func TestCellTreeDuplicates(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	for _, vals := range []int{1, 8, 200} {
+		const d, m, k = 2, 1024, 128
+		x := make([]float32, m*d)
+		for i := range m {
+			x[i*d] = float32((i % vals) * 1000)
+		}
+		tr := trainCells(x, m, d, k, 2, rng)
+		kf := len(tr.fine) / d
+		assert.LessOrEqual(t, kf, min(k, vals), "%d distinct rows", vals)
+		assert.Equal(t, kf, tr.first[len(tr.first)-1])
+		for i := 1; i < len(tr.first); i++ {
+			assert.Greater(t, tr.first[i], tr.first[i-1], "cell %d has a fine centroid", i-1)
+		}
+		for i := range m { // every row finds its own value
+			if vals > k {
+				break
+			}
+			v := x[i*d : (i+1)*d]
+			assert.Zero(t, distance.L2FastF(v, tr.fine[tr.nearest(v)*d:(tr.nearest(v)+1)*d]), "%d distinct rows, row %d", vals, i)
+		}
 	}
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/faiss-sidecar/faiss-sidecar/internal/buildinfo"
 	"github.com/faiss-sidecar/faiss-sidecar/internal/distance"
+	"github.com/faiss-sidecar/faiss-sidecar/quant"
 )
 
 // doc describes one command for --help and the top-level usage.
@@ -89,6 +90,7 @@ func main() {
 	// The library reads no environment; this switch is the binary's.
 	if os.Getenv("FAISS_SIDECAR_NO_AVX512") != "" {
 		distance.SetAVX512(false)
+		quant.SetAVX512(false)
 	}
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 }
