@@ -71,18 +71,21 @@ func checkFast[T any](t *testing.T, b []byte, fast func([]byte, *T) bool) {
 
 func checkSearchFast(t *testing.T, b []byte) { checkFast(t, b, searchFast) }
 
-// TestSearchFast: the fast parser takes the usual bodies and gives what
-// encoding/json gives; what it declines still decodes (or fails) as before.
-func TestSearchFast(t *testing.T) {
-	for i, b := range searchBodies {
-		var r SearchRequest
-		ok := searchFast([]byte(b), &r)
-		if want := i < 5; ok != want {
+// checkBodies: fast takes the first taken bodies and declines the rest,
+// and gives what encoding/json gives for each it takes.
+func checkBodies[T any](t *testing.T, bodies []string, taken int, fast func([]byte, *T) bool) {
+	for i, b := range bodies {
+		var r T
+		if ok, want := fast([]byte(b), &r), i < taken; ok != want {
 			t.Errorf("%q: fast parser took it: %v, want %v", b, ok, want)
 		}
-		checkSearchFast(t, []byte(b))
+		checkFast(t, []byte(b), fast)
 	}
 }
+
+// TestSearchFast: the fast parser takes the usual bodies and gives what
+// encoding/json gives; what it declines still decodes (or fails) as before.
+func TestSearchFast(t *testing.T) { checkBodies(t, searchBodies, 5, searchFast) }
 
 var msearchBodies = []string{
 	`{"vectors":[[1,2.5],[-3e-2,4]],"k":10}`,
@@ -108,16 +111,7 @@ func checkMsearchFast(t *testing.T, b []byte) { checkFast(t, b, msearchFast) }
 
 // TestMsearchFast: the fast parser takes the usual _msearch bodies and gives
 // what encoding/json gives.
-func TestMsearchFast(t *testing.T) {
-	for i, b := range msearchBodies {
-		var r MSearchRequest
-		ok := msearchFast([]byte(b), &r)
-		if want := i < 5; ok != want {
-			t.Errorf("%q: fast parser took it: %v, want %v", b, ok, want)
-		}
-		checkMsearchFast(t, []byte(b))
-	}
-}
+func TestMsearchFast(t *testing.T) { checkBodies(t, msearchBodies, 5, msearchFast) }
 
 // FuzzMsearchFast: whatever the fast parser accepts of an _msearch body,
 // encoding/json accepts with the same result.

@@ -27,7 +27,7 @@ type BuildOptions struct {
 	// least one vector); two are in flight.
 	ReadSize int
 	// SampleBytes bounds the training read: the value ranges (4x, 5x,
-	// 6x, 8x) or the mean and centroids (32x) come from up to this many
+	// 6x, 8x) or the mean and centroids (16x, 32x) come from up to this many
 	// bytes of vectors taken as evenly spread runs (default 16 MiB; the
 	// whole section when smaller). All but 4x keep the sample in memory
 	// while they train.

@@ -149,17 +149,18 @@ func kmeans(x []float32, m, d, k, workers int, rng *rand.Rand) ([]float32, []int
 		return cents, assign
 	}
 	const chunk = 256
-	for range kmeansIters {
+	assignAll := func() {
 		par.For((m+chunk-1)/chunk, workers, func(b int) {
 			for i := b * chunk; i < min(m, (b+1)*chunk); i++ {
 				assign[i] = int32(nearestRow(x[i*d:(i+1)*d], cents, d, 0, k))
 			}
 		})
+	}
+	for range kmeansIters {
+		assignAll()
 		mean(cents, x, assign, m, d, k, rng)
 	}
-	for i := range m {
-		assign[i] = int32(nearestRow(x[i*d:(i+1)*d], cents, d, 0, k))
-	}
+	assignAll()
 	return dropEmpty(cents, assign, d, k)
 }
 

@@ -347,15 +347,8 @@ func (c *Codes) encodePlanes(dst []byte, x []float32) {
 // 64-bit words.
 func (c *Codes) encode32(dst []byte, x, y []float32) {
 	d := c.d
-	id := c.tree.nearest(x)
-	cent := c.tree.fine[id*d : (id+1)*d]
+	id, oc := c.residual(x, y)
 	y = y[:d]
-	var oc float64
-	for j := range y {
-		y[j] = x[j] - cent[j]
-		oc += float64(y[j]) * float64(cent[j])
-	}
-	c.rot.apply(y)
 	rc := c.rc[id*d : (id+1)*d]
 	var r2, l1, k float64
 	pc := 0
@@ -372,17 +365,40 @@ func (c *Codes) encode32(dst []byte, x, y []float32) {
 			k -= float64(rc[j])
 		}
 	}
-	var b float64
-	if l1 > 0 {
-		b = 2 * r2 / l1
+	c.putFactors(dst, id, r2, l1, k, oc, 1, float64(2*pc-d))
+}
+
+// residual sets y = R(x − c) for x's centroid c (the tree's nearest) and
+// returns c's number and ⟨x − c, c⟩ (inner product's exact term).
+func (c *Codes) residual(x, y []float32) (id int, oc float64) {
+	d := c.d
+	id = c.tree.nearest(x)
+	cent := c.tree.fine[id*d : (id+1)*d]
+	y = y[:d]
+	for j := range y {
+		y[j] = x[j] - cent[j]
+		oc += float64(y[j]) * float64(cent[j])
 	}
-	a := r2 + b*k
+	c.rot.apply(y)
+	return id, oc
+}
+
+// putFactors writes a 16x or 32x row's header for a residual of squared
+// norm r2 coded as x̄ (xy = ⟨x̄, y⟩, k = ⟨x̄, R(c − m)⟩): with
+// s = 2·r2/xy (0 unless xy > 0), A = r2 + s·k (inner product: oc − s·k/2),
+// B = s·step, C = cc, and the centroid's number id.
+func (c *Codes) putFactors(dst []byte, id int, r2, xy, k, oc, step, cc float64) {
+	var s float64
+	if xy > 0 {
+		s = 2 * r2 / xy
+	}
+	a := r2 + s*k
 	if c.metric == faissfmt.MetricInnerProduct {
-		a = oc - b*k/2
+		a = oc - s*k/2
 	}
 	putF32(dst[0:], float32(a))
-	putF32(dst[4:], float32(b))
-	putF32(dst[8:], float32(2*pc-d))
+	putF32(dst[4:], float32(s*step))
+	putF32(dst[8:], float32(cc))
 	binary.LittleEndian.PutUint16(dst[12:], uint16(id))
 }
 
@@ -409,15 +425,9 @@ const deltaSteps = 12
 // plane of their high bits, d bits each in 64-bit words.
 func (c *Codes) encode16(dst []byte, x, y []float32) {
 	d := c.d
-	id := c.tree.nearest(x)
-	cent := c.tree.fine[id*d : (id+1)*d]
+	id, oc := c.residual(x, y)
 	y = y[:d]
-	var oc, r2 float64
-	for j := range y {
-		y[j] = x[j] - cent[j]
-		oc += float64(y[j]) * float64(cent[j])
-	}
-	c.rot.apply(y)
+	var r2 float64
 	for _, v := range y {
 		r2 += float64(v) * float64(v)
 	}
@@ -437,49 +447,38 @@ func (c *Codes) encode16(dst []byte, x, y []float32) {
 	lowBits, highBits := dst[factorBytes:factorBytes+wb], dst[factorBytes+wb:factorBytes+2*wb]
 	clear(lowBits)
 	clear(highBits)
-	var dot, k, sum float64
+	var xy, k, sum float64
+	inv := float32(1 / delta)
 	for j, v := range y {
-		code := level2(v, delta)
-		xv := (code - 1.5) * delta
-		dot += xv * float64(v)
+		code := code2(v, inv)
+		xv := float64(code-1.5) * delta
+		xy += xv * float64(v)
 		k += xv * float64(rc[j])
-		sum += code
+		sum += float64(code)
 		lowBits[j>>3] |= uint8(int(code)&1) << (j & 7)
 		highBits[j>>3] |= uint8(int(code)>>1) << (j & 7)
 	}
-	var s float64
-	if dot > 0 {
-		s = 2 * r2 / dot
-	}
-	a := r2 + s*k
-	if c.metric == faissfmt.MetricInnerProduct {
-		a = oc - s*k/2
-	}
-	putF32(dst[0:], float32(a))
-	putF32(dst[4:], float32(s*delta))
-	putF32(dst[8:], float32(sum))
-	binary.LittleEndian.PutUint16(dst[12:], uint16(id))
+	c.putFactors(dst, id, r2, xy, k, oc, delta, sum)
 }
 
-// level2 is v's 2-bit code on a grid of step Δ centred on 0: ⌊v/Δ + 2⌋
-// clamped to [0, 3], as a float.
-func level2(v float32, step float64) float64 {
-	return min(max(math.Floor(float64(v)/step+2), 0), 3)
+// code2 is v's 2-bit code on the grid of step 1/inv centred on 0:
+// ⌊v·inv + 2⌋ clamped to [0, 3] (a negative t clamps to 0, so truncation
+// serves for the floor).
+func code2(v, inv float32) float32 {
+	t := v*inv + 2
+	if t < 1 {
+		return 0
+	}
+	return float32(min(int(t), 3))
 }
 
 // cosine2 is, up to the factor 1/‖y‖ common to every step, the cosine of
-// y and its 2-bit code on the grid of step 1/inv (level2's codes, centred:
-// cᵢ − 3/2); the step cancels. In float32, with truncation for the floor
-// (a negative t clamps to 0 either way): encode16 tries 32 steps a vector.
+// y and its code2 codes on the grid of step 1/inv (centred: cᵢ − 3/2); the
+// step cancels. In float32: encode16 tries deltaSteps steps a vector.
 func cosine2(y []float32, inv float32) float64 {
 	var dot, nn float32
 	for _, v := range y {
-		t := v*inv + 2
-		c := float32(0)
-		if t >= 1 {
-			c = float32(min(int(t), 3))
-		}
-		x := c - 1.5
+		x := code2(v, inv) - 1.5
 		dot += x * v
 		nn += x * x
 	}

@@ -3,8 +3,6 @@
 package quant
 
 import (
-	"unsafe"
-
 	"golang.org/x/sys/cpu"
 
 	"github.com/faiss-sidecar/faiss-sidecar/internal/distance"
@@ -31,9 +29,9 @@ func init() {
 func setPop8(avx512 bool) {
 	switch {
 	case avx512 && cpu.X86.HasAVX512F && cpu.X86.HasAVX512VPOPCNTDQ:
-		pop8, PopImpl = pop8Asm(pop8AVX512), "avx512"
+		pop8, PopImpl = pop8AVX512Asm, "avx512"
 	case cpu.X86.HasPOPCNT:
-		pop8, PopImpl = pop8Asm(pop8POPCNT), "popcnt"
+		pop8, PopImpl = pop8POPCNTAsm, "popcnt"
 	default:
 		pop8, PopImpl = pop8Go, "go"
 	}
@@ -137,16 +135,20 @@ func dotU4Asm(w []float32, c []byte) float32 {
 	return s
 }
 
-// pop8Asm wraps an assembly pop8 kernel in pop8's signature.
-func pop8Asm(kernel func(planes *uint64, x *byte, words int) uint64) func([]uint64, []byte) uint64 {
-	return func(planes []uint64, x []byte) uint64 {
-		n := len(planes) / 8
-		if n == 0 {
-			return 0
-		}
-		x = x[:8*n]
-		return kernel(unsafe.SliceData(planes), &x[0], n)
+// pop8AVX512Asm and pop8POPCNTAsm are the assembly kernels in pop8's
+// signature: one indirect call a distance (pop8), then a direct one.
+func pop8AVX512Asm(planes []uint64, x []byte) uint64 {
+	if n := len(planes) / 8; n > 0 {
+		return pop8AVX512(&planes[0], &x[:8*n][0], n)
 	}
+	return 0
+}
+
+func pop8POPCNTAsm(planes []uint64, x []byte) uint64 {
+	if n := len(planes) / 8; n > 0 {
+		return pop8POPCNT(&planes[0], &x[:8*n][0], n)
+	}
+	return 0
 }
 
 func dotPlanesAsm(w []float32, row []byte, planes, pb int) float32 {

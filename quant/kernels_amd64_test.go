@@ -57,10 +57,10 @@ func TestPop8Kernels(t *testing.T) {
 func pop8Kernels() map[string]func([]uint64, []byte) uint64 {
 	kernels := map[string]func([]uint64, []byte) uint64{"go": pop8Go}
 	if cpu.X86.HasPOPCNT {
-		kernels["popcnt"] = pop8Asm(pop8POPCNT)
+		kernels["popcnt"] = pop8POPCNTAsm
 	}
 	if cpu.X86.HasAVX512F && cpu.X86.HasAVX512VPOPCNTDQ {
-		kernels["avx512"] = pop8Asm(pop8AVX512)
+		kernels["avx512"] = pop8AVX512Asm
 	}
 	return kernels
 }

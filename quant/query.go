@@ -159,12 +159,9 @@ func (q *Query) centroidTerm(id int) float32 {
 		return e.term
 	}
 	c := q.c
-	cent := c.cents[id*c.d : (id+1)*c.d]
-	var t float32
-	if c.metric == faissfmt.MetricL2 {
-		t = l2U8(q.a, c.delta, cent)
-	} else {
-		t = q.base + dotU8(q.a, cent)
+	t := q.est4(c.cents[id*c.d : (id+1)*c.d])
+	if c.metric == faissfmt.MetricInnerProduct { // ⟨c, q⟩, not −⟨c, q⟩
+		t = -t
 	}
 	e.term, e.stamp = t, q.gen
 	return t
@@ -174,6 +171,15 @@ func (q *Query) centroidTerm(id int) float32 {
 type termEntry struct {
 	stamp uint32
 	term  float32
+}
+
+// est4 is the estimate for an 8-bit code on vmin and delta (a 4x row, or
+// a 16x or 32x centroid), once reset4 has prepared the query.
+func (q *Query) est4(code []byte) float32 {
+	if q.c.metric == faissfmt.MetricL2 {
+		return l2U8(q.a, q.c.delta, code)
+	}
+	return -(q.base + dotU8(q.a, code))
 }
 
 // dot32 is G = Σᵢ (2bᵢ−1)·yᵢ for the sign bits of row, from the quantized
@@ -190,10 +196,7 @@ func (q *Query) Dist(v int32) float32 {
 	row := c.row(v)
 	switch c.level {
 	case Level4x:
-		if c.metric == faissfmt.MetricL2 {
-			return l2U8(q.a, c.delta, row)
-		}
-		return -(q.base + dotU8(q.a, row))
+		return q.est4(row)
 	case Level8x:
 		if c.metric == faissfmt.MetricL2 {
 			return l2U4(q.a, c.delta, row)
