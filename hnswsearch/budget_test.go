@@ -109,7 +109,8 @@ func TestPinsAllListsBeforeOpen(t *testing.T) {
 
 // TestStreamNeighbors: the streaming pass hands every node its record as
 // stored, whatever the step (records cut by a step are carried into the
-// next read, which continues where the last ended), through the direct
+// next read, which continues where the last ended) and the read-ahead's
+// chunk (1 MiB, or 64 KiB under a small budget), through the direct
 // backend's aligned read-ahead and through mmap.
 func TestStreamNeighbors(t *testing.T) {
 	path := filepath.Join(fixtureDir, "hnsw_flat_large.faiss")
@@ -117,6 +118,10 @@ func TestStreamNeighbors(t *testing.T) {
 		x := openIndex(t, openBackend(t, path, backend), Options{})
 		ref := openBackend(t, path, "pread")
 		for _, step := range []int64{1, 100, 4096, 5000, 1 << 20} {
+			x.opts.HeldBytes = 0
+			if step == 5000 {
+				x.opts.HeldBytes = 1 << 20 // 64 KiB chunks
+			}
 			next := int32(0)
 			err := x.streamNeighborsBy(step, func(v int32, rec []byte) {
 				require.Equal(t, next, v, "nodes in order")
@@ -130,5 +135,19 @@ func TestStreamNeighbors(t *testing.T) {
 			require.NoError(t, err)
 			require.Equal(t, x.n, next, "%s step %d: every node", backend, step)
 		}
+	}
+}
+
+// TestStreamChunk: the pinning pass reads ahead in 1 MiB chunks, or in a
+// 32nd of the bytes a budget holds outside the heap when that is less
+// (aligned), down to 64 KiB.
+func TestStreamChunk(t *testing.T) {
+	x := &Index{}
+	for _, c := range []struct{ held, want int64 }{
+		{0, 1 << 20}, {1 << 30, 1 << 20}, {32 << 20, 1 << 20}, {8 << 20, 256 << 10},
+		{8<<20 + 4096*32 + 100, 256<<10 + 4096}, {1 << 20, 64 << 10}, {1, 64 << 10},
+	} {
+		x.opts.HeldBytes = c.held
+		require.Equal(t, c.want, x.streamChunk(), "held %d", c.held)
 	}
 }

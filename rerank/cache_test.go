@@ -88,3 +88,25 @@ func TestArenaListSurvivesCollection(t *testing.T) {
 	}
 	require.Len(t, a.free, maxFreeArenas)
 }
+
+// TestArenaListReplacesSmall: one shortlist at a time, each a little larger
+// than the last, keeps one buffer (a too-small one is dropped when its
+// replacement is made, not kept beside it), and take picks the smallest
+// buffer that fits, leaving larger ones for larger shortlists.
+func TestArenaListReplacesSmall(t *testing.T) {
+	var a arenaList
+	for n := 1000; n < 1100; n += 10 {
+		b := a.take(n)
+		if b == nil {
+			b = make([]byte, n)
+		}
+		a.give(b)
+		require.Len(t, a.free, 1, "after a shortlist of %d", n)
+	}
+	a.free = nil
+	small, large := make([]byte, 100), make([]byte, 1000)
+	a.give(large)
+	a.give(small)
+	require.Equal(t, &small[0], &a.take(50)[0], "the smallest that fits")
+	require.Equal(t, &large[0], &a.take(50)[0], "the only one left")
+}

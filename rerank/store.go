@@ -79,7 +79,9 @@ func (s *Store) arena(n int) []byte {
 	if b := s.arenas.take(n); b != nil {
 		return b
 	}
-	size := max(n, minArena)
+	// A quarter more than asked: the next shortlists, a little larger or
+	// smaller, reuse it rather than each growing the list by one.
+	size := max(n+n/4, minArena)
 	if s.direct == nil {
 		return make([]byte, size)[:n]
 	}
@@ -104,19 +106,37 @@ type arenaList struct {
 
 const maxFreeArenas = 8
 
-// take returns a kept buffer of at least n bytes, resliced to n, or nil.
+// take returns the smallest kept buffer of at least n bytes, resliced to
+// n, or nil. When none is large enough, the largest kept one is dropped
+// too: the caller makes a larger one to replace it, so the list holds about
+// as many buffers as shortlists run at once rather than every size seen.
 func (a *arenaList) take(n int) []byte {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	for i := len(a.free) - 1; i >= 0; i-- {
-		if b := a.free[i]; cap(b) >= n {
-			last := len(a.free) - 1
-			a.free[i], a.free[last] = a.free[last], nil
-			a.free = a.free[:last]
-			return b[:n]
+	best, largest := -1, -1
+	for i, b := range a.free {
+		if cap(b) >= n && (best < 0 || cap(b) < cap(a.free[best])) {
+			best = i
+		}
+		if largest < 0 || cap(b) > cap(a.free[largest]) {
+			largest = i
 		}
 	}
-	return nil
+	i := best
+	if i < 0 {
+		i = largest
+	}
+	if i < 0 {
+		return nil
+	}
+	b := a.free[i]
+	last := len(a.free) - 1
+	a.free[i], a.free[last] = a.free[last], nil
+	a.free = a.free[:last]
+	if best < 0 {
+		return nil
+	}
+	return b[:n]
 }
 
 // give keeps b for a later take, unless maxFreeArenas are kept already.

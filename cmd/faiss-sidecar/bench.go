@@ -6,6 +6,7 @@ import (
 	"io"
 	"math/rand/v2"
 	"os"
+	"runtime"
 	"runtime/pprof"
 	"slices"
 	"strconv"
@@ -113,6 +114,7 @@ func runBenchSearch(args []string, stdout io.Writer) error {
 	maxQueries := fs.Int("max-queries", 0, "use only the first N queries (0: all)")
 	fresh := fs.Bool("fresh", false, "measure each query's first run: no warm-up pass, one measured pass (--duration ignored), so no cache holds what an earlier run of the same query read")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the measured passes to this file")
+	memProfile := fs.String("memprofile", "", "write a heap profile (what is live after the measured passes) to this file")
 	asJSON := fs.Bool("json", false, "print one JSON object")
 	var rr rerankFlags
 	rr.register(fs)
@@ -304,6 +306,11 @@ func runBenchSearch(args []string, stdout io.Writer) error {
 	}
 	wg.Wait()
 	elapsed := time.Since(start)
+	if *memProfile != "" {
+		if err := writeHeapProfile(*memProfile); err != nil {
+			return err
+		}
+	}
 	if runErr != nil {
 		return runErr
 	}
@@ -514,4 +521,18 @@ func runBenchStorage(args []string, stdout io.Writer) error {
 	fmt.Fprintf(stdout, "%s (%s, %s, cold=%v): %d reads of %d B, %d in flight: %.0f reads/s, p50 %.1f µs, p99 %.1f µs, device bytes per requested byte %.3f, resident %s\n",
 		path, res.Backend, human(res.FileSize), *cold, *reads, *size, *inflight, res.ReadsPerS, res.P50us, res.P99us, res.DevicePerReqByte, human(res.ResidentBytes))
 	return nil
+}
+
+// writeHeapProfile writes what the heap holds live, after a collection.
+func writeHeapProfile(path string) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	runtime.GC()
+	if err := pprof.WriteHeapProfile(f); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
 }
