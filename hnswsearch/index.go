@@ -176,20 +176,23 @@ type Index struct {
 	external bool
 	tally    partial.TallyReader // nil: the backend cannot attribute I/O
 	batch    partial.BatchReader // set when Options.BatchReads applies
-	blocks   partial.BlockViewer // cached blocks served without copying
-	opts     Options
-	h        *faissfmt.HNSW
-	efSearch int32 // the efSearch searches use: Options.IndexEfSearch or the stored one
-	n        int32
-	d        int // float dimension, or bits for binary
-	codeSize int
-	binary   bool
-	metric   faissfmt.Metric
-	kind     distKind
-	sq       distance.SQ
-	nb       faissfmt.Section
-	codes    faissfmt.Section // the vectors' bytes in vst (strided by vstride)
-	idMap    *faissfmt.Section
+	// listBatch reads level-0 lists with the pool's next ones (listahead.go);
+	// nil where that does not apply.
+	listBatch partial.BatchReader
+	blocks    partial.BlockViewer // cached blocks served without copying
+	opts      Options
+	h         *faissfmt.HNSW
+	efSearch  int32 // the efSearch searches use: Options.IndexEfSearch or the stored one
+	n         int32
+	d         int // float dimension, or bits for binary
+	codeSize  int
+	binary    bool
+	metric    faissfmt.Metric
+	kind      distKind
+	sq        distance.SQ
+	nb        faissfmt.Section
+	codes     faissfmt.Section // the vectors' bytes in vst (strided by vstride)
+	idMap     *faissfmt.Section
 	// Where the search gets lists and vectors, chosen at New.
 	lists listSource
 	vecs  vectorSource
@@ -319,6 +322,7 @@ func New(f *faissfmt.File, s partial.Storage, o Options) (*Index, error) {
 		x.batch = b
 	}
 	x.lists, x.vecs = x.chooseLists(), x.chooseVectors()
+	x.listBatch = x.chooseListBatch()
 	x.scratch.New = func() any { return x.newScratch() }
 	return x, nil
 }

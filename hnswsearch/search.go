@@ -67,6 +67,11 @@ type Stats struct {
 	// ReadAhead counts vectors read ahead for the neighbors of the pool's
 	// two best candidates (into the vector cache, with the current batch).
 	ReadAhead int64 `json:"read_ahead"`
+	// ListsAhead counts level-0 lists read ahead for candidates not yet
+	// expanded, in the batch of an expanded node's list (listahead.go);
+	// ListsAheadUsed those the search then expanded. The rest were wasted.
+	ListsAhead     int64 `json:"lists_ahead"`
+	ListsAheadUsed int64 `json:"lists_ahead_used"`
 	// GuideDistances counts distances estimated on a guide (Options.Guide).
 	GuideDistances int `json:"guide_distances"`
 	// Batches counts batched reads issued (each one round trip to storage).
@@ -107,7 +112,10 @@ type scratch struct {
 	ahead   []int32           // vectors to read ahead into the vector cache
 	aheadB  []byte            // their bytes
 	st      Stats
-	gq      GuideQuery // the guide's query state, with Options.Guide
+	gq      GuideQuery        // the guide's query state, with Options.Guide
+	lstash  listStash         // lists read ahead (listahead.go)
+	lpick   []int32           // the nodes of a batch of lists
+	lreqs   []partial.ReadReq // its reads
 	// deadline is Params.Deadline in Unix nanoseconds, 0 for none.
 	deadline int64
 }
@@ -244,6 +252,9 @@ func (x *Index) run(s *scratch, p Params, dst []Result) ([]Result, Stats, error)
 	modern := x.opts.Semantics == Modern
 	s.res.reset(p.K, modern)
 	s.sel = nil
+	if x.listBatch != nil {
+		s.lstash.clear()
+	}
 	if x.blocks != nil {
 		// Views of cached blocks stay valid until the query ends.
 		e := x.blocks.EnterRead()
@@ -376,7 +387,13 @@ func (x *Index) searchLevel(s *scratch, level int, r *resultHeap, efStop int) (i
 			// stalls the loop below on the list's first slot).
 			x.lists.prefetch(next, level)
 		}
-		list, err := x.lists.get(s, v0, level)
+		var list []byte
+		var err error
+		if level == 0 && x.listBatch != nil {
+			list, err = x.levelZeroList(s, c, v0)
+		} else {
+			list, err = x.lists.get(s, v0, level)
+		}
 		if err != nil {
 			return 0, err
 		}

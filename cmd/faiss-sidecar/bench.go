@@ -79,13 +79,17 @@ type searchBenchResult struct {
 	VectorCache       any     `json:"vector_cache,omitempty"`
 	BatchesPerQ       float64 `json:"batches_per_query"`    // batched reads (round trips) per query
 	ReadAheadPerQ     float64 `json:"read_ahead_per_query"` // vectors read ahead into the vector cache
-	ExpandedPerQ      float64 `json:"expanded_per_query"`   // level-0 nodes expanded
-	OpenMs            float64 `json:"open_ms"`
-	FirstQueryUs      float64 `json:"first_query_us"`
-	DevicePerQuery    float64 `json:"device_read_bytes_per_query"`
-	PeakRSS           int64   `json:"peak_rss_bytes"`
-	ResidentBytes     int64   `json:"resident_bytes"`
-	StorageStats      any     `json:"storage_stats,omitempty"`
+	// Level-0 lists read ahead with an expanded node's (on storage, not
+	// pinned), and those the search then expanded.
+	ListsAheadPerQ     float64 `json:"lists_ahead_per_query"`
+	ListsAheadUsedPerQ float64 `json:"lists_ahead_used_per_query"`
+	ExpandedPerQ       float64 `json:"expanded_per_query"` // level-0 nodes expanded
+	OpenMs             float64 `json:"open_ms"`
+	FirstQueryUs       float64 `json:"first_query_us"`
+	DevicePerQuery     float64 `json:"device_read_bytes_per_query"`
+	PeakRSS            int64   `json:"peak_rss_bytes"`
+	ResidentBytes      int64   `json:"resident_bytes"`
+	StorageStats       any     `json:"storage_stats,omitempty"`
 }
 
 // peakRSS is the process's peak resident set (VmHWM), 0 where unknown.
@@ -228,6 +232,8 @@ func runBenchSearch(args []string, stdout io.Writer) error {
 		vcHits   int64
 		batches  int64
 		ahead    int64
+		lahead   int64
+		lused    int64
 		expanded int64
 		runErr   error
 	)
@@ -240,7 +246,7 @@ func runBenchSearch(args []string, stdout io.Writer) error {
 		go func() {
 			defer wg.Done()
 			var my []time.Duration
-			var nd, br, rd, pin, vcb, vch, bat, ahd, exp int64
+			var nd, br, rd, pin, vcb, vch, bat, ahd, exp, lah, lus int64
 			var myIO partial.Tally
 			var myFetch rerank.FetchStats
 			dst := make([]hnswsearch.Result, 0, *k)
@@ -278,6 +284,8 @@ func runBenchSearch(args []string, stdout io.Writer) error {
 				vch += st.VectorCacheHits
 				bat += st.Batches
 				ahd += st.ReadAhead
+				lah += st.ListsAhead
+				lus += st.ListsAheadUsed
 				exp += int64(st.Expanded)
 			}
 			mu.Lock()
@@ -299,6 +307,8 @@ func runBenchSearch(args []string, stdout io.Writer) error {
 			vcHits += vch
 			batches += bat
 			ahead += ahd
+			lahead += lah
+			lused += lus
 			expanded += exp
 			searches += int64(len(my))
 			mu.Unlock()
@@ -357,6 +367,8 @@ func runBenchSearch(args []string, stdout io.Writer) error {
 	res.VecCachePerQ = float64(vcBytes) / float64(searches)
 	res.BatchesPerQ = float64(batches) / float64(searches)
 	res.ReadAheadPerQ = float64(ahead) / float64(searches)
+	res.ListsAheadPerQ = float64(lahead) / float64(searches)
+	res.ListsAheadUsedPerQ = float64(lused) / float64(searches)
 	res.ExpandedPerQ = float64(expanded) / float64(searches)
 	if ndis > 0 {
 		res.VecCacheHitPct = 100 * float64(vcHits) / float64(ndis)

@@ -1,0 +1,184 @@
+package hnswsearch
+
+import (
+	"fmt"
+
+	"github.com/faiss-sidecar/faiss-sidecar/partial"
+)
+
+// List read-ahead. Where level-0 lists are read from storage one hop at a
+// time (not all pinned, no view, no block cache), each hop waits a whole
+// device read, and the reads of one query never overlap. So when the list
+// of the node being expanded must be read, the lists of the pool's next
+// best candidates (those not held in memory) are read in the same batch:
+// the search expands them next unless a neighbor beats them, and then
+// finds their lists read. The order of expansions, and so the results, are
+// the search's own; only when the bytes arrive changes. A list read ahead
+// for a node the search never expands is a wasted read, counted in
+// Stats.ListsAhead against Stats.ListsAheadUsed.
+
+// listAheadWidth is the number of lists one batch reads: the expanded
+// node's and up to listAheadWidth−1 of the pool's next best candidates.
+const listAheadWidth = 4
+
+// listStash holds the lists a query read ahead, until it expands their
+// nodes: 2·listAheadWidth slots; when a batch needs more than are free,
+// stashed lists are dropped, going round the slots.
+type listStash struct {
+	ids  []int32 // slot's node, −1 when free
+	bufs [][]byte
+	next int // the slot free drops next
+}
+
+// clear frees every slot (a new query).
+func (t *listStash) clear() {
+	for i := range t.ids {
+		t.ids[i] = -1
+	}
+}
+
+// take returns v's list and frees its slot, if v's list is stashed.
+func (t *listStash) take(v int32) ([]byte, bool) {
+	for i, id := range t.ids {
+		if id == v {
+			t.ids[i] = -1
+			return t.bufs[i], true
+		}
+	}
+	return nil, false
+}
+
+// holds reports whether v's list is stashed.
+func (t *listStash) holds(v int32) bool {
+	for _, id := range t.ids {
+		if id == v {
+			return true
+		}
+	}
+	return false
+}
+
+// free makes k slots free (k ≤ the stash's size), dropping stashed lists
+// in turn: a batch's lists then each get a slot of their own.
+func (t *listStash) free(k int) {
+	if t.ids == nil {
+		t.ids = make([]int32, 2*listAheadWidth)
+		t.bufs = make([][]byte, 2*listAheadWidth)
+		t.clear()
+	}
+	n := 0
+	for _, id := range t.ids {
+		if id < 0 {
+			n++
+		}
+	}
+	for ; n < k; t.next = (t.next + 1) % len(t.ids) {
+		if t.ids[t.next] >= 0 {
+			t.ids[t.next] = -1
+			n++
+		}
+	}
+}
+
+// slot returns a free slot's buffer, of n bytes, for v's list (free made
+// room for it).
+func (t *listStash) slot(v int32, n int) []byte {
+	i := 0
+	for t.ids[i] >= 0 {
+		i++
+	}
+	if cap(t.bufs[i]) < n {
+		t.bufs[i] = make([]byte, n)
+	}
+	t.ids[i] = v
+	return t.bufs[i][:n]
+}
+
+// chooseListBatch returns the batch reader level-0 list read-ahead uses,
+// or nil where it does not apply: lists viewed in place or all pinned, a
+// block cache in front of the storage (its cached blocks serve lists
+// without a read), a backend without batches, or batched reads off.
+func (x *Index) chooseListBatch() partial.BatchReader {
+	b, ok := x.st.(partial.BatchReader)
+	if !ok || !x.opts.BatchReads || x.nbView != nil || x.blocks != nil || x.opts.hold.allLists {
+		return nil
+	}
+	return b
+}
+
+// levelZeroList returns v0's level-0 list when x.listBatch is set: from
+// the stash when an earlier batch read it ahead, from memory when held,
+// else in one batch with the lists of the pool's next best candidates.
+func (x *Index) levelZeroList(s *scratch, c *pool, v0 int32) ([]byte, error) {
+	if list, ok := s.lstash.take(v0); ok {
+		s.st.ListsAheadUsed++
+		return list, nil
+	}
+	if _, ok := x.lists.held(v0, 0); ok {
+		return x.lists.get(s, v0, 0)
+	}
+	ids := x.pickAhead(s, c, append(s.lpick[:0], v0))
+	s.lpick = ids
+	s.lreqs = s.lreqs[:0]
+	s.lstash.free(len(ids) - 1)
+	var n int64
+	for i, v := range ids {
+		b, e := x.h.NeighborSlots(v, 0)
+		n = (e - b) * 4
+		buf := s.nbuf[:n]
+		if i > 0 {
+			buf = s.lstash.slot(v, int(n))
+		}
+		s.lreqs = append(s.lreqs, partial.ReadReq{Off: x.nb.Offset + b*4, Buf: buf})
+	}
+	err := x.listBatch.ReadBatch(s.lreqs)
+	for i := range s.lreqs {
+		s.st.IO.Add(&s.lreqs[i].IO)
+	}
+	s.st.Reads += int64(len(s.lreqs))
+	s.st.BytesRead += int64(len(s.lreqs)) * n
+	s.st.ListsAhead += int64(len(s.lreqs) - 1)
+	s.st.Batches++
+	if err != nil {
+		for _, v := range ids[1:] { // no read-ahead list of a failed batch is used
+			s.lstash.take(v)
+		}
+		return nil, fmt.Errorf("hnswsearch: reading the neighbors of node %d on level 0 (a batch of %d lists): %w", v0, len(ids), err)
+	}
+	return s.lreqs[0].Buf, nil
+}
+
+// pickAhead appends to ids up to listAheadWidth−1 of the pool's unexpanded
+// candidates, nearest first (ties: the lower id), whose lists are neither
+// held in memory nor stashed: one pass over the pool, keeping the best few
+// in order.
+func (x *Index) pickAhead(s *scratch, c *pool, ids []int32) []int32 {
+	var top [listAheadWidth - 1]pair
+	n := 0
+	for i, v := range c.ids[:c.k] {
+		if v < 0 {
+			continue
+		}
+		d := c.dis[i]
+		if n == len(top) && !before(d, v, top[n-1]) {
+			continue
+		}
+		if _, held := x.lists.held(v, 0); held || s.lstash.holds(v) {
+			continue
+		}
+		j := min(n, len(top)-1) // insert in order, dropping the last when full
+		for j > 0 && before(d, v, top[j-1]) {
+			top[j] = top[j-1]
+			j--
+		}
+		top[j] = pair{d, v}
+		n = min(n+1, len(top))
+	}
+	for _, t := range top[:n] {
+		ids = append(ids, t.id)
+	}
+	return ids
+}
+
+// before orders candidates as pickAhead takes them: nearer, then lower id.
+func before(d float32, v int32, t pair) bool { return d < t.d || d == t.d && v < t.id }

@@ -1,0 +1,189 @@
+package hnswsearch
+
+import (
+	"errors"
+	"math"
+	"sync/atomic"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/faiss-sidecar/faiss-sidecar/partial"
+	"github.com/faiss-sidecar/faiss-sidecar/partial/storage"
+)
+
+// batchFaults is a storage whose batches fail while fail is set.
+type batchFaults struct {
+	partial.Storage
+	br      partial.BatchReader
+	fail    atomic.Bool
+	batches atomic.Int64
+}
+
+var errBatch = errors.New("injected batch failure")
+
+func (f *batchFaults) ReadBatch(reqs []partial.ReadReq) error {
+	f.batches.Add(1)
+	if f.fail.Load() {
+		for i := range reqs {
+			reqs[i].Err = errBatch
+		}
+		return errBatch
+	}
+	return f.br.ReadBatch(reqs)
+}
+
+// listAheadIndex opens fixture fx on the direct backend without a block
+// cache, walked on an exact guide, with the lists of the most-linked nodes
+// within hub bytes pinned: the rest are read from storage, a batch at a
+// time.
+func listAheadIndex(t *testing.T, fx string, hub int64) (*Index, *batchFaults) {
+	s := openFixture(t, fx, storage.Options{Backend: "direct"})
+	br, ok := s.(partial.BatchReader)
+	require.True(t, ok, "direct reads batches")
+	f := &batchFaults{Storage: s, br: br}
+	o := Options{Semantics: FAISS173, Kernel: Exact, BatchReads: true, Guide: newExactGuide(t, s)}
+	o.hold.hubBytes = hub
+	x := openIndex(t, f, o)
+	require.NotNil(t, x.listBatch, "list read-ahead applies")
+	return x, f
+}
+
+// TestListAheadParity: with lists read ahead, searches return FAISS's ids
+// and distances bit for bit, lists read ahead are used (and never more
+// than were read), and the same searches without read-ahead read the same
+// lists one at a time: each expansion's list is read once either way.
+func TestListAheadParity(t *testing.T) {
+	for fx, hub := range map[string]int64{"hnsw_flat_large": 64 << 10, "idmap_hnsw": 16 << 10} {
+		t.Run(fx, func(t *testing.T) {
+			fr := runsOf(t, fx)
+			x, _ := listAheadIndex(t, fx, hub)
+			y, _ := listAheadIndex(t, fx, hub)
+			y.listBatch = nil
+			var ahead, used int64
+			for ri, run := range fr.Runs {
+				p := Params{K: run.K, Filter: run.AllowIDs}
+				if run.EfSearch != nil {
+					p.EfSearch = *run.EfSearch
+				}
+				for qi := range fr.Queries {
+					q, _ := fr.Query(qi)
+					res, st, err := x.Search(q, p, nil)
+					require.NoError(t, err)
+					for j := range res {
+						require.Equal(t, run.IDs[qi][j], res[j].ID, "run %d query %d rank %d", ri, qi, j)
+						require.Equal(t, math.Float32bits(float32(run.Dist[qi][j])), math.Float32bits(res[j].Distance),
+							"run %d query %d rank %d", ri, qi, j)
+					}
+					_, one, err := y.Search(q, p, nil)
+					require.NoError(t, err)
+					require.Zero(t, one.ListsAhead)
+					require.Equal(t, one.Expanded, st.Expanded, "the same walk")
+					require.Equal(t, one.NDisLevel0, st.NDisLevel0, "the same lists")
+					require.LessOrEqual(t, st.ListsAheadUsed, st.ListsAhead)
+					require.Equal(t, one.Reads, st.Reads-st.ListsAhead+st.ListsAheadUsed,
+						"run %d query %d: the lists read one at a time are those the walk expanded: %+v", ri, qi, st)
+					ahead += st.ListsAhead
+					used += st.ListsAheadUsed
+				}
+			}
+			assert.Positive(t, used, "lists read ahead were used")
+			t.Logf("%s: %d lists read ahead, %d used", fx, ahead, used)
+		})
+	}
+}
+
+// TestListAheadBatchError: a failed batch of lists fails the search with
+// an error naming it, and leaves nothing behind: once the storage
+// recovers, the same search returns what it returned before.
+func TestListAheadBatchError(t *testing.T) {
+	fr := runsOf(t, "hnsw_flat_large")
+	x, f := listAheadIndex(t, "hnsw_flat_large", 64<<10)
+	q, _ := fr.Query(0)
+	p := Params{K: 10, EfSearch: 64}
+	want, _, err := x.Search(q, p, nil)
+	require.NoError(t, err)
+	f.fail.Store(true)
+	before := f.batches.Load()
+	_, _, err = x.Search(q, p, nil)
+	require.ErrorIs(t, err, errBatch)
+	require.ErrorContains(t, err, "a batch of")
+	require.Greater(t, f.batches.Load(), before, "the search read a batch")
+	f.fail.Store(false)
+	got, _, err := x.Search(q, p, nil)
+	require.NoError(t, err)
+	require.Equal(t, want, got)
+}
+
+// TestPickAhead: the pool's unexpanded candidates are taken nearest first
+// (ties: the lower id), skipping popped slots, lists held in memory and
+// lists stashed already, up to listAheadWidth−1 of them.
+func TestPickAhead(t *testing.T) {
+	x, _ := listAheadIndex(t, "hnsw_flat_large", 64<<10)
+	var held []int32
+	for v := int32(0); v < x.n && len(held) < 2; v++ {
+		if _, ok := x.lists.held(v, 0); ok {
+			held = append(held, v)
+		}
+	}
+	require.Len(t, held, 2, "the fixture has pinned hubs")
+	var notHeld []int32
+	for v := int32(0); v < x.n && len(notHeld) < 6; v++ {
+		if _, ok := x.lists.held(v, 0); !ok {
+			notHeld = append(notHeld, v)
+		}
+	}
+	require.Len(t, notHeld, 6)
+	a, b, c, d, e, g := notHeld[0], notHeld[1], notHeld[2], notHeld[3], notHeld[4], notHeld[5]
+	s := x.newScratch()
+	var pl pool
+	pl.reset(16, false)
+	pl.push(e, 5)
+	pl.push(held[0], 0.5) // held: skipped
+	pl.push(b, 2)
+	pl.push(a, 2) // ties with b: the lower id first
+	pl.push(g, 0.1)
+	pl.push(c, 3)
+	pl.push(held[1], 1)
+	pl.push(d, 0.2)
+	popped, _, _ := pl.popMin() // g: expanded, not a candidate
+	require.Equal(t, g, popped)
+	s.lstash.free(1)
+	s.lstash.slot(d, 8) // d: read ahead already
+	got := x.pickAhead(s, &pl, []int32{g})
+	lo, hi := min(a, b), max(a, b)
+	require.Equal(t, []int32{g, lo, hi, c}[:listAheadWidth], got)
+}
+
+// TestListStash: a full stash makes room for a batch by dropping as many
+// lists as the batch needs, each of the batch's lists gets a slot of its
+// own (a slot freed and refilled within one batch is not handed out
+// twice), and a list is taken once.
+func TestListStash(t *testing.T) {
+	var st listStash
+	size := 2 * listAheadWidth
+	st.free(size)
+	for v := range int32(size) {
+		copy(st.slot(v, 4), []byte{byte(v), 0, 0, 0})
+	}
+	st.free(3)
+	kept := 0
+	for v := range int32(size) {
+		if st.holds(v) {
+			kept++
+		}
+	}
+	require.Equal(t, size-3, kept, "three dropped, the rest kept")
+	a, b, c := st.slot(100, 4), st.slot(101, 4), st.slot(102, 4)
+	copy(a, "aaaa")
+	copy(b, "bbbb")
+	copy(c, "cccc")
+	for v, want := range map[int32]string{100: "aaaa", 101: "bbbb", 102: "cccc"} {
+		got, ok := st.take(v)
+		require.True(t, ok)
+		require.Equal(t, want, string(got), "node %d", v)
+		_, ok = st.take(v)
+		require.False(t, ok, "taken once")
+	}
+}
