@@ -1,6 +1,7 @@
 package hnswsearch
 
 import (
+	"cmp"
 	"errors"
 	"math"
 	"sync/atomic"
@@ -13,22 +14,45 @@ import (
 	"github.com/faiss-sidecar/faiss-sidecar/partial/storage"
 )
 
-// batchFaults is a storage whose batches fail while fail is set.
+// batchFaults is a storage whose batches fail while fail is set: every
+// request (whole), or the lists read ahead only (ahead), or the batch as a
+// whole with no request's error set (silent, as a closed file's batch).
 type batchFaults struct {
 	partial.Storage
-	br      partial.BatchReader
-	fail    atomic.Bool
+	br      localDevice
+	fail    atomic.Int32
 	batches atomic.Int64
 }
 
+const (
+	failNone int32 = iota
+	failWhole
+	failAhead
+	failSilent
+)
+
 var errBatch = errors.New("injected batch failure")
+
+func (f *batchFaults) Alignment() int64 { return f.br.Alignment() }
 
 func (f *batchFaults) ReadBatch(reqs []partial.ReadReq) error {
 	f.batches.Add(1)
-	if f.fail.Load() {
+	switch f.fail.Load() {
+	case failWhole:
 		for i := range reqs {
 			reqs[i].Err = errBatch
 		}
+		return errBatch
+	case failAhead:
+		err := f.br.ReadBatch(reqs[:1])
+		for i := 1; i < len(reqs); i++ {
+			reqs[i].Err = errBatch
+		}
+		if len(reqs) > 1 {
+			return cmp.Or(err, errBatch)
+		}
+		return err
+	case failSilent:
 		return errBatch
 	}
 	return f.br.ReadBatch(reqs)
@@ -40,8 +64,8 @@ func (f *batchFaults) ReadBatch(reqs []partial.ReadReq) error {
 // time.
 func listAheadIndex(t *testing.T, fx string, hub int64) (*Index, *batchFaults) {
 	s := openFixture(t, fx, storage.Options{Backend: "direct"})
-	br, ok := s.(partial.BatchReader)
-	require.True(t, ok, "direct reads batches")
+	br, ok := s.(localDevice)
+	require.True(t, ok, "direct is a local device")
 	f := &batchFaults{Storage: s, br: br}
 	o := Options{Semantics: FAISS173, Kernel: Exact, BatchReads: true, Guide: newExactGuide(t, s)}
 	o.hold.hubBytes = hub
@@ -94,26 +118,82 @@ func TestListAheadParity(t *testing.T) {
 	}
 }
 
-// TestListAheadBatchError: a failed batch of lists fails the search with
-// an error naming it, and leaves nothing behind: once the storage
-// recovers, the same search returns what it returned before.
+// TestListAheadBatchError: a batch whose expanded node's list fails (or
+// that fails as a whole without saying which read) fails the search with
+// an error naming the node; one where only lists read ahead fail answers
+// as if they had not been read ahead; nothing is left behind: once the
+// storage recovers, the same search returns what it returned before.
 func TestListAheadBatchError(t *testing.T) {
 	fr := runsOf(t, "hnsw_flat_large")
 	x, f := listAheadIndex(t, "hnsw_flat_large", 64<<10)
-	q, _ := fr.Query(0)
 	p := Params{K: 10, EfSearch: 64}
-	want, _, err := x.Search(q, p, nil)
+	for qi := range 4 {
+		q, _ := fr.Query(qi)
+		want, st, err := x.Search(q, p, nil)
+		require.NoError(t, err)
+		require.Positive(t, st.ListsAhead)
+		for _, mode := range []int32{failWhole, failSilent} {
+			f.fail.Store(mode)
+			before := f.batches.Load()
+			_, _, err = x.Search(q, p, nil)
+			require.ErrorIs(t, err, errBatch, "mode %d", mode)
+			require.ErrorContains(t, err, "reading the neighbors of node")
+			require.Greater(t, f.batches.Load(), before, "the search read a batch")
+		}
+		f.fail.Store(failAhead)
+		got, ahead, err := x.Search(q, p, nil)
+		require.NoError(t, err, "lists read ahead failing fail nothing")
+		require.Equal(t, want, got)
+		require.Zero(t, ahead.ListsAheadUsed, "no list whose read failed is used")
+		f.fail.Store(failNone)
+		got, _, err = x.Search(q, p, nil)
+		require.NoError(t, err)
+		require.Equal(t, want, got)
+	}
+}
+
+// TestListAheadScope: read-ahead applies to a local O_DIRECT file (a
+// localDevice) only: not to another batch reader (an object store's), and
+// not above maxAheadPool candidates, where the list is read alone.
+func TestListAheadScope(t *testing.T) {
+	s := openFixture(t, "hnsw_flat_large", storage.Options{Backend: "direct"})
+	o := Options{Semantics: FAISS173, Kernel: Exact, BatchReads: true, Guide: newExactGuide(t, s)}
+	o.hold.hubBytes = 64 << 10
+	other := struct {
+		partial.Storage
+		partial.BatchReader
+	}{s, s.(partial.BatchReader)}
+	require.Nil(t, openIndex(t, other, o).listBatch, "a batch reader that is not a local device")
+
+	x, _ := listAheadIndex(t, "hnsw_flat_large", 64<<10)
+	var v0 int32 = -1
+	for v := range x.n {
+		if _, ok := x.lists.held(v, 0); !ok {
+			v0 = v
+			break
+		}
+	}
+	require.GreaterOrEqual(t, v0, int32(0))
+	b, e := x.h.NeighborSlots(v0, 0)
+	want := make([]byte, (e-b)*4)
+	_, err := x.st.ReadAt(want, x.nb.Offset+b*4)
 	require.NoError(t, err)
-	f.fail.Store(true)
-	before := f.batches.Load()
-	_, _, err = x.Search(q, p, nil)
-	require.ErrorIs(t, err, errBatch)
-	require.ErrorContains(t, err, "a batch of")
-	require.Greater(t, f.batches.Load(), before, "the search read a batch")
-	f.fail.Store(false)
-	got, _, err := x.Search(q, p, nil)
-	require.NoError(t, err)
-	require.Equal(t, want, got)
+	for _, size := range []int{16, maxAheadPool + 1} {
+		s := x.newScratch()
+		var pl pool
+		pl.reset(size, false)
+		for i := range size {
+			pl.push(int32(i)%x.n, float32(i))
+		}
+		list, err := x.levelZeroList(s, &pl, v0)
+		require.NoError(t, err)
+		require.Equal(t, want, list)
+		if size > maxAheadPool {
+			require.Zero(t, s.st.ListsAhead, "a pool of %d: read alone", size)
+		} else {
+			require.Positive(t, s.st.ListsAhead, "a pool of %d: read with the next", size)
+		}
+	}
 }
 
 // TestPickAhead: the pool's unexpanded candidates are taken nearest first
@@ -157,9 +237,10 @@ func TestPickAhead(t *testing.T) {
 }
 
 // TestListStash: a full stash makes room for a batch by dropping as many
-// lists as the batch needs, each of the batch's lists gets a slot of its
-// own (a slot freed and refilled within one batch is not handed out
-// twice), and a list is taken once.
+// lists as the batch needs, those stashed longest first (a slot freed by a
+// hit and refilled holds the newest list), each of the batch's lists gets
+// a slot of its own (a slot freed and refilled within one batch is not
+// handed out twice), and a list is taken once.
 func TestListStash(t *testing.T) {
 	var st listStash
 	size := 2 * listAheadWidth
@@ -167,14 +248,15 @@ func TestListStash(t *testing.T) {
 	for v := range int32(size) {
 		copy(st.slot(v, 4), []byte{byte(v), 0, 0, 0})
 	}
+	_, ok := st.take(0)
+	require.True(t, ok)
+	st.free(1)
+	st.slot(50, 4) // the newest, in node 0's slot
 	st.free(3)
-	kept := 0
 	for v := range int32(size) {
-		if st.holds(v) {
-			kept++
-		}
+		require.Equal(t, v >= 4, st.holds(v), "node %d: the three stashed longest (1, 2, 3) dropped", v)
 	}
-	require.Equal(t, size-3, kept, "three dropped, the rest kept")
+	require.True(t, st.holds(50), "the newest kept")
 	a, b, c := st.slot(100, 4), st.slot(101, 4), st.slot(102, 4)
 	copy(a, "aaaa")
 	copy(b, "bbbb")

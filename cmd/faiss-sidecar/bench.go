@@ -316,13 +316,13 @@ func runBenchSearch(args []string, stdout io.Writer) error {
 	}
 	wg.Wait()
 	elapsed := time.Since(start)
+	if runErr != nil {
+		return runErr
+	}
 	if *memProfile != "" {
 		if err := writeHeapProfile(*memProfile); err != nil {
 			return err
 		}
-	}
-	if runErr != nil {
-		return runErr
 	}
 	devAfter, _, _ := processIO()
 	if gtIDs != nil {
