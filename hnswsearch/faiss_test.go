@@ -13,6 +13,7 @@ import (
 	"github.com/faiss-sidecar/faiss-sidecar/partial"
 	"github.com/faiss-sidecar/faiss-sidecar/partial/storage"
 	"github.com/faiss-sidecar/faiss-sidecar/partial/zstd"
+	"github.com/stretchr/testify/require"
 )
 
 const fixtureDir = "../testdata/fixtures"
@@ -156,6 +157,26 @@ func openIndex(t *testing.T, s partial.Storage, o Options) *Index {
 	return x
 }
 
+// runParams are the search parameters of a FAISS run: its k, filter and
+// ef_search (when the run gives one).
+func runParams(run testfixtures.Run) Params {
+	p := Params{K: run.K, Filter: run.AllowIDs}
+	if run.EfSearch != nil {
+		p.EfSearch = *run.EfSearch
+	}
+	return p
+}
+
+// requireFAISSHits fails t unless res are FAISS's ids and distances (bit for
+// bit) of run's query qi; what names the search in the message.
+func requireFAISSHits(t *testing.T, run testfixtures.Run, qi int, res []Result, what string) {
+	t.Helper()
+	for j := range res {
+		require.Equal(t, run.IDs[qi][j], res[j].ID, "%s rank %d", what, j)
+		require.Equal(t, math.Float32bits(float32(run.Dist[qi][j])), math.Float32bits(res[j].Distance), "%s rank %d", what, j)
+	}
+}
+
 func searchOne(x *Index, q []float32, qb []byte, p Params) ([]Result, Stats, error) {
 	if qb != nil {
 		return x.SearchBinary(qb, p, nil)
@@ -174,10 +195,7 @@ func TestFAISS173Parity(t *testing.T) {
 				o := parityOptions(t, name, s, batch)
 				x := openIndex(t, s, o)
 				for ri, run := range fr.Runs {
-					p := Params{K: run.K, Filter: run.AllowIDs}
-					if run.EfSearch != nil {
-						p.EfSearch = *run.EfSearch
-					}
+					p := runParams(run)
 					var n1, n2, n3 int
 					var vcHits int64
 					for qi := range fr.Queries {
@@ -331,10 +349,7 @@ func TestModernSemantics(t *testing.T) {
 		mod := openIndex(t, s, Options{Semantics: Modern, Kernel: Exact})
 		allExact := openIndex(t, s, Options{Semantics: Modern, Kernel: Exact, ExactFilterMax: 1 << 30})
 		for ri, run := range fr.Runs {
-			p := Params{K: run.K, Filter: run.AllowIDs}
-			if run.EfSearch != nil {
-				p.EfSearch = *run.EfSearch
-			}
+			p := runParams(run)
 			for qi := range fr.Queries {
 				q, qb := fr.Query(qi)
 				what := fmt.Sprintf("%s run %d query %d", fr.Fixture, ri, qi)
@@ -385,10 +400,7 @@ func TestFastKernel(t *testing.T) {
 		}
 		x := openIndex(t, s, Options{Semantics: FAISS173, Kernel: Fast})
 		for ri, run := range fr.Runs {
-			p := Params{K: run.K, Filter: run.AllowIDs}
-			if run.EfSearch != nil {
-				p.EfSearch = *run.EfSearch
-			}
+			p := runParams(run)
 			for qi := range fr.Queries {
 				q, qb := fr.Query(qi)
 				res, _, err := searchOne(x, q, qb, p)

@@ -1,7 +1,7 @@
 package hnswsearch
 
 import (
-	"math"
+	"fmt"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -81,19 +81,12 @@ func TestGuideParity(t *testing.T) {
 					require.True(t, x.AllListsPinned(), "1 MiB holds the fixture's lists")
 				}
 				for ri, run := range fr.Runs {
-					p := Params{K: run.K, Filter: run.AllowIDs}
-					if run.EfSearch != nil {
-						p.EfSearch = *run.EfSearch
-					}
+					p := runParams(run)
 					for qi := range fr.Queries {
 						q, _ := fr.Query(qi)
 						res, st, err := x.Search(q, p, nil)
 						require.NoError(t, err)
-						for j := range res {
-							require.Equal(t, run.IDs[qi][j], res[j].ID, "%s run %d query %d rank %d", backend, ri, qi, j)
-							require.Equal(t, math.Float32bits(float32(run.Dist[qi][j])), math.Float32bits(res[j].Distance),
-								"%s run %d query %d rank %d", backend, ri, qi, j)
-						}
+						requireFAISSHits(t, run, qi, res, fmt.Sprintf("%s run %d query %d", backend, ri, qi))
 						require.Equal(t, st.NDis, st.GuideDistances, "every distance on the guide")
 						if backend == "direct" {
 							assert.Zero(t, st.Reads, "lists and id map pinned, vectors on the guide: nothing to read: %+v", st)

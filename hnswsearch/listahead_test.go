@@ -3,20 +3,21 @@ package hnswsearch
 import (
 	"cmp"
 	"errors"
-	"math"
+	"fmt"
 	"sync/atomic"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/faiss-sidecar/faiss-sidecar/faissfmt"
+	"github.com/faiss-sidecar/faiss-sidecar/internal/distance"
 	"github.com/faiss-sidecar/faiss-sidecar/partial"
 	"github.com/faiss-sidecar/faiss-sidecar/partial/storage"
 )
 
 // batchFaults is a storage whose batches fail while fail is set: every
-// request (whole), or the lists read ahead only (ahead), or the batch as a
-// whole with no request's error set (silent, as a closed file's batch).
+// request (whole), or the lists read ahead only (ahead).
 type batchFaults struct {
 	partial.Storage
 	br      localDevice
@@ -28,7 +29,6 @@ const (
 	failNone int32 = iota
 	failWhole
 	failAhead
-	failSilent
 )
 
 var errBatch = errors.New("injected batch failure")
@@ -52,8 +52,6 @@ func (f *batchFaults) ReadBatch(reqs []partial.ReadReq) error {
 			return cmp.Or(err, errBatch)
 		}
 		return err
-	case failSilent:
-		return errBatch
 	}
 	return f.br.ReadBatch(reqs)
 }
@@ -87,19 +85,12 @@ func TestListAheadParity(t *testing.T) {
 			y.listBatch = nil
 			var ahead, used int64
 			for ri, run := range fr.Runs {
-				p := Params{K: run.K, Filter: run.AllowIDs}
-				if run.EfSearch != nil {
-					p.EfSearch = *run.EfSearch
-				}
+				p := runParams(run)
 				for qi := range fr.Queries {
 					q, _ := fr.Query(qi)
 					res, st, err := x.Search(q, p, nil)
 					require.NoError(t, err)
-					for j := range res {
-						require.Equal(t, run.IDs[qi][j], res[j].ID, "run %d query %d rank %d", ri, qi, j)
-						require.Equal(t, math.Float32bits(float32(run.Dist[qi][j])), math.Float32bits(res[j].Distance),
-							"run %d query %d rank %d", ri, qi, j)
-					}
+					requireFAISSHits(t, run, qi, res, fmt.Sprintf("run %d query %d", ri, qi))
 					_, one, err := y.Search(q, p, nil)
 					require.NoError(t, err)
 					require.Zero(t, one.ListsAhead)
@@ -118,9 +109,8 @@ func TestListAheadParity(t *testing.T) {
 	}
 }
 
-// TestListAheadBatchError: a batch whose expanded node's list fails (or
-// that fails as a whole without saying which read) fails the search with
-// an error naming the node; one where only lists read ahead fail answers
+// TestListAheadBatchError: a batch whose expanded node's list fails fails
+// the search with an error naming the node; one where only lists read ahead fail answers
 // as if they had not been read ahead; nothing is left behind: once the
 // storage recovers, the same search returns what it returned before.
 func TestListAheadBatchError(t *testing.T) {
@@ -132,14 +122,12 @@ func TestListAheadBatchError(t *testing.T) {
 		want, st, err := x.Search(q, p, nil)
 		require.NoError(t, err)
 		require.Positive(t, st.ListsAhead)
-		for _, mode := range []int32{failWhole, failSilent} {
-			f.fail.Store(mode)
-			before := f.batches.Load()
-			_, _, err = x.Search(q, p, nil)
-			require.ErrorIs(t, err, errBatch, "mode %d", mode)
-			require.ErrorContains(t, err, "reading the neighbors of node")
-			require.Greater(t, f.batches.Load(), before, "the search read a batch")
-		}
+		f.fail.Store(failWhole)
+		before := f.batches.Load()
+		_, _, err = x.Search(q, p, nil)
+		require.ErrorIs(t, err, errBatch)
+		require.ErrorContains(t, err, "reading the neighbors of node")
+		require.Greater(t, f.batches.Load(), before, "the search read a batch")
 		f.fail.Store(failAhead)
 		got, ahead, err := x.Search(q, p, nil)
 		require.NoError(t, err, "lists read ahead failing fail nothing")
@@ -243,6 +231,7 @@ func TestPickAhead(t *testing.T) {
 // handed out twice), and a list is taken once.
 func TestListStash(t *testing.T) {
 	var st listStash
+	st.clear()
 	size := 2 * listAheadWidth
 	st.free(size)
 	for v := range int32(size) {
@@ -267,5 +256,40 @@ func TestListStash(t *testing.T) {
 		require.Equal(t, want, string(got), "node %d", v)
 		_, ok = st.take(v)
 		require.False(t, ok, "taken once")
+	}
+}
+
+// BenchmarkPickAhead: picking the lists to read ahead scans the pool once,
+// against distance.MinSlot2, the scan popMin makes of it (half the pool
+// popped, as mid-search): the cost that bounds read-ahead to maxAheadPool
+// candidates.
+func BenchmarkPickAhead(b *testing.B) {
+	s := openFixture(b, "hnsw_flat_large", storage.Options{Backend: "direct"})
+	f, err := faissfmt.Open(s, s.Size())
+	require.NoError(b, err)
+	x, err := New(f, s, Options{BatchReads: true})
+	require.NoError(b, err)
+	b.Cleanup(func() { x.Close() })
+	for _, ef := range []int{64, maxAheadPool, 10000} {
+		var c pool
+		c.reset(ef, true)
+		for i := range ef {
+			c.push(int32(i*7919)%x.n, float32(i*104729%ef))
+		}
+		for range ef / 2 {
+			c.popMin()
+		}
+		sc := x.newScratch()
+		ids := make([]int32, 0, listAheadWidth)
+		b.Run(fmt.Sprintf("ef=%d/pickAhead", ef), func(b *testing.B) {
+			for range b.N {
+				ids = x.pickAhead(sc, &c, ids[:0])
+			}
+		})
+		b.Run(fmt.Sprintf("ef=%d/popMinScan", ef), func(b *testing.B) {
+			for range b.N {
+				distance.MinSlot2(c.dis[:c.k], c.ids[:c.k])
+			}
+		})
 	}
 }

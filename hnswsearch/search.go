@@ -136,6 +136,7 @@ func (x *Index) newScratch() *scratch {
 	if x.opts.Guide != nil {
 		s.gq = x.opts.Guide.NewQuery()
 	}
+	s.lstash.clear()
 	return s
 }
 

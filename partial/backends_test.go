@@ -11,6 +11,7 @@ import (
 
 	"github.com/faiss-sidecar/faiss-sidecar/partial"
 	"github.com/faiss-sidecar/faiss-sidecar/partial/partialtest"
+	"github.com/stretchr/testify/require"
 )
 
 // TestDirectLargeBatches: large batches from several goroutines at once,
@@ -168,4 +169,23 @@ func openDirect(t *testing.T, path string, parallel int) *partial.Direct {
 	}
 	t.Cleanup(func() { d.Close() })
 	return d
+}
+
+// TestDirectClosedBatch: a batch on a closed file reads nothing, and says
+// so in every request (each handed over once with its error), as
+// BatchReader's contract asks, not only in the batch's error.
+func TestDirectClosedBatch(t *testing.T) {
+	path, _ := partialtest.PatternFile(t, 1<<16)
+	for _, depth := range []int{0, 2} {
+		d := openDirect(t, path, depth)
+		require.NoError(t, d.Close())
+		reqs := []partial.ReadReq{{Off: 0, Buf: make([]byte, 100)}, {Off: 4096, Buf: make([]byte, 4096)}, {Off: 7, Buf: make([]byte, 10)}}
+		calls := make([]int, len(reqs))
+		err := d.ReadBatchEach(reqs, func(i int) { calls[i]++ })
+		require.Error(t, err, "depth %d", depth)
+		for i, q := range reqs {
+			require.ErrorIs(t, q.Err, err, "depth %d request %d", depth, i)
+			require.Equal(t, 1, calls[i], "depth %d request %d handed over once", depth, i)
+		}
+	}
 }

@@ -239,7 +239,16 @@ func (d *Direct) ReadBatchEach(reqs []ReadReq, each func(i int)) error {
 		return err
 	}
 	if !d.life.Acquire() {
-		return backendkit.Closed(d.name)
+		// Closed: no request is read, and each says so, as BatchReader's
+		// contract asks (a caller may look only at its own requests).
+		err := backendkit.Closed(d.name)
+		for i := range reqs {
+			reqs[i].Err = err
+			if each != nil {
+				each(i)
+			}
+		}
+		return err
 	}
 	defer d.life.Release()
 	b, _ := d.batches.Get().(*directBatch)

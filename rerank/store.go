@@ -541,9 +541,9 @@ func (s *Store) viewDirect(labels []int32, st *FetchStats, use func(int, []byte)
 	// Each span's distances are computed as soon as it arrives, while the
 	// later reads are in flight.
 	var failed error
-	handed := 0
-	err := s.direct.ReadBatchEach(reqs, func(j int) {
-		handed++
+	// Every request is handed over, with its Err set when it was not read
+	// (a closed file's batch too); the batch's own error adds nothing.
+	_ = s.direct.ReadBatchEach(reqs, func(j int) {
 		q := &reqs[j]
 		if q.Err != nil {
 			// The last block may be short at the end of the file: read it alone.
@@ -561,9 +561,6 @@ func (s *Store) viewDirect(labels []int32, st *FetchStats, use func(int, []byte)
 	})
 	if failed != nil {
 		return failed
-	}
-	if err != nil && handed < len(reqs) { // the batch never ran (e.g. the file is closed)
-		return fmt.Errorf("rerank: %s: %w", s.Path, err)
 	}
 	if st != nil {
 		st.Reads += len(spans)
