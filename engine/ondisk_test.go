@@ -20,6 +20,7 @@ import (
 	"github.com/faiss-sidecar/faiss-sidecar/faissfmt"
 	"github.com/faiss-sidecar/faiss-sidecar/hnswsearch"
 	"github.com/faiss-sidecar/faiss-sidecar/quant"
+	"github.com/faiss-sidecar/faiss-sidecar/rerank"
 )
 
 // recallAt is |got ∩ want| / |want| over ids.
@@ -409,4 +410,81 @@ func queryBoth(t *testing.T, q []float64, a, b *engine.Index) (res [2][]engine.H
 		require.NotNil(t, profs[i].Rerank)
 	}
 	return res, profs
+}
+
+// TestOnDiskQueryNoAllocs: an on_disk query in reused scratch allocates
+// nothing, whatever its rerank reads: the file through O_DIRECT (shortlists
+// that take in the file's short last block among them), the budget's vector
+// cache, or the default strategy; every fixture query is tried.
+func TestOnDiskQueryNoAllocs(t *testing.T) {
+	if raceEnabled {
+		t.Skip("the race detector makes sync.Pool drop items (the search's own scratch)")
+	}
+	raw, err := os.ReadFile(filepath.Join("..", "testdata", "ondisk", "clustered_l2.json"))
+	require.NoError(t, err)
+	var fx onDiskFixture
+	require.NoError(t, json.Unmarshal(raw, &fx))
+	index := filepath.Join("..", "testdata", "ondisk", "clustered_l2.faiss")
+	dir := t.TempDir()
+	// The smallest budget on_disk 16x opens with: most lists are read, in
+	// batches with lists read ahead.
+	pf, err := hnswsearch.Probe(index, "direct")
+	require.NoError(t, err)
+	least := hnswsearch.MinBudget(pf, 0)
+	for ; ; least += 4 << 10 {
+		if _, err := engine.Prepare(engine.Spec{Path: index, Mode: engine.ModeOnDisk, Compression: "16x", GuideDir: dir, MemoryBudget: least}); err == nil {
+			break
+		}
+	}
+	for _, c := range []struct {
+		name   string
+		level  string
+		budget int64
+		rerank *engine.RerankSpec
+	}{
+		{"direct", "8x", 0, &engine.RerankSpec{Strategy: "direct"}},
+		{"vector cache", "8x", 64 << 20, &engine.RerankSpec{Strategy: "direct"}},
+		{"default", "32x", 0, nil},
+		{"lists read", "16x", least, nil},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			x, _, err := engine.Open(engine.Spec{Path: index, Mode: engine.ModeOnDisk, Compression: c.level, GuideDir: dir,
+				MemoryBudget: c.budget, Rerank: c.rerank})
+			require.NoError(t, err)
+			defer x.Close()
+			qp, err := x.Plan(engine.Request{K: 10})
+			require.NoError(t, err)
+			var sc engine.Scratch
+			var ahead int64
+			for _, q := range fx.Queries { // the buffers grow to the largest shortlist's
+				_, prof, err := x.Query(&qp, q, &sc)
+				require.NoError(t, err)
+				ahead += prof.ListsAhead
+			}
+			if c.name == "lists read" {
+				require.Positive(t, ahead, "lists read ahead at a budget of %d", least)
+			}
+			for qi, q := range fx.Queries {
+				allocs := testing.AllocsPerRun(3, func() {
+					if _, prof, err := x.Query(&qp, q, &sc); err != nil || prof.Rerank == nil {
+						t.Fatal(err, prof.Rerank)
+					}
+				})
+				require.Zero(t, allocs, "query %d", qi)
+				// FAISS's rows (the benchmark's and the CLI's path).
+				q32 := make([]float32, len(q))
+				for j, v := range q {
+					q32[j] = float32(v)
+				}
+				var fs rerank.FetchStats
+				allocs = testing.AllocsPerRun(3, func() {
+					if _, _, err := x.SearchFAISS(hnswsearch.Query{Vector: q32}, nil, engine.FAISSRequest{K: 10}, &sc, &fs); err != nil {
+						t.Fatal(err)
+					}
+				})
+				require.Zero(t, allocs, "FAISS rows, query %d", qi)
+				require.Positive(t, fs.Vectors)
+			}
+		})
+	}
 }

@@ -166,6 +166,8 @@ type Scratch struct {
 	res    []hnswsearch.Result
 	hits   []Hit
 	labels []int32
+	rh     []rerank.Hit
+	fs     rerank.FetchStats // the profile's rerank reads
 }
 
 // grow returns b[:n], reallocated only when its capacity is short; n has
@@ -181,8 +183,8 @@ func grow[T any](b []T, n int) []T {
 // components, or bytes 0–255 for a binary index). It converts and checks
 // the vector (normalised for cosinesimil), searches, rescores when planned,
 // maps labels to external ids and scores each hit by the space type; hits
-// are the real ones only (no −1 fills). With sc the hits live in sc until
-// it is reused.
+// are the real ones only (no −1 fills). With sc the hits, and the
+// profile's rerank reads, live in sc until it is reused.
 func (x *Index) Query(qp *QueryPlan, vec []float64, sc *Scratch) ([]Hit, Profile, error) {
 	if sc == nil {
 		sc = new(Scratch)
@@ -243,11 +245,11 @@ func (x *Index) Query(qp *QueryPlan, vec []float64, sc *Scratch) ([]Hit, Profile
 		return nil, prof, err
 	}
 	if qp.rescore && !x.idx.Binary() { // a binary index's float query is not in the request
-		var fs rerank.FetchStats
-		if res, err = x.Rescore(q, res, qp.k, sc, &fs); err != nil {
+		sc.fs = rerank.FetchStats{}
+		if res, err = x.Rescore(q, res, qp.k, sc, &sc.fs); err != nil {
 			return nil, prof, err
 		}
-		prof.Rerank = &fs
+		prof.Rerank = &sc.fs
 	}
 	prof.Micros = float64(time.Since(t0).Nanoseconds()) / 1e3
 	hits := grow(sc.hits, len(res))[:0]
@@ -292,20 +294,21 @@ func (x *Index) rerankIP() bool {
 // labels; fs (may be nil) gets the reads.
 func (x *Index) Rescore(q []float32, short []hnswsearch.Result, k int, sc *Scratch, fs *rerank.FetchStats) ([]hnswsearch.Result, error) {
 	var labels []int32
+	var rh []rerank.Hit
 	if sc != nil {
-		labels = sc.labels[:0]
+		labels, rh = sc.labels[:0], sc.rh
 	}
 	for _, r := range short {
 		if r.Label >= 0 {
 			labels = append(labels, r.Label)
 		}
 	}
-	if sc != nil {
-		sc.labels = labels[:0]
-	}
-	rh, err := x.rer.Rescore(q, labels, k, x.rerankIP(), fs)
+	rh, err := x.rer.RescoreTo(rh, q, labels, k, x.rerankIP(), fs)
 	if err != nil {
 		return nil, err
+	}
+	if sc != nil {
+		sc.labels, sc.rh = labels[:0], rh[:0]
 	}
 	out := short[:0]
 	for _, r := range rh {
@@ -361,9 +364,15 @@ type FAISSRequest struct {
 // external ids: the search's own (−1 fills), or, on an index with rerank
 // vectors, its shortlist rescored with rq and filled as FAISS fills
 // (FillFAISS). rq is the float query that rescores: nil takes q.Vector; a
-// binary index's rescoring needs it. dst is reused; fs, when not nil,
-// receives the rescoring's reads.
-func (x *Index) SearchFAISS(q hnswsearch.Query, rq []float32, r FAISSRequest, dst []hnswsearch.Result, fs *rerank.FetchStats) ([]hnswsearch.Result, hnswsearch.Stats, error) {
+// binary index's rescoring needs it. With sc the rows live in sc until it
+// is reused, and a query allocates nothing; fs, when not nil, receives the
+// rescoring's reads.
+func (x *Index) SearchFAISS(q hnswsearch.Query, rq []float32, r FAISSRequest, sc *Scratch, fs *rerank.FetchStats) ([]hnswsearch.Result, hnswsearch.Stats, error) {
+	var dst []hnswsearch.Result
+	if sc != nil {
+		dst = sc.res[:0]
+		defer func() { sc.res = dst[:0] }()
+	}
 	p := hnswsearch.Params{K: r.K, EfSearch: r.EfSearch, Filter: r.Filter}
 	if x.rer != nil {
 		if rq == nil {
@@ -374,14 +383,16 @@ func (x *Index) SearchFAISS(q hnswsearch.Query, rq []float32, r FAISSRequest, ds
 		}
 		p.K = x.ShortlistSize(r.K, r.Oversample)
 	}
-	res, st, err := x.Search(q, p, dst[:0])
+	res, st, err := x.Search(q, p, dst)
+	dst = res
 	if err != nil || x.rer == nil {
 		return res, st, err
 	}
-	if res, err = x.Rescore(rq, res, r.K, nil, fs); err != nil {
+	if res, err = x.Rescore(rq, res, r.K, sc, fs); err != nil {
 		return nil, st, err
 	}
-	return x.FillFAISS(res, r.K), st, nil
+	dst = x.FillFAISS(res, r.K)
+	return dst, st, nil
 }
 
 // SearchBatchFAISS is SearchFAISS over qs (rqs[i] rescores qs[i]; rqs may

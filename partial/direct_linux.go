@@ -331,7 +331,7 @@ func (d *Direct) finishInPlace(q *ReadReq, n int) {
 	case n < len(q.Buf) && q.Off+int64(n) < d.size && n%int(d.align) == 0 && n > 0:
 		// A short read before the end: finish it the ordinary way.
 		_, q.Err = d.ReadAt(q.Buf[n:], q.Off+int64(n))
-	case n < len(q.Buf):
+	case n < len(q.Buf) && !(q.ToEOF && q.Off+int64(n) == d.size):
 		q.Err = d.w.explain(fmt.Errorf("partial: %s: read of %d bytes at offset %d runs past the end (file size %d): %w", d.name, len(q.Buf), q.Off, d.size, io.ErrUnexpectedEOF))
 	}
 	d.osRead(max(n, 0))
@@ -355,7 +355,7 @@ func (d *Direct) finishBounced(q *ReadReq, buf []byte, off int64, n int) {
 	q.IO.DeviceReads++
 	q.IO.DeviceBytes += int64(n)
 	switch {
-	case got == len(q.Buf):
+	case got == len(q.Buf), q.ToEOF && q.Off+int64(got) == d.size:
 	case q.Off+int64(got) < d.size: // short before the end: finish it
 		_, q.Err = d.ReadAtTally(q.Buf[got:], q.Off+int64(got), &q.IO)
 	default:

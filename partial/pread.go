@@ -111,10 +111,14 @@ func (p *File) Stats() Stats { return p.snapshot() }
 // request tallying its own I/O when r can.
 func readBatchParallel(r io.ReaderAt, reqs []ReadReq, par int) error {
 	read := func(q *ReadReq) {
+		buf := q.Buf
+		if sr, ok := r.(interface{ Size() int64 }); ok && q.ToEOF {
+			buf = buf[:max(0, min(int64(len(buf)), sr.Size()-q.Off))]
+		}
 		if t, ok := r.(TallyReader); ok {
-			_, q.Err = t.ReadAtTally(q.Buf, q.Off, &q.IO)
+			_, q.Err = t.ReadAtTally(buf, q.Off, &q.IO)
 		} else {
-			_, q.Err = r.ReadAt(q.Buf, q.Off)
+			_, q.Err = r.ReadAt(buf, q.Off)
 		}
 	}
 	if len(reqs) == 1 {

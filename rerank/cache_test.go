@@ -66,47 +66,42 @@ func TestStoreCache(t *testing.T) {
 	}
 }
 
-// TestArenaListSurvivesCollection: a read buffer given back is taken again
-// after a collection (a sync.Pool would have dropped it), one at most
-// maxFreeArenas are kept, and a buffer too small for a request is not
-// handed out.
-func TestArenaListSurvivesCollection(t *testing.T) {
-	var a arenaList
-	b := make([]byte, 1000)
+// TestBufListSurvivesCollection: working memory given back is taken again
+// after a collection (a sync.Pool would have dropped it), and at most
+// maxFreeBufs are kept.
+func TestBufListSurvivesCollection(t *testing.T) {
+	var a bufList
+	b := &bufs{raw: make([]byte, 1000)}
 	a.give(b)
 	runtime.GC()
 	runtime.GC()
-	got := a.take(500)
-	require.Len(t, got, 500)
-	require.Equal(t, &b[0], &got[0])
-	require.Nil(t, a.take(1), "taken already")
-
-	a.give(b)
-	require.Nil(t, a.take(1001), "too small")
-	for range 2 * maxFreeArenas {
-		a.give(make([]byte, 10))
+	require.Same(t, b, a.take(500))
+	require.NotSame(t, b, a.take(1), "taken already")
+	for range 2 * maxFreeBufs {
+		a.give(&bufs{raw: make([]byte, 10)})
 	}
-	require.Len(t, a.free, maxFreeArenas)
+	require.Len(t, a.free, maxFreeBufs)
 }
 
-// TestArenaListReplacesSmall: one shortlist at a time, each a little larger
-// than the last, keeps one buffer (a too-small one is dropped when its
-// replacement is made, not kept beside it), and take picks the smallest
-// buffer that fits, leaving larger ones for larger shortlists.
-func TestArenaListReplacesSmall(t *testing.T) {
-	var a arenaList
-	for n := 1000; n < 1100; n += 10 {
+// TestBufListReplacesSmall: one shortlist at a time, each a little larger
+// than the last, keeps one read buffer (a too-small one is replaced, not
+// kept beside its replacement), and take picks the smallest buffer that
+// fits, leaving larger ones for larger shortlists.
+func TestBufListReplacesSmall(t *testing.T) {
+	var a bufList
+	s := &Store{}
+	for n := minArena; n < 3*minArena; n += minArena / 7 {
 		b := a.take(n)
-		if b == nil {
-			b = make([]byte, n)
-		}
+		require.Len(t, s.rawN(b, n), n)
 		a.give(b)
 		require.Len(t, a.free, 1, "after a shortlist of %d", n)
 	}
 	a.free = nil
-	small, large := make([]byte, 100), make([]byte, 1000)
+	small, large := &bufs{raw: make([]byte, 100)}, &bufs{raw: make([]byte, 1000)}
 	a.give(large)
 	a.give(small)
-	require.Equal(t, &small[0], &a.take(50)[0], "the smallest that fits")
-	require.Equal(t, &large[0], &a.take(50)[0], "the only one left")
+	require.Same(t, small, a.take(50), "the smallest that fits")
+	a.give(small)
+	require.Same(t, large, a.take(500), "the only one that fits")
+	require.Same(t, small, a.take(5000), "none fits: the largest kept, to be made larger")
 }

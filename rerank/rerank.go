@@ -40,11 +40,21 @@ type Hit struct {
 // labels and returns the best k: ascending squared L2, or descending inner
 // product when ip; ties go to the smaller label.
 func (s *Store) Rescore(q []float32, labels []int32, k int, ip bool, st *FetchStats) ([]Hit, error) {
+	return s.RescoreTo(nil, q, labels, k, ip, st)
+}
+
+// RescoreTo is Rescore with the hits in dst's array, reallocated only when
+// its capacity is under len(labels): a caller reusing dst allocates nothing.
+func (s *Store) RescoreTo(dst []Hit, q []float32, labels []int32, k int, ip bool, st *FetchStats) ([]Hit, error) {
 	if len(q) != s.Dim {
 		return nil, fmt.Errorf("rerank: query has %d components, %s holds %d-dimensional vectors", len(q), s.Path, s.Dim)
 	}
 	// Distances straight from the read bytes: no decoding pass.
-	hits := make([]Hit, len(labels))
+	hits := dst[:0]
+	if cap(hits) < len(labels) {
+		hits = make([]Hit, len(labels))
+	}
+	hits = hits[:len(labels)]
 	err := s.view(labels, st, func(i int, b []byte) {
 		if ip {
 			hits[i] = Hit{labels[i], distance.IPFast(q, b)}

@@ -50,7 +50,7 @@ type Store struct {
 	file     *partial.File
 	batch    partial.Storage // strategy batch's storage
 	ownBatch bool            // Close closes batch
-	arenas   arenaList       // read buffers (aligned for direct), reused across shortlists
+	bufs     bufList         // shortlists' working memory, reused
 	cache    *recordcache.Cache
 	decoder  Decoder
 }
@@ -73,77 +73,82 @@ func (s *Store) SetDecoder(d Decoder) { s.decoder = d }
 // store's last use.
 func (s *Store) SetCache(c *recordcache.Cache) { s.cache = c }
 
-// arena returns a buffer of at least n bytes (not zeroed), aligned for
-// direct I/O on the direct strategy; putArena gives it back.
-func (s *Store) arena(n int) []byte {
-	if b := s.arenas.take(n); b != nil {
-		return b
-	}
-	// A quarter more than asked: the next shortlists, a little larger or
-	// smaller, reuse it rather than each growing the list by one.
-	size := max(n+n/4, minArena)
-	if s.direct == nil {
-		return make([]byte, size)[:n]
-	}
-	return s.direct.AlignedBuffer(size)[:n]
+// bufs is one shortlist's working memory: the read buffer and the
+// bookkeeping of its reads, reused across shortlists so that a query
+// allocates nothing once its worker has run one as large.
+type bufs struct {
+	raw   []byte // read buffer, aligned for direct I/O on the direct strategy
+	order []int  // labels' indexes sorted by offset
+	spans []span
+	reqs  []partial.ReadReq
+	miss  []int32 // viewCached's misses …
+	at    []int   // … and their indexes into the labels
 }
 
-func (s *Store) putArena(b []byte) { s.arenas.give(b) }
+// rawN returns b.raw resliced to n bytes (not zeroed), made larger first
+// when it is short: a quarter more than asked, so the next shortlists, a
+// little larger or smaller, reuse it.
+func (s *Store) rawN(b *bufs, n int) []byte {
+	if cap(b.raw) < n {
+		size := max(n+n/4, minArena)
+		if s.direct == nil {
+			b.raw = make([]byte, size)
+		} else {
+			b.raw = s.direct.AlignedBuffer(size)
+		}
+	}
+	return b.raw[:n]
+}
 
 // minArena is the smallest read buffer made: a shortlist of 100 vectors
 // of up to 2 KiB, one 512-byte-aligned span each.
 const minArena = 256 << 10
 
-// arenaList keeps up to maxFreeArenas read buffers between shortlists.
-// Unlike a sync.Pool it survives collections: under a tight memory limit
-// (a memory budget's heap share) the collector runs often, and a pool
-// emptied by each one made every shortlist allocate and clear a new
-// buffer, which brought the next collection sooner.
-type arenaList struct {
+// bufList keeps up to maxFreeBufs shortlists' working memory between
+// shortlists. Unlike a sync.Pool it survives collections: under a tight
+// memory limit (a memory budget's heap share) the collector runs often,
+// and a pool emptied by each one made every shortlist allocate and clear a
+// new read buffer, which brought the next collection sooner.
+type bufList struct {
 	mu   sync.Mutex
-	free [][]byte
+	free []*bufs
 }
 
-const maxFreeArenas = 8
+const maxFreeBufs = 8
 
-// take returns the smallest kept buffer of at least n bytes, resliced to
-// n, or nil. When none is large enough, the largest kept one is dropped
-// too: the caller makes a larger one to replace it, so the list holds about
-// as many buffers as shortlists run at once rather than every size seen.
-func (a *arenaList) take(n int) []byte {
+// take returns the kept bufs whose read buffer is the smallest of at least
+// n bytes or, when none is, the one whose buffer is largest (its buffer is
+// then replaced by a larger one, not kept beside it, so the list holds
+// about as many buffers as shortlists run at once rather than every size
+// seen); new bufs when none is kept.
+func (a *bufList) take(n int) *bufs {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	best, largest := -1, -1
 	for i, b := range a.free {
-		if cap(b) >= n && (best < 0 || cap(b) < cap(a.free[best])) {
+		if cap(b.raw) >= n && (best < 0 || cap(b.raw) < cap(a.free[best].raw)) {
 			best = i
 		}
-		if largest < 0 || cap(b) > cap(a.free[largest]) {
+		if largest < 0 || cap(b.raw) > cap(a.free[largest].raw) {
 			largest = i
 		}
 	}
-	i := best
+	i := cmp.Or(best+1, largest+1) - 1
 	if i < 0 {
-		i = largest
-	}
-	if i < 0 {
-		return nil
+		return new(bufs)
 	}
 	b := a.free[i]
 	last := len(a.free) - 1
 	a.free[i], a.free[last] = a.free[last], nil
 	a.free = a.free[:last]
-	if best < 0 {
-		return nil
-	}
-	return b[:n]
+	return b
 }
 
-// give keeps b for a later take, unless maxFreeArenas are kept already.
-func (a *arenaList) give(b []byte) {
+// give keeps b for a later take, unless maxFreeBufs are kept already.
+func (a *bufList) give(b *bufs) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	if len(a.free) < maxFreeArenas {
+	if len(a.free) < maxFreeBufs {
 		a.free = append(a.free, b)
 	}
 }
@@ -293,20 +298,21 @@ func (s *Store) view(labels []int32, st *FetchStats, use func(i int, b []byte)) 
 	if st != nil {
 		st.Vectors += len(labels)
 	}
+	b := s.bufs.take(len(labels) * 4 * s.Dim)
+	defer s.bufs.give(b)
 	switch {
 	case s.decoder != nil:
-		s.viewDecoded(labels, st, use)
+		s.viewDecoded(b, labels, st, use)
 		return nil
 	case s.cache != nil:
-		return s.viewCached(labels, st, use)
+		return s.viewCached(b, labels, st, use)
 	}
-	return s.viewFile(labels, st, use)
+	return s.viewFile(b, labels, st, use)
 }
 
 // viewDecoded takes every vector of labels from the decoder.
-func (s *Store) viewDecoded(labels []int32, st *FetchStats, use func(i int, b []byte)) {
-	raw := s.arena(4 * s.Dim)
-	defer s.putArena(raw)
+func (s *Store) viewDecoded(b *bufs, labels []int32, st *FetchStats, use func(i int, b []byte)) {
+	raw := s.rawN(b, 4*s.Dim)
 	// The values' bytes as the file holds them: little-endian float32.
 	x := unsafe.Slice((*float32)(unsafe.Pointer(unsafe.SliceData(raw))), s.Dim)
 	for i, l := range labels {
@@ -327,9 +333,9 @@ var bigEndian = binary.NativeEndian.Uint16([]byte{1, 0}) != 1
 
 // viewCached serves from the cache the labels it holds intact and reads the
 // rest (viewFile), storing them in the cache.
-func (s *Store) viewCached(labels []int32, st *FetchStats, use func(i int, b []byte)) error {
-	miss := make([]int32, 0, len(labels))
-	at := make([]int, 0, len(labels)) // miss[j] is labels[at[j]]
+func (s *Store) viewCached(bf *bufs, labels []int32, st *FetchStats, use func(i int, b []byte)) error {
+	miss, at := bf.miss[:0], bf.at[:0] // miss[j] is labels[at[j]]
+	defer func() { bf.miss, bf.at = miss[:0], at[:0] }()
 	for i, l := range labels {
 		if b, tok, ok := s.cache.Get(l); ok {
 			use(i, b)
@@ -345,7 +351,7 @@ func (s *Store) viewCached(labels []int32, st *FetchStats, use func(i int, b []b
 	if len(miss) == 0 { // the cached bytes were read from the version opened
 		return s.checkFD()
 	}
-	return s.viewFile(miss, st, func(j int, b []byte) {
+	return s.viewFile(bf, miss, st, func(j int, b []byte) {
 		s.cache.Put(miss[j], b)
 		use(at[j], b)
 	})
@@ -353,16 +359,16 @@ func (s *Store) viewCached(labels []int32, st *FetchStats, use func(i int, b []b
 
 // viewFile reads the vectors of labels with the store's strategy (view
 // without the cache).
-func (s *Store) viewFile(labels []int32, st *FetchStats, use func(i int, b []byte)) (err error) {
+func (s *Store) viewFile(b *bufs, labels []int32, st *FetchStats, use func(i int, b []byte)) (err error) {
 	switch s.strategy {
 	case "direct":
-		err = s.viewDirect(labels, st, use)
+		err = s.viewDirect(b, labels, st, use)
 	case "mmap-willneed", "mmap":
 		err = s.viewMmapGuarded(labels, st, use)
 	case StrategyBatch:
-		err = s.viewBatch(labels, st, use)
+		err = s.viewBatch(b, labels, st, use)
 	default:
-		err = s.viewPread(labels, st, use)
+		err = s.viewPread(b, labels, st, use)
 	}
 	if cerr := s.checkFD(); cerr != nil {
 		return cerr
@@ -426,8 +432,8 @@ func decode(dst []float32, b []byte) {
 	}
 }
 
-func (s *Store) viewPread(labels []int32, st *FetchStats, use func(int, []byte)) error {
-	buf := make([]byte, 4*s.Dim)
+func (s *Store) viewPread(b *bufs, labels []int32, st *FetchStats, use func(int, []byte)) error {
+	buf := s.rawN(b, 4*s.Dim)
 	for i, l := range labels {
 		off := s.Base + int64(l)*s.Stride
 		if _, err := s.file.ReadAt(buf, off); err != nil {
@@ -500,13 +506,15 @@ type span struct {
 
 // spans sorts labels by offset (order) and groups their vectors into
 // spans of align-byte blocks, overlapping and adjacent blocks coalesced,
-// none past end; total is the spans' bytes.
-func (s *Store) spans(labels []int32, align, end int64) (order []int, spans []span, total int64) {
+// none past end; total is the spans' bytes. order and spans live in b.
+func (s *Store) spans(b *bufs, labels []int32, align, end int64) (order []int, spans []span, total int64) {
 	vlen := int64(4 * s.Dim)
-	order = make([]int, len(labels))
-	for i := range order {
-		order[i] = i
+	order = b.order[:0]
+	for i := range labels {
+		order = append(order, i)
 	}
+	spans = b.spans[:0]
+	defer func() { b.order, b.spans = order, spans }()
 	slices.SortFunc(order, func(a, b int) int { return cmp.Compare(labels[a], labels[b]) })
 	for k, i := range order {
 		off := s.Base + int64(labels[i])*s.Stride
@@ -525,18 +533,28 @@ func (s *Store) spans(labels []int32, align, end int64) (order []int, spans []sp
 	return order, spans, total
 }
 
-func (s *Store) viewDirect(labels []int32, st *FetchStats, use func(int, []byte)) error {
+// requests lays spans (of total bytes) out in b's read buffer, one read
+// request each; the requests live in b.
+func (s *Store) requests(b *bufs, spans []span, total int64) []partial.ReadReq {
+	raw := s.rawN(b, int(total))
+	reqs := b.reqs[:0]
+	var at int64
+	for _, sp := range spans {
+		reqs = append(reqs, partial.ReadReq{Off: sp.lo, Buf: raw[at : at+sp.hi-sp.lo]})
+		at += sp.hi - sp.lo
+	}
+	b.reqs = reqs
+	return reqs
+}
+
+func (s *Store) viewDirect(b *bufs, labels []int32, st *FetchStats, use func(int, []byte)) error {
 	align := s.direct.Alignment()
 	vlen := int64(4 * s.Dim)
 	size := s.direct.Size()
-	order, spans, total := s.spans(labels, align, (size+align-1)/align*align)
-	arena := s.arena(int(total))
-	defer s.putArena(arena)
-	reqs := make([]partial.ReadReq, len(spans))
-	var at int64
-	for j, sp := range spans {
-		reqs[j] = partial.ReadReq{Off: sp.lo, Buf: arena[at : at+sp.hi-sp.lo]}
-		at += sp.hi - sp.lo
+	order, spans, total := s.spans(b, labels, align, (size+align-1)/align*align)
+	reqs := s.requests(b, spans, total)
+	if n := len(reqs); n > 0 {
+		reqs[n-1].ToEOF = true // the last block may be short at the end of the file
 	}
 	// Each span's distances are computed as soon as it arrives, while the
 	// later reads are in flight.
@@ -546,11 +564,8 @@ func (s *Store) viewDirect(labels []int32, st *FetchStats, use func(int, []byte)
 	_ = s.direct.ReadBatchEach(reqs, func(j int) {
 		q := &reqs[j]
 		if q.Err != nil {
-			// The last block may be short at the end of the file: read it alone.
-			if _, err := s.direct.ReadAt(q.Buf[:min(int64(len(q.Buf)), size-q.Off)], q.Off); err != nil {
-				failed = cmp.Or(failed, fmt.Errorf("rerank: %s: %w", s.Path, err))
-				return
-			}
+			failed = cmp.Or(failed, fmt.Errorf("rerank: %s: %w", s.Path, q.Err))
+			return
 		}
 		sp := spans[j]
 		for k := sp.first; k < sp.first+sp.n; k++ {
@@ -574,17 +589,10 @@ func (s *Store) viewDirect(labels []int32, st *FetchStats, use func(int, []byte)
 // in one block, or in adjacent ones, are read together.
 const BatchBlock = 4096
 
-func (s *Store) viewBatch(labels []int32, st *FetchStats, use func(int, []byte)) error {
+func (s *Store) viewBatch(b *bufs, labels []int32, st *FetchStats, use func(int, []byte)) error {
 	vlen := int64(4 * s.Dim)
-	order, spans, total := s.spans(labels, BatchBlock, s.batch.Size())
-	arena := s.arena(int(total))
-	defer s.putArena(arena)
-	reqs := make([]partial.ReadReq, len(spans))
-	var at int64
-	for j, sp := range spans {
-		reqs[j] = partial.ReadReq{Off: sp.lo, Buf: arena[at : at+sp.hi-sp.lo]}
-		at += sp.hi - sp.lo
-	}
+	order, spans, total := s.spans(b, labels, BatchBlock, s.batch.Size())
+	reqs := s.requests(b, spans, total)
 	var err error
 	if br, ok := s.batch.(partial.BatchReader); ok {
 		err = br.ReadBatch(reqs)

@@ -160,12 +160,12 @@ func runBenchSearch(args []string, stdout io.Writer) error {
 		}
 	}
 	// one query, rescored when the index has rerank vectors: what both passes time.
-	search := func(i int64, dst []hnswsearch.Result, fs *rerank.FetchStats) ([]hnswsearch.Result, hnswsearch.Stats, error) {
+	search := func(i int64, sc *engine.Scratch, fs *rerank.FetchStats) ([]hnswsearch.Result, hnswsearch.Stats, error) {
 		var rq []float32
 		if fq != nil {
 			rq = fq[i]
 		}
-		return l.x.SearchFAISS(qs[i], rq, req, dst, fs)
+		return l.x.SearchFAISS(qs[i], rq, req, sc, fs)
 	}
 	// Warm-up pass (also the results recall is computed from); with
 	// --fresh, the measured pass's results instead.
@@ -249,7 +249,8 @@ func runBenchSearch(args []string, stdout io.Writer) error {
 			var nd, br, rd, pin, vcb, vch, bat, ahd, exp, lah, lus int64
 			var myIO partial.Tally
 			var myFetch rerank.FetchStats
-			dst := make([]hnswsearch.Result, 0, *k)
+			var sc engine.Scratch
+			var dst []hnswsearch.Result
 			for {
 				i := next.Add(1) - 1
 				if i >= total && (*fresh || time.Now().After(deadline)) {
@@ -258,7 +259,7 @@ func runBenchSearch(args []string, stdout io.Writer) error {
 				t0 := time.Now()
 				var st hnswsearch.Stats
 				var err error
-				dst, st, err = search(i%total, dst, &myFetch)
+				dst, st, err = search(i%total, &sc, &myFetch)
 				my = append(my, time.Since(t0))
 				if *fresh && err == nil {
 					first[i].Hits = slices.Clone(dst)

@@ -1,0 +1,59 @@
+package partial
+
+import (
+	"bytes"
+	"io"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+// TestReadToEOF: a request of whole aligned blocks covering the file's
+// short last block, marked ToEOF, reads the bytes that exist without an
+// error, through io_uring in place and bounced, through Direct's pread fallback and through File;
+// unmarked, it fails as before.
+func TestReadToEOF(t *testing.T) {
+	const size = 3*4096 + 100
+	want := make([]byte, size)
+	for i := range want {
+		want[i] = byte(i*7 + i>>12)
+	}
+	path := filepath.Join(t.TempDir(), "f.bin")
+	require.NoError(t, os.WriteFile(path, want, 0o600))
+	d, err := OpenDirect(path, 8)
+	require.NoError(t, err)
+	defer d.Close()
+	f, err := OpenFile(path)
+	require.NoError(t, err)
+	defer f.Close()
+	ring := d.ring
+	batch := func(name string, br BatchReader, shift int64) {
+		for _, toEOF := range []bool{true, false} {
+			buf := d.AlignedBuffer(2 * 4096)
+			reqs := []ReadReq{
+				{Off: 0, Buf: d.AlignedBuffer(4096)}, // a whole block beside it
+				{Off: 2*4096 + shift, Buf: buf[:2*4096-shift], ToEOF: toEOF},
+			}
+			err := br.ReadBatch(reqs)
+			if !toEOF {
+				require.ErrorIs(t, err, io.ErrUnexpectedEOF, "%s shift %d unmarked", name, shift)
+				continue
+			}
+			require.NoError(t, err, "%s shift %d", name, shift)
+			require.True(t, bytes.Equal(want[:4096], reqs[0].Buf), "%s shift %d: the whole block", name, shift)
+			n := size - reqs[1].Off
+			require.True(t, bytes.Equal(want[reqs[1].Off:], reqs[1].Buf[:n]), "%s shift %d: the bytes up to the end", name, shift)
+		}
+	}
+	if ring != nil {
+		batch("io_uring", d, 0)
+		batch("io_uring bounced", d, 5)
+	}
+	d.ring = nil // the fallback where io_uring is unavailable
+	batch("pread fallback", d, 0)
+	batch("pread fallback bounced", d, 5)
+	d.ring = ring
+	batch("File", f, 0)
+}
