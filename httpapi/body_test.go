@@ -54,7 +54,8 @@ func TestBodyCharge(t *testing.T) {
 // TestDecodeBound: an _msearch is refused before it is decoded when its
 // arrays outnumber max_msearch_vectors (a body of "[0]" vectors decoded to
 // 10-15 times its size, uncharged), or when what it may decode to is more
-// than max_bodies_in_flight could ever hold (a 413, not a 429 to retry);
+// than max_bodies_in_flight could ever hold beside the body itself (a 413,
+// not a 429 to retry);
 // either way every byte charged is given back.
 func TestDecodeBound(t *testing.T) {
 	s, ts := newTestServer(t, Config{Limits: Limits{MaxBodiesInFlight: 4 << 20}})
@@ -71,6 +72,15 @@ func TestDecodeBound(t *testing.T) {
 	assert.Equal(t, 413, r.Status, r.Raw)
 	assert.Contains(t, r.Raw, "request_too_large")
 	assert.Contains(t, r.Raw, "max_bodies_in_flight")
+	assert.Zero(t, s.bodyMem.used.Load())
+
+	// A search whose bound alone fits, but not beside its own body, on an
+	// idle server: 413, not a 429 to retry for ever (an outside attack:
+	// 7M values in a 14 MB body against 64 MiB).
+	wide := `{"vector":[` + strings.TrimSuffix(strings.Repeat("1,", 450000), ",") + `],"k":1}` // 900 kB of text, a 3.6 MB bound
+	r = call(t, ts, "POST", "/indexes/f/_search", wide)
+	assert.Equal(t, 413, r.Status, r.Raw)
+	assert.Contains(t, r.Raw, "request_too_large")
 	assert.Zero(t, s.bodyMem.used.Load())
 
 	ok := `{"vectors":[` + strings.TrimSuffix(strings.Repeat("["+strings.TrimSuffix(strings.Repeat("0.5,", 32), ",")+"],", 3), ",") + `],"k":2}`

@@ -243,9 +243,11 @@ func checkName(name string) error {
 		return bad("must not start with _, - or +")
 	}
 	for _, r := range name {
+		// Cf: invisible (zero-width, bidi) characters; the other default
+		// ignorables (U+034F, Hangul fillers) are invisible too.
 		if strings.ContainsRune(`/\*?"<>|,#:`, r) || unicode.IsSpace(r) || unicode.IsControl(r) ||
-			unicode.Is(unicode.Cf, r) || r == utf8.RuneError { // Cf: invisible (zero-width, bidi) characters
-			return bad(fmt.Sprintf("character %q is not allowed", r))
+			unicode.Is(unicode.Cf, r) || unicode.Is(unicode.Other_Default_Ignorable_Code_Point, r) || r == utf8.RuneError {
+			return bad("character " + strconv.QuoteRuneToASCII(r) + " is not allowed")
 		}
 	}
 	return nil
