@@ -297,6 +297,8 @@ func (x *Index) Rescore(q []float32, short []hnswsearch.Result, k int, sc *Scrat
 	var rh []rerank.Hit
 	if sc != nil {
 		labels, rh = sc.labels[:0], sc.rh
+	} else {
+		labels = make([]int32, 0, len(short))
 	}
 	for _, r := range short {
 		if r.Label >= 0 {
