@@ -115,11 +115,11 @@ type localDevice interface {
 	Alignment() int64
 }
 
-// maxAheadPool is the largest candidate pool pickAhead scans. Its pass over
-// the pool costs 4–5× popMin's own scan (BenchmarkPickAhead: 3.3–3.4 µs at
-// 4,096 candidates against 0.6–0.8 µs, 9.4 µs at 10,000), a few percent of
-// the device read it overlaps at this bound; above it lists are read one
-// at a time.
+// maxAheadPool is the largest candidate pool pickAhead scans. Its passes
+// over the pool cost about nine times popMin's own scan (BenchmarkPickAhead,
+// the stop rule's pass included: 5.3–5.6 µs at 4,096 candidates against
+// 0.6 µs, 12.9 µs at 10,000), a few percent of the device read it overlaps
+// at this bound; above it lists are read one at a time.
 const maxAheadPool = 4096
 
 // levelZeroList returns v0's level-0 list when x.listBatch is set: from
@@ -129,7 +129,7 @@ const maxAheadPool = 4096
 // list is read again if it is expanded); only v0's own read failing fails
 // the query. Reads counts every read; BytesRead the bytes of the lists
 // the search used, as for vectors read ahead.
-func (x *Index) levelZeroList(s *scratch, c *pool, v0 int32) ([]byte, error) {
+func (x *Index) levelZeroList(s *scratch, c *pool, v0 int32, efStop int) ([]byte, error) {
 	if list, ok := s.lstash.take(v0); ok {
 		s.st.ListsAheadUsed++
 		s.st.BytesRead += int64(len(list))
@@ -138,7 +138,7 @@ func (x *Index) levelZeroList(s *scratch, c *pool, v0 int32) ([]byte, error) {
 	if _, ok := x.lists.held(v0, 0); ok || c.k > maxAheadPool {
 		return x.lists.get(s, v0, 0)
 	}
-	ids := x.pickAhead(s, c, append(s.lpick[:0], v0))
+	ids := x.pickAhead(s, c, append(s.lpick[:0], v0), efStop)
 	s.lpick = ids
 	s.lreqs = s.lreqs[:0]
 	s.lstash.free(len(ids) - 1)
@@ -172,8 +172,15 @@ func (x *Index) levelZeroList(s *scratch, c *pool, v0 int32) ([]byte, error) {
 // pickAhead appends to ids up to listAheadWidth−1 of the pool's unexpanded
 // candidates, nearest first (ties: the lower id), whose lists are neither
 // held in memory nor stashed: one pass over the pool, keeping the best few
-// in order.
-func (x *Index) pickAhead(s *scratch, c *pool, ids []int32) []int32 {
+// in order. A candidate the stop rule already rules out is not taken:
+// when efStop slots of the pool lie below its distance, they stay there
+// (an eviction takes the pool's farthest slot, which it would be first),
+// and the ones not popped yet are popped before it, so countBelow reaches
+// efStop by its turn and the loop stops (hnsw-search.md §5.3) before it is
+// expanded. That needs a pool larger than efStop (k > efSearch: on_disk's
+// shortlist), and it is then one more pass over the pool (up to three
+// near the end of a search).
+func (x *Index) pickAhead(s *scratch, c *pool, ids []int32, efStop int) []int32 {
 	var top [listAheadWidth - 1]pair
 	n := 0
 	for i, v := range c.ids[:c.k] {
@@ -194,6 +201,9 @@ func (x *Index) pickAhead(s *scratch, c *pool, ids []int32) []int32 {
 		}
 		top[j] = pair{d, v}
 		n = min(n+1, len(top))
+	}
+	for c.k > efStop && n > 0 && c.countBelow(top[n-1].d) >= efStop {
+		n-- // the farthest pick first: mostly one pass, which passes
 	}
 	for _, t := range top[:n] {
 		ids = append(ids, t.id)

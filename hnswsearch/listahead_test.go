@@ -173,7 +173,7 @@ func TestListAheadScope(t *testing.T) {
 		for i := range size {
 			pl.push(int32(i)%x.n, float32(i))
 		}
-		list, err := x.levelZeroList(s, &pl, v0)
+		list, err := x.levelZeroList(s, &pl, v0, size)
 		require.NoError(t, err)
 		require.Equal(t, want, list)
 		if size > maxAheadPool {
@@ -219,9 +219,40 @@ func TestPickAhead(t *testing.T) {
 	require.Equal(t, g, popped)
 	s.lstash.free(1)
 	s.lstash.slot(d, 8) // d: read ahead already
-	got := x.pickAhead(s, &pl, []int32{g})
+	got := x.pickAhead(s, &pl, []int32{g}, 16)
 	lo, hi := min(a, b), max(a, b)
 	require.Equal(t, []int32{g, lo, hi, c}[:listAheadWidth], got)
+}
+
+// TestPickAheadStopRule: with a pool larger than the stop rule's ef, a
+// candidate with ef slots below it (popped or not) is never expanded, and
+// its list is not read ahead; one with fewer is.
+func TestPickAheadStopRule(t *testing.T) {
+	x, _ := listAheadIndex(t, "hnsw_flat_large", 64<<10)
+	var free []int32
+	for v := int32(0); v < x.n && len(free) < 8; v++ {
+		if _, ok := x.lists.held(v, 0); !ok {
+			free = append(free, v)
+		}
+	}
+	require.Len(t, free, 8)
+	const ef = 4
+	s := x.newScratch()
+	var pl pool
+	pl.reset(16, false)
+	for i, v := range free[:3] { // expanded: popped slots at 0, 1, 2
+		pl.push(v, float32(i))
+	}
+	for range 3 {
+		pl.popMin()
+	}
+	pl.push(free[3], 2.5) // 3 slots below: may be expanded
+	pl.push(free[4], 3.5) // 4 below (three popped, 2.5): never expanded
+	pl.push(free[5], 4.5)
+	got := x.pickAhead(s, &pl, nil, ef)
+	require.Equal(t, []int32{free[3]}, got)
+	got = x.pickAhead(s, &pl, nil, 16) // a pool no larger than ef: no cut
+	require.Equal(t, []int32{free[3], free[4], free[5]}[:listAheadWidth-1], got)
 }
 
 // TestListStash: a full stash makes room for a batch by dropping as many
@@ -261,8 +292,9 @@ func TestListStash(t *testing.T) {
 
 // BenchmarkPickAhead: picking the lists to read ahead scans the pool once,
 // against distance.MinSlot2, the scan popMin makes of it (half the pool
-// popped, as mid-search): the cost that bounds read-ahead to maxAheadPool
-// candidates.
+// popped, as mid-search; the stop rule's ef two thirds of the pool, so the
+// stop rule's pass runs too): the cost that bounds read-ahead to
+// maxAheadPool candidates.
 func BenchmarkPickAhead(b *testing.B) {
 	s := openFixture(b, "hnsw_flat_large", storage.Options{Backend: "direct"})
 	f, err := faissfmt.Open(s, s.Size())
@@ -283,7 +315,7 @@ func BenchmarkPickAhead(b *testing.B) {
 		ids := make([]int32, 0, listAheadWidth)
 		b.Run(fmt.Sprintf("ef=%d/pickAhead", ef), func(b *testing.B) {
 			for range b.N {
-				ids = x.pickAhead(sc, &c, ids[:0])
+				ids = x.pickAhead(sc, &c, ids[:0], ef*2/3)
 			}
 		})
 		b.Run(fmt.Sprintf("ef=%d/popMinScan", ef), func(b *testing.B) {

@@ -391,7 +391,7 @@ func (x *Index) searchLevel(s *scratch, level int, r *resultHeap, efStop int) (i
 		var list []byte
 		var err error
 		if level == 0 && x.listBatch != nil {
-			list, err = x.levelZeroList(s, c, v0)
+			list, err = x.levelZeroList(s, c, v0, efStop)
 		} else {
 			list, err = x.lists.get(s, v0, level)
 		}
