@@ -173,11 +173,11 @@ func (x *Index) levelZeroList(s *scratch, c *pool, v0 int32, efStop int) ([]byte
 // candidates, nearest first (ties: the lower id), whose lists are neither
 // held in memory nor stashed: one pass over the pool, keeping the best few
 // in order. A candidate the stop rule already rules out is not taken:
-// when efStop slots of the pool lie below its distance, they stay there
-// (an eviction takes the pool's farthest slot, which it would be first),
-// and the ones not popped yet are popped before it, so countBelow reaches
-// efStop by its turn and the loop stops (hnsw-search.md §5.3) before it is
-// expanded. That needs a pool larger than efStop (k > efSearch: on_disk's
+// when efStop slots of the pool, popped or not, lie below its distance,
+// they stay there while it waits (an eviction takes the pool's farthest
+// slot, which it would be first), so countBelow is still at least efStop
+// when it is popped and the loop stops (hnsw-search.md §5.3) before it is
+// expanded (NaN distances aside, where this costs only a read). That needs a pool larger than efStop (k > efSearch: on_disk's
 // shortlist), and it is then one more pass over the pool (up to three
 // near the end of a search).
 func (x *Index) pickAhead(s *scratch, c *pool, ids []int32, efStop int) []int32 {

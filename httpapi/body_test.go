@@ -83,6 +83,25 @@ func TestDecodeBound(t *testing.T) {
 	assert.Contains(t, r.Raw, "request_too_large")
 	assert.Zero(t, s.bodyMem.used.Load())
 
+	// The 413 counts the body, not its buffer: chunked (no announced
+	// length), the buffer grows by doubling past the body, and one that fits
+	// only without that slack is decoded in a buffer of its size (here to
+	// the parser's own limit on values).
+	fits := `{"vector":[` + strings.TrimSuffix(strings.Repeat("1,", 400000), ",") + `],"k":1}` // 800 kB of text, a 3.2 MB bound
+	for _, chunked := range []bool{false, true} {
+		c, _ := gin.CreateTestContext(httptest.NewRecorder())
+		c.Request = httptest.NewRequest("POST", "/indexes/f/_search", strings.NewReader(fits))
+		if chunked {
+			c.Request.ContentLength = -1
+		}
+		var b body
+		var req SearchRequest
+		err := s.decode(c, &req, &b)
+		require.Error(t, err, "chunked %v", chunked)
+		assert.Contains(t, err.Error(), "more than 65536 values", "chunked %v: decoded, not refused as too large", chunked)
+		assert.Zero(t, s.bodyMem.used.Load())
+	}
+
 	ok := `{"vectors":[` + strings.TrimSuffix(strings.Repeat("["+strings.TrimSuffix(strings.Repeat("0.5,", 32), ",")+"],", 3), ",") + `],"k":2}`
 	r = call(t, ts, "POST", "/indexes/f/_msearch", ok)
 	assert.Equal(t, 200, r.Status, r.Raw)

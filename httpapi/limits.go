@@ -228,7 +228,7 @@ func checkName(name string) error {
 		if len(shown) > 80 { // a long name is not echoed whole
 			shown = strings.ToValidUTF8(shown[:80], "") + "…"
 		}
-		return badRequest("invalid index name %s: %s", strconv.Quote(shown), why)
+		return badRequest("invalid index name %s: %s", strconv.QuoteToASCII(shown), why)
 	}
 	switch {
 	case name == "":
@@ -244,9 +244,11 @@ func checkName(name string) error {
 	}
 	for _, r := range name {
 		// Cf: invisible (zero-width, bidi) characters; the other default
-		// ignorables (U+034F, Hangul fillers) are invisible too.
+		// ignorables (U+034F, Hangul fillers, variation selectors) are
+		// invisible too.
 		if strings.ContainsRune(`/\*?"<>|,#:`, r) || unicode.IsSpace(r) || unicode.IsControl(r) ||
-			unicode.Is(unicode.Cf, r) || unicode.Is(unicode.Other_Default_Ignorable_Code_Point, r) || r == utf8.RuneError {
+			unicode.Is(unicode.Cf, r) || unicode.Is(unicode.Other_Default_Ignorable_Code_Point, r) ||
+			unicode.Is(unicode.Variation_Selector, r) || r == utf8.RuneError {
 			return bad("character " + strconv.QuoteRuneToASCII(r) + " is not allowed")
 		}
 	}

@@ -570,7 +570,7 @@ func (s *Server) decode(c *gin.Context, v any, b *body) error {
 	err := s.read(c, b)
 	var bound int64 // what decoding may make, charged while it runs
 	if err == nil {
-		bound, err = s.chargeDecode(v, b.buf.b, b.held)
+		bound, err = s.chargeDecode(v, b)
 	}
 	if err == nil {
 		raw := b.buf.b
@@ -610,11 +610,14 @@ func (s *Server) decode(c *gin.Context, v any, b *body) error {
 // vectors ("[0],") made 10 to 15 times its size before anything counted
 // it (an outside attack had a 512 MiB server killed by one 16 MiB
 // _msearch); an _msearch with more arrays than max_msearch_vectors (and
-// its own and a filter's) allow is refused before it is decoded. held is
-// what reading the body holds already: a request whose body and bound
-// together exceed max_bodies_in_flight could never be decoded, even alone,
-// and is a 413, not a 429 to retry for ever.
-func (s *Server) chargeDecode(v any, raw []byte, held int64) (int64, error) {
+// its own and a filter's) allow is refused before it is decoded. The body
+// (b, read) stays while it decodes: a request whose body and bound together
+// exceed max_bodies_in_flight could never be decoded, even alone, and is a
+// 413, not a 429 to retry for ever; one that fits only without its buffer's
+// slack (a chunked body's buffer grows by doubling) is moved to a buffer of
+// its size first.
+func (s *Server) chargeDecode(v any, b *body) (int64, error) {
+	raw := b.buf.b
 	_, multi := v.(*MSearchRequest)
 	if _, single := v.(*SearchRequest); !single && !multi {
 		return 0, nil
@@ -624,10 +627,19 @@ func (s *Server) chargeDecode(v any, raw []byte, held int64) (int64, error) {
 		return 0, badRequest("_msearch has more than %d vectors (max_msearch_vectors): the body holds %d arrays", s.limits.MaxMsearchVectors, arrays)
 	}
 	bound := arrays*vectorHeader + (arrays+int64(bytes.Count(raw, []byte{','})))*valueBytes
+	size := int64(len(raw))
+	if size+bound <= s.bodyMem.max && b.held+bound > s.bodyMem.max {
+		exact := &bodyBuf{b: make([]byte, size)}
+		copy(exact.b, raw)
+		s.dropBuf(b)
+		b.buf = exact
+		s.bodyMem.give(b.held - size)
+		b.held = size
+	}
 	switch {
-	case held+bound > s.bodyMem.max:
+	case size+bound > s.bodyMem.max:
 		return 0, &apiError{413, "request_too_large", fmt.Sprintf(
-			"the request's vectors may take %d bytes once decoded, beside its %d-byte body: more than max_bodies_in_flight (%d)", bound, held, s.bodyMem.max)}
+			"the request's vectors may take %d bytes once decoded, beside its %d-byte body: more than max_bodies_in_flight (%d)", bound, size, s.bodyMem.max)}
 	case !s.bodyMem.take(bound):
 		return 0, errBodiesBusy
 	}

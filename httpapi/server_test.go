@@ -222,6 +222,7 @@ func TestBadRequests(t *testing.T) {
 		{"PUT", "/indexes/a%00b", `{"path":"idx.faiss"}`, 400, `is not allowed`},
 		{"PUT", "/indexes/a%E2%80%8Bb", `{"path":"idx.faiss"}`, 400, `character '\u200b' is not allowed`}, // zero-width space
 		{"PUT", "/indexes/a%CD%8Fb", `{"path":"idx.faiss"}`, 400, `character '\u034f' is not allowed`},    // combining grapheme joiner, invisible
+		{"PUT", "/indexes/a%EF%B8%8Fb", `{"path":"idx.faiss"}`, 400, `character '\ufe0f' is not allowed`}, // variation selector, invisible
 		{"PUT", "/indexes/a%E2%80%AEb", `{"path":"idx.faiss"}`, 400, `character '\u202e' is not allowed`}, // right-to-left override
 		{"PUT", "/indexes/_x", `{"path":"idx.faiss"}`, 400, "must not start with _"},
 		{"PUT", "/indexes/" + strings.Repeat("n", 256), `{"path":"idx.faiss"}`, 400, "256 bytes, at most 255"},

@@ -330,7 +330,7 @@ func (d *Direct) finishInPlace(q *ReadReq, n int) {
 		q.Err = d.w.explain(fmt.Errorf("partial: %s: O_DIRECT read of %d bytes at offset %d: %w", d.name, len(q.Buf), q.Off, unix.Errno(-n)))
 	case n < len(q.Buf) && q.Off+int64(n) < d.size && n%int(d.align) == 0 && n > 0:
 		// A short read before the end: finish it the ordinary way.
-		_, q.Err = d.ReadAt(q.Buf[n:], q.Off+int64(n))
+		_, q.Err = d.ReadAt(d.rest(q, n), q.Off+int64(n))
 	case n < len(q.Buf) && !(q.ToEOF && q.Off+int64(n) == d.size):
 		q.Err = d.w.explain(fmt.Errorf("partial: %s: read of %d bytes at offset %d runs past the end (file size %d): %w", d.name, len(q.Buf), q.Off, d.size, io.ErrUnexpectedEOF))
 	}
@@ -357,10 +357,20 @@ func (d *Direct) finishBounced(q *ReadReq, buf []byte, off int64, n int) {
 	switch {
 	case got == len(q.Buf), q.ToEOF && q.Off+int64(got) == d.size:
 	case q.Off+int64(got) < d.size: // short before the end: finish it
-		_, q.Err = d.ReadAtTally(q.Buf[got:], q.Off+int64(got), &q.IO)
+		_, q.Err = d.ReadAtTally(d.rest(q, got), q.Off+int64(got), &q.IO)
 	default:
 		q.Err = d.w.explain(fmt.Errorf("partial: %s: read of %d bytes at offset %d runs past the end (file size %d): %w", d.name, len(q.Buf), q.Off, d.size, io.ErrUnexpectedEOF))
 	}
+}
+
+// rest is what is left to read of q once got bytes are in: the rest of
+// q.Buf, up to the file's end for a ToEOF request.
+func (d *Direct) rest(q *ReadReq, got int) []byte {
+	r := q.Buf[got:]
+	if q.ToEOF {
+		r = r[:max(0, min(int64(len(r)), d.size-q.Off-int64(got)))]
+	}
+	return r
 }
 
 // span is the aligned range covering q (it may run past the file's end).

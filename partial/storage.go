@@ -43,7 +43,7 @@ type ReadReq struct {
 	Err error
 	IO  Tally // this request's I/O, where the backend is a TallyReader
 	// ToEOF lets the read stop at the file's end without an error, Buf's
-	// bytes past it unspecified (O_DIRECT zeroes them): a request of whole aligned blocks
+	// bytes past it unspecified: a request of whole aligned blocks
 	// for O_DIRECT covering the file's last one. Direct and File honour
 	// it; the other backends read Buf whole or fail.
 	ToEOF bool

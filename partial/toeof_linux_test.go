@@ -56,4 +56,16 @@ func TestReadToEOF(t *testing.T) {
 	batch("pread fallback bounced", d, 5)
 	d.ring = ring
 	batch("File", f, 0)
+
+	// A short read of whole blocks before the end is finished up to the
+	// end, not past it, in place and bounced.
+	q := ReadReq{Off: 4096, Buf: d.AlignedBuffer(3 * 4096), ToEOF: true}
+	copy(q.Buf, want[4096:2*4096]) // what the kernel's short read brought
+	d.finishInPlace(&q, 4096)
+	require.NoError(t, q.Err)
+	require.True(t, bytes.Equal(want[4096:], q.Buf[:size-4096]), "in place")
+	q = ReadReq{Off: 4096 + 5, Buf: make([]byte, 3*4096-5), ToEOF: true}
+	d.finishBounced(&q, want[4096:2*4096], 4096, 4096)
+	require.NoError(t, q.Err)
+	require.True(t, bytes.Equal(want[4096+5:], q.Buf[:size-4096-5]), "bounced")
 }

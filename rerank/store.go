@@ -561,7 +561,7 @@ func (s *Store) viewDirect(b *bufs, labels []int32, st *FetchStats, use func(int
 	var failed error
 	// Every request is handed over, with its Err set when it was not read
 	// (a closed file's batch too); the batch's own error adds nothing.
-	_ = s.direct.ReadBatchEach(reqs, func(j int) {
+	berr := s.direct.ReadBatchEach(reqs, func(j int) {
 		q := &reqs[j]
 		if q.Err != nil {
 			failed = cmp.Or(failed, fmt.Errorf("rerank: %s: %w", s.Path, q.Err))
@@ -574,6 +574,11 @@ func (s *Store) viewDirect(b *bufs, labels []int32, st *FetchStats, use func(int
 			use(i, q.Buf[off-sp.lo:off-sp.lo+vlen])
 		}
 	})
+	if berr != nil {
+		// A ring that gave up may still write into the buffer later: it is
+		// not given to another shortlist.
+		b.raw, b.reqs = nil, nil
+	}
 	if failed != nil {
 		return failed
 	}
