@@ -16,3 +16,17 @@ func dropCache(f *os.File) { dropRange(f, 0, 0) }
 // drops what it has read as it goes and the file's pages never pile up
 // beside the copy being filled.
 func dropRange(f *os.File, off, n int64) { _ = unix.Fadvise(int(f.Fd()), off, n, unix.FADV_DONTNEED) }
+
+// writeBack writes n bytes of f at off to the device, waits for them, and
+// drops them from the page cache: dirty pages cannot be reclaimed until
+// written, and a guide written whole before one sync held its size in
+// dirty pages, charged to the process's memory cgroup beside the guide
+// itself.
+func writeBack(f *os.File, off, n int64) error {
+	const all = unix.SYNC_FILE_RANGE_WAIT_BEFORE | unix.SYNC_FILE_RANGE_WRITE | unix.SYNC_FILE_RANGE_WAIT_AFTER
+	if err := unix.SyncFileRange(int(f.Fd()), off, n, all); err != nil {
+		return err
+	}
+	dropRange(f, off, n)
+	return nil
+}

@@ -398,7 +398,8 @@ func Write(path string, c *Codes, src SourceID) (err error) {
 	if err = f.Chmod(0o644); err != nil {
 		return err
 	}
-	bw := bufio.NewWriterSize(f, 1<<20)
+	dw := &drainWriter{f: f}
+	bw := bufio.NewWriterSize(dw, 1<<20)
 	if _, err = c.Encode(bw, src); err != nil {
 		return err
 	}
@@ -420,6 +421,26 @@ func Write(path string, c *Codes, src SourceID) (err error) {
 		d.Close()
 	}
 	return nil
+}
+
+// drainWriter writes to f and, every drainBytes, writes what it wrote
+// back to the device and out of the page cache (writeBack), so a guide
+// being written holds at most that much in dirty pages.
+type drainWriter struct {
+	f           *os.File
+	off, synced int64
+}
+
+const drainBytes = 2 << 20
+
+func (w *drainWriter) Write(p []byte) (int, error) {
+	n, err := w.f.Write(p)
+	w.off += int64(n)
+	if err == nil && w.off-w.synced >= drainBytes {
+		err = writeBack(w.f, w.synced, w.off-w.synced)
+		w.synced = w.off
+	}
+	return n, err
 }
 
 // IsGuide reports whether head, a file's first bytes, starts as a guide
