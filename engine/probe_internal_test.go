@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"fmt"
 	"math"
 	"os"
 	"path/filepath"
@@ -11,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/faiss-sidecar/faiss-sidecar/hnswsearch"
+	"github.com/faiss-sidecar/faiss-sidecar/quant"
 )
 
 // TestOpenReusesProbe: Plan.Open takes Prepare's parse when the file is
@@ -60,6 +62,45 @@ func TestLoadBeyondMemory(t *testing.T) {
 	p, err := Prepare(Spec{Path: path, Mode: "memory_efficient", Backend: "mmap"})
 	require.NoError(t, err)
 	assert.LessOrEqual(t, p.NeedBytes(), int64(1<<20))
+}
+
+// TestOnDiskMachineBudget: an on_disk spec without a memory budget is
+// planned without one (the finest level, vectors through the page cache)
+// where the machine's memory less the process's room holds the file, and
+// under a budget of that room where it does not: here, a machine too
+// small for even the smallest guide, refused naming the budget it was
+// given and where it came from. A budget larger than the machine is
+// refused as such.
+func TestOnDiskMachineBudget(t *testing.T) {
+	path := filepath.Join("..", "testdata", "fixtures", "hnsw_flat_large.faiss")
+	st, err := os.Stat(path)
+	require.NoError(t, err)
+	defer func(f func() int64) { machineMemory = f }(machineMemory)
+	at := func(m int64, budget int64) (*Plan, error) {
+		machineMemory = func() int64 { return m }
+		return Prepare(Spec{Path: path, Mode: ModeOnDisk, GuideDir: t.TempDir(), Workers: 1, MemoryBudget: budget})
+	}
+	const reserve = 6 << 20 // machineRoom's least: more than a tenth of these machines
+	holds := st.Size() + reserve
+	p, err := at(holds, 0)
+	require.NoError(t, err)
+	assert.False(t, p.machineBudget)
+	assert.Zero(t, p.Spec().MemoryBudget, "the machine holds the file: no budget")
+	assert.Equal(t, quant.Level4x, p.level)
+	assert.Equal(t, "mmap", p.Spec().Rerank.Strategy)
+	assert.Equal(t, "mmap", p.Backend())
+
+	_, err = at(holds-1, 0)
+	require.ErrorIs(t, err, hnswsearch.ErrBudget)
+	assert.Contains(t, err.Error(), fmt.Sprintf("and the budget is %d (none was set: this machine's memory, %d bytes", st.Size()-1, holds-1))
+
+	_, err = at(holds, 64<<20) // enough for any level, more than the machine
+	require.ErrorIs(t, err, hnswsearch.ErrBudget)
+	assert.Contains(t, err.Error(), fmt.Sprintf("a memory budget of %d bytes is more than this machine's memory (%d bytes", 64<<20, holds))
+
+	for m, want := range map[int64]int64{0: 0, 1: 1, 6 << 20: 1, 7 << 20: 1 << 20, 100 << 20: 90 << 20} {
+		assert.Equal(t, want, machineRoom(m), "machineRoom(%d)", m)
+	}
 }
 
 // TestNotHNSWRefusedFirst: an index without an HNSW graph is refused by

@@ -51,9 +51,10 @@ type Spec struct {
 	// and its budget (storage.Options).
 	CacheDir      string
 	CacheDirBytes int64
-	// MemoryBudget > 0 (memory_efficient only) plans everything the index
-	// may hold (hnswsearch.PlanBudget) with Workers concurrent queries
-	// (0: GOMAXPROCS).
+	// MemoryBudget > 0 (memory_efficient and on_disk) plans everything the
+	// index may hold (hnswsearch.PlanBudget) with Workers concurrent
+	// queries (0: GOMAXPROCS). An on_disk spec without one on a machine
+	// smaller than its file is planned under machineBudget's.
 	MemoryBudget int64
 	Workers      int
 	// Semantics and Kernel are hnswsearch's names ("": the defaults).
@@ -223,6 +224,9 @@ type Plan struct {
 	vlayout *rerank.Layout
 	vsize   int64
 	vcache  int64
+	// machineBudget: the spec set no memory budget and the plan's is
+	// machineBudget's.
+	machineBudget bool
 }
 
 // machineMemory is the memory a load may not exceed (a test sets less).
@@ -258,6 +262,11 @@ func Prepare(spec Spec) (_ *Plan, err error) {
 	if err := backendFits(spec.Path, backend); err != nil {
 		return nil, err
 	}
+	var implicit bool
+	if spec.Mode == ModeOnDisk && spec.MemoryBudget == 0 {
+		spec.MemoryBudget = machineBudget(spec.Path)
+		implicit = spec.MemoryBudget > 0
+	}
 	if spec.MemoryBudget > 0 && spec.Backend == "" && backend != "zstd" {
 		backend = "direct" // the budget policy reads misses in batches with direct I/O
 	}
@@ -274,7 +283,7 @@ func Prepare(spec Spec) (_ *Plan, err error) {
 	if err != nil {
 		return nil, err
 	}
-	p := &Plan{spec: spec, backend: backend, probe: pf, probed: probed, obj: obj}
+	p := &Plan{spec: spec, backend: backend, probe: pf, probed: probed, obj: obj, machineBudget: implicit}
 	defer func() {
 		if err != nil { // the plan is not returned: nothing will open it
 			p.dropObject()
@@ -314,6 +323,14 @@ func Prepare(spec Spec) (_ *Plan, err error) {
 		rs.Strategy = rerank.StrategyBatch // the one strategy that reads an object
 	}
 	if m := machineMemory(); m > 0 && p.need > m { // the load would be killed (mode full of a file larger than memory)
+		switch {
+		case spec.MemoryBudget > 0 && !p.machineBudget:
+			return nil, fmt.Errorf("%s: %w: a memory budget of %d bytes is more than this machine's memory (%d bytes, or its cgroup's limit)",
+				spec.Label, hnswsearch.ErrBudget, spec.MemoryBudget, m)
+		case spec.Mode == ModeOnDisk:
+			return nil, fmt.Errorf("%s: %w: on_disk at %s needs %d bytes (a guide of %d), more than this machine's memory (%d bytes, or its cgroup's limit)",
+				spec.Label, hnswsearch.ErrBudget, p.level, p.need, p.guide, m)
+		}
 		return nil, fmt.Errorf("%s: %w: the load needs %d bytes, more than this machine's memory (%d bytes, or its cgroup's limit); "+
 			"mode memory_efficient or on_disk reads the file on demand", spec.Label, hnswsearch.ErrBudget, p.need, m)
 	}

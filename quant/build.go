@@ -8,6 +8,7 @@ import (
 	"io"
 	"math"
 	"runtime"
+	"runtime/debug"
 	"slices"
 	"unsafe"
 
@@ -32,6 +33,16 @@ type BuildOptions struct {
 	// whole section when smaller). All but 4x keep the sample in memory
 	// while they train.
 	SampleBytes int64
+	// MemoryBytes, when positive, bounds what the build holds beside the
+	// codes it has written: each read to an eighth of it; the training
+	// sample, which is kept before any code is written (the codes' pages
+	// take memory only then), to a third of it plus the codes' bytes (at
+	// least one vector each). The sample is given back to the system
+	// before encoding starts; its centroids (at most half its bytes) stay
+	// until the build ends, and are given back then.
+	// Under a small memory budget the defaults (16 MiB of sample, two
+	// 8 MiB reads) outgrew a memory cgroup of a tenth of fashion-mnist.
+	MemoryBytes int64
 	// Seed chooses the 32x random rotation (default a fixed constant, so
 	// builds of one file are reproducible).
 	Seed uint64
@@ -87,6 +98,10 @@ func (b *builder) defaults() {
 	}
 	if o.SampleBytes <= 0 {
 		o.SampleBytes = defaultSampleBytes
+	}
+	if m := o.MemoryBytes; m > 0 {
+		o.ReadSize = int(min(int64(o.ReadSize), max(m/8, b.rowBytes)))
+		o.SampleBytes = min(o.SampleBytes, max((m+b.c.n*int64(b.c.stride))/3, b.rowBytes))
 	}
 	if o.Seed == 0 {
 		o.Seed = defaultSeed
@@ -185,6 +200,9 @@ func (b *builder) run() error {
 	}
 	b.train(lo, hi, sum, integral, kept, sampled)
 	kept = nil
+	if b.opt.MemoryBytes > 0 && c.level != Level4x {
+		debug.FreeOSMemory() // the sample's pages, before the codes' are written
+	}
 
 	// Encoding pass. 4x checks, until a vector fails, that every vector
 	// decodes to itself (Codes.Exact).
@@ -227,6 +245,9 @@ func (b *builder) run() error {
 	})
 	c.exact = err == nil && c.level == Level4x && !slices.Contains(lossy[:], true)
 	c.dropBuild()
+	if b.opt.MemoryBytes > 0 {
+		debug.FreeOSMemory() // the centroids' build copies and the reads, before the budget's other holders fill
+	}
 	return err
 }
 

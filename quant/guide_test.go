@@ -11,6 +11,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"sync"
 	"testing"
 	"unsafe"
 
@@ -252,6 +253,43 @@ func TestBuildErrors(t *testing.T) {
 			}
 		}})
 	assert.ErrorIs(t, err, context.Canceled)
+}
+
+// TestBuildMemoryBytes: MemoryBytes bounds each read to an eighth of it
+// and the training sample to a third of it and the codes' bytes (whole
+// vectors, at least one), and every level builds from so small a sample.
+func TestBuildMemoryBytes(t *testing.T) {
+	ds := fixture(t, "hnsw_flat_l2")
+	row := int64(4 * ds.d)
+	for _, mem := range []int64{1, 40 * row, 400 * row} {
+		for _, lvl := range Levels {
+			r := &maxRead{r: ds.r}
+			var total int64
+			c, err := Build(r, ds.off, ds.n, ds.d, ds.metric, lvl, BuildOptions{MemoryBytes: mem,
+				Progress: func(_, tot int64) { total = tot }})
+			require.NoError(t, err, "%s at %d", lvl, mem)
+			readRows := max(1, mem/8/row)
+			sampleRows := max(1, (mem+int64(ds.n*lvl.BytesPerVector(ds.d)))/3/row)
+			assert.LessOrEqual(t, r.max, readRows*row, "%s at %d: each read", lvl, mem)
+			assert.LessOrEqual(t, total-int64(ds.n)*row, sampleRows*row, "%s at %d: the sample", lvl, mem)
+			assert.Positive(t, total-int64(ds.n)*row, "%s at %d: a sample", lvl, mem)
+			c.Close()
+		}
+	}
+}
+
+// maxRead records the largest read through it.
+type maxRead struct {
+	r   io.ReaderAt
+	mu  sync.Mutex
+	max int64
+}
+
+func (m *maxRead) ReadAt(p []byte, off int64) (int, error) {
+	m.mu.Lock()
+	m.max = max(m.max, int64(len(p)))
+	m.mu.Unlock()
+	return m.r.ReadAt(p, off)
 }
 
 // TestEmpty: zero vectors build, write and load.

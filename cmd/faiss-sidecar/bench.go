@@ -143,6 +143,7 @@ func runBenchSearch(args []string, stdout io.Writer) error {
 	if err := rr.validate(); err != nil {
 		return err
 	}
+	ix.workers = *threads // the memory plan counts the queries that run at once
 	l, qs, err := ix.openWithQueries(pos[0], *queries, *maxQueries, &rr)
 	if err != nil {
 		return err

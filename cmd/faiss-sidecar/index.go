@@ -33,11 +33,14 @@ type indexFlags struct {
 	verifyChecksum                   bool
 	cagraSeed                        uint64
 	vectors                          string
+	// workers is how many queries run at once, for the memory plan (bench:
+	// --threads); 0: GOMAXPROCS.
+	workers int
 }
 
 func (f *indexFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.mode, "mode", "memory_efficient", "loading mode: full (whole file in memory), memory_efficient (read on demand) or on_disk (graph walked on a compressed in-memory guide, exact rerank from the file)")
-	fs.StringVar(&f.compression, "compression", "", "on_disk: the guide's compression, "+strings.Join(engine.CompressionNames(), ", ")+"; 4x is 8 bits a dimension, 5x 6 bits, 6x 5 bits, 8x 4 bits, 16x 2 bits, 32x 1 bit (default auto: under --memory-budget the finest whose guide fits with every neighbor list pinned, else the finest whose guide fits; without one 4x)")
+	fs.StringVar(&f.compression, "compression", "", "on_disk: the guide's compression, "+strings.Join(engine.CompressionNames(), ", ")+"; 4x is 8 bits a dimension, 5x 6 bits, 6x 5 bits, 8x 4 bits, 16x 2 bits, 32x 1 bit (default auto: under --memory-budget the finest whose guide fits with every neighbor list pinned, else the finest whose guide fits; without one 4x, or as under a budget of the machine's memory (less a tenth, at least 6 MiB) when that is less than the file)")
 	fs.StringVar(&f.guideDir, "guide-dir", "", "on_disk: directory of guide files (default: beside the index); a missing, stale or corrupt guide is built and written there")
 	fs.StringVar(&f.backend, "backend", "", backendHelp+"; memory_efficient defaults to "+engine.DefaultMemoryEfficientBackend)
 	fs.StringVar(&f.semantics, "semantics", "faiss-modern", "search semantics: faiss-modern or faiss-1.7.3")
@@ -121,7 +124,7 @@ func (f *indexFlags) spec(path string, rr *rerankFlags) engine.Spec {
 		MemoryBudget: f.memoryBudget, Semantics: f.semantics, Kernel: f.kernel, BatchReads: f.batchReads,
 		ExactFilterMax: f.exactFilterMax, EfSearch: int(f.indexEf), VerifyChecksum: f.verifyChecksum, CAGRASeed: f.cagraSeed,
 		Compression: f.compression, GuideDir: f.guideDir, VectorsPath: f.vectors,
-		CacheDir: f.cacheDir.dir, CacheDirBytes: f.cacheDir.bytes}
+		CacheDir: f.cacheDir.dir, CacheDirBytes: f.cacheDir.bytes, Workers: f.workers}
 	if rr != nil && (rr.vectors != "" || (f.mode == engine.ModeOnDisk && rr.oversample != 0)) {
 		s.Rerank = rr.spec() // on_disk without --rerank-vectors: the index file (the engine fills it in)
 	}
