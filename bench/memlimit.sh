@@ -42,7 +42,10 @@ printf "%-6s %-28s %9s %9s %9s %12s %7s %7s %10s %10s %7s\n" limit backend QPS p
 # ondisk8x, ondisk16x, ondisk32x (any level), ondisk: mode on_disk at that level (ondisk: auto) under the
 # same budget, its guide built beforehand into bench-data/guides, outside
 # the limit, as `quantize` or a first run would; for auto, the guide of
-# the level auto picks under the budget).
+# the level auto picks under the budget); ondisk-first: on_disk auto
+# without --memory-budget (the engine plans under the limit's, less a
+# tenth and at least 6 MiB, when that is smaller than the file), its guide
+# built inside the limit by the measured run itself, into a fresh directory.
 for frac in ${FRACS:-2 3 10}; do
   limit=$((size / frac))
   cache=$((limit * 4 / 10))
@@ -56,6 +59,8 @@ for frac in ${FRACS:-2 3 10}; do
       mmap) cfg="mmap" ;;
       pread|direct) cfg="$name --cache-bytes $cache" ;;
       budget) cfg="direct --memory-budget $budget ${BUDGET_FLAGS:-}" ;;
+      ondisk-first) fresh=$(mktemp -d)
+        cfg="direct --mode on_disk --compression auto --guide-dir $fresh" ;;
       ondisk*) level=${name#ondisk}; level=${level:-auto}
         cfg="direct --mode on_disk --compression $level --guide-dir bench-data/guides --memory-budget $budget"
         if [ "$level" = auto ]; then
@@ -72,9 +77,10 @@ for frac in ${FRACS:-2 3 10}; do
     # The Go heap may grow to twice what is live before collecting: GOMEMLIMIT
     # makes the runtime collect before the cgroup's limit is reached.
     gml=$((limit * 6 / 10))
-    case "$cfg" in *memory-budget*) gml= ;; esac # the budget policy sets the runtime's limit itself
+    case "$cfg" in *memory-budget*|*on_disk*) gml= ;; esac # the budget policy sets the runtime's limit itself
     out=$(GOMEMLIMIT=$gml sh -c "echo \$\$ > $cg/cgroup.procs; exec $bin bench $idx --queries $q --gt $gt --k 10 --ef-search 64 $measure --max-queries ${NQ:-200} --backend $cfg --json" 2>&1) || true
     peak=$(cat "$cg/memory.max_usage_in_bytes")
+    [ "$name" = ondisk-first ] && rm -rf "$fresh"
     echo $$ > /sys/fs/cgroup/memory/cgroup.procs 2>/dev/null || true
     rmdir "$cg"
     echo "$out" | /usr/bin/python3 -c "
@@ -85,6 +91,6 @@ try:
 except Exception:
     print('%-6s %-28s failed: %s' % ('1/$frac', '$cfg'.split()[0], raw.strip()[:80])); sys.exit()
 R = d.get('device_reads_per_query', 0) + d.get('rerank_reads_per_query', 0)
-print('%-6s %-28s %9.0f %9.0f %9.0f %12.0f %7.1f %7.4f %10.2f %10.1f %7.1f' % ('1/$frac', '$name' + ('' if '$cfg'=='mmap' else (' budget=%dMiB' % ($budget>>20) if 'budget' in '$cfg' or 'on_disk' in '$cfg' else ' cache=%dMiB' % ($cache>>20))), d['qps'], d['p50_us'], d['p99_us'], d['device_read_bytes_per_query'], R, d['recall'], (d['open_ms']*1000 + d['first_query_us'])/1000, $peak/2**20, d.get('vector_cache_hit_pct', 0) or 100*d.get('rerank_cache_hits_per_query', 0)/max(d.get('shortlist', 0), 1)))"
+print('%-6s %-28s %9.0f %9.0f %9.0f %12.0f %7.1f %7.4f %10.2f %10.1f %7.1f' % ('1/$frac', '$name' + ('' if '$cfg'=='mmap' else (' budget=%dMiB' % ($budget>>20) if 'budget' in '$cfg' else ' no budget' if 'on_disk' in '$cfg' else ' cache=%dMiB' % ($cache>>20))), d['qps'], d['p50_us'], d['p99_us'], d['device_read_bytes_per_query'], R, d['recall'], (d['open_ms']*1000 + d['first_query_us'])/1000, $peak/2**20, d.get('vector_cache_hit_pct', 0) or 100*d.get('rerank_cache_hits_per_query', 0)/max(d.get('shortlist', 0), 1)))"
   done
 done
