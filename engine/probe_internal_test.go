@@ -80,7 +80,7 @@ func TestOnDiskMachineBudget(t *testing.T) {
 		machineMemory = func() int64 { return m }
 		return Prepare(Spec{Path: path, Mode: ModeOnDisk, GuideDir: t.TempDir(), Workers: 1, MemoryBudget: budget})
 	}
-	const reserve = 6 << 20 // machineRoom's least: more than a tenth of these machines
+	const reserve = 4 << 20 // machineRoom's least: more than a tenth of these machines
 	holds := st.Size() + reserve
 	p, err := at(holds, 0)
 	require.NoError(t, err)
@@ -94,11 +94,22 @@ func TestOnDiskMachineBudget(t *testing.T) {
 	require.ErrorIs(t, err, hnswsearch.ErrBudget)
 	assert.Contains(t, err.Error(), fmt.Sprintf("and the budget is %d (none was set: this machine's memory, %d bytes", st.Size()-1, holds-1))
 
+	// What the caller holds beside the index is left to it.
+	machineMemory = func() int64 { return 64 << 20 }
+	beside := machineRoom(64<<20) - st.Size() // the file fits beside it, and no more
+	p, err = Prepare(Spec{Path: path, Mode: ModeOnDisk, GuideDir: t.TempDir(), Workers: 1, Beside: beside + 1})
+	require.ErrorIs(t, err, hnswsearch.ErrBudget)
+	assert.Contains(t, err.Error(), fmt.Sprintf("and the budget is %d (none was set", st.Size()-1))
+	assert.Contains(t, err.Error(), fmt.Sprintf("the %d bytes its caller holds beside the index", beside+1))
+	p, err = Prepare(Spec{Path: path, Mode: ModeOnDisk, GuideDir: t.TempDir(), Workers: 1, Beside: beside})
+	require.NoError(t, err, "the file fits beside it: no budget")
+	assert.Zero(t, p.Spec().MemoryBudget)
+
 	_, err = at(holds, 64<<20) // enough for any level, more than the machine
 	require.ErrorIs(t, err, hnswsearch.ErrBudget)
 	assert.Contains(t, err.Error(), fmt.Sprintf("a memory budget of %d bytes is more than this machine's memory (%d bytes", 64<<20, holds))
 
-	for m, want := range map[int64]int64{0: 0, 1: 1, 6 << 20: 1, 7 << 20: 1 << 20, 100 << 20: 90 << 20} {
+	for m, want := range map[int64]int64{0: 0, 1: 1, 4 << 20: 1, 7 << 20: 3 << 20, 100 << 20: 90 << 20} {
 		assert.Equal(t, want, machineRoom(m), "machineRoom(%d)", m)
 	}
 }

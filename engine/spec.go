@@ -57,6 +57,10 @@ type Spec struct {
 	// smaller than its file is planned under machineBudget's.
 	MemoryBudget int64
 	Workers      int
+	// Beside is what the caller holds beside the index for as long as it
+	// serves (a command's queries and ground truth), which a budget
+	// planned from the machine's memory leaves it.
+	Beside int64
 	// Semantics and Kernel are hnswsearch's names ("": the defaults).
 	Semantics, Kernel string
 	// BatchReads, ExactFilterMax, EfSearch (index-level efSearch, 0: the
@@ -264,7 +268,7 @@ func Prepare(spec Spec) (_ *Plan, err error) {
 	}
 	var implicit bool
 	if spec.Mode == ModeOnDisk && spec.MemoryBudget == 0 {
-		spec.MemoryBudget = machineBudget(spec.Path)
+		spec.MemoryBudget = machineBudget(spec.Path, spec.Beside)
 		implicit = spec.MemoryBudget > 0
 	}
 	if spec.MemoryBudget > 0 && spec.Backend == "" && backend != "zstd" {

@@ -143,6 +143,16 @@ func runBenchSearch(args []string, stdout io.Writer) error {
 	if err := rr.validate(); err != nil {
 		return err
 	}
+	if err := ix.validate(); err != nil { // a usage error before any file is read
+		return err
+	}
+	var gtIDs *vecio.Matrix // read before the index opens, as the queries: see openWithQueries
+	if *gt != "" {
+		if gtIDs, err = vecio.ReadFile(*gt); err != nil {
+			return err
+		}
+		ix.beside = gtIDs.Bytes()
+	}
 	ix.workers = *threads // the memory plan counts the queries that run at once
 	l, qs, err := ix.openWithQueries(pos[0], *queries, *maxQueries, &rr)
 	if err != nil {
@@ -196,11 +206,7 @@ func runBenchSearch(args []string, stdout io.Writer) error {
 	if rescore {
 		res.Rerank, res.Shortlist = l.x.RerankStrategy(), l.x.ShortlistSize(*k, req.Oversample)
 	}
-	var gtIDs *vecio.Matrix // read before measuring: a bad file fails at once
-	if *gt != "" {
-		if gtIDs, err = vecio.ReadFile(*gt); err != nil {
-			return err
-		}
+	if gtIDs != nil {
 		if m := gtIDs; m.I64 == nil || m.N < len(qs) || m.Dim < *k {
 			return fmt.Errorf("%s: need ≥ %d rows of ≥ %d integer ids", *gt, len(qs), *k)
 		}

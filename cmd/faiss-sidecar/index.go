@@ -34,13 +34,15 @@ type indexFlags struct {
 	cagraSeed                        uint64
 	vectors                          string
 	// workers is how many queries run at once, for the memory plan (bench:
-	// --threads); 0: GOMAXPROCS.
+	// --threads); 0: GOMAXPROCS. beside is what the command holds beside
+	// the index (queries, ground truth: Spec.Beside).
 	workers int
+	beside  int64
 }
 
 func (f *indexFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.mode, "mode", "memory_efficient", "loading mode: full (whole file in memory), memory_efficient (read on demand) or on_disk (graph walked on a compressed in-memory guide, exact rerank from the file)")
-	fs.StringVar(&f.compression, "compression", "", "on_disk: the guide's compression, "+strings.Join(engine.CompressionNames(), ", ")+"; 4x is 8 bits a dimension, 5x 6 bits, 6x 5 bits, 8x 4 bits, 16x 2 bits, 32x 1 bit (default auto: under --memory-budget the finest whose guide fits with every neighbor list pinned, else the finest whose guide fits; without one 4x, or as under a budget of the machine's memory (less a tenth, at least 6 MiB) when that is less than the file)")
+	fs.StringVar(&f.compression, "compression", "", "on_disk: the guide's compression, "+strings.Join(engine.CompressionNames(), ", ")+"; 4x is 8 bits a dimension, 5x 6 bits, 6x 5 bits, 8x 4 bits, 16x 2 bits, 32x 1 bit (default auto: under --memory-budget the finest whose guide fits with every neighbor list pinned, else the finest whose guide fits; without one 4x, or as under a budget of the machine's memory (less a tenth, at least 4 MiB) when that is less than the file)")
 	fs.StringVar(&f.guideDir, "guide-dir", "", "on_disk: directory of guide files (default: beside the index); a missing, stale or corrupt guide is built and written there")
 	fs.StringVar(&f.backend, "backend", "", backendHelp+"; memory_efficient defaults to "+engine.DefaultMemoryEfficientBackend)
 	fs.StringVar(&f.semantics, "semantics", "faiss-modern", "search semantics: faiss-modern or faiss-1.7.3")
@@ -124,7 +126,7 @@ func (f *indexFlags) spec(path string, rr *rerankFlags) engine.Spec {
 		MemoryBudget: f.memoryBudget, Semantics: f.semantics, Kernel: f.kernel, BatchReads: f.batchReads,
 		ExactFilterMax: f.exactFilterMax, EfSearch: int(f.indexEf), VerifyChecksum: f.verifyChecksum, CAGRASeed: f.cagraSeed,
 		Compression: f.compression, GuideDir: f.guideDir, VectorsPath: f.vectors,
-		CacheDir: f.cacheDir.dir, CacheDirBytes: f.cacheDir.bytes, Workers: f.workers}
+		CacheDir: f.cacheDir.dir, CacheDirBytes: f.cacheDir.bytes, Workers: f.workers, Beside: f.beside}
 	if rr != nil && (rr.vectors != "" || (f.mode == engine.ModeOnDisk && rr.oversample != 0)) {
 		s.Rerank = rr.spec() // on_disk without --rerank-vectors: the index file (the engine fills it in)
 	}
@@ -183,14 +185,24 @@ func (f *indexFlags) open(path string, rr *rerankFlags) (*loadedIndex, error) {
 	return &loadedIndex{x: x, openDur: time.Since(start), heapBytes: plan.HeapBytes()}, nil
 }
 
-// openWithQueries opens the index and reads the queries checked against it.
-// At most limit queries are read (0: all).
+// openWithQueries reads the queries, opens the index and checks them
+// against it. At most limit queries are read (0: all). The queries are
+// read first: an index planned under the machine's memory (on_disk
+// without a budget) leaves them room (Spec.Beside, with f.beside).
 func (f *indexFlags) openWithQueries(path, queries string, limit int, rr *rerankFlags) (*loadedIndex, []hnswsearch.Query, error) {
+	if err := f.validate(); err != nil { // a usage error before any file is read
+		return nil, nil, err
+	}
+	m, err := vecio.ReadFileRows(queries, limit)
+	if err != nil {
+		return nil, nil, err
+	}
+	f.beside += m.Bytes()
 	l, err := f.open(path, rr)
 	if err != nil {
 		return nil, nil, err
 	}
-	qs, err := loadQueries(queries, l.x, limit)
+	qs, err := queriesFor(queries, m, l.x)
 	if err != nil {
 		l.Close()
 		return nil, nil, err
@@ -199,13 +211,9 @@ func (f *indexFlags) openWithQueries(path, queries string, limit int, rr *rerank
 	return l, qs, nil
 }
 
-// loadQueries reads a query file (its first limit rows; 0: all) and checks
-// it against the index.
-func loadQueries(path string, x *engine.Index, limit int) ([]hnswsearch.Query, error) {
-	m, err := vecio.ReadFileRows(path, limit)
-	if err != nil {
-		return nil, err
-	}
+// queriesFor checks the rows m of the query file at path against the
+// index and makes them its queries.
+func queriesFor(path string, m *vecio.Matrix, x *engine.Index) ([]hnswsearch.Query, error) {
 	if m.Dim != x.Dim() {
 		unit := "components"
 		if x.Binary() {

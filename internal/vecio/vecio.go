@@ -24,6 +24,9 @@ type Matrix struct {
 	I64    []int64   // .ivecs, int32/int64 .npy
 }
 
+// Bytes is the memory the matrix's values hold.
+func (m *Matrix) Bytes() int64 { return 4*int64(len(m.F32)) + int64(len(m.U8)) + 8*int64(len(m.I64)) }
+
 // RowF32 returns row i of a float matrix.
 func (m *Matrix) RowF32(i int) []float32 { return m.F32[i*m.Dim : (i+1)*m.Dim] }
 
