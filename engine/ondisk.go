@@ -200,21 +200,23 @@ func (p *Plan) chooseLevel(levels []quant.Level, workers int) error {
 // planned under: none (0) where the machine's memory, less the process's
 // own room, holds the whole file, whose lists and vectors the page cache
 // then keeps; else that memory (machineRoom) less what the caller holds
-// beside the index. Without it a machine (or
+// beside the index. A machine without room for the caller's own is
+// planned as without a budget (a server's own allowance is larger than a
+// small cgroup: there it refuses what does not fit, as before). Without it a machine (or
 // memory cgroup) smaller than the file read every list hop and every
 // reranked vector through page faults on a cache the kernel kept
 // evicting: inside a tenth of fashion-mnist's 197 MB, auto took the 47 MB
 // 4x guide and was refused; then, given a guide that fits, it served 48
 // QPS where the same level under a budget serves several times that.
 func machineBudget(path string, beside int64) int64 {
-	room := machineRoom(machineMemory())
-	if room <= 0 || storage.IsRemote(path) {
+	room := machineRoom(machineMemory()) - beside
+	if room <= 0 || storage.IsRemote(path) { // unknown, or too small for the caller's own: planned as before
 		return 0
 	}
-	if st, err := os.Stat(path); err != nil || st.Size() <= room-beside {
+	if st, err := os.Stat(path); err != nil || st.Size() <= room {
 		return 0
 	}
-	return max(room-beside, 1)
+	return room
 }
 
 // machineRoom is what an index and what its caller holds beside it

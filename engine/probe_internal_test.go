@@ -104,6 +104,12 @@ func TestOnDiskMachineBudget(t *testing.T) {
 	p, err = Prepare(Spec{Path: path, Mode: ModeOnDisk, GuideDir: t.TempDir(), Workers: 1, Beside: beside})
 	require.NoError(t, err, "the file fits beside it: no budget")
 	assert.Zero(t, p.Spec().MemoryBudget)
+	// A caller holding more than the machine's room (a server's own
+	// allowance in a small cgroup): planned as without a budget.
+	p, err = Prepare(Spec{Path: path, Mode: ModeOnDisk, GuideDir: t.TempDir(), Workers: 1, Beside: machineRoom(64 << 20)})
+	require.NoError(t, err)
+	assert.Zero(t, p.Spec().MemoryBudget)
+	assert.False(t, p.machineBudget)
 
 	_, err = at(holds, 64<<20) // enough for any level, more than the machine
 	require.ErrorIs(t, err, hnswsearch.ErrBudget)
