@@ -196,42 +196,57 @@ func (p *Plan) chooseLevel(levels []quant.Level, workers int) error {
 		spec.Label, hnswsearch.ErrBudget, least, gb, work, max(workers, 1), gb+work, spec.MemoryBudget, whose)
 }
 
-// machineBudget is the memory budget an on_disk spec without one is
-// planned under: none (0) where the machine's memory, less the process's
-// own room, holds the whole file, whose lists and vectors the page cache
-// then keeps; else that memory (machineRoom) less what the caller holds
-// beside the index. A machine without room for the caller's own is
-// planned as without a budget (a server's own allowance is larger than a
-// small cgroup: there it refuses what does not fit, as before). Without it a machine (or
-// memory cgroup) smaller than the file read every list hop and every
-// reranked vector through page faults on a cache the kernel kept
-// evicting: inside a tenth of fashion-mnist's 197 MB, auto took the 47 MB
-// 4x guide and was refused; then, given a guide that fits, it served 48
-// QPS where the same level under a budget serves several times that.
-func machineBudget(path string, beside int64) int64 {
-	room := machineRoom(machineMemory()) - beside
-	if room <= 0 || storage.IsRemote(path) { // unknown, or too small for the caller's own: planned as before
+// machineBudget is the memory budget an on_disk spec without one
+// (Spec.MachineBudget set) is planned under: none (0) where the machine's
+// memory is unknown, the index is an object, or the machine's room
+// (machineRoom) less what the caller holds beside the index holds what
+// the index would hold without a budget: its files (index, separate
+// vectors, rerank vectors), whose lists and vectors the page cache then
+// keeps, and its finest guide, a quarter of their vectors; else that
+// room, at least 1 byte (a budget Prepare then refuses, saying why).
+// Without it, a machine (or memory cgroup) smaller than the file read
+// every list hop and every reranked vector through page faults on a cache
+// the kernel kept evicting: inside a tenth of fashion-mnist's 197 MB, auto
+// took the 47 MB 4x guide and was refused; given a guide that fits, it
+// served 48 QPS where the same level under a budget serves several times
+// that.
+func machineBudget(spec *Spec) int64 {
+	m := machineMemory()
+	if m <= 0 || storage.IsRemote(spec.Path) {
 		return 0
 	}
-	if st, err := os.Stat(path); err != nil || st.Size() <= room {
+	var files int64
+	for _, path := range []string{spec.Path, spec.VectorsPath, rerankPath(spec)} {
+		if path == "" {
+			continue
+		}
+		if st, err := os.Stat(path); err == nil {
+			files += st.Size()
+		}
+	}
+	room := machineRoom(m) - spec.Beside
+	if files+files/4 <= room {
 		return 0
 	}
-	return room
+	return max(room, 1)
+}
+
+// rerankPath is a spec's separate rerank vector file, "" for none or the
+// index's own files.
+func rerankPath(spec *Spec) string {
+	if spec.Rerank == nil || spec.Rerank.Path == spec.Path || spec.Rerank.Path == spec.VectorsPath {
+		return ""
+	}
+	return spec.Rerank.Path
 }
 
 // machineRoom is what an index and what its caller holds beside it
-// (Spec.Beside) may take of a machine with m bytes (0: unknown, no bound):
-// the rest, a tenth and at least 4 MiB, is the process's own: the Go
-// runtime beside the heap, page tables, I/O rings, the binary's pages.
-// Inside a tenth of fashion-mnist (19.7 MB) on_disk's anonymous memory
-// peaked 3.2 MB above its budget and the benchmark's queries and ground
-// truth.
-func machineRoom(m int64) int64 {
-	if m <= 0 {
-		return 0
-	}
-	return max(m-max(m/10, 4<<20), 1)
-}
+// (Spec.Beside) may take of a machine with m bytes (0: unknown): the rest,
+// a tenth and at least 4 MiB, is the process's own: the Go runtime beside
+// the heap, page tables, I/O rings, the binary's pages. Inside a tenth of
+// fashion-mnist (19.7 MB) on_disk's anonymous memory peaked 3.2 MB above
+// its budget and the benchmark's queries and ground truth.
+func machineRoom(m int64) int64 { return m - max(m/10, 4<<20) }
 
 // estimateLists is hnswsearch.EstimatePinnedLists of the plan's index, read
 // as Probe reads it (a batch of 512 small reads).
@@ -318,7 +333,7 @@ func (x *Index) openGuide(p *Plan) error {
 		if !errors.Is(err, fs.ErrNotExist) {
 			x.guideInfo.Rebuilt = err.Error()
 		}
-		if c, x.guideInfo.NotSaved, err = buildGuide(r, off, x.file, p.level, path, src, p.heap, spec.Ctx, spec.Progress); err != nil {
+		if c, x.guideInfo.NotSaved, err = buildGuide(r, off, x.file, p.level, path, src, p.buildMemory(), spec.Ctx, spec.Progress); err != nil {
 			return err
 		}
 	}
@@ -340,12 +355,22 @@ func identify(r io.ReaderAt, f *faissfmt.File, path string) (quant.SourceID, err
 	return src, nil
 }
 
+// buildMemory is what the plan's guide build may hold beside the codes:
+// under a budget, what the budget leaves beside the guide and the small
+// arrays (the lists and the vector cache it also pays for fill only
+// after the build); 0 (the build's defaults) without one.
+func (p *Plan) buildMemory() int64 {
+	if p.spec.MemoryBudget <= 0 {
+		return 0
+	}
+	return max(p.spec.MemoryBudget-p.guide-p.probe.ResidentBytes(), 1)
+}
+
 // buildGuide builds f's guide at level from its vectors (read through r
 // from off, contiguous: guideSource, in one streaming pass) and writes it
 // to path atomically, creating its directory. notSaved says why it could
 // not be written. mem bounds what the build holds beside the codes
-// (quant.BuildOptions.MemoryBytes): under a budget the plan's heap share,
-// where the sample and the reads in flight live; 0 the defaults.
+// (quant.BuildOptions.MemoryBytes: Plan.buildMemory); 0: the defaults.
 func buildGuide(r io.ReaderAt, off int64, f *faissfmt.File, level quant.Level, path string, src quant.SourceID,
 	mem int64, ctx context.Context, progress func(done, total int64)) (c *quant.Codes, notSaved string, err error) {
 	g := f.Graph
@@ -415,7 +440,7 @@ func Quantize(spec Spec, out string) (GuideInfo, error) {
 	if out == "" {
 		out = GuidePath(p.spec.GuideDir, spec.Path, p.level.String())
 	}
-	c, notSaved, err := buildGuide(r, off, f, p.level, out, src, p.heap, spec.Ctx, spec.Progress)
+	c, notSaved, err := buildGuide(r, off, f, p.level, out, src, p.buildMemory(), spec.Ctx, spec.Progress)
 	if err != nil {
 		return GuideInfo{}, fmt.Errorf("%s: %w", spec.Label, err)
 	}

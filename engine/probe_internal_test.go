@@ -64,59 +64,99 @@ func TestLoadBeyondMemory(t *testing.T) {
 	assert.LessOrEqual(t, p.NeedBytes(), int64(1<<20))
 }
 
-// TestOnDiskMachineBudget: an on_disk spec without a memory budget is
-// planned without one (the finest level, vectors through the page cache)
-// where the machine's memory less the process's room holds the file, and
-// under a budget of that room where it does not: here, a machine too
-// small for even the smallest guide, refused naming the budget it was
-// given and where it came from. A budget larger than the machine is
-// refused as such.
+// TestOnDiskMachineBudget: an on_disk spec without a memory budget, from
+// a caller serving that one index (Spec.MachineBudget), is planned without
+// one (the finest level, vectors through the page cache) where the
+// machine's room less what the caller holds beside holds its files and
+// their 4x guide, and under a budget of that room where it does not
+// (here, a machine too small for even the smallest guide: refused, naming
+// the budget and where it came from). A separate vector file counts; a
+// server's spec (no MachineBudget) is planned as ever; a budget larger
+// than the machine is refused as such.
 func TestOnDiskMachineBudget(t *testing.T) {
 	path := filepath.Join("..", "testdata", "fixtures", "hnsw_flat_large.faiss")
 	st, err := os.Stat(path)
 	require.NoError(t, err)
 	defer func(f func() int64) { machineMemory = f }(machineMemory)
-	at := func(m int64, budget int64) (*Plan, error) {
-		machineMemory = func() int64 { return m }
-		return Prepare(Spec{Path: path, Mode: ModeOnDisk, GuideDir: t.TempDir(), Workers: 1, MemoryBudget: budget})
+	spec := func(beside int64) Spec {
+		return Spec{Path: path, Mode: ModeOnDisk, GuideDir: t.TempDir(), Workers: 1, MachineBudget: true, Beside: beside}
 	}
 	const reserve = 4 << 20 // machineRoom's least: more than a tenth of these machines
-	holds := st.Size() + reserve
-	p, err := at(holds, 0)
+	need := st.Size() + st.Size()/4
+	holds := need + reserve
+	machineMemory = func() int64 { return holds }
+	p, err := Prepare(spec(0))
 	require.NoError(t, err)
 	assert.False(t, p.machineBudget)
-	assert.Zero(t, p.Spec().MemoryBudget, "the machine holds the file: no budget")
+	assert.Zero(t, p.Spec().MemoryBudget, "the machine holds the file and its guide: no budget")
 	assert.Equal(t, quant.Level4x, p.level)
 	assert.Equal(t, "mmap", p.Spec().Rerank.Strategy)
 	assert.Equal(t, "mmap", p.Backend())
 
-	_, err = at(holds-1, 0)
+	machineMemory = func() int64 { return holds - 1 }
+	_, err = Prepare(spec(0))
 	require.ErrorIs(t, err, hnswsearch.ErrBudget)
-	assert.Contains(t, err.Error(), fmt.Sprintf("and the budget is %d (none was set: this machine's memory, %d bytes", st.Size()-1, holds-1))
+	assert.Contains(t, err.Error(), fmt.Sprintf("and the budget is %d (none was set: this machine's memory, %d bytes", need-1, holds-1))
+	server := spec(0)
+	server.MachineBudget = false
+	p, err = Prepare(server)
+	require.NoError(t, err, "a server's index: no machine budget")
+	assert.Zero(t, p.Spec().MemoryBudget)
+	assert.Equal(t, quant.Level4x, p.level)
 
 	// What the caller holds beside the index is left to it.
 	machineMemory = func() int64 { return 64 << 20 }
-	beside := machineRoom(64<<20) - st.Size() // the file fits beside it, and no more
-	p, err = Prepare(Spec{Path: path, Mode: ModeOnDisk, GuideDir: t.TempDir(), Workers: 1, Beside: beside + 1})
+	beside := machineRoom(64<<20) - need // the files and guide fit beside it, and no more
+	_, err = Prepare(spec(beside + 1))
 	require.ErrorIs(t, err, hnswsearch.ErrBudget)
-	assert.Contains(t, err.Error(), fmt.Sprintf("and the budget is %d (none was set", st.Size()-1))
+	assert.Contains(t, err.Error(), fmt.Sprintf("and the budget is %d (none was set", need-1))
 	assert.Contains(t, err.Error(), fmt.Sprintf("the %d bytes its caller holds beside the index", beside+1))
-	p, err = Prepare(Spec{Path: path, Mode: ModeOnDisk, GuideDir: t.TempDir(), Workers: 1, Beside: beside})
-	require.NoError(t, err, "the file fits beside it: no budget")
-	assert.Zero(t, p.Spec().MemoryBudget)
-	// A caller holding more than the machine's room (a server's own
-	// allowance in a small cgroup): planned as without a budget.
-	p, err = Prepare(Spec{Path: path, Mode: ModeOnDisk, GuideDir: t.TempDir(), Workers: 1, Beside: machineRoom(64 << 20)})
+	p, err = Prepare(spec(beside))
 	require.NoError(t, err)
 	assert.Zero(t, p.Spec().MemoryBudget)
-	assert.False(t, p.machineBudget)
+	_, err = Prepare(spec(1 << 40)) // more than the machine: the least budget, refused
+	require.ErrorIs(t, err, hnswsearch.ErrBudget)
+	assert.Contains(t, err.Error(), "and the budget is 1 (none was set")
 
-	_, err = at(holds, 64<<20) // enough for any level, more than the machine
+	// A graph with its vectors in a separate file: both count.
+	graph, vecs := filepath.Join("..", "testdata", "faiss115", "hnsw_flat_l2_skip_storage.faiss"), filepath.Join("..", "testdata", "faiss115", "hnsw_flat_l2_skip_storage.fvecs")
+	gs, err := os.Stat(graph)
+	require.NoError(t, err)
+	vs, err := os.Stat(vecs)
+	require.NoError(t, err)
+	both := gs.Size() + vs.Size()
+	machineMemory = func() int64 { return reserve + both + both/4 - 1 }
+	_, err = Prepare(Spec{Path: graph, VectorsPath: vecs, Mode: ModeOnDisk, GuideDir: t.TempDir(), Workers: 1, MachineBudget: true})
+	require.ErrorIs(t, err, hnswsearch.ErrBudget, "the vector file counts")
+	assert.Contains(t, err.Error(), fmt.Sprintf("and the budget is %d", both+both/4-1))
+
+	machineMemory = func() int64 { return holds }
+	budget := spec(0)
+	budget.MemoryBudget = 64 << 20 // enough for any level, more than the machine
+	_, err = Prepare(budget)
 	require.ErrorIs(t, err, hnswsearch.ErrBudget)
 	assert.Contains(t, err.Error(), fmt.Sprintf("a memory budget of %d bytes is more than this machine's memory (%d bytes", 64<<20, holds))
 
-	for m, want := range map[int64]int64{0: 0, 1: 1, 4 << 20: 1, 7 << 20: 3 << 20, 100 << 20: 90 << 20} {
+	for m, want := range map[int64]int64{7 << 20: 3 << 20, 100 << 20: 90 << 20} {
 		assert.Equal(t, want, machineRoom(m), "machineRoom(%d)", m)
+	}
+}
+
+// TestBuildMemory: a guide build under a budget may hold what the budget
+// leaves beside the guide and the small arrays, growing with the budget
+// (it was the plan's heap share, fixed by the index, so a large budget
+// trained on a fraction of the sample); without a budget, the build's
+// defaults.
+func TestBuildMemory(t *testing.T) {
+	path := filepath.Join("..", "testdata", "fixtures", "hnsw_flat_large.faiss")
+	for _, budget := range []int64{0, 64 << 20, 1 << 30} {
+		p, err := Prepare(Spec{Path: path, Mode: ModeOnDisk, Compression: "8x", GuideDir: t.TempDir(), Workers: 1, MemoryBudget: budget})
+		require.NoError(t, err)
+		want := int64(0)
+		if budget > 0 {
+			want = budget - p.guide - p.probe.ResidentBytes()
+		}
+		assert.Equal(t, want, p.buildMemory(), "budget %d", budget)
 	}
 }
 

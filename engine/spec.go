@@ -53,14 +53,17 @@ type Spec struct {
 	CacheDirBytes int64
 	// MemoryBudget > 0 (memory_efficient and on_disk) plans everything the
 	// index may hold (hnswsearch.PlanBudget) with Workers concurrent
-	// queries (0: GOMAXPROCS). An on_disk spec without one on a machine
-	// smaller than its file is planned under machineBudget's.
+	// queries (0: GOMAXPROCS).
 	MemoryBudget int64
 	Workers      int
-	// Beside is what the caller holds beside the index for as long as it
-	// serves (a command's queries and ground truth), which a budget
-	// planned from the machine's memory leaves it.
-	Beside int64
+	// MachineBudget: an on_disk spec without a MemoryBudget, on a machine
+	// smaller than its file, is planned under machineBudget's: for a
+	// caller serving this one index (the command line's bench and
+	// search); a server's indexes share its node budget instead. Beside is
+	// what that caller holds beside the index while it serves (its queries
+	// and ground truth), which the machine's budget leaves it.
+	MachineBudget bool
+	Beside        int64
 	// Semantics and Kernel are hnswsearch's names ("": the defaults).
 	Semantics, Kernel string
 	// BatchReads, ExactFilterMax, EfSearch (index-level efSearch, 0: the
@@ -267,8 +270,8 @@ func Prepare(spec Spec) (_ *Plan, err error) {
 		return nil, err
 	}
 	var implicit bool
-	if spec.Mode == ModeOnDisk && spec.MemoryBudget == 0 {
-		spec.MemoryBudget = machineBudget(spec.Path, spec.Beside)
+	if spec.Mode == ModeOnDisk && spec.MemoryBudget == 0 && spec.MachineBudget {
+		spec.MemoryBudget = machineBudget(&spec)
 		implicit = spec.MemoryBudget > 0
 	}
 	if spec.MemoryBudget > 0 && spec.Backend == "" && backend != "zstd" {

@@ -18,12 +18,6 @@ const heapSlack = 64 << 20
 // buffers for the connections' bodies (charged to a cgroup too).
 const outsideHeap = 64 << 20
 
-// ownBytes is what the server keeps for itself beside its indexes, as
-// heapLimit counts it: the memory outside the Go heap, the heap's slack
-// and the request bodies in flight. An on_disk index without a budget on
-// a machine smaller than its file leaves it (engine.Spec.Beside).
-func ownBytes(l Limits) int64 { return outsideHeap + heapSlack + l.MaxBodiesInFlight }
-
 // heapLimit is the Go runtime's memory limit while the indexes hold used
 // bytes of a process that may have total: what they and outsideHeap leave, and never less
 // than the bodies the server admits plus heapSlack. Index memory lives off

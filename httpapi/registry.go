@@ -329,7 +329,6 @@ func (r *Registry) openUnguarded(ctx context.Context, e *entry, spec LoadSpec) (
 	es := spec.engineSpec()
 	es.Path, es.GuideDir, es.Ctx = path, r.guideDir, ctx
 	es.CacheDir, es.CacheDirBytes = r.cacheDir, r.cacheDirBytes
-	es.Beside = ownBytes(r.limits)
 	es.Progress = func(done, total int64) { e.building.Store(&[2]int64{done, total}) }
 	defer e.building.Store(nil)
 	if spec.VectorsPath != "" {

@@ -35,13 +35,15 @@ type BuildOptions struct {
 	SampleBytes int64
 	// MemoryBytes, when positive, bounds what the build holds beside the
 	// codes it has written: each read to an eighth of it; the training
-	// sample, which is kept before any code is written (the codes' pages
-	// take memory only then), to a third of it plus the codes' bytes (at
-	// least one vector each). The sample is given back to the system
-	// before encoding starts; its centroids (at most half its bytes) stay
-	// until the build ends, and are given back then.
-	// Under a small memory budget the defaults (16 MiB of sample, two
-	// 8 MiB reads) outgrew a memory cgroup of a tenth of fashion-mnist.
+	// sample of the levels that keep theirs (all but 4x), kept before any
+	// code is written (the codes' pages take memory only then), to a third
+	// of it plus the codes' bytes (at least one vector each). The sample
+	// is given back to the system before encoding starts; its centroids
+	// (at most half its bytes) stay until the build ends, and are given
+	// back then. Under a small memory budget the defaults (16 MiB of
+	// sample, two 8 MiB reads) outgrew a memory cgroup of a tenth of
+	// fashion-mnist. A reader's own buffers (an object's read-ahead) are
+	// the reader's.
 	MemoryBytes int64
 	// Seed chooses the 32x random rotation (default a fixed constant, so
 	// builds of one file are reproducible).
@@ -101,7 +103,9 @@ func (b *builder) defaults() {
 	}
 	if m := o.MemoryBytes; m > 0 {
 		o.ReadSize = int(min(int64(o.ReadSize), max(m/8, b.rowBytes)))
-		o.SampleBytes = min(o.SampleBytes, max((m+b.c.n*int64(b.c.stride))/3, b.rowBytes))
+		if b.c.level != Level4x { // 4x streams its sample: nothing kept
+			o.SampleBytes = min(o.SampleBytes, max((m+b.c.n*int64(b.c.stride))/3, b.rowBytes))
+		}
 	}
 	if o.Seed == 0 {
 		o.Seed = defaultSeed

@@ -434,13 +434,23 @@ type drainWriter struct {
 const drainBytes = 2 << 20
 
 func (w *drainWriter) Write(p []byte) (int, error) {
-	n, err := w.f.Write(p)
-	w.off += int64(n)
-	if err == nil && w.off-w.synced >= drainBytes {
-		err = writeBack(w.f, w.synced, w.off-w.synced)
-		w.synced = w.off
+	done := 0
+	for done < len(p) { // a large write (Encode's rows) in pieces of what is left to drainBytes
+		piece := p[done:min(len(p), done+int(drainBytes-(w.off-w.synced)))]
+		n, err := w.f.Write(piece)
+		done += n
+		w.off += int64(n)
+		if err != nil {
+			return done, err
+		}
+		if w.off-w.synced >= drainBytes {
+			if err := writeBack(w.f, w.synced, w.off-w.synced); err != nil {
+				return done, err
+			}
+			w.synced = w.off
+		}
 	}
-	return n, err
+	return done, nil
 }
 
 // IsGuide reports whether head, a file's first bytes, starts as a guide

@@ -143,18 +143,22 @@ func runBenchSearch(args []string, stdout io.Writer) error {
 	if err := rr.validate(); err != nil {
 		return err
 	}
-	if err := ix.validate(); err != nil { // a usage error before any file is read
+	ix.workers = *threads // the memory plan counts the queries that run at once
+	qm, err := ix.readQueries(*queries, *maxQueries)
+	if err != nil {
 		return err
 	}
-	var gtIDs *vecio.Matrix // read before the index opens, as the queries: see openWithQueries
+	var gtIDs *vecio.Matrix // read and checked before the index opens (a guide build may come first)
 	if *gt != "" {
-		if gtIDs, err = vecio.ReadFile(*gt); err != nil {
+		if gtIDs, err = vecio.ReadFileRows(*gt, qm.N); err != nil {
 			return err
 		}
-		ix.beside = gtIDs.Bytes()
+		if m := gtIDs; m.I64 == nil || m.N < qm.N || m.Dim < *k {
+			return fmt.Errorf("%s: need ≥ %d rows of ≥ %d integer ids", *gt, qm.N, *k)
+		}
+		ix.beside += gtIDs.Bytes()
 	}
-	ix.workers = *threads // the memory plan counts the queries that run at once
-	l, qs, err := ix.openWithQueries(pos[0], *queries, *maxQueries, &rr)
+	l, qs, err := ix.openFor(pos[0], *queries, qm, &rr)
 	if err != nil {
 		return err
 	}
@@ -205,11 +209,6 @@ func runBenchSearch(args []string, stdout io.Writer) error {
 	}
 	if rescore {
 		res.Rerank, res.Shortlist = l.x.RerankStrategy(), l.x.ShortlistSize(*k, req.Oversample)
-	}
-	if gtIDs != nil {
-		if m := gtIDs; m.I64 == nil || m.N < len(qs) || m.Dim < *k {
-			return fmt.Errorf("%s: need ≥ %d rows of ≥ %d integer ids", *gt, len(qs), *k)
-		}
 	}
 	if *cpuProfile != "" {
 		f, err := os.Create(*cpuProfile)

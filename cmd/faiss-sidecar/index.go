@@ -33,16 +33,18 @@ type indexFlags struct {
 	verifyChecksum                   bool
 	cagraSeed                        uint64
 	vectors                          string
-	// workers is how many queries run at once, for the memory plan (bench:
-	// --threads); 0: GOMAXPROCS. beside is what the command holds beside
-	// the index (queries, ground truth: Spec.Beside).
+	// workers is how many queries run at once, for the memory plan
+	// (--threads); 0: GOMAXPROCS. machine and beside: Spec.MachineBudget
+	// and Spec.Beside, for a command serving the index its queries
+	// (readQueries).
 	workers int
+	machine bool
 	beside  int64
 }
 
 func (f *indexFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.mode, "mode", "memory_efficient", "loading mode: full (whole file in memory), memory_efficient (read on demand) or on_disk (graph walked on a compressed in-memory guide, exact rerank from the file)")
-	fs.StringVar(&f.compression, "compression", "", "on_disk: the guide's compression, "+strings.Join(engine.CompressionNames(), ", ")+"; 4x is 8 bits a dimension, 5x 6 bits, 6x 5 bits, 8x 4 bits, 16x 2 bits, 32x 1 bit (default auto: under --memory-budget the finest whose guide fits with every neighbor list pinned, else the finest whose guide fits; without one 4x, or as under a budget of the machine's memory (less a tenth, at least 4 MiB) when that is less than the file)")
+	fs.StringVar(&f.compression, "compression", "", "on_disk: the guide's compression, "+strings.Join(engine.CompressionNames(), ", ")+"; 4x is 8 bits a dimension, 5x 6 bits, 6x 5 bits, 8x 4 bits, 16x 2 bits, 32x 1 bit (default auto: under --memory-budget the finest whose guide fits with every neighbor list pinned, else the finest whose guide fits; without one 4x, or, for bench and search, as under a budget of the machine's memory less a tenth (at least 4 MiB) and the queries when that cannot hold the file and its 4x guide)")
 	fs.StringVar(&f.guideDir, "guide-dir", "", "on_disk: directory of guide files (default: beside the index); a missing, stale or corrupt guide is built and written there")
 	fs.StringVar(&f.backend, "backend", "", backendHelp+"; memory_efficient defaults to "+engine.DefaultMemoryEfficientBackend)
 	fs.StringVar(&f.semantics, "semantics", "faiss-modern", "search semantics: faiss-modern or faiss-1.7.3")
@@ -126,7 +128,7 @@ func (f *indexFlags) spec(path string, rr *rerankFlags) engine.Spec {
 		MemoryBudget: f.memoryBudget, Semantics: f.semantics, Kernel: f.kernel, BatchReads: f.batchReads,
 		ExactFilterMax: f.exactFilterMax, EfSearch: int(f.indexEf), VerifyChecksum: f.verifyChecksum, CAGRASeed: f.cagraSeed,
 		Compression: f.compression, GuideDir: f.guideDir, VectorsPath: f.vectors,
-		CacheDir: f.cacheDir.dir, CacheDirBytes: f.cacheDir.bytes, Workers: f.workers, Beside: f.beside}
+		CacheDir: f.cacheDir.dir, CacheDirBytes: f.cacheDir.bytes, Workers: f.workers, MachineBudget: f.machine, Beside: f.beside}
 	if rr != nil && (rr.vectors != "" || (f.mode == engine.ModeOnDisk && rr.oversample != 0)) {
 		s.Rerank = rr.spec() // on_disk without --rerank-vectors: the index file (the engine fills it in)
 	}
@@ -185,19 +187,39 @@ func (f *indexFlags) open(path string, rr *rerankFlags) (*loadedIndex, error) {
 	return &loadedIndex{x: x, openDur: time.Since(start), heapBytes: plan.HeapBytes()}, nil
 }
 
-// openWithQueries reads the queries, opens the index and checks them
-// against it. At most limit queries are read (0: all). The queries are
-// read first: an index planned under the machine's memory (on_disk
-// without a budget) leaves them room (Spec.Beside, with f.beside).
+// openWithQueries reads the queries (readQueries), opens the index and
+// checks them against it (openFor). At most limit queries are read (0:
+// all).
 func (f *indexFlags) openWithQueries(path, queries string, limit int, rr *rerankFlags) (*loadedIndex, []hnswsearch.Query, error) {
-	if err := f.validate(); err != nil { // a usage error before any file is read
-		return nil, nil, err
-	}
-	m, err := vecio.ReadFileRows(queries, limit)
+	m, err := f.readQueries(queries, limit)
 	if err != nil {
 		return nil, nil, err
 	}
-	f.beside += m.Bytes()
+	return f.openFor(path, queries, m, rr)
+}
+
+// readQueries checks the flags, then reads the first limit rows (0: all)
+// of a query file before the index opens: a command that serves one index
+// has it planned under the machine's memory when that is smaller than the
+// file (on_disk without --memory-budget: engine.Spec.MachineBudget), and
+// the queries, counted as the float vectors they become, are left their
+// room (Spec.Beside, with whatever else f.beside holds).
+func (f *indexFlags) readQueries(path string, limit int) (*vecio.Matrix, error) {
+	if err := f.validate(); err != nil { // a usage error before any file is read
+		return nil, err
+	}
+	m, err := vecio.ReadFileRows(path, limit)
+	if err != nil {
+		return nil, err
+	}
+	f.machine = true
+	f.beside += m.Bytes() + 3*int64(len(m.U8)) // byte rows become floats on a float index
+	return m, nil
+}
+
+// openFor opens the index and makes m, read from the query file at
+// queries, its queries.
+func (f *indexFlags) openFor(path, queries string, m *vecio.Matrix, rr *rerankFlags) (*loadedIndex, []hnswsearch.Query, error) {
 	l, err := f.open(path, rr)
 	if err != nil {
 		return nil, nil, err

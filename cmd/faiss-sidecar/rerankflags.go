@@ -20,7 +20,7 @@ type rerankFlags struct {
 func (f *rerankFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.vectors, "rerank-vectors", "", "rescore a shortlist with full-precision vectors from this .vec, .fvecs or FAISS flat file (by label)")
 	fs.Float64Var(&f.oversample, "oversample", 0, "shortlist = min(10000, max(100, ⌈k·oversample⌉)); 0: with --rerank-vectors 3.0 below 768 dims, 2.0 from 768, 1.0 from 1000; on_disk OpenSearch's default for its compression")
-	fs.StringVar(&f.strategy, "rerank-strategy", "", "how vectors are read: "+strings.Join(rerank.Strategies, ", ")+" (default "+engine.DefaultRerankStrategy+"; on_disk without --memory-budget: mmap)")
+	fs.StringVar(&f.strategy, "rerank-strategy", "", "how vectors are read: "+strings.Join(rerank.Strategies, ", ")+" (default "+engine.DefaultRerankStrategy+"; on_disk without a budget: mmap)")
 	fs.StringVar(&f.metric, "rerank-metric", "", "distance for rescoring a binary index's shortlist: l2 or ip (float indexes use their own metric)")
 	fs.StringVar(&f.queries, "rerank-queries", "", "binary indexes: float queries (same order as --queries) to rescore with")
 }

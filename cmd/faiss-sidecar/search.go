@@ -53,6 +53,7 @@ func runSearch(args []string, stdout, stderr io.Writer) error {
 	if err := rr.validate(); err != nil {
 		return err
 	}
+	ix.workers = *threads // the memory plan counts the queries that run at once (0: GOMAXPROCS)
 	l, qs, err := ix.openWithQueries(pos[0], *queries, 0, &rr)
 	if err != nil {
 		return err
