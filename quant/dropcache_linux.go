@@ -21,12 +21,12 @@ func dropRange(f *os.File, off, n int64) { _ = unix.Fadvise(int(f.Fd()), off, n,
 // drops them from the page cache: dirty pages cannot be reclaimed until
 // written, and a guide written whole before one sync held its size in
 // dirty pages, charged to the process's memory cgroup beside the guide
-// itself.
-func writeBack(f *os.File, off, n int64) error {
+// itself. Best effort, as dropRange: a file system without
+// sync_file_range keeps its pages until the final sync, which reports a
+// write that failed.
+func writeBack(f *os.File, off, n int64) {
 	const all = unix.SYNC_FILE_RANGE_WAIT_BEFORE | unix.SYNC_FILE_RANGE_WRITE | unix.SYNC_FILE_RANGE_WAIT_AFTER
-	if err := unix.SyncFileRange(int(f.Fd()), off, n, all); err != nil {
-		return err
+	if unix.SyncFileRange(int(f.Fd()), off, n, all) == nil {
+		dropRange(f, off, n)
 	}
-	dropRange(f, off, n)
-	return nil
 }

@@ -444,9 +444,7 @@ func (w *drainWriter) Write(p []byte) (int, error) {
 			return done, err
 		}
 		if w.off-w.synced >= drainBytes {
-			if err := writeBack(w.f, w.synced, w.off-w.synced); err != nil {
-				return done, err
-			}
+			writeBack(w.f, w.synced, w.off-w.synced)
 			w.synced = w.off
 		}
 	}
