@@ -27,7 +27,7 @@ type indexFlags struct {
 	cacheDir                         cacheDirFlags
 	batchReads                       bool
 	exactFilterMax                   int
-	memoryBudget                     int64
+	memoryBudget                     budgetFlag
 	warmup                           bool
 	indexEf                          indexEfFlag
 	verifyChecksum                   bool
@@ -53,7 +53,7 @@ func (f *indexFlags) register(fs *flag.FlagSet) {
 	f.cacheDir.register(fs)
 	fs.IntVar(&f.cacheBlock, "cache-block", 0, "block cache block size in bytes, a power of two (0: 4096); pread/direct")
 	fs.IntVar(&f.exactFilterMax, "exact-filter-max", 0, "faiss-modern: answer filters allowing at most max(k, this) ids by an exact scan (0: 2000, measured crossover; -1: k only, as OpenSearch)")
-	fs.Int64Var(&f.memoryBudget, "memory-budget", 0, "memory_efficient: bytes the index may hold; leaves the Go heap its share, pins the neighbor lists (all when they fit, else the hubs'), gives the rest to a vector cache and reads misses in batches (default backend direct)")
+	fs.Var(&f.memoryBudget, "memory-budget", "memory_efficient and on_disk: bytes the index may hold; leaves the Go heap its share, pins the neighbor lists (all when they fit, else the hubs'), gives the rest to a vector cache and reads misses in batches (default backend direct). on_disk in bench and search without it: the machine's memory when that cannot hold the file; 0: no budget")
 	fs.BoolVar(&f.warmup, "warmup", false, "after open, pull the graph (then vectors, up to the cache budget) in with large sequential reads")
 	fs.BoolVar(&f.batchReads, "batch-reads", false, "pread/direct: read an expanded node's unvisited neighbors' vectors as one parallel batch")
 	fs.Var(&f.indexEf, "index-ef-search", "search as if the index had been written with efSearch N (FAISS's index.hnsw.efSearch, OpenSearch's index-level ef_search; 1.7.3 also sizes the candidate pool by it); --ef-search still sets the per-query value (default: the stored efSearch)")
@@ -80,6 +80,25 @@ func (e *indexEfFlag) Set(s string) error {
 		return errors.New(strings.TrimPrefix(err.Error(), hnswsearch.ErrBadOption.Error()+": "))
 	}
 	*e = indexEfFlag(n)
+	return nil
+}
+
+// budgetFlag is --memory-budget: bytes, and whether it was given (an
+// explicit 0 asks for no budget, even where bench and search would plan
+// under the machine's memory: engine.Spec.MachineBudget).
+type budgetFlag struct {
+	n   int64
+	set bool
+}
+
+func (b *budgetFlag) String() string { return strconv.FormatInt(b.n, 10) }
+
+func (b *budgetFlag) Set(s string) error {
+	n, err := strconv.ParseInt(s, 0, 64)
+	if err != nil {
+		return fmt.Errorf("%q is not an integer", s)
+	}
+	b.n, b.set = n, true
 	return nil
 }
 
@@ -125,10 +144,10 @@ func (l *loadedIndex) Close() {
 // engine's load spec.
 func (f *indexFlags) spec(path string, rr *rerankFlags) engine.Spec {
 	s := engine.Spec{Path: path, Mode: f.mode, Backend: f.backend, CacheBytes: f.cacheBytes, CacheBlock: f.cacheBlock,
-		MemoryBudget: f.memoryBudget, Semantics: f.semantics, Kernel: f.kernel, BatchReads: f.batchReads,
+		MemoryBudget: f.memoryBudget.n, Semantics: f.semantics, Kernel: f.kernel, BatchReads: f.batchReads,
 		ExactFilterMax: f.exactFilterMax, EfSearch: int(f.indexEf), VerifyChecksum: f.verifyChecksum, CAGRASeed: f.cagraSeed,
 		Compression: f.compression, GuideDir: f.guideDir, VectorsPath: f.vectors,
-		CacheDir: f.cacheDir.dir, CacheDirBytes: f.cacheDir.bytes, Workers: f.workers, MachineBudget: f.machine, Beside: f.beside}
+		CacheDir: f.cacheDir.dir, CacheDirBytes: f.cacheDir.bytes, Workers: f.workers, MachineBudget: f.machine && !f.memoryBudget.set, Beside: f.beside}
 	if rr != nil && (rr.vectors != "" || (f.mode == engine.ModeOnDisk && rr.oversample != 0)) {
 		s.Rerank = rr.spec() // on_disk without --rerank-vectors: the index file (the engine fills it in)
 	}

@@ -4,6 +4,7 @@ import (
 	"flag"
 	"io"
 	"path/filepath"
+	"strconv"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -32,6 +33,21 @@ func TestReadQueriesPlansBeside(t *testing.T) {
 	spec := f.spec("x.faiss", nil)
 	assert.True(t, spec.MachineBudget)
 	assert.Equal(t, int64(4*3*all.Dim), spec.Beside)
+
+	// An explicit --memory-budget, 0 included, is the budget: none from
+	// the machine.
+	for _, v := range []string{"0", "1000000"} {
+		var g indexFlags
+		fs = flag.NewFlagSet("t", flag.ContinueOnError)
+		fs.SetOutput(io.Discard)
+		g.register(fs)
+		require.NoError(t, fs.Parse([]string{"--mode", "on_disk", "--memory-budget", v}))
+		_, err = g.readQueries(path, 3)
+		require.NoError(t, err)
+		spec = g.spec("x.faiss", nil)
+		assert.False(t, spec.MachineBudget, v)
+		assert.Equal(t, v, strconv.FormatInt(spec.MemoryBudget, 10))
+	}
 
 	var bad indexFlags
 	fs = flag.NewFlagSet("t", flag.ContinueOnError)
