@@ -224,7 +224,7 @@ func machineBudget(spec *Spec) int64 {
 			files += st.Size()
 		}
 	}
-	room := machineRoom(m) - spec.Beside
+	room := machineRoom(m) - max(spec.Beside, 0)
 	if files+files/4 <= room {
 		return 0
 	}

@@ -7,6 +7,7 @@ import (
 	"io"
 	"math"
 	"strconv"
+	"unsafe"
 
 	"github.com/faiss-sidecar/faiss-sidecar/engine"
 	"github.com/faiss-sidecar/faiss-sidecar/hnswsearch"
@@ -54,17 +55,25 @@ func runSearch(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	ix.workers = *threads // the memory plan counts the queries that run at once (0: GOMAXPROCS)
-	l, qs, err := ix.openWithQueries(pos[0], *queries, 0, &rr)
+	qm, err := ix.readQueries(*queries, 0)
+	if err != nil {
+		return err
+	}
+	req := engine.FAISSRequest{K: *k, EfSearch: *ef}
+	if *allow != "" { // read before the index opens too, and counted beside it
+		if req.Filter, err = loadIDs(*allow); err != nil {
+			return err
+		}
+		ix.beside += 8 * int64(len(req.Filter))
+	}
+	if rp == nil { // every query's hits are held until written
+		ix.beside += int64(qm.N) * int64(*k) * int64(unsafe.Sizeof(hnswsearch.Result{}))
+	}
+	l, qs, err := ix.openFor(pos[0], *queries, qm, &rr)
 	if err != nil {
 		return err
 	}
 	defer l.Close()
-	req := engine.FAISSRequest{K: *k, EfSearch: *ef}
-	if *allow != "" {
-		if req.Filter, err = loadIDs(*allow); err != nil {
-			return err
-		}
-	}
 	if rp != nil {
 		rp.Filter = req.Filter
 		return rangeSearch(l.x, qs, *rp, *threads, *out, stdout)
