@@ -21,12 +21,19 @@ func dropRange(f *os.File, off, n int64) { _ = unix.Fadvise(int(f.Fd()), off, n,
 // drops them from the page cache: dirty pages cannot be reclaimed until
 // written, and a guide written whole before one sync held its size in
 // dirty pages, charged to the process's memory cgroup beside the guide
-// itself. Best effort, as dropRange: a file system without
-// sync_file_range keeps its pages until the final sync, which reports a
-// write that failed.
-func writeBack(f *os.File, off, n int64) {
+// itself. A file system without sync_file_range (ENOSYS, EINVAL, ESPIPE,
+// EOPNOTSUPP) keeps its pages until the final sync: nil. Any other error
+// is a write that failed, and must be returned: the kernel counts it
+// reported, so the final sync would not report it again.
+func writeBack(f *os.File, off, n int64) error {
 	const all = unix.SYNC_FILE_RANGE_WAIT_BEFORE | unix.SYNC_FILE_RANGE_WRITE | unix.SYNC_FILE_RANGE_WAIT_AFTER
-	if unix.SyncFileRange(int(f.Fd()), off, n, all) == nil {
+	switch err := unix.SyncFileRange(int(f.Fd()), off, n, all); err {
+	case nil:
 		dropRange(f, off, n)
+		return nil
+	case unix.ENOSYS, unix.EINVAL, unix.ESPIPE, unix.EOPNOTSUPP:
+		return nil
+	default:
+		return err
 	}
 }

@@ -59,3 +59,22 @@ func drainWrites(t *testing.T, piece int) {
 	assert.Positive(t, cached(2*drainBytes, total), "the last part, not yet drained, is cached (writes of %d)", piece)
 	assert.Equal(t, int64(2*drainBytes), w.synced)
 }
+
+// TestWriteBackErrors: a file that cannot be synced by range (a pipe) is
+// left to the final sync; any other failure is returned (the kernel counts
+// it reported: the final sync would not report it again).
+func TestWriteBackErrors(t *testing.T) {
+	r, w, err := os.Pipe()
+	require.NoError(t, err)
+	defer r.Close()
+	defer w.Close()
+	assert.NoError(t, writeBack(w, 0, 4096), "a pipe: not supported, not a failure")
+
+	f, err := os.Create(filepath.Join(t.TempDir(), "g"))
+	require.NoError(t, err)
+	_, err = f.Write(make([]byte, 4096))
+	require.NoError(t, err)
+	assert.NoError(t, writeBack(f, 0, 4096))
+	require.NoError(t, f.Close())
+	assert.ErrorIs(t, writeBack(f, 0, 4096), unix.EBADF, "a closed file: returned")
+}

@@ -444,7 +444,9 @@ func (w *drainWriter) Write(p []byte) (int, error) {
 			return done, err
 		}
 		if w.off-w.synced >= drainBytes {
-			writeBack(w.f, w.synced, w.off-w.synced)
+			if err := writeBack(w.f, w.synced, w.off-w.synced); err != nil {
+				return done, err
+			}
 			w.synced = w.off
 		}
 	}
