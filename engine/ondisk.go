@@ -30,7 +30,8 @@ const ModeOnDisk = "on_disk"
 // compression level whose guide and every neighbor list, pinned, fit the
 // memory budget; else the finest whose guide alone fits; else the index
 // is refused, naming the smallest guide (chooseLevel). Without a budget,
-// the finest (see machineBudget for a machine smaller than the file).
+// the finest (see machineBudget for a machine that cannot hold the
+// index's files and their guide).
 const CompressionAuto = "auto"
 
 // CompressionNames are the values Spec.Compression takes: auto, then
@@ -364,6 +365,19 @@ func (p *Plan) buildMemory() int64 {
 		return 0
 	}
 	return max(p.spec.MemoryBudget-p.guide-p.probe.ResidentBytes(), 1)
+}
+
+// OpenHeapBytes is what the Go heap may hold while the plan's index
+// opens: its heap share, or, for on_disk under a budget, what a guide
+// build may hold (buildMemory, at most quant.DefaultBuildBytes) when that
+// is more. A caller that limits the runtime's memory to the heap share
+// while opening had the collector run without pause under the build's
+// 16 MiB sample.
+func (p *Plan) OpenHeapBytes() int64 {
+	if p.spec.Mode != ModeOnDisk {
+		return p.heap
+	}
+	return max(p.heap, min(p.buildMemory(), quant.DefaultBuildBytes))
 }
 
 // buildGuide builds f's guide at level from its vectors (read through r

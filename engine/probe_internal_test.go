@@ -143,20 +143,28 @@ func TestOnDiskMachineBudget(t *testing.T) {
 }
 
 // TestBuildMemory: a guide build under a budget may hold what the budget
-// leaves beside the guide and the small arrays, growing with the budget
-// (it was the plan's heap share, fixed by the index, so a large budget
-// trained on a fraction of the sample); without a budget, the build's
-// defaults.
+// leaves beside the guide and the small arrays, growing with the budget:
+// a large one keeps the build's default 16 MiB training sample (it was the
+// plan's heap share, fixed by the index, so a 1 GiB budget trained on a
+// fifth of the sample). The heap's limit while opening makes room for the
+// build (OpenHeapBytes). Without a budget, the build's defaults.
 func TestBuildMemory(t *testing.T) {
+	defer func(f func() int64) { machineMemory = f }(machineMemory)
+	machineMemory = func() int64 { return 1 << 40 } // any budget here fits the machine
 	path := filepath.Join("..", "testdata", "fixtures", "hnsw_flat_large.faiss")
 	for _, budget := range []int64{0, 64 << 20, 1 << 30} {
 		p, err := Prepare(Spec{Path: path, Mode: ModeOnDisk, Compression: "8x", GuideDir: t.TempDir(), Workers: 1, MemoryBudget: budget})
 		require.NoError(t, err)
-		want := int64(0)
-		if budget > 0 {
-			want = budget - p.guide - p.probe.ResidentBytes()
+		switch budget {
+		case 0:
+			assert.Zero(t, p.buildMemory())
+			assert.Zero(t, p.OpenHeapBytes())
+		default:
+			assert.Equal(t, budget-p.guide-p.probe.ResidentBytes(), p.buildMemory(), "budget %d", budget)
+			assert.GreaterOrEqual(t, p.buildMemory()/3, int64(16<<20), "budget %d: the whole default sample", budget)
+			assert.Equal(t, int64(quant.DefaultBuildBytes), p.OpenHeapBytes(), "budget %d", budget)
+			assert.Greater(t, p.OpenHeapBytes(), p.HeapBytes())
 		}
-		assert.Equal(t, want, p.buildMemory(), "budget %d", budget)
 	}
 }
 

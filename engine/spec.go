@@ -57,7 +57,8 @@ type Spec struct {
 	MemoryBudget int64
 	Workers      int
 	// MachineBudget: an on_disk spec without a MemoryBudget, on a machine
-	// smaller than its file, is planned under machineBudget's: for a
+	// that cannot hold its files and their 4x guide beside what the caller
+	// holds, is planned under machineBudget's: for a
 	// caller serving this one index (the command line's bench and
 	// search); a server's indexes share its node budget instead. Beside is
 	// what that caller holds beside the index while it serves (its queries

@@ -52,6 +52,11 @@ type BuildOptions struct {
 	Workers int
 }
 
+// DefaultBuildBytes bounds what a build with the default options holds
+// beside the codes: the training sample, its centroids (at most half its
+// bytes) and two reads in flight.
+const DefaultBuildBytes = defaultSampleBytes*3/2 + 2*defaultReadSize
+
 const (
 	defaultReadSize    = 8 << 20
 	defaultSampleBytes = 16 << 20

@@ -44,7 +44,7 @@ type indexFlags struct {
 
 func (f *indexFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.mode, "mode", "memory_efficient", "loading mode: full (whole file in memory), memory_efficient (read on demand) or on_disk (graph walked on a compressed in-memory guide, exact rerank from the file)")
-	fs.StringVar(&f.compression, "compression", "", "on_disk: the guide's compression, "+strings.Join(engine.CompressionNames(), ", ")+"; 4x is 8 bits a dimension, 5x 6 bits, 6x 5 bits, 8x 4 bits, 16x 2 bits, 32x 1 bit (default auto: under --memory-budget the finest whose guide fits with every neighbor list pinned, else the finest whose guide fits; without one 4x, or, for bench and search, as under a budget of the machine's memory less a tenth (at least 4 MiB) and the queries when that cannot hold the file and its 4x guide)")
+	fs.StringVar(&f.compression, "compression", "", "on_disk: the guide's compression, "+strings.Join(engine.CompressionNames(), ", ")+"; 4x is 8 bits a dimension, 5x 6 bits, 6x 5 bits, 8x 4 bits, 16x 2 bits, 32x 1 bit (default auto: under --memory-budget the finest whose guide fits with every neighbor list pinned, else the finest whose guide fits; without one 4x, or, for bench and search, as --memory-budget says)")
 	fs.StringVar(&f.guideDir, "guide-dir", "", "on_disk: directory of guide files (default: beside the index); a missing, stale or corrupt guide is built and written there")
 	fs.StringVar(&f.backend, "backend", "", backendHelp+"; memory_efficient defaults to "+engine.DefaultMemoryEfficientBackend)
 	fs.StringVar(&f.semantics, "semantics", "faiss-modern", "search semantics: faiss-modern or faiss-1.7.3")
@@ -53,7 +53,7 @@ func (f *indexFlags) register(fs *flag.FlagSet) {
 	f.cacheDir.register(fs)
 	fs.IntVar(&f.cacheBlock, "cache-block", 0, "block cache block size in bytes, a power of two (0: 4096); pread/direct")
 	fs.IntVar(&f.exactFilterMax, "exact-filter-max", 0, "faiss-modern: answer filters allowing at most max(k, this) ids by an exact scan (0: 2000, measured crossover; -1: k only, as OpenSearch)")
-	fs.Var(&f.memoryBudget, "memory-budget", "memory_efficient and on_disk: bytes the index may hold; leaves the Go heap its share, pins the neighbor lists (all when they fit, else the hubs'), gives the rest to a vector cache and reads misses in batches (default backend direct). on_disk in bench and search without it: the machine's memory when that cannot hold the file; 0: no budget")
+	fs.Var(&f.memoryBudget, "memory-budget", "memory_efficient and on_disk: `bytes` the index may hold; leaves the Go heap its share, pins the neighbor lists (all when they fit, else the hubs'), gives the rest to a vector cache and reads misses in batches (default backend direct). on_disk in bench and search without it: the machine's memory less a tenth (at least 4 MiB) and what the command holds, when that cannot hold the index's files and their 4x guide; 0: no budget")
 	fs.BoolVar(&f.warmup, "warmup", false, "after open, pull the graph (then vectors, up to the cache budget) in with large sequential reads")
 	fs.BoolVar(&f.batchReads, "batch-reads", false, "pread/direct: read an expanded node's unvisited neighbors' vectors as one parallel batch")
 	fs.Var(&f.indexEf, "index-ef-search", "search as if the index had been written with efSearch N (FAISS's index.hnsw.efSearch, OpenSearch's index-level ef_search; 1.7.3 also sizes the candidate pool by it); --ef-search still sets the per-query value (default: the stored efSearch)")
@@ -95,7 +95,10 @@ func (b *budgetFlag) String() string { return strconv.FormatInt(b.n, 10) }
 
 func (b *budgetFlag) Set(s string) error {
 	n, err := strconv.ParseInt(s, 0, 64)
-	if err != nil {
+	switch {
+	case errors.Is(err, strconv.ErrRange):
+		return fmt.Errorf("%q is out of range", s)
+	case err != nil:
 		return fmt.Errorf("%q is not an integer", s)
 	}
 	b.n, b.set = n, true
@@ -175,11 +178,11 @@ func (f *indexFlags) open(path string, rr *rerankFlags) (*loadedIndex, error) {
 	plan, err := engine.Prepare(spec)
 	var x *engine.Index
 	if err == nil {
-		// The plan's heap share bounds the heap while the index opens too:
-		// what opening reads and drops (parsed headers, read-ahead) is
-		// collected as it goes, rather than piling up beside the memory
-		// the index pins, inside the same limit.
-		prev := setHeapLimit(plan.HeapBytes())
+		// The plan's heap share (or a guide build's, when larger) bounds
+		// the heap while the index opens too: what opening reads and drops
+		// (parsed headers, read-ahead) is collected as it goes, rather than
+		// piling up beside the memory the index pins, inside the same limit.
+		prev := setHeapLimit(plan.OpenHeapBytes())
 		x, err = plan.Open()
 		if prev != 0 {
 			debug.SetMemoryLimit(prev)
@@ -204,17 +207,6 @@ func (f *indexFlags) open(path string, rr *rerankFlags) (*loadedIndex, error) {
 		}
 	}
 	return &loadedIndex{x: x, openDur: time.Since(start), heapBytes: plan.HeapBytes()}, nil
-}
-
-// openWithQueries reads the queries (readQueries), opens the index and
-// checks them against it (openFor). At most limit queries are read (0:
-// all).
-func (f *indexFlags) openWithQueries(path, queries string, limit int, rr *rerankFlags) (*loadedIndex, []hnswsearch.Query, error) {
-	m, err := f.readQueries(queries, limit)
-	if err != nil {
-		return nil, nil, err
-	}
-	return f.openFor(path, queries, m, rr)
 }
 
 // readQueries checks the flags, then reads the first limit rows (0: all)

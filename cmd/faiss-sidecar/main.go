@@ -28,7 +28,7 @@ var docs = []doc{
 		"Ask a running server's /_health endpoint and exit 0 when it answers 200."},
 	{"inspect", "inspect FILE [--json] [--verify] [--backend NAME] [--vectors FILE]",
 		"Print an index file's structure, sections and memory needs; --verify also checks every section."},
-	{"search", "search INDEX --queries Q (--k K | --radius R) [--ef-search EF] [--index-ef-search N] [--mode full|memory_efficient|on_disk] [--compression C] [--guide-dir DIR] [--backend NAME] " +
+	{"search", "search INDEX --queries Q (--k K | --radius R) [--ef-search EF] [--index-ef-search N] [--mode full|memory_efficient|on_disk] [--compression C] [--guide-dir DIR] [--backend NAME] [--memory-budget BYTES] " +
 		"[--semantics S] [--kernel K] [--allow-ids FILE] [--vectors FILE] [--rerank-vectors FILE [--oversample F] [--rerank-strategy S]] [--out OUT.jsonl]",
 		"Search an HNSW index with query vectors, writing one JSON line of ids and distances per query."},
 	{"bench", "bench INDEX --queries Q --k K [--ef-search EF] [--index-ef-search N] [--threads N] [--mode M] [--compression C] [--guide-dir DIR] [--oversample F] [--memory-budget BYTES] [--backend B] [--vectors FILE] [--gt GT.ivecs] [--duration D | --fresh] [--max-queries N] [--json]",
