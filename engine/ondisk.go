@@ -367,6 +367,29 @@ func (p *Plan) buildMemory() int64 {
 	return max(p.spec.MemoryBudget-p.guide-p.probe.ResidentBytes(), 1)
 }
 
+// Replan is the plan for a caller that now holds beside bytes beside the
+// index (Spec.Beside: inputs it read after Prepare, so that Prepare's
+// refusals of the spec came first): the same plan when that leaves its
+// machine budget (machineBudget) as it was, else Prepare's anew, and this
+// plan discarded. Without Spec.MachineBudget, always the same plan.
+func (p *Plan) Replan(beside int64) (*Plan, error) {
+	orig := p.orig
+	orig.Beside = beside
+	if !orig.MachineBudget || orig.MemoryBudget != 0 || orig.Mode != ModeOnDisk {
+		return p, nil
+	}
+	was := int64(0)
+	if p.machineBudget {
+		was = p.spec.MemoryBudget
+	}
+	if machineBudget(&orig) == was {
+		p.spec.Beside, p.orig.Beside = beside, beside
+		return p, nil
+	}
+	p.Discard()
+	return Prepare(orig)
+}
+
 // OpenHeapBytes is what the Go heap may hold while the plan's index
 // opens: its heap share, or, for on_disk under a budget, what a guide
 // build may hold (buildMemory, at most quant.DefaultBuildBytes) when that

@@ -142,6 +142,38 @@ func TestOnDiskMachineBudget(t *testing.T) {
 	}
 }
 
+// TestReplan: a plan made before its caller read its inputs is kept when
+// what the caller now holds leaves its machine budget as it was, and made
+// anew when it does not (here: the file no longer fits beside the inputs,
+// so a budget applies, too small for this machine: refused, naming what
+// the caller holds). A spec with a budget of its own is kept.
+func TestReplan(t *testing.T) {
+	path := filepath.Join("..", "testdata", "fixtures", "hnsw_flat_large.faiss")
+	st, err := os.Stat(path)
+	require.NoError(t, err)
+	defer func(f func() int64) { machineMemory = f }(machineMemory)
+	need := st.Size() + st.Size()/4
+	machineMemory = func() int64 { return need + 4<<20 } // holds the file and its guide, exactly
+	spec := Spec{Path: path, Mode: ModeOnDisk, GuideDir: t.TempDir(), Workers: 1, MachineBudget: true}
+	p, err := Prepare(spec)
+	require.NoError(t, err)
+	same, err := p.Replan(0)
+	require.NoError(t, err)
+	assert.Same(t, p, same)
+	_, err = p.Replan(1)
+	require.ErrorIs(t, err, hnswsearch.ErrBudget)
+	assert.Contains(t, err.Error(), "and the budget is "+fmt.Sprint(need-1))
+	assert.Contains(t, err.Error(), "the 1 bytes its caller holds beside the index")
+
+	spec.MemoryBudget = 64 << 20
+	machineMemory = func() int64 { return 1 << 40 }
+	p, err = Prepare(spec)
+	require.NoError(t, err)
+	same, err = p.Replan(1 << 39)
+	require.NoError(t, err)
+	assert.Same(t, p, same, "a budget of its own")
+}
+
 // TestBuildMemory: a guide build under a budget may hold what the budget
 // leaves beside the guide and the small arrays, growing with the budget:
 // a large one keeps the build's default 16 MiB training sample (it was the

@@ -174,6 +174,10 @@ func (p *Plan) takeObject() *s3.Object {
 	return o
 }
 
+// Discard releases what a plan that will not be opened holds (an
+// object's connection).
+func (p *Plan) Discard() { p.dropObject() }
+
 // dropObject closes the probed object of a plan that will not be opened.
 func (p *Plan) dropObject() {
 	if o := p.takeObject(); o != nil {

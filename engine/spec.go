@@ -235,6 +235,7 @@ type Plan struct {
 	// machineBudget: the spec set no memory budget and the plan's is
 	// machineBudget's.
 	machineBudget bool
+	orig          Spec // the spec Prepare was given (Replan)
 }
 
 // machineMemory is the memory a load may not exceed (a test sets less).
@@ -247,6 +248,7 @@ const MaxMemoryBudget = 1 << 50
 // Prepare checks spec, probes its file (headers and small arrays only)
 // and plans its memory.
 func Prepare(spec Spec) (_ *Plan, err error) {
+	orig := spec
 	if spec.Label == "" {
 		spec.Label = spec.Path
 	}
@@ -291,7 +293,7 @@ func Prepare(spec Spec) (_ *Plan, err error) {
 	if err != nil {
 		return nil, err
 	}
-	p := &Plan{spec: spec, backend: backend, probe: pf, probed: probed, obj: obj, machineBudget: implicit}
+	p := &Plan{spec: spec, backend: backend, probe: pf, probed: probed, obj: obj, machineBudget: implicit, orig: orig}
 	defer func() {
 		if err != nil { // the plan is not returned: nothing will open it
 			p.dropObject()

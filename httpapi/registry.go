@@ -376,6 +376,7 @@ func (r *Registry) openUnguarded(ctx context.Context, e *entry, spec LoadSpec) (
 	}
 	r.memMu.Unlock()
 	if err != nil {
+		plan.Discard()
 		return nil, err
 	}
 	x, err := plan.Open()

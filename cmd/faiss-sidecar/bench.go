@@ -143,22 +143,29 @@ func runBenchSearch(args []string, stdout io.Writer) error {
 	if err := rr.validate(); err != nil {
 		return err
 	}
-	ix.workers = *threads // the memory plan counts the queries that run at once
+	ix.workers = *threads              // the memory plan counts the queries that run at once
+	pi, err := ix.prepare(pos[0], &rr) // the engine's refusals of the flags before any input is read
+	if err != nil {
+		return err
+	}
 	qm, err := ix.readQueries(*queries, *maxQueries)
 	if err != nil {
+		pi.discard()
 		return err
 	}
 	var gtIDs *vecio.Matrix // read and checked before the index opens (a guide build may come first)
 	if *gt != "" {
 		if gtIDs, err = vecio.ReadFileRows(*gt, qm.N); err != nil {
+			pi.discard()
 			return err
 		}
 		if m := gtIDs; m.I64 == nil || m.N < qm.N || m.Dim < *k {
+			pi.discard()
 			return fmt.Errorf("%s: need ≥ %d rows of ≥ %d integer ids", *gt, qm.N, *k)
 		}
 		ix.beside += gtIDs.Bytes()
 	}
-	l, qs, err := ix.openFor(pos[0], *queries, qm, &rr)
+	l, qs, err := ix.openFor(pi, *queries, qm)
 	if err != nil {
 		return err
 	}

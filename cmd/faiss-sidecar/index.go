@@ -162,13 +162,32 @@ func (f *rerankFlags) spec() *engine.RerankSpec {
 	return &engine.RerankSpec{Path: f.vectors, Strategy: f.strategy, Oversample: f.oversample, Metric: f.metric}
 }
 
-// open opens the index at path (with rr's rerank vectors, when given)
-// through the engine, and warms it when asked.
-func (f *indexFlags) open(path string, rr *rerankFlags) (*loadedIndex, error) {
+// preparedIndex is an index planned (prepare) and not yet opened.
+type preparedIndex struct {
+	plan    *engine.Plan
+	bar     *progressBar
+	prepDur time.Duration
+}
+
+// discard gives up a prepared index that will not be opened.
+func (pi *preparedIndex) discard() {
+	pi.bar.Done()
+	pi.plan.Discard()
+}
+
+// prepare checks the flags and plans the index at path (with rr's rerank
+// vectors, when given) before the command reads its inputs, so that a
+// spec the engine refuses is a usage error whatever those files hold. The
+// command serves this one index: on_disk without --memory-budget may be
+// planned under the machine's memory (engine.Spec.MachineBudget), and
+// what the command reads next (f.beside: readQueries, ground truth, allow
+// lists) is left its room when openFor replans.
+func (f *indexFlags) prepare(path string, rr *rerankFlags) (*preparedIndex, error) {
 	if err := f.validate(); err != nil {
 		return nil, err
 	}
 	start := time.Now()
+	f.machine = true
 	spec := f.spec(path, rr)
 	var bar *progressBar
 	if f.mode == engine.ModeOnDisk && isTerminal(os.Stderr) {
@@ -176,6 +195,18 @@ func (f *indexFlags) open(path string, rr *rerankFlags) (*loadedIndex, error) {
 		spec.Progress = bar.Update
 	}
 	plan, err := engine.Prepare(spec)
+	if err != nil {
+		bar.Done()
+		return nil, specError(err)
+	}
+	return &preparedIndex{plan: plan, bar: bar, prepDur: time.Since(start)}, nil
+}
+
+// open replans the prepared index for what the command now holds beside
+// it (engine.Plan.Replan) and opens it, warmed when asked.
+func (f *indexFlags) open(pi *preparedIndex) (*loadedIndex, error) {
+	start := time.Now()
+	plan, err := pi.plan.Replan(f.beside)
 	var x *engine.Index
 	if err == nil {
 		// The plan's heap share (or a guide build's, when larger) bounds
@@ -188,7 +219,7 @@ func (f *indexFlags) open(path string, rr *rerankFlags) (*loadedIndex, error) {
 			debug.SetMemoryLimit(prev)
 		}
 	}
-	bar.Done()
+	pi.bar.Done()
 	if err != nil {
 		return nil, specError(err)
 	}
@@ -206,32 +237,25 @@ func (f *indexFlags) open(path string, rr *rerankFlags) (*loadedIndex, error) {
 			return nil, err
 		}
 	}
-	return &loadedIndex{x: x, openDur: time.Since(start), heapBytes: plan.HeapBytes()}, nil
+	return &loadedIndex{x: x, openDur: pi.prepDur + time.Since(start), heapBytes: plan.HeapBytes()}, nil
 }
 
-// readQueries checks the flags, then reads the first limit rows (0: all)
-// of a query file before the index opens: a command that serves one index
-// has it planned under the machine's memory when that is smaller than the
-// file (on_disk without --memory-budget: engine.Spec.MachineBudget), and
-// the queries, counted as the float vectors they become, are left their
-// room (Spec.Beside, with whatever else f.beside holds).
+// readQueries reads the first limit rows (0: all) of a query file, and
+// counts them, as the float vectors they become, beside the index
+// (f.beside).
 func (f *indexFlags) readQueries(path string, limit int) (*vecio.Matrix, error) {
-	if err := f.validate(); err != nil { // a usage error before any file is read
-		return nil, err
-	}
 	m, err := vecio.ReadFileRows(path, limit)
 	if err != nil {
 		return nil, err
 	}
-	f.machine = true
 	f.beside += m.Bytes() + 3*int64(len(m.U8)) // byte rows become floats on a float index
 	return m, nil
 }
 
-// openFor opens the index and makes m, read from the query file at
-// queries, its queries.
-func (f *indexFlags) openFor(path, queries string, m *vecio.Matrix, rr *rerankFlags) (*loadedIndex, []hnswsearch.Query, error) {
-	l, err := f.open(path, rr)
+// openFor opens the prepared index and makes m, read from the query file
+// at queries, its queries.
+func (f *indexFlags) openFor(pi *preparedIndex, queries string, m *vecio.Matrix) (*loadedIndex, []hnswsearch.Query, error) {
+	l, err := f.open(pi)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -13,49 +13,50 @@ import (
 	"github.com/faiss-sidecar/faiss-sidecar/internal/vecio"
 )
 
-// TestReadQueriesPlansBeside: the queries a command reads before opening
-// its index mark the spec as a one-index caller's (MachineBudget) and are
-// counted beside the index, as many rows as were asked for; a usage error
-// comes before the file is read.
-func TestReadQueriesPlansBeside(t *testing.T) {
+// TestPrepareThenQueries: a command prepares its index (the engine's
+// refusals first) with the spec marked as a one-index caller's
+// (MachineBudget), then reads its queries, counted beside the index as
+// many rows as were asked for; an explicit --memory-budget, 0 included,
+// is the budget and asks for none from the machine; a usage error comes
+// before any file is read.
+func TestPrepareThenQueries(t *testing.T) {
+	index := filepath.Join("..", "..", "testdata", "fixtures", "opensearch_0_165_vec.faiss")
 	path := filepath.Join("..", "..", "testdata", "queries", "opensearch_0_165_vec.fvecs")
 	all, err := vecio.ReadFile(path)
 	require.NoError(t, err)
 	require.Greater(t, all.N, 3)
-	var f indexFlags
-	fs := flag.NewFlagSet("t", flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
-	f.register(fs)
-	require.NoError(t, fs.Parse([]string{"--mode", "on_disk"}))
+	flags := func(args ...string) *indexFlags {
+		var f indexFlags
+		fs := flag.NewFlagSet("t", flag.ContinueOnError)
+		fs.SetOutput(io.Discard)
+		f.register(fs)
+		require.NoError(t, fs.Parse(args))
+		return &f
+	}
+	f := flags("--mode", "on_disk", "--guide-dir", t.TempDir())
+	pi, err := f.prepare(index, nil)
+	require.NoError(t, err)
 	m, err := f.readQueries(path, 3)
 	require.NoError(t, err)
 	assert.Equal(t, 3, m.N)
-	spec := f.spec("x.faiss", nil)
+	spec := f.spec(index, nil)
 	assert.True(t, spec.MachineBudget)
 	assert.Equal(t, int64(4*3*all.Dim), spec.Beside)
+	l, qs, err := f.openFor(pi, path, m)
+	require.NoError(t, err)
+	assert.Len(t, qs, 3)
+	l.Close()
 
-	// An explicit --memory-budget, 0 included, is the budget: none from
-	// the machine.
 	for _, v := range []string{"0", "1000000"} {
-		var g indexFlags
-		fs = flag.NewFlagSet("t", flag.ContinueOnError)
-		fs.SetOutput(io.Discard)
-		g.register(fs)
-		require.NoError(t, fs.Parse([]string{"--mode", "on_disk", "--memory-budget", v}))
-		_, err = g.readQueries(path, 3)
-		require.NoError(t, err)
-		spec = g.spec("x.faiss", nil)
+		g := flags("--mode", "on_disk", "--memory-budget", v)
+		g.machine = true // as prepare marks it
+		spec = g.spec(index, nil)
 		assert.False(t, spec.MachineBudget, v)
 		assert.Equal(t, v, strconv.FormatInt(spec.MemoryBudget, 10))
 	}
 
-	var bad indexFlags
-	fs = flag.NewFlagSet("t", flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
-	bad.register(fs)
-	require.NoError(t, fs.Parse([]string{"--cache-bytes", "-1"}))
-	_, err = bad.readQueries(filepath.Join(t.TempDir(), "missing.fvecs"), 0)
+	bad := flags("--cache-bytes", "-1")
+	_, err = bad.prepare(filepath.Join(t.TempDir(), "missing.faiss"), nil)
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "--cache-bytes -1 is negative")
-	assert.False(t, bad.machine)
 }

@@ -54,14 +54,20 @@ func runSearch(args []string, stdout, stderr io.Writer) error {
 	if err := rr.validate(); err != nil {
 		return err
 	}
-	ix.workers = *threads // the memory plan counts the queries that run at once (0: GOMAXPROCS)
+	ix.workers = *threads              // the memory plan counts the queries that run at once (0: GOMAXPROCS)
+	pi, err := ix.prepare(pos[0], &rr) // the engine's refusals of the flags before any input is read
+	if err != nil {
+		return err
+	}
 	qm, err := ix.readQueries(*queries, 0)
 	if err != nil {
+		pi.discard()
 		return err
 	}
 	req := engine.FAISSRequest{K: *k, EfSearch: *ef}
 	if *allow != "" { // read before the index opens too, and counted beside it
 		if req.Filter, err = loadIDs(*allow); err != nil {
+			pi.discard()
 			return err
 		}
 		ix.beside += 8 * int64(len(req.Filter))
@@ -69,7 +75,7 @@ func runSearch(args []string, stdout, stderr io.Writer) error {
 	if rp == nil { // every query's hits are held until written
 		ix.beside += int64(qm.N) * int64(*k) * int64(unsafe.Sizeof(hnswsearch.Result{}))
 	}
-	l, qs, err := ix.openFor(pos[0], *queries, qm, &rr)
+	l, qs, err := ix.openFor(pi, *queries, qm)
 	if err != nil {
 		return err
 	}
