@@ -501,6 +501,10 @@ func (p *Plan) NeedBytes() int64 { return p.need }
 // the rest of the budget lives outside the Go heap.
 func (p *Plan) HeapBytes() int64 { return p.heap }
 
+// Dim is the planned index's dimension and whether it is binary (whose
+// queries are compared by code bytes: Index.Dim once open).
+func (p *Plan) Dim() (d int, binary bool) { return p.probe.Graph.D, p.probe.Graph.Binary }
+
 // Spec is the plan's spec with its defaults filled in.
 func (p *Plan) Spec() Spec { return p.spec }
 

@@ -153,6 +153,10 @@ func runBenchSearch(args []string, stdout io.Writer) error {
 		pi.discard()
 		return err
 	}
+	if err := checkQueryDim(*queries, qm, pi); err != nil {
+		pi.discard()
+		return err
+	}
 	var gtIDs *vecio.Matrix // read and checked before the index opens (a guide build may come first)
 	if *gt != "" {
 		if gtIDs, err = vecio.ReadFileRows(*gt, qm.N); err != nil {

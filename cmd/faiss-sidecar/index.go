@@ -252,6 +252,17 @@ func (f *indexFlags) readQueries(path string, limit int) (*vecio.Matrix, error) 
 	return m, nil
 }
 
+// checkQueryDim refuses, before the index opens (for on_disk, before a
+// guide build), float queries m read from path whose dimension is not
+// the prepared float index's; queriesFor checks every case once it is
+// open.
+func checkQueryDim(path string, m *vecio.Matrix, pi *preparedIndex) error {
+	if d, binary := pi.plan.Dim(); !binary && m.Dim != d {
+		return fmt.Errorf("%s: queries have %d values, the index expects %d components", path, m.Dim, d)
+	}
+	return nil
+}
+
 // openFor opens the prepared index and makes m, read from the query file
 // at queries, its queries.
 func (f *indexFlags) openFor(pi *preparedIndex, queries string, m *vecio.Matrix) (*loadedIndex, []hnswsearch.Query, error) {

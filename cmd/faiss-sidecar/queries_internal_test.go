@@ -3,6 +3,7 @@ package main
 import (
 	"flag"
 	"io"
+	"os"
 	"path/filepath"
 	"strconv"
 	"testing"
@@ -59,4 +60,22 @@ func TestPrepareThenQueries(t *testing.T) {
 	_, err = bad.prepare(filepath.Join(t.TempDir(), "missing.faiss"), nil)
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "--cache-bytes -1 is negative")
+}
+
+// TestQueryDimBeforeGuide: float queries of another dimension are refused
+// before the index opens: an on_disk first run builds no guide for them.
+func TestQueryDimBeforeGuide(t *testing.T) {
+	index := filepath.Join("..", "..", "testdata", "fixtures", "opensearch_0_165_vec.faiss")
+	dir := t.TempDir()
+	q := filepath.Join(dir, "q3.fvecs")
+	row := []byte{3, 0, 0, 0, 0, 0, 128, 63, 0, 0, 128, 63, 0, 0, 128, 63} // dimension 3: 1, 1, 1
+	require.NoError(t, os.WriteFile(q, row, 0o644))
+	guides := filepath.Join(dir, "guides")
+	for _, cmd := range []string{"bench", "search"} {
+		code, _, stderr := runCLI(cmd, index, "--queries", q, "--k", "1", "--mode", "on_disk", "--guide-dir", guides)
+		assert.Equal(t, 1, code, cmd)
+		assert.Contains(t, stderr, "queries have 3 values, the index expects 20 components", cmd)
+		_, err := os.Stat(guides)
+		assert.True(t, os.IsNotExist(err), "%s: no guide built", cmd)
+	}
 }

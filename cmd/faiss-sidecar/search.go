@@ -64,6 +64,10 @@ func runSearch(args []string, stdout, stderr io.Writer) error {
 		pi.discard()
 		return err
 	}
+	if err := checkQueryDim(*queries, qm, pi); err != nil {
+		pi.discard()
+		return err
+	}
 	req := engine.FAISSRequest{K: *k, EfSearch: *ef}
 	if *allow != "" { // read before the index opens too, and counted beside it
 		if req.Filter, err = loadIDs(*allow); err != nil {
