@@ -190,7 +190,7 @@ func (p *Plan) chooseLevel(levels []quant.Level, workers int) error {
 	}
 	gb, work := guideBytes(least, g.NTotal, g.D), hnswsearch.MinBudget(pf, workers)
 	var whose string
-	if p.machineBudget {
+	if p.budgetFromMachine() {
 		whose = fmt.Sprintf(" (none was set: this machine's memory, %d bytes or its cgroup's limit, less room for the process and the %d bytes its caller holds beside the index)", machineMemory(), spec.Beside)
 	}
 	return fmt.Errorf("%s: %w: on_disk at %s needs a guide of %d bytes and %d bytes of working memory (small arrays, %d workers' scratch, 64 cached vectors): at least %d bytes, and the budget is %d%s",
@@ -378,11 +378,7 @@ func (p *Plan) Replan(beside int64) (*Plan, error) {
 	if !orig.MachineBudget || orig.MemoryBudget != 0 || orig.Mode != ModeOnDisk {
 		return p, nil
 	}
-	was := int64(0)
-	if p.machineBudget {
-		was = p.spec.MemoryBudget
-	}
-	if machineBudget(&orig) == was {
+	if machineBudget(&orig) == p.spec.MemoryBudget { // 0, or machineBudget's for the beside before
 		p.spec.Beside, p.orig.Beside = beside, beside
 		return p, nil
 	}

@@ -87,7 +87,7 @@ func TestOnDiskMachineBudget(t *testing.T) {
 	machineMemory = func() int64 { return holds }
 	p, err := Prepare(spec(0))
 	require.NoError(t, err)
-	assert.False(t, p.machineBudget)
+	assert.False(t, p.budgetFromMachine())
 	assert.Zero(t, p.Spec().MemoryBudget, "the machine holds the file and its guide: no budget")
 	assert.Equal(t, quant.Level4x, p.level)
 	assert.Equal(t, "mmap", p.Spec().Rerank.Strategy)

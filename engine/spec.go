@@ -232,11 +232,12 @@ type Plan struct {
 	vlayout *rerank.Layout
 	vsize   int64
 	vcache  int64
-	// machineBudget: the spec set no memory budget and the plan's is
-	// machineBudget's.
-	machineBudget bool
-	orig          Spec // the spec Prepare was given (Replan)
+	orig    Spec // the spec Prepare was given (Replan)
 }
+
+// budgetFromMachine reports whether the plan's memory budget is
+// machineBudget's: the spec set none and the plan has one.
+func (p *Plan) budgetFromMachine() bool { return p.orig.MemoryBudget == 0 && p.spec.MemoryBudget > 0 }
 
 // machineMemory is the memory a load may not exceed (a test sets less).
 var machineMemory = sysmem.Total
@@ -272,10 +273,8 @@ func Prepare(spec Spec) (_ *Plan, err error) {
 	if err := backendFits(spec.Path, backend); err != nil {
 		return nil, err
 	}
-	var implicit bool
 	if spec.Mode == ModeOnDisk && spec.MemoryBudget == 0 && spec.MachineBudget {
 		spec.MemoryBudget = machineBudget(&spec)
-		implicit = spec.MemoryBudget > 0
 	}
 	if spec.MemoryBudget > 0 && spec.Backend == "" && backend != "zstd" {
 		backend = "direct" // the budget policy reads misses in batches with direct I/O
@@ -293,7 +292,7 @@ func Prepare(spec Spec) (_ *Plan, err error) {
 	if err != nil {
 		return nil, err
 	}
-	p := &Plan{spec: spec, backend: backend, probe: pf, probed: probed, obj: obj, machineBudget: implicit, orig: orig}
+	p := &Plan{spec: spec, backend: backend, probe: pf, probed: probed, obj: obj, orig: orig}
 	defer func() {
 		if err != nil { // the plan is not returned: nothing will open it
 			p.dropObject()
@@ -334,7 +333,7 @@ func Prepare(spec Spec) (_ *Plan, err error) {
 	}
 	if m := machineMemory(); m > 0 && p.need > m { // the load would be killed (mode full of a file larger than memory)
 		switch {
-		case spec.MemoryBudget > 0 && !p.machineBudget:
+		case spec.MemoryBudget > 0 && !p.budgetFromMachine():
 			return nil, fmt.Errorf("%s: %w: a memory budget of %d bytes is more than this machine's memory (%d bytes, or its cgroup's limit)",
 				spec.Label, hnswsearch.ErrBudget, spec.MemoryBudget, m)
 		case spec.Mode == ModeOnDisk:

@@ -143,18 +143,9 @@ func runBenchSearch(args []string, stdout io.Writer) error {
 	if err := rr.validate(); err != nil {
 		return err
 	}
-	ix.workers = *threads              // the memory plan counts the queries that run at once
-	pi, err := ix.prepare(pos[0], &rr) // the engine's refusals of the flags before any input is read
+	ix.workers = *threads                                                    // the memory plan counts the queries that run at once
+	pi, qm, err := ix.prepareWithQueries(pos[0], *queries, *maxQueries, &rr) // the engine's refusals of the flags before any input is read
 	if err != nil {
-		return err
-	}
-	qm, err := ix.readQueries(*queries, *maxQueries)
-	if err != nil {
-		pi.discard()
-		return err
-	}
-	if err := checkQueryDim(*queries, qm, pi); err != nil {
-		pi.discard()
 		return err
 	}
 	var gtIDs *vecio.Matrix // read and checked before the index opens (a guide build may come first)

@@ -36,7 +36,7 @@ type indexFlags struct {
 	// workers is how many queries run at once, for the memory plan
 	// (--threads); 0: GOMAXPROCS. machine and beside: Spec.MachineBudget
 	// and Spec.Beside, for a command serving the index its queries
-	// (readQueries).
+	// (prepareWithQueries).
 	workers int
 	machine bool
 	beside  int64
@@ -180,7 +180,7 @@ func (pi *preparedIndex) discard() {
 // spec the engine refuses is a usage error whatever those files hold. The
 // command serves this one index: on_disk without --memory-budget may be
 // planned under the machine's memory (engine.Spec.MachineBudget), and
-// what the command reads next (f.beside: readQueries, ground truth, allow
+// what the command reads next (f.beside: prepareWithQueries, ground truth, allow
 // lists) is left its room when openFor replans.
 func (f *indexFlags) prepare(path string, rr *rerankFlags) (*preparedIndex, error) {
 	if err := f.validate(); err != nil {
@@ -240,27 +240,30 @@ func (f *indexFlags) open(pi *preparedIndex) (*loadedIndex, error) {
 	return &loadedIndex{x: x, openDur: pi.prepDur + time.Since(start), heapBytes: plan.HeapBytes()}, nil
 }
 
-// readQueries reads the first limit rows (0: all) of a query file, and
-// counts them, as the float vectors they become, beside the index
-// (f.beside).
-func (f *indexFlags) readQueries(path string, limit int) (*vecio.Matrix, error) {
-	m, err := vecio.ReadFileRows(path, limit)
+// prepareWithQueries prepares the index at path (prepare), then reads
+// the first limit rows (0: all) of the query file at queries and counts
+// them, as the float vectors they become, beside the index (f.beside).
+// Float queries whose dimension is not the float index's are refused
+// here, before the index opens (for on_disk, before a guide build);
+// queriesFor checks every case once it is open. On an error nothing is
+// left prepared.
+func (f *indexFlags) prepareWithQueries(path, queries string, limit int, rr *rerankFlags) (*preparedIndex, *vecio.Matrix, error) {
+	pi, err := f.prepare(path, rr)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
+	}
+	m, err := vecio.ReadFileRows(queries, limit)
+	if err == nil {
+		if d, binary := pi.plan.Dim(); !binary && m.Dim != d {
+			err = fmt.Errorf("%s: queries have %d values, the index expects %d components", queries, m.Dim, d)
+		}
+	}
+	if err != nil {
+		pi.discard()
+		return nil, nil, err
 	}
 	f.beside += m.Bytes() + 3*int64(len(m.U8)) // byte rows become floats on a float index
-	return m, nil
-}
-
-// checkQueryDim refuses, before the index opens (for on_disk, before a
-// guide build), float queries m read from path whose dimension is not
-// the prepared float index's; queriesFor checks every case once it is
-// open.
-func checkQueryDim(path string, m *vecio.Matrix, pi *preparedIndex) error {
-	if d, binary := pi.plan.Dim(); !binary && m.Dim != d {
-		return fmt.Errorf("%s: queries have %d values, the index expects %d components", path, m.Dim, d)
-	}
-	return nil
+	return pi, m, nil
 }
 
 // openFor opens the prepared index and makes m, read from the query file

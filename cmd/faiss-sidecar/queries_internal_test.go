@@ -35,9 +35,7 @@ func TestPrepareThenQueries(t *testing.T) {
 		return &f
 	}
 	f := flags("--mode", "on_disk", "--guide-dir", t.TempDir())
-	pi, err := f.prepare(index, nil)
-	require.NoError(t, err)
-	m, err := f.readQueries(path, 3)
+	pi, m, err := f.prepareWithQueries(index, path, 3, nil)
 	require.NoError(t, err)
 	assert.Equal(t, 3, m.N)
 	spec := f.spec(index, nil)

@@ -54,18 +54,9 @@ func runSearch(args []string, stdout, stderr io.Writer) error {
 	if err := rr.validate(); err != nil {
 		return err
 	}
-	ix.workers = *threads              // the memory plan counts the queries that run at once (0: GOMAXPROCS)
-	pi, err := ix.prepare(pos[0], &rr) // the engine's refusals of the flags before any input is read
+	ix.workers = *threads                                          // the memory plan counts the queries that run at once (0: GOMAXPROCS)
+	pi, qm, err := ix.prepareWithQueries(pos[0], *queries, 0, &rr) // the engine's refusals of the flags before any input is read
 	if err != nil {
-		return err
-	}
-	qm, err := ix.readQueries(*queries, 0)
-	if err != nil {
-		pi.discard()
-		return err
-	}
-	if err := checkQueryDim(*queries, qm, pi); err != nil {
-		pi.discard()
 		return err
 	}
 	req := engine.FAISSRequest{K: *k, EfSearch: *ef}
