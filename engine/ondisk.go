@@ -390,8 +390,8 @@ func (p *Plan) Replan(beside int64) (*Plan, error) {
 // opens: its heap share, or, for on_disk under a budget, what a guide
 // build may hold (buildMemory, at most quant.DefaultBuildBytes) when that
 // is more. A caller that limits the runtime's memory to the heap share
-// while opening had the collector run without pause under the build's
-// 16 MiB sample.
+// while opening would have the collector run continually while a larger
+// training sample is live (reasoned from the sizes, not measured).
 func (p *Plan) OpenHeapBytes() int64 {
 	if p.spec.Mode != ModeOnDisk {
 		return p.heap
