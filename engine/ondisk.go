@@ -190,7 +190,10 @@ func (p *Plan) chooseLevel(levels []quant.Level, workers int) error {
 	}
 	gb, work := guideBytes(least, g.NTotal, g.D), hnswsearch.MinBudget(pf, workers)
 	var whose string
-	if p.budgetFromMachine() {
+	switch {
+	case p.budgetFromMachine() && spec.Room > 0:
+		whose = fmt.Sprintf(" (none was set: the %d bytes of the node's memory budget no other index holds)", spec.Room)
+	case p.budgetFromMachine():
 		whose = fmt.Sprintf(" (none was set: this machine's memory, %d bytes or its cgroup's limit, less room for the process and the %d bytes its caller holds beside the index)", machineMemory(), spec.Beside)
 	}
 	return fmt.Errorf("%s: %w: on_disk at %s needs a guide of %d bytes and %d bytes of working memory (small arrays, %d workers' scratch, 64 cached vectors): at least %d bytes, and the budget is %d%s",
@@ -200,7 +203,8 @@ func (p *Plan) chooseLevel(levels []quant.Level, workers int) error {
 // machineBudget is the memory budget an on_disk spec without one
 // (Spec.MachineBudget set) is planned under: none (0) where the machine's
 // memory is unknown, the index is an object, or the machine's room
-// (machineRoom) less what the caller holds beside the index holds what
+// (machineRoom) less what the caller holds beside the index (or the
+// caller's Spec.Room) holds what
 // the index would hold without a budget: its files (index, separate
 // vectors, rerank vectors), whose lists and vectors the page cache then
 // keeps, and its finest guide, a quarter of their vectors; else that
@@ -226,6 +230,9 @@ func machineBudget(spec *Spec) int64 {
 		}
 	}
 	room := machineRoom(m) - max(spec.Beside, 0)
+	if spec.Room > 0 {
+		room = spec.Room
+	}
 	if files+files/4 <= room {
 		return 0
 	}

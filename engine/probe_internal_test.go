@@ -104,6 +104,18 @@ func TestOnDiskMachineBudget(t *testing.T) {
 	assert.Zero(t, p.Spec().MemoryBudget)
 	assert.Equal(t, quant.Level4x, p.level)
 
+	// A server's index: the room its node budget has free, in place of the
+	// machine's, whatever the caller holds beside.
+	room := spec(1 << 40)
+	room.Room = need
+	p, err = Prepare(room)
+	require.NoError(t, err)
+	assert.Zero(t, p.Spec().MemoryBudget, "the node's free memory holds the file and its guide: no budget")
+	room.Room = need - 1 // planned under it, and this small file's least budget is more
+	_, err = Prepare(room)
+	require.ErrorIs(t, err, hnswsearch.ErrBudget)
+	assert.Contains(t, err.Error(), fmt.Sprintf("and the budget is %d (none was set: the %d bytes of the node's memory budget no other index holds)", need-1, need-1))
+
 	// What the caller holds beside the index is left to it.
 	machineMemory = func() int64 { return 64 << 20 }
 	beside := machineRoom(64<<20) - need // the files and guide fit beside it, and no more

@@ -60,11 +60,16 @@ type Spec struct {
 	// that cannot hold its files and their 4x guide beside what the caller
 	// holds, is planned under machineBudget's: for a
 	// caller serving this one index (the command line's bench and
-	// search); a server's indexes share its node budget instead. Beside is
+	// search), and for a server, whose indexes share its node budget,
+	// under what that has free (Room). Beside is
 	// what that caller holds beside the index while it serves (its queries
-	// and ground truth), which the machine's budget leaves it.
+	// and ground truth), which the machine's budget leaves it. Room, when
+	// positive, is the memory the caller gives such an index in place of
+	// the machine's (a server: what its node budget has free), and Beside
+	// is then not counted.
 	MachineBudget bool
 	Beside        int64
+	Room          int64
 	// Semantics and Kernel are hnswsearch's names ("": the defaults).
 	Semantics, Kernel string
 	// BatchReads, ExactFilterMax, EfSearch (index-level efSearch, 0: the

@@ -44,7 +44,8 @@ type Limits struct {
 	// MaxWorkInFlight bounds the work (as MaxRequestWork counts it) of all
 	// searches running at once (default 2 × MaxRequestWork); past it a
 	// request is shed with 429. MaxBodiesInFlight bounds the bytes of
-	// request bodies being read or held at once (default 64 MiB), so slow
+	// request bodies being read or held at once (default ownShare: 64 MiB
+	// on a machine or cgroup of 1 GiB or more, less on a smaller one), so slow
 	// or large bodies cannot add up; they are read before a search slot is
 	// taken.
 	MaxWorkInFlight   int64 `json:"max_work_in_flight"`
@@ -93,7 +94,9 @@ func (l Limits) Check() error {
 // DefaultK is the k of a search request that does not name one.
 const DefaultK = engine.DefaultK
 
-func (l Limits) withDefaults() Limits {
+// withDefaults fills the zero fields for a machine (or memory cgroup) of
+// total bytes (0: unknown).
+func (l Limits) withDefaults(total int64) Limits {
 	if l.MaxEfSearch <= 0 || l.MaxEfSearch > hnswsearch.MaxEfSearch {
 		l.MaxEfSearch = min(100000, hnswsearch.MaxEfSearch)
 	}
@@ -110,7 +113,7 @@ func (l Limits) withDefaults() Limits {
 		l.MaxWorkInFlight = 2 * l.MaxRequestWork
 	}
 	if l.MaxBodiesInFlight <= 0 {
-		l.MaxBodiesInFlight = 64 << 20
+		l.MaxBodiesInFlight = ownShare(total)
 	}
 	if l.MaxConcurrentSearches <= 0 {
 		l.MaxConcurrentSearches = max(16, 4*runtime.GOMAXPROCS(0))

@@ -96,7 +96,7 @@ type Registry struct {
 // NewRegistry serves indexes from files under roots within budget bytes
 // (with no root, every local path is refused: a server of S3 objects).
 func NewRegistry(roots []string, budget int64) (*Registry, error) {
-	r := &Registry{budget: budget, limits: Limits{}.withDefaults()}
+	r := &Registry{budget: budget, limits: Limits{}.withDefaults(0)}
 	r.entries.Store(&map[string]*entry{})
 	for _, root := range roots {
 		abs, err := filepath.Abs(root)
@@ -296,6 +296,18 @@ func (r *Registry) admit(need int64) error {
 	return nil
 }
 
+// room is what a load may take of the node's budget: what no index holds
+// or has reserved, and what admit would take from caches down to
+// cacheFloor.
+func (r *Registry) room() int64 {
+	used, hs := r.usage()
+	free := r.budget - used
+	for _, h := range hs {
+		free += max(cacheBudget(h)-cacheFloor, 0)
+	}
+	return free
+}
+
 func cacheBudget(h *handle) int64 {
 	if c := h.cache(); c != nil {
 		return c.Budget()
@@ -348,6 +360,12 @@ func (r *Registry) openUnguarded(ctx context.Context, e *entry, spec LoadSpec) (
 				return nil, err
 			}
 		}
+	}
+	if es.Mode == engine.ModeOnDisk && es.MemoryBudget == 0 && r.budget > 0 {
+		// Planned under the node's free memory when that cannot hold the
+		// index's files and their 4x guide (engine's machineBudget), as a
+		// command serving one index is under the machine's.
+		es.MachineBudget, es.Room = true, max(r.room(), 1)
 	}
 	plan, err := engine.Prepare(es)
 	if err != nil {

@@ -35,7 +35,7 @@ import (
 type Config struct {
 	DataRoots      []string
 	S3Buckets      []string      // buckets whose s3://BUCKET/KEY objects may be served (none: no object)
-	MemoryBudget   int64         // bytes for all indexes; 0 = the machine's memory (sysmem.Total: RAM, or the cgroup's limit)
+	MemoryBudget   int64         // bytes for all indexes; 0 = defaultNodeBudget (the machine's memory, or its cgroup's limit, less the server's own)
 	GuideDir       string        // on_disk guide files ("": beside each index)
 	CacheDir       string        // local disk cache of every s3:// index ("": none; partial/diskcache)
 	CacheDirBytes  int64         // its budget (0: diskcache.DefaultBudget)
@@ -204,12 +204,23 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.NewJSONHandler(io.Discard, nil))
 	}
-	cfg.Limits = cfg.Limits.withDefaults()
+	total := sysmem.Total()
+	cfg.Limits = cfg.Limits.withDefaults(total)
 	if len(cfg.DataRoots) == 0 && len(cfg.S3Buckets) == 0 {
 		return nil, fmt.Errorf("at least one data root (or S3 bucket) is needed")
 	}
-	if cfg.MemoryBudget == 0 { // no load beyond what the machine has: it would be killed, every index with it
-		cfg.MemoryBudget = sysmem.Total()
+	// No load beyond what the machine has beside the server's own memory:
+	// it would be killed, every index with it.
+	if room := defaultNodeBudget(total); cfg.MemoryBudget == 0 || (room > 0 && cfg.MemoryBudget > room) {
+		if cfg.MemoryBudget != 0 {
+			cfg.Logger.Warn("memory_budget is more than this machine can give its indexes; using what it can",
+				"memory_budget", cfg.MemoryBudget, "machine_bytes", total, "server_own_bytes", ownBytes(total), "using", room)
+		}
+		cfg.MemoryBudget = room
+	}
+	if total > 0 && total-ownBytes(total) < total/8 {
+		cfg.Logger.Warn("this machine's memory, or its cgroup's limit, is less than the server's own: its indexes get an eighth of it, and under load the server's own pages may be paged in and out",
+			"machine_bytes", total, "server_own_bytes", ownBytes(total))
 	}
 	reg, err := NewRegistry(cfg.DataRoots, cfg.MemoryBudget)
 	if err == nil {
@@ -822,8 +833,8 @@ func (s *Server) indexInfo(e *entry, h *handle) gin.H {
 	if b := e.building.Load(); b != nil {
 		info["guide_build"] = gin.H{"done_bytes": b[0], "total_bytes": b[1]}
 	}
-	if h.spec.MemoryBudget > 0 {
-		info["memory_budget"] = gin.H{"budget_bytes": h.spec.MemoryBudget, "pinned_list_bytes": x.PinnedBytes(),
+	if b := x.Spec().MemoryBudget; b > 0 { // set, or on_disk's share of the node's free memory (Registry.room)
+		info["memory_budget"] = gin.H{"budget_bytes": b, "set": h.spec.MemoryBudget > 0, "pinned_list_bytes": x.PinnedBytes(),
 			"all_lists_pinned": x.AllListsPinned(), "vector_cache": x.VectorCache()}
 	}
 	return info

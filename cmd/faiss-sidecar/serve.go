@@ -74,7 +74,7 @@ func runServe(args []string, stdout, stderr io.Writer) error {
 	fs.Var(&roots, "data-root", "directory index paths must resolve into (repeatable; env FAISS_SIDECAR_DATA_ROOT, colon-separated)")
 	var buckets stringList
 	fs.Var(&buckets, "s3-bucket", "S3 bucket whose objects (s3://BUCKET/KEY) may be served (repeatable; none: no object)")
-	budget := fs.Int64("memory-budget", -1, "bytes all indexes may hold: full copies, caches, small arrays (0: the machine's memory, or its cgroup's limit; env FAISS_SIDECAR_MEMORY_BUDGET)")
+	budget := fs.Int64("memory-budget", -1, "bytes all indexes may hold: full copies, guides, caches, small arrays (0: the machine's memory, or its cgroup's limit, less the server's own; env FAISS_SIDECAR_MEMORY_BUDGET)")
 	guideDir := fs.String("guide-dir", "", "directory for on_disk indexes' guide files (default: beside each index)")
 	var cd cacheDirFlags
 	cd.register(fs)
@@ -93,7 +93,7 @@ func runServe(args []string, stdout, stderr io.Writer) error {
 	}
 	switch {
 	case *budget < -1:
-		return usagef("--memory-budget %d is negative (0: unlimited)", *budget)
+		return usagef("--memory-budget %d is negative (0: the machine's memory less the server's own)", *budget)
 	case *maxBody < 0:
 		return usagef("--max-body-bytes %d is negative", *maxBody)
 	case *timeout < 0:
@@ -183,7 +183,7 @@ func runServe(args []string, stdout, stderr io.Writer) error {
 	}
 	switch {
 	case cfg.MemoryBudget < 0:
-		return usagef("memory_budget %d is negative (0: unlimited)", cfg.MemoryBudget)
+		return usagef("memory_budget %d is negative (0: the machine's memory less the server's own)", cfg.MemoryBudget)
 	case cfg.MaxBodyBytes < 0:
 		return usagef("max_body_bytes %d is negative", cfg.MaxBodyBytes)
 	}

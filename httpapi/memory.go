@@ -1,0 +1,74 @@
+package httpapi
+
+import (
+	"os"
+	"runtime/debug"
+	"time"
+
+	"github.com/faiss-sidecar/faiss-sidecar/internal/sysmem"
+)
+
+// The server's own memory, beside its indexes, on a machine (or memory
+// cgroup) of total bytes is three shares of ownShare(total) each:
+//   - what lives outside the Go heap: the binary's pages, thread stacks,
+//     the kernel's socket buffers for the connections (charged to a cgroup
+//     too);
+//   - the request bodies in flight (Limits.MaxBodiesInFlight's default);
+//   - the heap's slack beyond those bodies: decoded queries, result pools,
+//     responses being written.
+//
+// A share is a sixteenth of the machine, between 8 and 64 MiB: from 1 GiB
+// up, the 64 MiB each they were before, when they were fixed and the node
+// budget (0: the machine) left them nothing. Inside a memory cgroup of a
+// third of fashion-mnist (65.6 MB), a server given on_disk without a
+// memory_budget then took the 47 MB 4x guide, paged its own binary in and
+// out for 100 s under 8 clients, and was killed.
+func ownShare(total int64) int64 { return min(max(total/16, 8<<20), 64<<20) }
+
+// ownBytes is what the server keeps for itself on a machine of total bytes.
+func ownBytes(total int64) int64 { return 3 * ownShare(total) }
+
+// defaultNodeBudget is the node's memory budget when none is set
+// (memory_budget 0): the machine's memory (0: unknown, no budget) less
+// ownBytes, and at least an eighth of it.
+func defaultNodeBudget(total int64) int64 {
+	if total <= 0 {
+		return 0
+	}
+	return max(total-ownBytes(total), total/8)
+}
+
+// heapLimit is the Go runtime's memory limit while the indexes hold used
+// bytes of a process that may have total: what they and the share outside
+// the heap leave, and never less than the bodies the server admits plus the
+// slack share. Index memory lives off the Go heap (anonymous mappings, the
+// page cache), where the runtime cannot see it; without this limit the
+// collector lets the heap grow to twice its live size, so a flood of large
+// requests, each within the limits, could take what a cgroup's indexes need
+// and have the process killed.
+func heapLimit(total, used, bodies int64) int64 {
+	return max(total-used-ownShare(total), bodies+ownShare(total))
+}
+
+// limitHeap keeps the runtime's memory limit at heapLimit as indexes load,
+// switch and unload, checked once a second, until the server stops, then
+// puts back the limit it found. GOMEMLIMIT, when set, wins.
+func (s *Server) limitHeap() {
+	total := sysmem.Total()
+	if total <= 0 || os.Getenv("GOMEMLIMIT") != "" {
+		return
+	}
+	prev := debug.SetMemoryLimit(-1)
+	defer debug.SetMemoryLimit(prev)
+	t := time.NewTicker(time.Second)
+	defer t.Stop()
+	for {
+		used, _ := s.Reg.usage()
+		debug.SetMemoryLimit(heapLimit(total, used, s.limits.MaxBodiesInFlight))
+		select {
+		case <-s.stop:
+			return
+		case <-t.C:
+		}
+	}
+}

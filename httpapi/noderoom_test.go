@@ -1,0 +1,51 @@
+package httpapi
+
+import (
+	"fmt"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// TestOnDiskNodeRoom: an on_disk index loaded without a memory_budget is
+// planned without one while the node's free memory holds its file and
+// guide, and under that free memory when it does not, a refusal saying so.
+// What is free counts what caches would give back down to cacheFloor.
+func TestOnDiskNodeRoom(t *testing.T) {
+	fixtures, err := filepath.Abs(filepath.Join("..", "testdata", "fixtures"))
+	require.NoError(t, err)
+	ondisk, err := filepath.Abs(filepath.Join("..", "testdata", "ondisk"))
+	require.NoError(t, err)
+	// clustered_l2.faiss is 417,554 bytes: with its 4x guide, 521,942. Its
+	// least on_disk budget is about 5.3 MB (two workers' scratch).
+	const node = 1_800_000
+	s, ts := newTestServer(t, Config{DataRoots: []string{ondisk, fixtures}, GuideDir: t.TempDir(), MemoryBudget: node})
+	od := `{"path":"` + filepath.Join(ondisk, "clustered_l2.faiss") + `","mode":"on_disk"}`
+
+	r := call(t, ts, "PUT", "/indexes/c", od)
+	require.Equal(t, 200, r.Status, r.Raw)
+	assert.Nil(t, r.Body["memory_budget"], "the node holds the file and its guide: no budget")
+	assert.Equal(t, "mmap", r.Body["backend"])
+	require.NoError(t, s.Reg.Delete("c", time.Second))
+
+	require.Equal(t, 200, call(t, ts, "PUT", "/indexes/a", `{"path":"`+filepath.Join(fixtures, "hnsw_flat_large.faiss")+`","mode":"full"}`).Status)
+	require.Equal(t, 200, call(t, ts, "PUT", "/indexes/b", `{"path":"`+filepath.Join(fixtures, "hnsw_flat_l2.faiss")+`","mode":"full"}`).Status)
+	used, _ := s.Reg.usage()
+	room := node - used
+	require.Less(t, room, int64(521_942), "the node has too little left for the file and its guide")
+	assert.Equal(t, room, s.Reg.room())
+	r = call(t, ts, "PUT", "/indexes/c", od)
+	require.Equal(t, 400, r.Status, r.Raw)
+	assert.Contains(t, r.Raw, fmt.Sprintf("and the budget is %d (none was set: the %d bytes of the node's memory budget no other index holds)", room, room))
+
+	// A cache gives back all but cacheFloor.
+	s, ts = newTestServer(t, Config{DataRoots: []string{fixtures}, MemoryBudget: 4 << 20})
+	require.Equal(t, 200, call(t, ts, "PUT", "/indexes/m", `{"path":"hnsw_flat_large.faiss","backend":"pread","cache_bytes":1500000}`).Status)
+	used, _ = s.Reg.usage()
+	cache := cacheBudget(s.Reg.get("m").cur.Load())
+	require.Greater(t, cache, int64(cacheFloor))
+	assert.Equal(t, 4<<20-used+cache-cacheFloor, s.Reg.room())
+}
