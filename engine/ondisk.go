@@ -191,6 +191,8 @@ func (p *Plan) chooseLevel(levels []quant.Level, workers int) error {
 	gb, work := guideBytes(least, g.NTotal, g.D), hnswsearch.MinBudget(pf, workers)
 	var whose string
 	switch {
+	case p.budgetFromMachine() && spec.Room == 1:
+		whose = " (none was set, and the node's memory budget has none free: other indexes hold it)"
 	case p.budgetFromMachine() && spec.Room > 0:
 		whose = fmt.Sprintf(" (none was set: the %d bytes of the node's memory budget no other index holds)", spec.Room)
 	case p.budgetFromMachine():

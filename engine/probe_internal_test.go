@@ -115,6 +115,10 @@ func TestOnDiskMachineBudget(t *testing.T) {
 	_, err = Prepare(room)
 	require.ErrorIs(t, err, hnswsearch.ErrBudget)
 	assert.Contains(t, err.Error(), fmt.Sprintf("and the budget is %d (none was set: the %d bytes of the node's memory budget no other index holds)", need-1, need-1))
+	room.Room = 1 // the server's "nothing free"
+	_, err = Prepare(room)
+	require.ErrorIs(t, err, hnswsearch.ErrBudget)
+	assert.Contains(t, err.Error(), "and the budget is 1 (none was set, and the node's memory budget has none free: other indexes hold it)")
 
 	// What the caller holds beside the index is left to it.
 	machineMemory = func() int64 { return 64 << 20 }

@@ -237,3 +237,59 @@ func TestProbeRoutes(t *testing.T) {
 	assert.Equal(t, 404, r.Status, r.Raw)
 	assert.Contains(t, r.ContentType, "application/json")
 }
+
+// TestMaxConnections: past max_connections, a new connection waits in the
+// accept queue, unserved, until one of those open closes; then it is
+// served. Idle connections (headers never finished) cannot pile up beyond
+// the limit, whatever their number.
+func TestMaxConnections(t *testing.T) {
+	s, err := New(Config{DataRoots: []string{mustAbs(t, fixtures)}, Limits: Limits{MaxConnections: 2}})
+	require.NoError(t, err)
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	addr := l.Addr().String()
+	l.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- s.ListenAndServe(ctx, addr, time.Second) }()
+	defer func() { cancel(); <-done }()
+	health := func(c net.Conn) (string, error) {
+		if _, err := c.Write([]byte("GET /_health HTTP/1.1\r\nHost: x\r\n\r\n")); err != nil {
+			return "", err
+		}
+		require.NoError(t, c.SetReadDeadline(time.Now().Add(300*time.Millisecond)))
+		b := make([]byte, 64)
+		n, err := c.Read(b)
+		return string(b[:n]), err
+	}
+	var idle []net.Conn
+	require.Eventually(t, func() bool {
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			return false
+		}
+		idle = append(idle, c)
+		return true
+	}, 5*time.Second, 10*time.Millisecond)
+	first, err := health(idle[0])
+	require.NoError(t, err)
+	require.True(t, strings.HasPrefix(first, "HTTP/1.1 200"), first)
+	c2, err := net.Dial("tcp", addr)
+	require.NoError(t, err)
+	_, err = c2.Write([]byte("GET /_health HTTP/1.1\r\nHost: x\r\n")) // headers never finished
+	require.NoError(t, err)
+	c3, err := net.Dial("tcp", addr) // the kernel accepts it; the server does not
+	require.NoError(t, err)
+	defer c3.Close()
+	_, err = health(c3)
+	var ne net.Error
+	require.ErrorAs(t, err, &ne, "a third connection is not served while two are open")
+	assert.True(t, ne.Timeout())
+	idle[0].Close()
+	c2.Close()
+	require.NoError(t, c3.SetReadDeadline(time.Now().Add(5*time.Second)))
+	b := make([]byte, 64)
+	n, err := c3.Read(b) // its request, written before, is answered once a slot frees
+	require.NoError(t, err)
+	assert.True(t, strings.HasPrefix(string(b[:n]), "HTTP/1.1 200"), string(b[:n]))
+}

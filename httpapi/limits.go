@@ -33,7 +33,8 @@ type Limits struct {
 	// MaxRequestWork bounds the sum, over a request's queries, of
 	// max(candidates kept, ef_search): what the result pools hold and,
 	// roughly, the distances computed, and bounds the hits a response
-	// holds (default 1048576: about 80 MB of hits and their JSON).
+	// holds (default defaultRequestWork: 1048576, about 80 MB of hits and
+	// their JSON, from a 2 GiB machine up).
 	MaxRequestWork int64 `json:"max_request_work"`
 	// MaxConcurrentSearches is how many _search/_msearch requests run at
 	// once (default 4 per core, at least 16); MaxQueuedSearches how many
@@ -61,6 +62,13 @@ type Limits struct {
 	MaxHeavySearches int   `json:"max_heavy_searches"`
 	// MaxVerifyQueries bounds a mode switch's verify_queries (default 1000).
 	MaxVerifyQueries int `json:"max_verify_queries"`
+	// MaxConnections bounds the client connections open at once (default
+	// one share of the server's own memory at 32 KiB a connection: 2048
+	// from a 1 GiB machine up, 256 on the smallest); more wait in the
+	// kernel's accept queue. An idle connection costs about 19 KB (its
+	// goroutine's stack and buffers): 12,000 of them, opened faster than
+	// the 10 s header timeout closes them, had a server in 256 MiB killed.
+	MaxConnections int `json:"max_connections"`
 	// SwitchTimeout bounds a mode switch: open, warm-up and check queries
 	// (default 5 minutes). A switch past it is abandoned; the old mode
 	// keeps serving.
@@ -76,6 +84,7 @@ func (l Limits) Check() error {
 		{"max_request_work", l.MaxRequestWork}, {"max_concurrent_searches", int64(l.MaxConcurrentSearches)},
 		{"max_work_in_flight", l.MaxWorkInFlight}, {"max_bodies_in_flight", l.MaxBodiesInFlight},
 		{"max_queued_searches", int64(l.MaxQueuedSearches)}, {"max_verify_queries", int64(l.MaxVerifyQueries)},
+		{"max_connections", int64(l.MaxConnections)},
 		{"heavy_query_work", l.HeavyQueryWork}, {"max_heavy_searches", int64(l.MaxHeavySearches)},
 		{"switch_timeout", int64(l.SwitchTimeout)}} {
 		if f.v < 0 {
@@ -90,6 +99,22 @@ func (l Limits) Check() error {
 	}
 	return nil
 }
+
+// defaultRequestWork is MaxRequestWork's default on a machine (or cgroup)
+// of total bytes (0: unknown): 1,048,576 (about 80 MB of hits) from 2 GiB
+// up, a 2048th of the machine below (80 bytes a unit: twice that, the
+// work in flight, is a sixteenth of it, the heap's slack share), at least
+// 4096. At 1,048,576 inside 64 MiB, one search (k 10000, ef_search
+// 100000) or a flood of _msearch requests had the server killed.
+func defaultRequestWork(total int64) int64 {
+	if total <= 0 {
+		return 1 << 20
+	}
+	return min(max(total/2048, 4096), 1<<20)
+}
+
+// connectionBytes is what MaxConnections' default allows a connection.
+const connectionBytes = 32 << 10
 
 // DefaultK is the k of a search request that does not name one.
 const DefaultK = engine.DefaultK
@@ -107,7 +132,7 @@ func (l Limits) withDefaults(total int64) Limits {
 		l.MaxMsearchVectors = 1000
 	}
 	if l.MaxRequestWork <= 0 {
-		l.MaxRequestWork = 1 << 20
+		l.MaxRequestWork = defaultRequestWork(total)
 	}
 	if l.MaxWorkInFlight <= 0 {
 		l.MaxWorkInFlight = 2 * l.MaxRequestWork
@@ -123,6 +148,9 @@ func (l Limits) withDefaults(total int64) Limits {
 	}
 	if l.MaxVerifyQueries <= 0 {
 		l.MaxVerifyQueries = 1000
+	}
+	if l.MaxConnections <= 0 {
+		l.MaxConnections = int(ownShare(total) / connectionBytes)
 	}
 	if l.HeavyQueryWork <= 0 {
 		l.HeavyQueryWork = 8192

@@ -36,6 +36,14 @@ func TestDefaultNodeBudget(t *testing.T) {
 	l := Limits{}.withDefaults(64 << 20)
 	assert.Equal(t, int64(8<<20), l.MaxBodiesInFlight, "the bodies in flight are one of the shares")
 	assert.Equal(t, int64(64<<20), Limits{}.withDefaults(24<<30).MaxBodiesInFlight)
+	// The work of requests and connections scale too, below 2 GiB.
+	assert.Equal(t, int64(32768), l.MaxRequestWork, "a 2048th of 64 MiB")
+	assert.Equal(t, int64(65536), l.MaxWorkInFlight)
+	assert.Equal(t, 256, l.MaxConnections, "8 MiB at 32 KiB a connection")
+	big := Limits{}.withDefaults(24 << 30)
+	assert.Equal(t, int64(1<<20), big.MaxRequestWork)
+	assert.Equal(t, 2048, big.MaxConnections)
+	assert.Equal(t, int64(1<<20), Limits{}.withDefaults(0).MaxRequestWork, "an unknown machine: the full default")
 }
 
 // TestNodeBudgetWithinMachine: a node budget set above what the machine

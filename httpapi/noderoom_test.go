@@ -38,7 +38,8 @@ func TestOnDiskNodeRoom(t *testing.T) {
 	require.Less(t, room, int64(521_942), "the node has too little left for the file and its guide")
 	assert.Equal(t, room, s.Reg.room())
 	r = call(t, ts, "PUT", "/indexes/c", od)
-	require.Equal(t, 400, r.Status, r.Raw)
+	require.Equal(t, 429, r.Status, r.Raw)
+	assert.Equal(t, "memory_budget_exceeded", r.Body["error"].(map[string]any)["type"])
 	assert.Contains(t, r.Raw, fmt.Sprintf("and the budget is %d (none was set: the %d bytes of the node's memory budget no other index holds)", room, room))
 
 	// A cache gives back all but cacheFloor.

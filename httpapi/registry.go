@@ -368,6 +368,11 @@ func (r *Registry) openUnguarded(ctx context.Context, e *entry, spec LoadSpec) (
 		es.MachineBudget, es.Room = true, max(r.room(), 1)
 	}
 	plan, err := engine.Prepare(es)
+	if err != nil && es.Room > 0 && errors.Is(err, hnswsearch.ErrBudget) {
+		// What the node has free is too little: the node is full, as for
+		// any load that does not fit (admit), not the request wrong.
+		return nil, &apiError{429, "memory_budget_exceeded", err.Error()}
+	}
 	if err != nil {
 		return nil, err
 	}

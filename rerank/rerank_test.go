@@ -10,7 +10,10 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/faiss-sidecar/faiss-sidecar/partial/recordcache"
 )
 
 const fixtures = "../testdata/fixtures"
@@ -250,4 +253,40 @@ func TestOpenParallel(t *testing.T) {
 	got := make([]float32, 32)
 	require.NoError(t, s7.Fetch([]int32{3}, got, nil))
 	require.Equal(t, vs[3], got)
+}
+
+// TestLongShortlistInParts: a shortlist longer than viewChunk is read in
+// parts of at most viewChunk vectors (a bounded read buffer), every vector
+// still FAISS's, in the shortlist's order, with and without a cache.
+func TestLongShortlistInParts(t *testing.T) {
+	src := filepath.Join(fixtures, "hnsw_flat_large.faiss") // 3000 × 64
+	_, want := flatVectors(t, src)
+	labels := make([]int32, 2*viewChunk+300)
+	for i := range labels {
+		labels[i] = int32((i * 7919) % 3000)
+	}
+	for _, strat := range Strategies {
+		for _, cached := range []bool{false, true} {
+			s, err := Open(src, strat)
+			require.NoError(t, err)
+			if cached {
+				c, err := recordcache.New(3000, 4*64, 100<<10)
+				require.NoError(t, err)
+				s.SetCache(c)
+			}
+			got := make([]float32, len(labels)*64)
+			var st FetchStats
+			require.NoError(t, s.Fetch(labels, got, &st), strat)
+			for i, lb := range labels {
+				for j := range 64 {
+					require.Equal(t, math.Float32bits(want[lb][j]), math.Float32bits(got[i*64+j]), "%s cached=%v: label %d component %d", strat, cached, lb, j)
+				}
+			}
+			assert.Equal(t, len(labels), st.Vectors)
+			if strat == "direct" && !cached {
+				assert.Equal(t, 3, st.Batches, "three parts, a batch each")
+			}
+			s.Close()
+		}
+	}
 }

@@ -298,6 +298,27 @@ func (s *Store) view(labels []int32, st *FetchStats, use func(i int, b []byte)) 
 	if st != nil {
 		st.Vectors += len(labels)
 	}
+	if len(labels) > viewChunk {
+		for lo := 0; lo < len(labels); lo += viewChunk {
+			part := labels[lo:min(lo+viewChunk, len(labels))]
+			if err := s.viewPart(part, st, func(i int, b []byte) { use(lo+i, b) }); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	return s.viewPart(labels, st, use)
+}
+
+// viewChunk is how many vectors one view reads at once at most. A
+// shortlist of 10,000 fashion-mnist vectors read at once took one read
+// buffer of tens of MB, and one such request had a server in a 64 MiB
+// cgroup killed; 512 keep far more reads in flight than the device's 64
+// (its ceiling) in a few MB.
+const viewChunk = 512
+
+// viewPart is view of at most viewChunk labels, checked.
+func (s *Store) viewPart(labels []int32, st *FetchStats, use func(i int, b []byte)) (err error) {
 	b := s.bufs.take(len(labels) * 4 * s.Dim)
 	defer s.bufs.give(b)
 	switch {
