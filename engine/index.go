@@ -105,6 +105,26 @@ func (x *Index) Cache() *blockcache.Cache {
 	return nil
 }
 
+// Resizable is a cache a server may shrink to make room for another load.
+type Resizable interface {
+	Budget() int64
+	SetBudget(int64)
+}
+
+// Caches are the index's caches that shrink (Resizable): the storage's
+// block cache and the vector cache (the budget policy's, on_disk's rerank
+// cache), those it has.
+func (x *Index) Caches() []Resizable {
+	var cs []Resizable
+	if c := x.Cache(); c != nil {
+		cs = append(cs, c)
+	}
+	if vc := x.idx.VectorRecords(); vc != nil {
+		cs = append(cs, vc)
+	}
+	return cs
+}
+
 // HasRerank reports whether the index rescores with full-precision vectors.
 func (x *Index) HasRerank() bool { return x.rer != nil }
 

@@ -488,3 +488,26 @@ func TestOnDiskQueryNoAllocs(t *testing.T) {
 		})
 	}
 }
+
+// TestCachesShrink: an index's vector cache is among its Caches, and
+// shrinking it through them gives back memory (what a server takes from
+// one index to load another).
+func TestCachesShrink(t *testing.T) {
+	x, _, err := engine.Open(engine.Spec{Path: filepath.Join("..", "testdata", "fixtures", "hnsw_flat_large.faiss"), Mode: "memory_efficient", MemoryBudget: 6_000_000, Workers: 2})
+	require.NoError(t, err)
+	defer x.Close()
+	before := x.VectorCache()
+	require.Positive(t, before.Bytes, "this budget leaves a vector cache")
+	var vc engine.Resizable
+	for _, c := range x.Caches() {
+		if c.Budget() == before.Bytes {
+			vc = c
+		}
+	}
+	require.NotNil(t, vc, "the vector cache is among the index's caches")
+	vc.SetBudget(before.Bytes / 2)
+	after := x.VectorCache()
+	assert.Less(t, after.Bytes, before.Bytes)
+	assert.LessOrEqual(t, after.Bytes, before.Bytes/2)
+	assert.Less(t, after.Slots, before.Slots)
+}

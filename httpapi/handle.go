@@ -12,7 +12,6 @@ import (
 	"github.com/faiss-sidecar/faiss-sidecar/faissfmt"
 	"github.com/faiss-sidecar/faiss-sidecar/hnswsearch"
 	"github.com/faiss-sidecar/faiss-sidecar/partial"
-	"github.com/faiss-sidecar/faiss-sidecar/partial/blockcache"
 	"github.com/faiss-sidecar/faiss-sidecar/partial/s3"
 	"github.com/faiss-sidecar/faiss-sidecar/rerank"
 )
@@ -142,7 +141,7 @@ func (h *handle) close() {
 }
 
 // cache returns the handle's block cache, if its backend has one.
-func (h *handle) cache() *blockcache.Cache { return h.x.Cache() }
+func (h *handle) caches() []engine.Resizable { return h.x.Caches() }
 
 // score is OpenSearch's translation of a distance to a score.
 func score(space string, d float32) float64 { return engine.Score(space, d) }

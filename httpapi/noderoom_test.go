@@ -46,7 +46,7 @@ func TestOnDiskNodeRoom(t *testing.T) {
 	s, ts = newTestServer(t, Config{DataRoots: []string{fixtures}, MemoryBudget: 4 << 20})
 	require.Equal(t, 200, call(t, ts, "PUT", "/indexes/m", `{"path":"hnsw_flat_large.faiss","backend":"pread","cache_bytes":1500000}`).Status)
 	used, _ = s.Reg.usage()
-	cache := cacheBudget(s.Reg.get("m").cur.Load())
+	cache := s.Reg.get("m").cur.Load().x.Cache().Budget()
 	require.Greater(t, cache, int64(cacheFloor))
 	assert.Equal(t, 4<<20-used+cache-cacheFloor, s.Reg.room())
 }

@@ -259,8 +259,9 @@ func (r *Registry) usage() (total int64, hs []*handle) {
 	return total, hs
 }
 
-// admit makes room for need bytes: caches of other indexes shrink (largest
-// first, down to cacheFloor) before a 429 with the numbers. During a switch
+// admit makes room for need bytes: caches of other indexes (block and
+// vector caches) shrink, largest first, down to cacheFloor, before a 429
+// with the numbers. During a switch
 // the handle being replaced still counts (both are open for a moment).
 func (r *Registry) admit(need int64) error {
 	if r.budget <= 0 {
@@ -274,18 +275,27 @@ func (r *Registry) admit(need int64) error {
 	if used+need <= r.budget {
 		return nil
 	}
-	slices.SortFunc(hs, func(a, b *handle) int { return cmp.Compare(cacheBudget(b), cacheBudget(a)) })
+	type held struct {
+		h *handle
+		c engine.Resizable
+		b int64
+	}
+	var cs []held
 	for _, h := range hs {
-		c := h.cache()
-		if c == nil || used+need <= r.budget {
-			continue
+		for _, c := range h.caches() {
+			cs = append(cs, held{h, c, c.Budget()})
 		}
-		cur := c.Budget()
-		target := max(cacheFloor, cur-(used+need-r.budget))
-		if target < cur {
-			c.SetBudget(target)
-			h.resident.Add(-(cur - target))
-			used -= cur - target
+	}
+	slices.SortFunc(cs, func(a, b held) int { return cmp.Compare(b.b, a.b) })
+	for _, c := range cs {
+		if used+need <= r.budget {
+			break
+		}
+		if target := max(cacheFloor, c.b-(used+need-r.budget)); target < c.b {
+			c.c.SetBudget(target)
+			freed := c.b - c.c.Budget()
+			c.h.resident.Add(-freed)
+			used -= freed
 		}
 	}
 	if used+need > r.budget {
@@ -303,16 +313,11 @@ func (r *Registry) room() int64 {
 	used, hs := r.usage()
 	free := r.budget - used
 	for _, h := range hs {
-		free += max(cacheBudget(h)-cacheFloor, 0)
+		for _, c := range h.caches() {
+			free += max(c.Budget()-cacheFloor, 0)
+		}
 	}
 	return free
-}
-
-func cacheBudget(h *handle) int64 {
-	if c := h.cache(); c != nil {
-		return c.Budget()
-	}
-	return 0
 }
 
 // open builds a handle for spec (normalised) within the budget: it

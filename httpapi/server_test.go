@@ -275,7 +275,7 @@ func TestMemoryBudget(t *testing.T) {
 		t.Fatalf("%s", r.Raw)
 	}
 	_, l, _ := s.Reg.acquire("a")
-	capped := l.h.cache().Budget()
+	capped := l.h.x.Cache().Budget()
 	l.release()
 	const size = 1199386 // hnsw_flat_large.faiss
 	if capped < size+size/8 || capped > size+size/8+2*4096 {
@@ -286,7 +286,7 @@ func TestMemoryBudget(t *testing.T) {
 		t.Fatalf("load with shrink: %d %s", r.Status, r.Raw)
 	}
 	_, l, _ = s.Reg.acquire("a")
-	if got := l.h.cache().Budget(); got >= capped || got < cacheFloor {
+	if got := l.h.x.Cache().Budget(); got >= capped || got < cacheFloor {
 		t.Errorf("a's cache budget %d did not shrink from %d toward the floor", got, capped)
 	}
 	l.release()

@@ -6,6 +6,10 @@ type Buf struct {
 	free func() error
 }
 
+// Mapped reports whether the buffer is a mapping of its own (outside the Go
+// heap), whose pages Discard may give back.
+func (b *Buf) Mapped() bool { return b.free != nil }
+
 // Free releases the buffer. It is safe on the zero Buf.
 func (b *Buf) Free() error {
 	if b.free == nil {

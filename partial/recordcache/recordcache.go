@@ -2,6 +2,7 @@ package recordcache
 
 import (
 	"fmt"
+	"os"
 	"sync"
 	"sync/atomic"
 	"unsafe"
@@ -94,7 +95,9 @@ func (c *Cache) Get(id int32) (rec []byte, token uint64, ok bool) {
 	}
 	m := c.header(int(s))
 	v := m.ver.Load()
-	if v&1 != 0 || m.id.Load() != id {
+	// A stored record's version is even and at least 2; 0 is a slot given
+	// back to the system (SetBudget), whose header reads as zeros.
+	if v&1 != 0 || v == 0 || m.id.Load() != id {
 		return nil, 0, false
 	}
 	if m.ref.Load() == 0 {
@@ -163,22 +166,60 @@ func (c *Cache) Put(id int32, rec []byte) {
 	c.inserts.Add(1)
 }
 
+// Budget is the memory the cache may hold: its slots and the id table
+// (Bytes, as SetBudget leaves it).
+func (c *Cache) Budget() int64 { return c.Bytes() }
+
+// SetBudget shrinks the cache to what budget bytes hold (slots and the id
+// table; one slot at least; a budget above the cache's does not grow it):
+// the records in the slots given up are dropped, and those slots' pages
+// given back to the system. A reader holding bytes of a dropped record
+// sees Valid fail.
+func (c *Cache) SetBudget(budget int64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	slots := int(min(max((budget-4*int64(len(c.slotOf)))/int64(c.stride), 1), int64(c.slots)))
+	if slots == c.slots {
+		return
+	}
+	for s := slots; s < c.used; s++ {
+		m := c.header(s)
+		m.ver.Add(1)
+		atomic.StoreInt32(&c.slotOf[m.id.Load()], 0)
+		m.id.Store(-1)
+		m.ver.Add(1)
+	}
+	// The whole pages past the slots kept: their headers then read as
+	// zeros, which Get never takes for a record.
+	page := os.Getpagesize()
+	lo := (slots*c.stride + page - 1) / page * page
+	if hi := c.slots * c.stride / page * page; lo < hi && c.buf.Mapped() {
+		_ = offheap.Discard(c.buf.B[lo:hi])
+	}
+	c.slots, c.used = slots, min(c.used, slots)
+	if c.hand >= slots {
+		c.hand = 0
+	}
+}
+
 // Contains reports whether record id is cached.
 func (c *Cache) Contains(id int32) bool { return atomic.LoadInt32(&c.slotOf[id]) != 0 }
 
 // Stats describes the cache.
 func (c *Cache) Stats() Stats {
 	c.mu.Lock()
-	used := c.used
+	used, slots := c.used, c.slots
 	c.mu.Unlock()
-	return Stats{Slots: c.slots, Used: used, Bytes: c.Bytes(),
+	return Stats{Slots: slots, Used: used, Bytes: int64(slots)*int64(c.stride) + 4*int64(len(c.slotOf)),
 		Inserts: c.inserts.Load(), Evictions: c.evictions.Load(), Record: c.size}
 }
 
 // Bytes is the memory the cache holds: slots (headers and records) and the
 // id table.
 func (c *Cache) Bytes() int64 {
-	return int64(len(c.buf.B)) + 4*int64(len(c.slotOf))
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return int64(c.slots)*int64(c.stride) + 4*int64(len(c.slotOf))
 }
 
 // Close frees the records. No Get, Put or use of returned bytes may follow.

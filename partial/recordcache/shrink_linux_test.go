@@ -1,0 +1,123 @@
+package recordcache
+
+import (
+	"os"
+	"testing"
+	"time"
+	"unsafe"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"golang.org/x/sys/unix"
+)
+
+// TestSetBudgetShrinks: a cache shrunk keeps the records of the slots it
+// keeps, drops the others (a reader's bytes of one fail Valid), counts only
+// what it keeps, gives the pages of the slots dropped back to the system,
+// and goes on storing records within its new size.
+func TestSetBudgetShrinks(t *testing.T) {
+	const n, size = 4000, 3136
+	c, err := New(n, size, 4*n+2000*3200)
+	require.NoError(t, err)
+	defer c.Close()
+	slots := c.Stats().Slots
+	require.Equal(t, 2000, slots)
+	for id := int32(0); id < int32(slots); id++ {
+		c.Put(id, record(id, size))
+	}
+	_, lostTok, ok := c.Get(int32(slots - 1)) // held across the shrink
+	require.True(t, ok)
+	page := os.Getpagesize()
+	resident := func(lo, hi int) int {
+		vec := make([]byte, (hi-lo+page-1)/page)
+		b := c.buf.B[lo:hi]
+		_, _, e := unix.Syscall(unix.SYS_MINCORE, uintptr(unsafe.Pointer(&b[0])), uintptr(len(b)), uintptr(unsafe.Pointer(&vec[0])))
+		require.Zero(t, e, "mincore")
+		r := 0
+		for _, v := range vec {
+			r += int(v & 1)
+		}
+		return r
+	}
+	tail := func() (int, int) { return (500*c.stride + page - 1) / page * page, slots * c.stride / page * page }
+	lo, hi := tail()
+	require.Positive(t, resident(lo, hi), "the records are in memory before")
+
+	c.SetBudget(4*n + 500*int64(c.stride))
+	if c.buf.Mapped() { // before anything reads a dropped slot's header (a read maps the zero page)
+		assert.Zero(t, resident(lo, hi), "the dropped slots' pages are given back")
+	}
+	st := c.Stats()
+	assert.Equal(t, 500, st.Slots)
+	assert.Equal(t, 500, st.Used)
+	assert.Equal(t, int64(4*n+500*c.stride), st.Bytes)
+	assert.Equal(t, st.Bytes, c.Budget())
+	assert.False(t, c.Valid(lostTok), "bytes of a dropped record are not valid")
+	for id := int32(0); id < int32(slots); id++ {
+		rec, tok, ok := c.Get(id)
+		if id < 500 {
+			require.True(t, ok, "record %d is kept", id)
+			require.Equal(t, record(id, size), rec)
+			require.True(t, c.Valid(tok))
+		} else {
+			require.False(t, ok, "record %d is dropped", id)
+			require.False(t, c.Contains(id))
+		}
+	}
+	for id := int32(slots); id < int32(slots)+700; id++ { // stores go on, within 500 slots
+		c.Put(id, record(id, size))
+	}
+	st = c.Stats()
+	assert.Equal(t, 500, st.Slots)
+	assert.Equal(t, 500, st.Used)
+	rec, _, ok := c.Get(int32(slots) + 699)
+	require.True(t, ok, "the last record stored is cached")
+	assert.Equal(t, record(int32(slots)+699, size), rec)
+
+	c.SetBudget(1 << 40) // never grows
+	assert.Equal(t, 500, c.Stats().Slots)
+	c.SetBudget(0) // one slot at least
+	assert.Equal(t, 1, c.Stats().Slots)
+}
+
+// TestSetBudgetWhileUsed: readers and writers running while the cache
+// shrinks in steps never take another record's bytes for a valid one.
+func TestSetBudgetWhileUsed(t *testing.T) {
+	const n, size = 2000, 512
+	c, err := New(n, size, 4*n+1000*600)
+	require.NoError(t, err)
+	defer c.Close()
+	stop := make(chan struct{})
+	done := make(chan int, 4)
+	for w := range 4 {
+		go func() {
+			bad := 0
+			for i := 0; ; i++ {
+				select {
+				case <-stop:
+					done <- bad
+					return
+				default:
+				}
+				id := int32((i*7919 + w*104729) % n)
+				if rec, tok, ok := c.Get(id); ok {
+					want := record(id, size)
+					same := string(rec) == string(want)
+					if c.Valid(tok) && !same {
+						bad++
+					}
+				} else {
+					c.Put(id, record(id, size))
+				}
+			}
+		}()
+	}
+	for b := int64(4*n + 1000*600); b > 4*n+600; b -= 50 * 600 {
+		c.SetBudget(b)
+		time.Sleep(2 * time.Millisecond)
+	}
+	close(stop)
+	for range 4 {
+		assert.Zero(t, <-done, "valid bytes of another record")
+	}
+}
