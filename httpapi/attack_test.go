@@ -293,3 +293,40 @@ func TestMaxConnections(t *testing.T) {
 	require.NoError(t, err)
 	assert.True(t, strings.HasPrefix(string(b[:n]), "HTTP/1.1 200"), string(b[:n]))
 }
+
+// TestSlowBodyCutOff: a body arriving slower than min_body_rate after its
+// first second is cut off with a 408 saying so, long before the request
+// timeout, and gives back its charge; a body at speed is read.
+func TestSlowBodyCutOff(t *testing.T) {
+	s, err := New(Config{DataRoots: []string{mustAbs(t, fixtures)}, RequestTimeout: 20 * time.Second, Limits: Limits{MinBodyRate: 100_000}})
+	require.NoError(t, err)
+	require.NoError(t, s.Reg.Load("t", LoadSpec{Path: "hnsw_flat_l2.faiss"}))
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	addr := l.Addr().String()
+	l.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- s.ListenAndServe(ctx, addr, time.Second) }()
+	defer func() { cancel(); <-done }()
+	var c net.Conn
+	require.Eventually(t, func() bool { c, err = net.Dial("tcp", addr); return err == nil }, 5*time.Second, 10*time.Millisecond)
+	defer c.Close()
+	t0 := time.Now()
+	_, err = c.Write([]byte("POST /indexes/t/_search HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 1000000\r\n\r\n{\"vector\":[0."))
+	require.NoError(t, err)
+	require.NoError(t, c.SetReadDeadline(time.Now().Add(10*time.Second)))
+	raw, _ := io.ReadAll(c) // the server answers and closes
+	took := time.Since(t0)
+	assert.True(t, strings.HasPrefix(string(raw), "HTTP/1.1 408"), string(raw))
+	assert.Contains(t, string(raw), "min_body_rate")
+	assert.Less(t, took, 5*time.Second, "cut off at the rate, not at the 20 s request timeout")
+	assert.Eventually(t, func() bool { return s.bodyMem.used.Load() == 0 }, time.Second, 10*time.Millisecond, "its charge is given back")
+
+	q := "[" + strings.TrimSuffix(strings.Repeat("0.5,", 32), ",") + "]"
+	r, err := http.Post("http://"+addr+"/indexes/t/_search", "application/json", strings.NewReader(`{"vector":`+q+`,"k":3}`))
+	require.NoError(t, err)
+	b, _ := io.ReadAll(r.Body)
+	r.Body.Close()
+	assert.Equal(t, 200, r.StatusCode, string(b))
+}

@@ -69,6 +69,13 @@ type Limits struct {
 	// goroutine's stack and buffers): 12,000 of them, opened faster than
 	// the 10 s header timeout closes them, had a server in 256 MiB killed.
 	MaxConnections int `json:"max_connections"`
+	// MinBodyRate is the slowest a request body may arrive, in bytes a
+	// second after its first second (default 262144); a slower one is cut
+	// off with 408. A body is charged to MaxBodiesInFlight as it arrives,
+	// so without it 66 clients trickling 4 bytes every 2 s held the 8 MiB a
+	// 64 MiB server allows, and every search got 429 until the request
+	// timeout closed them.
+	MinBodyRate int64 `json:"min_body_rate"`
 	// SwitchTimeout bounds a mode switch: open, warm-up and check queries
 	// (default 5 minutes). A switch past it is abandoned; the old mode
 	// keeps serving.
@@ -84,7 +91,7 @@ func (l Limits) Check() error {
 		{"max_request_work", l.MaxRequestWork}, {"max_concurrent_searches", int64(l.MaxConcurrentSearches)},
 		{"max_work_in_flight", l.MaxWorkInFlight}, {"max_bodies_in_flight", l.MaxBodiesInFlight},
 		{"max_queued_searches", int64(l.MaxQueuedSearches)}, {"max_verify_queries", int64(l.MaxVerifyQueries)},
-		{"max_connections", int64(l.MaxConnections)},
+		{"max_connections", int64(l.MaxConnections)}, {"min_body_rate", l.MinBodyRate},
 		{"heavy_query_work", l.HeavyQueryWork}, {"max_heavy_searches", int64(l.MaxHeavySearches)},
 		{"switch_timeout", int64(l.SwitchTimeout)}} {
 		if f.v < 0 {
@@ -148,6 +155,9 @@ func (l Limits) withDefaults(total int64) Limits {
 	}
 	if l.MaxVerifyQueries <= 0 {
 		l.MaxVerifyQueries = 1000
+	}
+	if l.MinBodyRate <= 0 {
+		l.MinBodyRate = 256 << 10
 	}
 	if l.MaxConnections <= 0 {
 		l.MaxConnections = int(ownShare(total) / connectionBytes)

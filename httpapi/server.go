@@ -723,9 +723,29 @@ func (s *Server) read(c *gin.Context, b *body) (err error) {
 	b.held = int64(cap(b.buf.b))
 	buf := b.buf.b[:0]
 	defer func() { b.buf.b = buf }()
+	start, rc := time.Now(), http.NewResponseController(c.Writer)
+	end := start.Add(s.cfg.RequestTimeout) // the server's own read deadline, about
+	var slow bool                          // the last read's deadline was min_body_rate's
+	// Once the body is in, no read deadline, as net/http leaves it: its
+	// background read (watching for the client going away) starts at the
+	// body's end, and a deadline passing while the handler runs would fail
+	// it and cancel the request (a 499 where a search answers 504).
+	defer func() {
+		if err == nil {
+			_ = rc.SetReadDeadline(time.Time{})
+		}
+	}()
 	for step := firstBodyStep; ; step = min(2*step, bodyChunk) {
 		if cl >= 0 {
 			step = min(step, int(max(cl-int64(len(buf)), 0))+1)
+		}
+		// The bytes so far and this step are due at the body rate, after
+		// a first second (bodyGrace).
+		due := start.Add(bodyGrace + time.Duration(float64(len(buf)+step)/float64(s.limits.MinBodyRate)*float64(time.Second)))
+		if slow = due.Before(end); slow {
+			_ = rc.SetReadDeadline(due)
+		} else {
+			_ = rc.SetReadDeadline(end)
 		}
 		if len(buf)+step > cap(buf) {
 			// Grow by doubling, never past the announced length (+1): the
@@ -753,6 +773,10 @@ func (s *Server) read(c *gin.Context, b *body) (err error) {
 				return &apiError{413, "body_too_large", fmt.Sprintf("request body exceeds %d bytes", mbe.Limit)}
 			}
 			if ne, ok := err.(net.Error); ok && ne.Timeout() {
+				if slow {
+					return &apiError{408, "request_timeout", fmt.Sprintf("the request body arrived slower than %d bytes a second (min_body_rate; %d bytes in %v)",
+						s.limits.MinBodyRate, len(buf), time.Since(start).Round(time.Millisecond))}
+				}
 				return &apiError{408, "request_timeout", "the request body did not arrive within the request timeout"}
 			}
 			return badRequest("reading the request body: %v", err)
@@ -1001,6 +1025,10 @@ func (s *Server) bind(c *gin.Context, req any, hold *reqHold) (e *entry, deadlin
 	}
 	return e, deadline, true
 }
+
+// bodyGrace is how long a request body may take before min_body_rate
+// applies to it.
+const bodyGrace = time.Second
 
 // answerGrace is how long after its deadline a request may still write its
 // answer (a search stopped at request_timeout answers 504 within it).
