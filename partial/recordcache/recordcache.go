@@ -178,6 +178,9 @@ func (c *Cache) Budget() int64 { return c.Bytes() }
 func (c *Cache) SetBudget(budget int64) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if c.buf.B == nil { // closed: a server may shrink an index's caches as it closes
+		return
+	}
 	slots := int(min(max((budget-4*int64(len(c.slotOf)))/int64(c.stride), 1), int64(c.slots)))
 	if slots == c.slots {
 		return

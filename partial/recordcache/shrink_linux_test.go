@@ -121,3 +121,15 @@ func TestSetBudgetWhileUsed(t *testing.T) {
 		assert.Zero(t, <-done, "valid bytes of another record")
 	}
 }
+
+// TestSetBudgetAfterClose: shrinking a closed cache (an index closing while
+// a server makes room) does nothing.
+func TestSetBudgetAfterClose(t *testing.T) {
+	c, err := New(100, 64, 4*100+50*128)
+	require.NoError(t, err)
+	for id := int32(0); id < 50; id++ {
+		c.Put(id, record(id, 64))
+	}
+	require.NoError(t, c.Close())
+	assert.NotPanics(t, func() { c.SetBudget(4*100 + 10*128) })
+}
