@@ -50,3 +50,17 @@ func TestOnDiskNodeRoom(t *testing.T) {
 	require.Greater(t, cache, int64(cacheFloor))
 	assert.Equal(t, 4<<20-used+cache-cacheFloor, s.Reg.room())
 }
+
+// TestRefusedLoadShrinksNothing: a load that would not fit even with every
+// cache down to cacheFloor is refused without shrinking any (a cache shrunk
+// for a refused load stayed small for its index's life).
+func TestRefusedLoadShrinksNothing(t *testing.T) {
+	s, ts := newTestServer(t, Config{MemoryBudget: 2_000_000})
+	require.Equal(t, 200, call(t, ts, "PUT", "/indexes/a", `{"path":"hnsw_flat_large.faiss","backend":"pread","cache_bytes":2097152}`).Status)
+	before := s.Reg.get("a").cur.Load().x.Cache().Budget()
+	require.Greater(t, before, int64(cacheFloor))
+	r := call(t, ts, "PUT", "/indexes/b", `{"path":"hnsw_flat_large.faiss","mode":"full"}`)
+	require.Equal(t, 429, r.Status, r.Raw)
+	assert.Contains(t, r.Raw, "their caches could give back only")
+	assert.Equal(t, before, s.Reg.get("a").cur.Load().x.Cache().Budget(), "a's cache is as it was")
+}

@@ -260,8 +260,9 @@ func (r *Registry) usage() (total int64, hs []*handle) {
 }
 
 // admit makes room for need bytes: caches of other indexes (block and
-// vector caches) shrink, largest first, down to cacheFloor, before a 429
-// with the numbers. During a switch
+// vector caches) shrink, largest first, down to cacheFloor, when that makes
+// enough room; else a 429 with the numbers, nothing shrunk (a cache shrunk
+// for a load refused anyway stayed small for its index's life). During a switch
 // the handle being replaced still counts (both are open for a moment).
 func (r *Registry) admit(need int64) error {
 	if r.budget <= 0 {
@@ -285,6 +286,15 @@ func (r *Registry) admit(need int64) error {
 		for _, c := range h.caches() {
 			cs = append(cs, held{h, c, c.Budget()})
 		}
+	}
+	var give int64 // what the caches can give back: if not enough, none is shrunk
+	for _, c := range cs {
+		give += max(c.b-cacheFloor, 0)
+	}
+	if used+need-give > r.budget {
+		return &apiError{429, "memory_budget_exceeded", fmt.Sprintf(
+			"memory budget exceeded: need %d bytes, %d of %d in use by loaded indexes, and their caches could give back only %d (down to %d bytes each)",
+			need, used, r.budget, give, cacheFloor)}
 	}
 	slices.SortFunc(cs, func(a, b held) int { return cmp.Compare(b.b, a.b) })
 	for _, c := range cs {
