@@ -77,14 +77,7 @@ func TestTimeoutAnswered(t *testing.T) {
 		Limits: Limits{MaxRequestWork: 1 << 40, MaxWorkInFlight: 1 << 40}})
 	require.NoError(t, err)
 	require.NoError(t, s.Reg.Load("t", LoadSpec{Path: "hnsw_flat_large.faiss"}))
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	addr := l.Addr().String()
-	l.Close()
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- s.ListenAndServe(ctx, addr, time.Second) }()
-	defer func() { cancel(); <-done }()
+	addr := listenAndServe(t, s)
 	q := "[" + strings.TrimSuffix(strings.Repeat("0,", 64), ",") + "]"
 	body := `{"vectors":[` + strings.TrimSuffix(strings.Repeat(q+",", 400), ",") + `],"k":3000,"method_parameters":{"ef_search":3000}}`
 	var r *http.Response
@@ -97,6 +90,22 @@ func TestTimeoutAnswered(t *testing.T) {
 	r.Body.Close()
 	assert.Equal(t, 504, r.StatusCode, string(raw))
 	assert.Contains(t, string(raw), "search_timeout")
+}
+
+// listenAndServe serves s on a free port of 127.0.0.1 through its own
+// ListenAndServe (connection limits, timeouts) until the test ends, and
+// returns the address.
+func listenAndServe(t *testing.T, s *Server) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	addr := l.Addr().String()
+	l.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- s.ListenAndServe(ctx, addr, time.Second) }()
+	t.Cleanup(func() { cancel(); <-done })
+	return addr
 }
 
 func mustAbs(t *testing.T, p string) string {
@@ -245,14 +254,7 @@ func TestProbeRoutes(t *testing.T) {
 func TestMaxConnections(t *testing.T) {
 	s, err := New(Config{DataRoots: []string{mustAbs(t, fixtures)}, Limits: Limits{MaxConnections: 2}})
 	require.NoError(t, err)
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	addr := l.Addr().String()
-	l.Close()
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- s.ListenAndServe(ctx, addr, time.Second) }()
-	defer func() { cancel(); <-done }()
+	addr := listenAndServe(t, s)
 	health := func(c net.Conn) (string, error) {
 		if _, err := c.Write([]byte("GET /_health HTTP/1.1\r\nHost: x\r\n\r\n")); err != nil {
 			return "", err
@@ -301,14 +303,7 @@ func TestSlowBodyCutOff(t *testing.T) {
 	s, err := New(Config{DataRoots: []string{mustAbs(t, fixtures)}, RequestTimeout: 20 * time.Second, Limits: Limits{MinBodyRate: 100_000}})
 	require.NoError(t, err)
 	require.NoError(t, s.Reg.Load("t", LoadSpec{Path: "hnsw_flat_l2.faiss"}))
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	addr := l.Addr().String()
-	l.Close()
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- s.ListenAndServe(ctx, addr, time.Second) }()
-	defer func() { cancel(); <-done }()
+	addr := listenAndServe(t, s)
 	var c net.Conn
 	require.Eventually(t, func() bool { c, err = net.Dial("tcp", addr); return err == nil }, 5*time.Second, 10*time.Millisecond)
 	defer c.Close()

@@ -4,8 +4,6 @@ import (
 	"os"
 	"runtime/debug"
 	"time"
-
-	"github.com/faiss-sidecar/faiss-sidecar/internal/sysmem"
 )
 
 // The server's own memory, beside its indexes, on a machine (or memory
@@ -32,11 +30,18 @@ func ownBytes(total int64) int64 { return 3 * ownShare(total) }
 // (memory_budget 0): the machine's memory (0: unknown, no budget) less
 // ownBytes, and at least an eighth of it.
 func defaultNodeBudget(total int64) int64 {
-	if total <= 0 {
+	switch {
+	case total <= 0:
 		return 0
+	case belowOwn(total):
+		return total / 8
 	}
-	return max(total-ownBytes(total), total/8)
+	return total - ownBytes(total)
 }
+
+// belowOwn reports whether a machine of total bytes (known) leaves its
+// indexes less than an eighth beside the server's own.
+func belowOwn(total int64) bool { return total > 0 && total-ownBytes(total) < total/8 }
 
 // heapLimit is the Go runtime's memory limit while the indexes hold used
 // bytes of a process that may have total: what they and the share outside
@@ -54,7 +59,7 @@ func heapLimit(total, used, bodies int64) int64 {
 // switch and unload, checked once a second, until the server stops, then
 // puts back the limit it found. GOMEMLIMIT, when set, wins.
 func (s *Server) limitHeap() {
-	total := sysmem.Total()
+	total := s.total
 	if total <= 0 || os.Getenv("GOMEMLIMIT") != "" {
 		return
 	}

@@ -276,27 +276,13 @@ func (r *Registry) admit(need int64) error {
 	if used+need <= r.budget {
 		return nil
 	}
-	type held struct {
-		h *handle
-		c engine.Resizable
-		b int64
-	}
-	var cs []held
-	for _, h := range hs {
-		for _, c := range h.caches() {
-			cs = append(cs, held{h, c, c.Budget()})
-		}
-	}
-	var give int64 // what the caches can give back: if not enough, none is shrunk
-	for _, c := range cs {
-		give += max(c.b-cacheFloor, 0)
-	}
+	cs, give := shrinkable(hs) // if what they can give is not enough, none is shrunk
 	if used+need-give > r.budget {
 		return &apiError{429, "memory_budget_exceeded", fmt.Sprintf(
 			"memory budget exceeded: need %d bytes, %d of %d in use by loaded indexes, and their caches could give back only %d (down to %d bytes each)",
 			need, used, r.budget, give, cacheFloor)}
 	}
-	slices.SortFunc(cs, func(a, b held) int { return cmp.Compare(b.b, a.b) })
+	slices.SortFunc(cs, func(a, b heldCache) int { return cmp.Compare(b.b, a.b) })
 	for _, c := range cs {
 		if used+need <= r.budget {
 			break
@@ -321,13 +307,28 @@ func (r *Registry) admit(need int64) error {
 // cacheFloor.
 func (r *Registry) room() int64 {
 	used, hs := r.usage()
-	free := r.budget - used
+	_, give := shrinkable(hs)
+	return r.budget - used + give
+}
+
+// heldCache is one of a handle's caches and its budget when looked at.
+type heldCache struct {
+	h *handle
+	c engine.Resizable
+	b int64
+}
+
+// shrinkable lists the caches of hs and what they would give back down to
+// cacheFloor each.
+func shrinkable(hs []*handle) (cs []heldCache, give int64) {
 	for _, h := range hs {
 		for _, c := range h.caches() {
-			free += max(c.Budget()-cacheFloor, 0)
+			b := c.Budget()
+			cs = append(cs, heldCache{h, c, b})
+			give += max(b-cacheFloor, 0)
 		}
 	}
-	return free
+	return cs, give
 }
 
 // open builds a handle for spec (normalised) within the budget: it

@@ -52,6 +52,7 @@ type Config struct {
 type Server struct {
 	cfg             Config
 	releaseCacheDir func() error // the claim on cfg.CacheDir (diskcache.Claim)
+	total           int64        // the machine's memory, or its cgroup's limit (sysmem.Total; 0: unknown)
 	Reg             *Registry
 	log             *slog.Logger
 	engine          *gin.Engine
@@ -219,7 +220,7 @@ func New(cfg Config) (*Server, error) {
 		}
 		cfg.MemoryBudget = room
 	}
-	if total > 0 && total-ownBytes(total) < total/8 {
+	if belowOwn(total) {
 		cfg.Logger.Warn("this machine's memory, or its cgroup's limit, is less than the server's own: its indexes get an eighth of it, and under load the server's own pages may be paged in and out",
 			"machine_bytes", total, "server_own_bytes", ownBytes(total))
 	}
@@ -230,7 +231,7 @@ func New(cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Server{cfg: cfg, Reg: reg, log: cfg.Logger, limits: cfg.Limits, stop: make(chan struct{}),
+	s := &Server{cfg: cfg, total: total, Reg: reg, log: cfg.Logger, limits: cfg.Limits, stop: make(chan struct{}),
 		adm:   newAdmission(cfg.Limits.MaxConcurrentSearches, cfg.Limits.MaxQueuedSearches),
 		heavy: newAdmission(cfg.Limits.MaxHeavySearches, cfg.Limits.MaxHeavySearches)}
 	reg.limits = cfg.Limits

@@ -181,7 +181,7 @@ func (c *Cache) SetBudget(budget int64) {
 	if c.buf.B == nil { // closed: a server may shrink an index's caches as it closes
 		return
 	}
-	slots := int(min(max((budget-4*int64(len(c.slotOf)))/int64(c.stride), 1), int64(c.slots)))
+	slots := int(min(max((budget-c.bytes(0))/int64(c.stride), 1), int64(c.slots)))
 	if slots == c.slots {
 		return
 	}
@@ -213,7 +213,7 @@ func (c *Cache) Stats() Stats {
 	c.mu.Lock()
 	used, slots := c.used, c.slots
 	c.mu.Unlock()
-	return Stats{Slots: slots, Used: used, Bytes: int64(slots)*int64(c.stride) + 4*int64(len(c.slotOf)),
+	return Stats{Slots: slots, Used: used, Bytes: c.bytes(slots),
 		Inserts: c.inserts.Load(), Evictions: c.evictions.Load(), Record: c.size}
 }
 
@@ -222,8 +222,11 @@ func (c *Cache) Stats() Stats {
 func (c *Cache) Bytes() int64 {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return int64(c.slots)*int64(c.stride) + 4*int64(len(c.slotOf))
+	return c.bytes(c.slots)
 }
+
+// bytes is what the cache holds with slots slots: them and the id table.
+func (c *Cache) bytes(slots int) int64 { return int64(slots)*int64(c.stride) + 4*int64(len(c.slotOf)) }
 
 // Close frees the records. No Get, Put or use of returned bytes may follow.
 func (c *Cache) Close() error {
