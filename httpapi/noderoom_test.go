@@ -42,6 +42,13 @@ func TestOnDiskNodeRoom(t *testing.T) {
 	assert.Equal(t, "memory_budget_exceeded", r.Body["error"].(map[string]any)["type"])
 	assert.Contains(t, r.Raw, fmt.Sprintf("and the budget is %d (none was set: the %d bytes of the node's memory budget no other index holds)", room, room))
 
+	// A node whose whole budget is under on_disk's least: it never fits, a 400.
+	_, tiny := newTestServer(t, Config{DataRoots: []string{ondisk}, GuideDir: t.TempDir(), MemoryBudget: 400_000})
+	r = call(t, tiny, "PUT", "/indexes/c", od)
+	require.Equal(t, 400, r.Status, r.Raw)
+	assert.Equal(t, "memory_budget_exceeded", r.Body["error"].(map[string]any)["type"])
+	assert.Contains(t, r.Raw, "the 400000 bytes of the node's memory budget")
+
 	// A cache gives back all but cacheFloor.
 	s, ts = newTestServer(t, Config{DataRoots: []string{fixtures}, MemoryBudget: 4 << 20})
 	require.Equal(t, 200, call(t, ts, "PUT", "/indexes/m", `{"path":"hnsw_flat_large.faiss","backend":"pread","cache_bytes":1500000}`).Status)

@@ -268,9 +268,9 @@ func (r *Registry) admit(need int64) error {
 	if r.budget <= 0 {
 		return nil
 	}
-	if need > r.budget {
-		return &apiError{429, "memory_budget_exceeded", fmt.Sprintf(
-			"memory budget exceeded: the index needs %d bytes, the node's budget is %d", need, r.budget)}
+	if need > r.budget { // it could never fit: retrying is no use (400, not 429)
+		return &apiError{400, "memory_budget_exceeded", fmt.Sprintf(
+			"memory budget exceeded: the index needs %d bytes, more than the node's whole budget of %d (ask for less, or raise the server's memory_budget)", need, r.budget)}
 	}
 	used, hs := r.usage()
 	if used+need <= r.budget {
@@ -386,8 +386,13 @@ func (r *Registry) openUnguarded(ctx context.Context, e *entry, spec LoadSpec) (
 	plan, err := engine.Prepare(es)
 	if err != nil && es.Room > 0 && errors.Is(err, hnswsearch.ErrBudget) {
 		// What the node has free is too little: the node is full, as for
-		// any load that does not fit (admit), not the request wrong.
-		return nil, &apiError{429, "memory_budget_exceeded", err.Error()}
+		// any load that does not fit (admit), not the request wrong. When
+		// the whole budget was free, it can never fit: a 400.
+		status := 429
+		if es.Room >= r.budget {
+			status = 400
+		}
+		return nil, &apiError{status, "memory_budget_exceeded", err.Error()}
 	}
 	if err != nil {
 		return nil, err

@@ -294,6 +294,12 @@ func TestMemoryBudget(t *testing.T) {
 	if r.Status != 429 || !strings.Contains(r.Raw, "memory budget exceeded: need") {
 		t.Fatalf("%d %s", r.Status, r.Raw)
 	}
+	// More than the whole budget can never fit: a 400, not a 429 to retry.
+	_, small := newTestServer(t, Config{MemoryBudget: 1_000_000})
+	r = call(t, small, "PUT", "/indexes/c", `{"path":"hnsw_flat_large.faiss","mode":"full"}`)
+	if r.Status != 400 || !strings.Contains(r.Raw, "more than the node's whole budget of 1000000") || !strings.Contains(r.Raw, "memory_budget_exceeded") {
+		t.Errorf("more than the whole budget: %d %s", r.Status, r.Raw)
+	}
 	if r := call(t, ts, "GET", "/_health", ``); r.Status != 200 || r.Body["memory_used_bytes"].(float64) > 3<<20 {
 		t.Fatalf("health %s", r.Raw)
 	}
