@@ -247,53 +247,72 @@ func TestProbeRoutes(t *testing.T) {
 	assert.Contains(t, r.ContentType, "application/json")
 }
 
-// TestMaxConnections: past max_connections, a new connection waits in the
-// accept queue, unserved, until one of those open closes; then it is
-// served. Idle connections (headers never finished) cannot pile up beyond
-// the limit, whatever their number.
+// TestMaxConnections: past max_connections, a new connection is not served
+// while every slot is busy (here: headers never finished, which cannot pile
+// up beyond the limit, whatever their number), and is once one closes. A
+// keep-alive connection idle between requests gives its slot up to a new
+// one at once, and a busy one after its request (Connection: close), not
+// after the 2 min idle timeout.
 func TestMaxConnections(t *testing.T) {
 	s, err := New(Config{DataRoots: []string{mustAbs(t, fixtures)}, Limits: Limits{MaxConnections: 2}})
 	require.NoError(t, err)
 	addr := listenAndServe(t, s)
-	health := func(c net.Conn) (string, error) {
-		if _, err := c.Write([]byte("GET /_health HTTP/1.1\r\nHost: x\r\n\r\n")); err != nil {
-			return "", err
-		}
-		require.NoError(t, c.SetReadDeadline(time.Now().Add(300*time.Millisecond)))
-		b := make([]byte, 64)
+	const req = "GET /_health HTTP/1.1\r\nHost: x\r\n\r\n"
+	answer := func(c net.Conn, wait time.Duration) (string, error) {
+		require.NoError(t, c.SetReadDeadline(time.Now().Add(wait)))
+		b := make([]byte, 512)
 		n, err := c.Read(b)
 		return string(b[:n]), err
 	}
-	var idle []net.Conn
-	require.Eventually(t, func() bool {
-		c, err := net.Dial("tcp", addr)
-		if err != nil {
-			return false
-		}
-		idle = append(idle, c)
-		return true
-	}, 5*time.Second, 10*time.Millisecond)
-	first, err := health(idle[0])
+	dial := func() net.Conn {
+		var c net.Conn
+		require.Eventually(t, func() bool { c, err = net.Dial("tcp", addr); return err == nil }, 5*time.Second, 10*time.Millisecond)
+		t.Cleanup(func() { c.Close() })
+		return c
+	}
+	served := func(c net.Conn) {
+		t.Helper()
+		_, err := c.Write([]byte(req))
+		require.NoError(t, err)
+		a, err := answer(c, 5*time.Second)
+		require.NoError(t, err)
+		require.True(t, strings.HasPrefix(a, "HTTP/1.1 200"), a)
+	}
+	partial := func() net.Conn { // headers never finished: busy, not idle
+		c := dial()
+		_, err := c.Write([]byte("GET /_health HTTP/1.1\r\nHost: x\r\n"))
+		require.NoError(t, err)
+		return c
+	}
+
+	kept := dial()
+	served(kept) // now idle, kept alive
+	busy := partial()
+	fresh := dial()
+	served(fresh) // the idle one gave its slot up
+	_, err = answer(kept, 2*time.Second)
+	assert.ErrorIs(t, err, io.EOF, "the idle keep-alive connection was closed")
+
+	busy2 := partial() // fresh, idle, gives its slot up to it
+	waiter := dial()
+	_, err = waiter.Write([]byte(req))
 	require.NoError(t, err)
-	require.True(t, strings.HasPrefix(first, "HTTP/1.1 200"), first)
-	c2, err := net.Dial("tcp", addr)
-	require.NoError(t, err)
-	_, err = c2.Write([]byte("GET /_health HTTP/1.1\r\nHost: x\r\n")) // headers never finished
-	require.NoError(t, err)
-	c3, err := net.Dial("tcp", addr) // the kernel accepts it; the server does not
-	require.NoError(t, err)
-	defer c3.Close()
-	_, err = health(c3)
+	_, err = answer(waiter, 300*time.Millisecond)
 	var ne net.Error
-	require.ErrorAs(t, err, &ne, "a third connection is not served while two are open")
+	require.ErrorAs(t, err, &ne, "not served while both slots are busy")
 	assert.True(t, ne.Timeout())
-	idle[0].Close()
-	c2.Close()
-	require.NoError(t, c3.SetReadDeadline(time.Now().Add(5*time.Second)))
-	b := make([]byte, 64)
-	n, err := c3.Read(b) // its request, written before, is answered once a slot frees
+
+	// busy finishes its request while waiter waits: its answer closes it.
+	_, err = busy.Write([]byte("\r\n"))
 	require.NoError(t, err)
-	assert.True(t, strings.HasPrefix(string(b[:n]), "HTTP/1.1 200"), string(b[:n]))
+	a, err := answer(busy, 5*time.Second)
+	require.NoError(t, err)
+	assert.True(t, strings.HasPrefix(a, "HTTP/1.1 200"), a)
+	assert.Contains(t, a, "Connection: close")
+	a, err = answer(waiter, 5*time.Second) // its request, written before, is answered
+	require.NoError(t, err)
+	assert.True(t, strings.HasPrefix(a, "HTTP/1.1 200"), a)
+	busy2.Close()
 }
 
 // TestSlowBodyCutOff: a body arriving slower than min_body_rate after its

@@ -65,7 +65,8 @@ type Limits struct {
 	// MaxConnections bounds the client connections open at once (default
 	// one share of the server's own memory at 32 KiB a connection: 2048
 	// from a 1 GiB machine up, 256 on the smallest); more wait in the
-	// kernel's accept queue. An idle connection costs about 19 KB (its
+	// kernel's accept queue, and while one does, connections held between
+	// requests give their slots up to it (connLimiter). An idle connection costs about 19 KB (its
 	// goroutine's stack and buffers): 12,000 of them, opened faster than
 	// the 10 s header timeout closes them, had a server in 256 MiB killed.
 	MaxConnections int `json:"max_connections"`

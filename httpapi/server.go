@@ -24,7 +24,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
-	"golang.org/x/net/netutil"
 
 	"github.com/faiss-sidecar/faiss-sidecar/internal/buildinfo"
 	"github.com/faiss-sidecar/faiss-sidecar/internal/sysmem"
@@ -1044,14 +1043,16 @@ func (s *Server) extendWrite(c *gin.Context, d time.Duration) {
 // ListenAndServe serves on addr until ctx ends, then shuts down gracefully,
 // letting in-flight requests finish (up to grace).
 func (s *Server) ListenAndServe(ctx context.Context, addr string, grace time.Duration) error {
-	srv := &http.Server{Addr: addr, Handler: s.Handler(), ReadHeaderTimeout: 10 * time.Second,
-		ReadTimeout: s.cfg.RequestTimeout, WriteTimeout: s.cfg.RequestTimeout + answerGrace, IdleTimeout: 2 * time.Minute}
 	ln, lerr := net.Listen("tcp", addr)
 	if lerr != nil {
 		return lerr
 	}
+	lim := newConnLimiter(ln, s.limits.MaxConnections)
+	srv := &http.Server{Addr: addr, Handler: lim.closeWhenWaiting(s.Handler()), ConnState: lim.connState,
+		ReadHeaderTimeout: 10 * time.Second, ReadTimeout: s.cfg.RequestTimeout,
+		WriteTimeout: s.cfg.RequestTimeout + answerGrace, IdleTimeout: 2 * time.Minute}
 	errc := make(chan error, 1)
-	go func() { errc <- srv.Serve(netutil.LimitListener(ln, s.limits.MaxConnections)) }()
+	go func() { errc <- srv.Serve(lim) }()
 	go s.limitHeap()
 	s.log.Info("listening", "addr", addr)
 	select {
