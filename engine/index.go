@@ -125,6 +125,12 @@ func (x *Index) Caches() []Resizable {
 	return cs
 }
 
+// SpareBytes is what of its planned memory budget (Plan.NeedBytes) the
+// open index does not hold: an on_disk index whose rerank reads no vector
+// through a cache (an exact guide) keeps none, and the bytes the lists
+// leave are free for the caller to give back.
+func (x *Index) SpareBytes() int64 { return x.idx.SpareBytes() }
+
 // HasRerank reports whether the index rescores with full-precision vectors.
 func (x *Index) HasRerank() bool { return x.rer != nil }
 

@@ -373,6 +373,51 @@ func TestOnDiskExactGuide(t *testing.T) {
 	}
 }
 
+// TestOnDiskSpareBudget: under a memory budget, an on_disk index whose
+// rerank reads no vector through the vector cache (an exact guide, or
+// another file's vectors) makes none: its lists take what they need, and
+// the rest of the planned budget is spare (SpareBytes), not held. An index
+// whose rerank reads its own vectors keeps the cache, and nothing spare.
+func TestOnDiskSpareBudget(t *testing.T) {
+	ties := filepath.Join("..", "testdata", "fixtures", "hnsw_ties_l2.faiss")
+	clustered := filepath.Join("..", "testdata", "ondisk", "clustered_l2.faiss")
+	b, err := os.ReadFile(clustered)
+	require.NoError(t, err)
+	cp := filepath.Join(t.TempDir(), "copy.faiss")
+	require.NoError(t, os.WriteFile(cp, b, 0o644))
+	const budget = 16 << 20
+	for _, c := range []struct {
+		name, path string
+		rs         *engine.RerankSpec
+		spare      bool
+	}{
+		{"exact guide", ties, nil, true},
+		{"own vectors", clustered, nil, false},
+		{"another file", clustered, &engine.RerankSpec{Path: cp, Strategy: "pread"}, true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			plan, err := engine.Prepare(engine.Spec{Path: c.path, Mode: engine.ModeOnDisk, Compression: "4x", GuideDir: t.TempDir(), MemoryBudget: budget, Rerank: c.rs})
+			require.NoError(t, err)
+			require.Equal(t, int64(budget), plan.NeedBytes())
+			x, err := plan.Open()
+			require.NoError(t, err)
+			defer x.Close()
+			vc := x.VectorCache()
+			if !c.spare {
+				assert.Positive(t, vc.Slots, "a cache for the reranked vectors")
+				assert.Zero(t, x.SpareBytes())
+				return
+			}
+			assert.Zero(t, vc.Slots, "no vector cache: nothing would be read through it")
+			g, _ := x.Guide()
+			held := x.PinnedBytes() + g.Bytes
+			assert.Greater(t, x.SpareBytes(), int64(budget)/2, "most of the budget is spare (%d held)", held)
+			assert.LessOrEqual(t, x.SpareBytes()+held, int64(budget))
+			assert.True(t, x.AllListsPinned(), "every list pinned")
+		})
+	}
+}
+
 // TestOnDiskSharedGuideDir: in one guide directory, indexes of one file
 // name in different directories (OpenSearch names segment files alike in
 // every shard) keep guides of their own; neither rebuilds the other's.

@@ -539,6 +539,7 @@ func (p *Plan) Open() (*Index, error) {
 	if err == nil && spec.Mode == ModeOnDisk {
 		if err = x.openGuide(p); err == nil {
 			opts.Guide = guideAdapter{x.guide}
+			opts.NoVectorCache = !x.rerankCaches(spec.Rerank)
 		}
 	}
 	if err == nil {
@@ -649,14 +650,26 @@ func (x *Index) openRerank(rs *RerankSpec) error {
 		s.Close()
 		return err
 	}
-	if x.spec.Mode == ModeOnDisk && (rs.Path == x.spec.Path || rs.Path == x.spec.VectorsPath) {
-		switch vc := x.idx.VectorRecords(); {
-		case x.guide != nil && x.guide.Exact(): // the guide holds the vectors themselves: no read
-			s.SetDecoder(x.guide)
-		case vc != nil: // the walk reads the guide: the budget's vector cache holds reranked vectors
-			s.SetCache(vc)
-		}
+	switch vc := x.idx.VectorRecords(); {
+	case !x.rerankOwn(rs):
+	case x.guide != nil && x.guide.Exact(): // the guide holds the vectors themselves: no read
+		s.SetDecoder(x.guide)
+	case vc != nil: // the walk reads the guide: the budget's vector cache holds reranked vectors
+		s.SetCache(vc)
 	}
 	x.rer = s
 	return nil
+}
+
+// rerankOwn is whether an on_disk index reranks with rs from its own
+// vectors (the index file's, or its separate vector file).
+func (x *Index) rerankOwn(rs *RerankSpec) bool {
+	return x.spec.Mode == ModeOnDisk && rs != nil && (rs.Path == x.spec.Path || rs.Path == x.spec.VectorsPath)
+}
+
+// rerankCaches is whether the rerank of an on_disk index with its guide
+// open reads vectors through the budget's vector cache: from its own
+// vectors, when the guide does not hold them exactly.
+func (x *Index) rerankCaches(rs *RerankSpec) bool {
+	return x.rerankOwn(rs) && !x.guide.Exact()
 }

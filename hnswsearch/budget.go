@@ -115,8 +115,9 @@ func minVectorCache(n, codeSize int64) int64 { return 4*n + 64*codeSize }
 // vector cache gets what the lists leave. With a guide (Options.Guide) the
 // search reads no vector: every list when they fit, else the hubs', and
 // the vector cache that follows holds the vectors the caller reranks
-// (VectorRecords).
-func (x *Index) planHeld(held int64, guide bool) (h holding, idMap bool, err error) {
+// (VectorRecords); without that cache (Options.NoVectorCache) the hubs'
+// lists take all of held, and what every list leaves is spare.
+func (x *Index) planHeld(held int64, guide, noCache bool) (h holding, idMap bool, err error) {
 	var idLen int64 = -1
 	if x.idMap != nil {
 		idLen = x.idMap.Len
@@ -127,6 +128,14 @@ func (x *Index) planHeld(held int64, guide bool) (h holding, idMap bool, err err
 		return h, false, err
 	}
 	switch {
+	case guide && noCache:
+		if fitsHeld(est, held) {
+			h.allLists = true
+		} else {
+			h.hubBytes = held
+		}
+		h.spareBytes = held
+		return h, idMap, nil
 	case guide: // the walk reads the guide; the rest caches the rerank's vectors
 		if fitsHeld(est, held) {
 			h.allLists = true

@@ -105,6 +105,11 @@ type Options struct {
 	// indexes with flat storage only; HeldBytes then pins lists, and what
 	// they leave is a vector cache for the caller's rerank (VectorRecords).
 	Guide Guide
+	// NoVectorCache, with a Guide, says the caller's rerank reads no vector
+	// through the cache (an exact guide decodes them; another file serves
+	// them): HeldBytes then goes to lists only, and what they leave unused
+	// (SpareBytes).
+	NoVectorCache bool
 	// Vectors serves the vectors of a graph written without them
 	// (faissfmt's null storage): a separate vector file. nil otherwise.
 	Vectors *Vectors
@@ -129,6 +134,9 @@ type holding struct {
 	// cacheBytes is a vector cache's size; restBytes > 0 instead sizes it
 	// after pinning, as restBytes less the pinned lists.
 	cacheBytes, restBytes int64
+	// spareBytes > 0 (no vector cache wanted): what the lists leave of it
+	// is SpareBytes.
+	spareBytes int64
 }
 
 // testHooks are knobs only tests and benchmarks turn.
@@ -206,6 +214,7 @@ type Index struct {
 	codesStride               int64              // bytes between vectors in codesView
 	idMem                     offheap.Buf        // backs idView when the id map is pinned
 	vc                        *recordcache.Cache // vectors cache, or nil
+	spare                     int64              // SpareBytes
 	scratch                   sync.Pool
 	reverse                   atomic.Pointer[reverseMap]
 	reverseMu                 sync.Mutex
@@ -482,6 +491,10 @@ func (x *Index) VectorRecords() *recordcache.Cache { return x.vc }
 // HeldBytes is the memory the Index holds beyond the parsed file's small
 // arrays: pinned neighbor lists and the vector cache.
 func (x *Index) HeldBytes() int64 { return x.PinnedBytes() + x.VectorCache().Bytes }
+
+// SpareBytes is what of Options.HeldBytes the Index left unused: with
+// NoVectorCache, what the lists did not take; 0 otherwise.
+func (x *Index) SpareBytes() int64 { return x.spare }
 
 // AlignOffset is the file offset mode full and the pread block cache should
 // place on a cache-line boundary in memory (storage.Options.AlignOffset):

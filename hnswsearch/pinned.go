@@ -302,7 +302,7 @@ func (x *Index) pinSection(st partial.Storage, sec faissfmt.Section) (offheap.Bu
 // the caller releases what was pinned.
 func (x *Index) hold(o *Options) error {
 	if o.HeldBytes > 0 {
-		h, idMap, err := x.planHeld(o.HeldBytes, o.Guide != nil)
+		h, idMap, err := x.planHeld(o.HeldBytes, o.Guide != nil, o.NoVectorCache)
 		if err != nil {
 			return err
 		}
@@ -331,6 +331,9 @@ func (x *Index) hold(o *Options) error {
 			}
 		}
 		h.cacheBytes, h.restBytes = 0, 0
+	}
+	if h.spareBytes > 0 {
+		x.spare = max(h.spareBytes-x.pinned.size(), 0)
 	}
 	if h.restBytes > 0 {
 		h.cacheBytes = 0

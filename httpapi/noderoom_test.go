@@ -71,3 +71,19 @@ func TestRefusedLoadShrinksNothing(t *testing.T) {
 	assert.Contains(t, r.Raw, "their caches could give back only")
 	assert.Equal(t, before, s.Reg.get("a").cur.Load().x.Cache().Budget(), "a's cache is as it was")
 }
+
+// TestOnDiskSpareGivenBack: an on_disk index with an exact guide makes no
+// vector cache, and what its memory_budget planned for one is the node's
+// again: the index is charged what it holds.
+func TestOnDiskSpareGivenBack(t *testing.T) {
+	const node, budget = 64 << 20, 16 << 20
+	s, ts := newTestServer(t, Config{GuideDir: t.TempDir(), MemoryBudget: node})
+	r := call(t, ts, "PUT", "/indexes/e", fmt.Sprintf(`{"path":"hnsw_ties_l2.faiss","mode":"on_disk","compression":"4x","memory_budget":%d}`, budget))
+	require.Equal(t, 200, r.Status, r.Raw)
+	resident := int64(r.Body["resident_bytes"].(float64))
+	assert.Less(t, resident, int64(budget/2), "charged what it holds, not the budget")
+	assert.Equal(t, float64(budget), r.Body["memory_budget"].(map[string]any)["budget_bytes"], "the budget asked for is shown")
+	used, _ := s.Reg.usage()
+	assert.Equal(t, resident, used)
+	assert.Equal(t, int64(node)-resident, s.Reg.room())
+}

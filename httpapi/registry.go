@@ -428,6 +428,10 @@ func (r *Registry) openUnguarded(ctx context.Context, e *entry, spec LoadSpec) (
 		r.reserved.Add(-need)
 		return nil, err
 	}
+	if spare := min(x.SpareBytes(), need); spare > 0 { // planned, not held: the node's again
+		r.reserved.Add(-spare)
+		need -= spare
+	}
 	h := &handle{spec: spec, path: path, x: x, reserved: need}
 	h.resident.Store(need)
 	return h, nil
