@@ -82,6 +82,9 @@ type handle struct {
 	resident atomic.Int64
 	// reserved is what the registry admitted for this handle's open.
 	reserved int64
+	// planned is the budget of each of caches() at open: what a cache
+	// shrunk to make room for another index grows back to (regrow).
+	planned []int64
 	// failed holds why the handle stopped answering (its file changed under
 	// it); set once, it stays until the handle is replaced.
 	failed atomic.Pointer[error]

@@ -87,3 +87,27 @@ func TestOnDiskSpareGivenBack(t *testing.T) {
 	assert.Equal(t, resident, used)
 	assert.Equal(t, int64(node)-resident, s.Reg.room())
 }
+
+// TestCachesGrowBack: caches shrunk to make room for a load grow back to
+// their size at open once that index is deleted, within what is free.
+func TestCachesGrowBack(t *testing.T) {
+	s, ts := newTestServer(t, Config{MemoryBudget: 2_400_000})
+	require.Equal(t, 200, call(t, ts, "PUT", "/indexes/a", `{"path":"hnsw_flat_large.faiss","backend":"pread","cache_bytes":2097152}`).Status)
+	cache := func() int64 { return s.Reg.get("a").cur.Load().x.Cache().Budget() }
+	resident := func() int64 { return s.Reg.get("a").cur.Load().resident.Load() }
+	planned, held := cache(), resident()
+	require.Equal(t, 200, call(t, ts, "PUT", "/indexes/b", `{"path":"hnsw_flat_large.faiss","mode":"full"}`).Status)
+	require.Less(t, cache(), planned, "shrunk for b")
+	require.Less(t, resident(), held)
+	for i := range 2 { // searches go on with the small cache, and after
+		r := call(t, ts, "POST", "/indexes/a/_search", `{"vector":`+vectorJSON(make([]float64, 64))+`,"k":3}`)
+		require.Equal(t, 200, r.Status, "%d: %s", i, r.Raw)
+	}
+	require.Equal(t, 200, call(t, ts, "DELETE", "/indexes/b", ``).Status)
+	assert.Equal(t, planned, cache(), "grown back")
+	assert.Equal(t, held, resident())
+	used, _ := s.Reg.usage()
+	assert.Equal(t, held, used)
+	r := call(t, ts, "POST", "/indexes/a/_search", `{"vector":`+vectorJSON(make([]float64, 64))+`,"k":3}`)
+	require.Equal(t, 200, r.Status, r.Raw)
+}

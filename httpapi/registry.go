@@ -261,8 +261,8 @@ func (r *Registry) usage() (total int64, hs []*handle) {
 
 // admit makes room for need bytes: caches of other indexes (block and
 // vector caches) shrink, largest first, down to cacheFloor, when that makes
-// enough room; else a 429 with the numbers, nothing shrunk (a cache shrunk
-// for a load refused anyway stayed small for its index's life). During a switch
+// enough room; else a 429 with the numbers, nothing shrunk (a load refused
+// must not cost the others their caches). During a switch
 // the handle being replaced still counts (both are open for a moment).
 func (r *Registry) admit(need int64) error {
 	if r.budget <= 0 {
@@ -300,6 +300,35 @@ func (r *Registry) admit(need int64) error {
 			need, used, r.budget, cacheFloor)}
 	}
 	return nil
+}
+
+// regrow gives the node's free memory (what no index holds or has
+// reserved) back to caches admit shrank, each up to its size at open, once
+// a load, switch or delete has ended: a cache shrunk for an index that is
+// deleted, or for a load that failed, no longer stays small for good.
+func (r *Registry) regrow() {
+	if r.budget <= 0 {
+		return
+	}
+	r.memMu.Lock()
+	defer r.memMu.Unlock()
+	used, hs := r.usage()
+	free := r.budget - used
+	for _, h := range hs {
+		for i, c := range h.caches() {
+			if free <= 0 {
+				return
+			}
+			b := c.Budget()
+			if i >= len(h.planned) || b >= h.planned[i] {
+				continue
+			}
+			c.SetBudget(min(h.planned[i], b+free))
+			grown := c.Budget() - b
+			h.resident.Add(grown)
+			free -= grown
+		}
+	}
 }
 
 // room is what a load may take of the node's budget: what no index holds
@@ -434,6 +463,9 @@ func (r *Registry) openUnguarded(ctx context.Context, e *entry, spec LoadSpec) (
 	}
 	h := &handle{spec: spec, path: path, x: x, reserved: need}
 	h.resident.Store(need)
+	for _, c := range h.caches() {
+		h.planned = append(h.planned, c.Budget())
+	}
 	return h, nil
 }
 
@@ -447,6 +479,7 @@ func (r *Registry) Load(name string, spec LoadSpec) error {
 		r.mu.Unlock()
 		return &apiError{409, "index_exists", fmt.Sprintf("index %q is loaded or being loaded; switch it with PUT /indexes/%s/_mode or DELETE it first", name, name)}
 	}
+	defer r.regrow() // after the reservation is given back, whatever the outcome
 	e := &entry{name: name, adm: indexAdmission(r.limits)}
 	e.state.Store("loading")
 	e.mu.Lock()
@@ -502,6 +535,7 @@ func (r *Registry) Delete(name string, wait time.Duration) error {
 			time.Sleep(time.Millisecond)
 		}
 	}
+	r.regrow()
 	return nil
 }
 
@@ -545,6 +579,7 @@ func (r *Registry) Switch(ctx context.Context, name string, sw SwitchSpec) error
 		return &apiError{409, "switch_in_progress", fmt.Sprintf("index %q is being loaded or switched; retry when GET /indexes/%s shows it serving", name, name)}
 	}
 	defer e.mu.Unlock()
+	defer r.regrow() // after the reservation is given back and the old handle retired
 	old := e.cur.Load()
 	if old == nil || e.deleted.Load() {
 		return notFound(name)

@@ -32,8 +32,12 @@ type Cache struct {
 	slots        int
 	mu           sync.Mutex
 	used, hand   int
-	inserts      atomic.Int64
-	evictions    atomic.Int64
+	// maxVer is the highest version a slot has had (under mu): a slot
+	// given back and then made usable again starts above it, so that no
+	// token taken before it was given back is Valid after.
+	maxVer    uint32
+	inserts   atomic.Int64
+	evictions atomic.Int64
 }
 
 // slotHeader precedes each record in buf.
@@ -161,7 +165,7 @@ func (c *Cache) Put(id int32, rec []byte) {
 	off := s*c.stride + headerSize
 	copy(c.buf.B[off:off+c.size], rec)
 	m.ref.Store(0)
-	m.ver.Add(1)
+	c.maxVer = max(c.maxVer, m.ver.Add(1))
 	atomic.StoreInt32(&c.slotOf[id], int32(s)+1)
 	c.inserts.Add(1)
 }
@@ -170,19 +174,31 @@ func (c *Cache) Put(id int32, rec []byte) {
 // (Bytes, as SetBudget leaves it).
 func (c *Cache) Budget() int64 { return c.Bytes() }
 
-// SetBudget shrinks the cache to what budget bytes hold (slots and the id
-// table; one slot at least; a budget above the cache's does not grow it):
-// the records in the slots given up are dropped, and those slots' pages
-// given back to the system. A reader holding bytes of a dropped record
-// sees Valid fail.
+// SetBudget resizes the cache to what budget bytes hold (slots and the id
+// table), between one slot and the slots it was made with. Shrinking
+// drops the records in the slots given up and gives their pages back to
+// the system; a reader holding bytes of a dropped record sees Valid fail.
+// Growing makes slots given up before usable again: their pages come back
+// as records fill them.
 func (c *Cache) SetBudget(budget int64) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.buf.B == nil { // closed: a server may shrink an index's caches as it closes
+	if c.buf.B == nil { // closed: a server may resize an index's caches as it closes
 		return
 	}
-	slots := int(min(max((budget-c.bytes(0))/int64(c.stride), 1), int64(c.slots)))
-	if slots == c.slots {
+	made := len(c.buf.B) / c.stride
+	slots := int(min(max((budget-c.bytes(0))/int64(c.stride), 1), int64(made)))
+	if slots >= c.slots {
+		// c.used stays: the slots past it fill as records come. Their
+		// headers read as zeros where the pages went back: a version
+		// above every one issued keeps old tokens invalid.
+		c.maxVer += 2
+		for s := c.slots; s < slots; s++ {
+			m := c.header(s)
+			m.id.Store(-1)
+			m.ver.Store(c.maxVer)
+		}
+		c.slots = slots
 		return
 	}
 	for s := slots; s < c.used; s++ {
@@ -190,7 +206,7 @@ func (c *Cache) SetBudget(budget int64) {
 		m.ver.Add(1)
 		atomic.StoreInt32(&c.slotOf[m.id.Load()], 0)
 		m.id.Store(-1)
-		m.ver.Add(1)
+		c.maxVer = max(c.maxVer, m.ver.Add(1))
 	}
 	// The whole pages past the slots kept: their headers then read as
 	// zeros, which Get never takes for a record.

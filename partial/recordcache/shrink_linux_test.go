@@ -74,8 +74,6 @@ func TestSetBudgetShrinks(t *testing.T) {
 	require.True(t, ok, "the last record stored is cached")
 	assert.Equal(t, record(int32(slots)+699, size), rec)
 
-	c.SetBudget(1 << 40) // never grows
-	assert.Equal(t, 500, c.Stats().Slots)
 	c.SetBudget(0) // one slot at least
 	assert.Equal(t, 1, c.Stats().Slots)
 }
@@ -112,9 +110,14 @@ func TestSetBudgetWhileUsed(t *testing.T) {
 			}
 		}()
 	}
-	for b := int64(4*n + 1000*600); b > 4*n+600; b -= 50 * 600 {
-		c.SetBudget(b)
-		time.Sleep(2 * time.Millisecond)
+	for round := range 2 { // shrinking, then growing back
+		for b := int64(4*n + 1000*600); b > 4*n+600; b -= 50 * 600 {
+			if round == 1 {
+				b = 4*n + 1000*600 + 4*n + 600 - b
+			}
+			c.SetBudget(b)
+			time.Sleep(2 * time.Millisecond)
+		}
 	}
 	close(stop)
 	for range 4 {
@@ -132,4 +135,43 @@ func TestSetBudgetAfterClose(t *testing.T) {
 	}
 	require.NoError(t, c.Close())
 	assert.NotPanics(t, func() { c.SetBudget(4*100 + 10*128) })
+}
+
+// TestSetBudgetGrows: a shrunk cache grows back to the slots it was made
+// with, no further, and stores fill them again. A token taken before a
+// slot was given back stays invalid after the slot is refilled, though
+// the slot's header came back from the system as zeros (a record's first
+// version is 2 either way).
+func TestSetBudgetGrows(t *testing.T) {
+	const n, size = 4000, 3136
+	c, err := New(n, size, 4*n+2000*3200)
+	require.NoError(t, err)
+	defer c.Close()
+	made := c.Budget()
+	for id := int32(0); id < 2000; id++ {
+		c.Put(id, record(id, size))
+	}
+	_, oldTok, ok := c.Get(1999)
+	require.True(t, ok)
+	c.SetBudget(4*n + 500*int64(c.stride))
+	require.Equal(t, 500, c.Stats().Slots)
+	c.SetBudget(1 << 40)
+	st := c.Stats()
+	assert.Equal(t, 2000, st.Slots, "back to the slots it was made with, no more")
+	assert.Equal(t, made, c.Budget())
+	assert.Equal(t, 500, st.Used)
+	for id := int32(2000); id < 3500; id++ { // into slots 500…1999
+		c.Put(id, record(id, size))
+	}
+	assert.Equal(t, 2000, c.Stats().Used)
+	assert.Zero(t, c.Stats().Evictions, "the grown slots took them without evicting")
+	assert.False(t, c.Valid(oldTok), "slot 1999 holds another record now")
+	for _, id := range []int32{0, 499, 2000, 3499} {
+		rec, tok, ok := c.Get(id)
+		require.True(t, ok, "record %d", id)
+		assert.Equal(t, record(id, size), rec)
+		assert.True(t, c.Valid(tok))
+	}
+	_, _, ok = c.Get(1999)
+	assert.False(t, ok, "dropped by the shrink")
 }
