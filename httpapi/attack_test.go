@@ -251,8 +251,8 @@ func TestProbeRoutes(t *testing.T) {
 // while every slot is busy (here: headers never finished, which cannot pile
 // up beyond the limit, whatever their number), and is once one closes. A
 // keep-alive connection idle between requests gives its slot up to a new
-// one at once, and a busy one after its request (Connection: close), not
-// after the 2 min idle timeout.
+// one within idleBeforeClose, and a busy one after its request
+// (Connection: close), not after the 2 min idle timeout.
 func TestMaxConnections(t *testing.T) {
 	s, err := New(Config{DataRoots: []string{mustAbs(t, fixtures)}, Limits: Limits{MaxConnections: 2}})
 	require.NoError(t, err)
@@ -313,6 +313,75 @@ func TestMaxConnections(t *testing.T) {
 	require.NoError(t, err)
 	assert.True(t, strings.HasPrefix(a, "HTTP/1.1 200"), a)
 	busy2.Close()
+}
+
+// TestMaxConnectionsBusyClients: keep-alive clients sending requests back
+// to back in every slot make room for newcomers by closing after a
+// response, never by having a connection closed under a request: POST
+// searches (which a client does not retry) all succeed, and each newcomer
+// is served.
+func TestMaxConnectionsBusyClients(t *testing.T) {
+	s, err := New(Config{DataRoots: []string{mustAbs(t, fixtures)}, Limits: Limits{MaxConnections: 3}})
+	require.NoError(t, err)
+	require.NoError(t, s.Reg.Load("t", LoadSpec{Path: "hnsw_flat_l2.faiss"}))
+	addr := listenAndServe(t, s)
+	require.Eventually(t, func() bool {
+		c, err := net.Dial("tcp", addr)
+		if err == nil {
+			c.Close()
+		}
+		return err == nil
+	}, 5*time.Second, 10*time.Millisecond)
+	body := `{"vector":` + vectorJSON(make([]float64, 32)) + `,"k":3}`
+	stop := make(chan struct{})
+	type tally struct{ ok, failed, closed int }
+	results := make(chan tally, 3)
+	for range 3 {
+		go func() {
+			cl := &http.Client{Transport: &http.Transport{}, Timeout: 10 * time.Second}
+			defer cl.CloseIdleConnections()
+			var n tally
+			for {
+				select {
+				case <-stop:
+					results <- n
+					return
+				default:
+				}
+				resp, err := cl.Post("http://"+addr+"/indexes/t/_search", "application/json", strings.NewReader(body))
+				if err != nil {
+					n.failed++
+					continue
+				}
+				io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+				if resp.StatusCode == 200 {
+					n.ok++
+				}
+				if resp.Close {
+					n.closed++
+				}
+			}
+		}()
+	}
+	time.Sleep(200 * time.Millisecond)
+	for i := range 5 {
+		cl := &http.Client{Transport: &http.Transport{}, Timeout: 5 * time.Second}
+		resp, err := cl.Get("http://" + addr + "/_health")
+		require.NoError(t, err, "newcomer %d", i)
+		resp.Body.Close()
+		assert.Equal(t, 200, resp.StatusCode)
+		cl.CloseIdleConnections()
+	}
+	close(stop)
+	var all tally
+	for range 3 {
+		n := <-results
+		all.ok, all.failed, all.closed = all.ok+n.ok, all.failed+n.failed, all.closed+n.closed
+	}
+	assert.Zero(t, all.failed, "%+v", all)
+	assert.Positive(t, all.ok)
+	assert.Positive(t, all.closed, "slots were given up after responses")
 }
 
 // TestSlowBodyCutOff: a body arriving slower than min_body_rate after its

@@ -11,29 +11,36 @@ import (
 // connLimiter keeps at most max client connections open (max_connections).
 // A connection accepted past the limit waits, unserved, for a slot, and
 // while it waits the slots held between requests are given up to it:
-//   - the keep-alive connection idle the longest is closed;
-//   - every response carries Connection: close (closeWhenWaiting), so a
-//     busy connection leaves after its current request.
+//   - a keep-alive connection idle for idleBeforeClose is closed, the one
+//     idle the longest first;
+//   - one response carries Connection: close (closeForWaiting), so a busy
+//     connection leaves after its current request; again every tick while
+//     the connection still waits.
 //
 // Without that, clients keeping connections open held every slot until the
-// 2 min idle timeout, and a liveness probe (/_health) waited as long. Only
-// one connection at a time waits here; the others stay in the kernel's
-// accept queue.
+// 2 min idle timeout, and a liveness probe (/_health) waited as long. A
+// connection idle only between a client's back-to-back requests is not
+// closed under it (that request would fail); it is asked to close instead.
+// Only one connection at a time waits here; the others stay in the
+// kernel's accept queue.
 type connLimiter struct {
 	net.Listener
-	slots   chan struct{}
-	waiting atomic.Bool
-	idled   chan struct{} // a connection went idle (buffered 1)
-	done    chan struct{} // closed by Close
-	closed  sync.Once
+	slots  chan struct{}
+	owed   atomic.Int32  // 1: the next response closes its connection for a waiting one
+	done   chan struct{} // closed by Close
+	closed sync.Once
 
 	mu   sync.Mutex
 	idle map[*limitedConn]time.Time // keep-alive connections between requests, and since when
 }
 
+// idleBeforeClose is how long a keep-alive connection must have been idle
+// to be closed for a waiting one; the waiting one looks twice as often.
+const idleBeforeClose = 100 * time.Millisecond
+
 func newConnLimiter(l net.Listener, max int) *connLimiter {
-	return &connLimiter{Listener: l, slots: make(chan struct{}, max), idled: make(chan struct{}, 1),
-		done: make(chan struct{}), idle: make(map[*limitedConn]time.Time)}
+	return &connLimiter{Listener: l, slots: make(chan struct{}, max), done: make(chan struct{}),
+		idle: make(map[*limitedConn]time.Time)}
 }
 
 // limitedConn gives its slot back once, at its first Close.
@@ -59,14 +66,16 @@ func (l *connLimiter) Accept() (net.Conn, error) {
 		return &limitedConn{Conn: c, l: l}, nil
 	default:
 	}
-	l.waiting.Store(true)
-	defer l.waiting.Store(false)
+	tick := time.NewTicker(idleBeforeClose / 2)
+	defer tick.Stop()
+	defer l.owed.Store(0)
 	for {
-		l.closeIdlest()
+		l.owed.Store(1)
+		l.closeIdlest(time.Now().Add(-idleBeforeClose))
 		select {
 		case l.slots <- struct{}{}:
 			return &limitedConn{Conn: c, l: l}, nil
-		case <-l.idled:
+		case <-tick.C:
 		case <-l.done:
 			c.Close()
 			return nil, net.ErrClosed
@@ -79,14 +88,15 @@ func (l *connLimiter) Close() error {
 	return l.Listener.Close()
 }
 
-// closeIdlest closes the keep-alive connection idle the longest, if any.
-// A request arriving on it at that instant fails as at the idle timeout.
-func (l *connLimiter) closeIdlest() {
+// closeIdlest closes the keep-alive connection idle the longest, if it has
+// been idle since before. A request arriving on it at that instant fails
+// as at the idle timeout.
+func (l *connLimiter) closeIdlest(before time.Time) {
 	l.mu.Lock()
 	var oldest *limitedConn
-	var since time.Time
+	since := before
 	for c, t := range l.idle {
-		if oldest == nil || t.Before(since) {
+		if t.Before(since) {
 			oldest, since = c, t
 		}
 	}
@@ -111,19 +121,13 @@ func (l *connLimiter) connState(c net.Conn, st http.ConnState) {
 		delete(l.idle, lc)
 	}
 	l.mu.Unlock()
-	if st == http.StateIdle {
-		select {
-		case l.idled <- struct{}{}:
-		default:
-		}
-	}
 }
 
-// closeWhenWaiting has h's responses close their connection while a new
-// connection waits for a slot.
-func (l *connLimiter) closeWhenWaiting(h http.Handler) http.Handler {
+// closeForWaiting has one of h's responses close its connection while a
+// new connection waits for a slot.
+func (l *connLimiter) closeForWaiting(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if l.waiting.Load() {
+		if l.owed.Load() != 0 && l.owed.CompareAndSwap(1, 0) {
 			w.Header().Set("Connection", "close")
 		}
 		h.ServeHTTP(w, r)

@@ -1048,7 +1048,7 @@ func (s *Server) ListenAndServe(ctx context.Context, addr string, grace time.Dur
 		return lerr
 	}
 	lim := newConnLimiter(ln, s.limits.MaxConnections)
-	srv := &http.Server{Addr: addr, Handler: lim.closeWhenWaiting(s.Handler()), ConnState: lim.connState,
+	srv := &http.Server{Addr: addr, Handler: lim.closeForWaiting(s.Handler()), ConnState: lim.connState,
 		ReadHeaderTimeout: 10 * time.Second, ReadTimeout: s.cfg.RequestTimeout,
 		WriteTimeout: s.cfg.RequestTimeout + answerGrace, IdleTimeout: 2 * time.Minute}
 	errc := make(chan error, 1)
