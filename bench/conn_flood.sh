@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
-# max_connections under keep-alive clients: MAXCONN slots (default 64),
-# all held by keep-alive clients that are IDLE (one request each, then
-# nothing) or BUSY (each loops _search on its connection, reconnecting
-# when the server closes it); meanwhile NEW fresh connections (default 20),
+# max_connections under clients holding its slots: MAXCONN slots (default
+# 64), all held by clients that are IDLE (keep-alive, one request each,
+# then nothing), BUSY (each loops _search on its connection, reconnecting
+# when the server closes it), SILENT (4 × MAXCONN connections that send
+# nothing, reopened when closed) or PARTIAL (the same, each sending
+# headers that never end); meanwhile NEW fresh connections (default 20),
 # one at a time, each time GET /_health. Prints the newcomers' latency
 # (p50, max; "timeout" past 10 s), and for busy clients their answers and
 # how often their connection was closed or reset.
-#   MODE=idle|busy bash bench/conn_flood.sh [BINARY]
+#   MODE=idle|busy|silent|partial bash bench/conn_flood.sh [BINARY]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PATH="/usr/local/go/bin:$PATH"
@@ -67,8 +69,33 @@ def busy():
             counts["connection lost: " + type(e).__name__] += 1
             if s: s.close()
             s = None
+def flood():
+    socks = set()
+    while not stop.is_set():
+        while len(socks) < 4 * maxconn:
+            s = socket.socket(); s.setblocking(False)
+            try:
+                s.connect(("127.0.0.1", port))
+            except BlockingIOError:
+                pass
+            if mode == "partial":
+                try: s.send(b"GET /_health HTTP/1.1\r\nHost: x\r\n")
+                except OSError: pass
+            socks.add(s)
+        for s in list(socks):
+            try:
+                if s.recv(1024, socket.MSG_DONTWAIT) is not None:
+                    s.close(); socks.discard(s); counts["flood connections closed by the server"] += 1
+            except BlockingIOError:
+                pass
+            except OSError:
+                s.close(); socks.discard(s); counts["flood connections closed by the server"] += 1
+        time.sleep(0.05)
+    for s in socks: s.close()
 threads = []
-for _ in range(maxconn):
+if mode in ("silent", "partial"):
+    t = threading.Thread(target=flood); t.start(); threads.append(t)
+for _ in range(maxconn if mode in ("idle", "busy") else 0):
     if mode == "idle":
         s = socket.create_connection(("127.0.0.1", port), timeout=30)
         s.sendall(request(b"/_health")); answer(s); held.append(s)
@@ -91,7 +118,7 @@ stop.set()
 for t in threads: t.join()
 lat.sort()
 fmt = lambda x: "timeout" if x == float("inf") else "%.1f ms" % (x * 1e3)
-print(f"{mode}: {maxconn} keep-alive clients at max_connections {maxconn}; {new} newcomers' /_health: p50 {fmt(lat[len(lat)//2])}, max {fmt(lat[-1])}")
-if mode == "busy":
-    print("busy clients:", dict(counts))
+print(f"{mode}: max_connections {maxconn}; {new} newcomers' /_health: p50 {fmt(lat[len(lat)//2])}, max {fmt(lat[-1])}")
+if mode != "idle":
+    print(dict(counts))
 PY

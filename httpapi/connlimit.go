@@ -10,9 +10,12 @@ import (
 
 // connLimiter keeps at most max client connections open (max_connections).
 // A connection accepted past the limit waits, unserved, for a slot, and
-// while it waits the slots held between requests are given up to it:
-//   - a keep-alive connection idle for idleBeforeClose is closed, the one
-//     idle the longest first;
+// while it waits the slots held without a request are given up to it:
+//   - a connection quiet for quietBeforeClose is closed, the one quiet the
+//     longest first: a keep-alive connection idle between requests, or a
+//     new one whose request headers have not all come (a client that
+//     connects and sends nothing, or sends headers a byte at a time, held
+//     a slot for the 10 s header timeout);
 //   - one response carries Connection: close (closeForWaiting), so a busy
 //     connection leaves after its current request; again every tick while
 //     the connection still waits.
@@ -30,17 +33,19 @@ type connLimiter struct {
 	done   chan struct{} // closed by Close
 	closed sync.Once
 
-	mu   sync.Mutex
-	idle map[*limitedConn]time.Time // keep-alive connections between requests, and since when
+	mu    sync.Mutex
+	quiet map[*limitedConn]time.Time // connections without a request in progress, and since when
 }
 
-// idleBeforeClose is how long a keep-alive connection must have been idle
-// to be closed for a waiting one; the waiting one looks twice as often.
-const idleBeforeClose = 100 * time.Millisecond
+// quietBeforeClose is how long a connection must have been without a
+// request to be closed for a waiting one; the waiting one looks twice as
+// often. A client's headers reach the server with its connection, well
+// within it.
+const quietBeforeClose = 100 * time.Millisecond
 
 func newConnLimiter(l net.Listener, max int) *connLimiter {
 	return &connLimiter{Listener: l, slots: make(chan struct{}, max), done: make(chan struct{}),
-		idle: make(map[*limitedConn]time.Time)}
+		quiet: make(map[*limitedConn]time.Time)}
 }
 
 // limitedConn gives its slot back once, at its first Close.
@@ -66,12 +71,12 @@ func (l *connLimiter) Accept() (net.Conn, error) {
 		return &limitedConn{Conn: c, l: l}, nil
 	default:
 	}
-	tick := time.NewTicker(idleBeforeClose / 2)
+	tick := time.NewTicker(quietBeforeClose / 2)
 	defer tick.Stop()
 	defer l.owed.Store(0)
 	for {
 		l.owed.Store(1)
-		l.closeIdlest(time.Now().Add(-idleBeforeClose))
+		l.closeQuietest(time.Now().Add(-quietBeforeClose))
 		select {
 		case l.slots <- struct{}{}:
 			return &limitedConn{Conn: c, l: l}, nil
@@ -88,19 +93,19 @@ func (l *connLimiter) Close() error {
 	return l.Listener.Close()
 }
 
-// closeIdlest closes the keep-alive connection idle the longest, if it has
-// been idle since before. A request arriving on it at that instant fails
-// as at the idle timeout.
-func (l *connLimiter) closeIdlest(before time.Time) {
+// closeQuietest closes the connection quiet the longest, if it has been
+// quiet since before. A request arriving on it at that instant fails as
+// at the idle timeout.
+func (l *connLimiter) closeQuietest(before time.Time) {
 	l.mu.Lock()
 	var oldest *limitedConn
 	since := before
-	for c, t := range l.idle {
+	for c, t := range l.quiet {
 		if t.Before(since) {
 			oldest, since = c, t
 		}
 	}
-	delete(l.idle, oldest)
+	delete(l.quiet, oldest)
 	l.mu.Unlock()
 	if oldest != nil {
 		oldest.Close()
@@ -108,17 +113,18 @@ func (l *connLimiter) closeIdlest(before time.Time) {
 }
 
 // connState is the http.Server's ConnState hook: it tracks which
-// connections sit idle between requests.
+// connections are quiet: new (no request yet) or idle between requests.
+// (A request's state turns active once its headers are read.)
 func (l *connLimiter) connState(c net.Conn, st http.ConnState) {
 	lc, ok := c.(*limitedConn)
 	if !ok {
 		return
 	}
 	l.mu.Lock()
-	if st == http.StateIdle {
-		l.idle[lc] = time.Now()
+	if st == http.StateNew || st == http.StateIdle {
+		l.quiet[lc] = time.Now()
 	} else {
-		delete(l.idle, lc)
+		delete(l.quiet, lc)
 	}
 	l.mu.Unlock()
 }
