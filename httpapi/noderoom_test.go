@@ -111,3 +111,21 @@ func TestCachesGrowBack(t *testing.T) {
 	r := call(t, ts, "POST", "/indexes/a/_search", `{"vector":`+vectorJSON(make([]float64, 64))+`,"k":3}`)
 	require.Equal(t, 200, r.Status, r.Raw)
 }
+
+// TestSwitchNeverFits: a switch whose new mode cannot fit beside the one it
+// replaces even on an otherwise empty node (and with the old one's caches
+// at the floor) is a 400, not a 429 to retry for ever; the index serves on.
+func TestSwitchNeverFits(t *testing.T) {
+	_, ts := newTestServer(t, Config{MemoryBudget: 2_400_000})
+	require.Equal(t, 200, call(t, ts, "PUT", "/indexes/a", `{"path":"hnsw_flat_large.faiss","mode":"full"}`).Status)
+	r := call(t, ts, "PUT", "/indexes/a/_mode", `{"ef_search":32}`)
+	require.Equal(t, 400, r.Status, r.Raw)
+	assert.Equal(t, "memory_budget_exceeded", r.Body["error"].(map[string]any)["type"])
+	assert.Contains(t, r.Raw, "beside the 1202617 the current one holds")
+	// With a pread cache the old mode can give back, the same switch fits.
+	require.Equal(t, 200, call(t, ts, "DELETE", "/indexes/a", ``).Status)
+	require.Equal(t, 200, call(t, ts, "PUT", "/indexes/a", `{"path":"hnsw_flat_large.faiss","backend":"pread","cache_bytes":1500000}`).Status)
+	r = call(t, ts, "PUT", "/indexes/a/_mode", `{"mode":"full"}`)
+	require.Equal(t, 200, r.Status, r.Raw)
+	assert.Equal(t, 200, call(t, ts, "POST", "/indexes/a/_search", `{"vector":`+vectorJSON(make([]float64, 64))+`,"k":3}`).Status)
+}

@@ -264,13 +264,18 @@ func (r *Registry) usage() (total int64, hs []*handle) {
 // enough room; else a 429 with the numbers, nothing shrunk (a load refused
 // must not cost the others their caches). During a switch
 // the handle being replaced still counts (both are open for a moment).
-func (r *Registry) admit(need int64) error {
+func (r *Registry) admit(need, beside int64) error {
 	if r.budget <= 0 {
 		return nil
 	}
-	if need > r.budget { // it could never fit: retrying is no use (400, not 429)
+	// What could never fit is a 400: retrying is no use.
+	if need > r.budget {
 		return &apiError{400, "memory_budget_exceeded", fmt.Sprintf(
 			"memory budget exceeded: the index needs %d bytes, more than the node's whole budget of %d (ask for less, or raise the server's memory_budget)", need, r.budget)}
+	}
+	if need+beside > r.budget {
+		return &apiError{400, "memory_budget_exceeded", fmt.Sprintf(
+			"memory budget exceeded: the new mode needs %d bytes beside the %d the current one holds until the switch ends, more than the node's whole budget of %d (DELETE the index and load it in the new mode, or ask for less)", need, beside, r.budget)}
 	}
 	used, hs := r.usage()
 	if used+need <= r.budget {
@@ -442,8 +447,13 @@ func (r *Registry) openUnguarded(ctx context.Context, e *entry, spec LoadSpec) (
 	// open that builds a guide (or blocks on a file) must not stall every
 	// other load and switch on the node.
 	need := plan.NeedBytes()
+	var beside int64 // a switch: the handle it replaces counts until then, its caches at least at the floor
+	if old := e.cur.Load(); old != nil {
+		_, give := shrinkable([]*handle{old})
+		beside = old.resident.Load() - give
+	}
 	r.memMu.Lock()
-	err = r.admit(need)
+	err = r.admit(need, beside)
 	if err == nil {
 		r.reserved.Add(need)
 	}
