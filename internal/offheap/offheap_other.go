@@ -13,3 +13,6 @@ func Reserve(n int, huge bool) (Buf, bool) { return Buf{}, false }
 
 // Discard is a no-op without mmap (Reserve never succeeds).
 func Discard(p []byte) error { return nil }
+
+// Populate is not available without mmap.
+func Populate([]byte) bool { return false }

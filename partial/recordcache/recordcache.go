@@ -38,7 +38,18 @@ type Cache struct {
 	maxVer    uint32
 	inserts   atomic.Int64
 	evictions atomic.Int64
+
+	// ahead (nil: none) wakes populateAhead with the slot the first fill
+	// has reached; limit is the end of the slots in use, in bytes; mapMu
+	// keeps the mapping and the slots in place while it populates.
+	ahead chan int
+	limit atomic.Int64
+	mapMu sync.RWMutex
 }
+
+// aheadBytes is how far ahead of the first fill populateAhead keeps pages
+// backed, and how often (in bytes filled) it is woken.
+const aheadBytes = 1 << 20
 
 // slotHeader precedes each record in buf.
 type slotHeader struct {
@@ -85,7 +96,30 @@ func New(n, size int, budget int64) (*Cache, error) {
 	}
 	c := &Cache{size: size, stride: stride, buf: offheap.Alloc(int(slots) * stride),
 		slotOf: make([]int32, n), slots: int(slots)}
+	c.limit.Store(int64(slots) * int64(stride))
+	if c.buf.Mapped() && offheap.Populate(nil) && int64(slots)*int64(stride) > aheadBytes {
+		c.ahead = make(chan int, 1)
+		go c.populateAhead(c.ahead)
+	}
 	return c, nil
+}
+
+// populateAhead backs the pages just past the first fill before its stores
+// reach them, on a goroutine of its own: a store into a fresh page faults,
+// 11 µs a 4 KiB page on this machine's VM, 0.2 ms a query while a 41 MB
+// cache first fills, in the searches' own time. Populating changes no
+// byte, so it may run beside stores.
+func (c *Cache) populateAhead(ahead <-chan int) {
+	page := int64(os.Getpagesize())
+	for s := range ahead {
+		c.mapMu.RLock()
+		lo := int64(s) * int64(c.stride) / page * page
+		hi := min(lo+2*aheadBytes, c.limit.Load()) / page * page
+		if lo < hi {
+			offheap.Populate(c.buf.B[lo:hi])
+		}
+		c.mapMu.RUnlock()
+	}
 }
 
 // Get returns record id's bytes in place and a token for Valid, or ok false
@@ -142,6 +176,12 @@ func (c *Cache) Put(id int32, rec []byte) {
 	if fresh {
 		s = c.used
 		c.used++
+		if c.ahead != nil && s*c.stride/aheadBytes != (s+1)*c.stride/aheadBytes {
+			select { // the fill entered another aheadBytes
+			case c.ahead <- s + 1:
+			default:
+			}
+		}
 	} else {
 		for { // ends within two turns: each pass clears the bits it skips
 			m := c.header(c.hand)
@@ -188,6 +228,9 @@ func (c *Cache) SetBudget(budget int64) {
 	}
 	made := len(c.buf.B) / c.stride
 	slots := int(min(max((budget-c.bytes(0))/int64(c.stride), 1), int64(made)))
+	c.mapMu.Lock() // populateAhead stays within the slots kept
+	defer c.mapMu.Unlock()
+	c.limit.Store(int64(slots) * int64(c.stride))
 	if slots >= c.slots {
 		// c.used stays: the slots past it fill as records come. Their
 		// headers read as zeros where the pages went back: a version
@@ -248,5 +291,11 @@ func (c *Cache) bytes(slots int) int64 { return int64(slots)*int64(c.stride) + 4
 func (c *Cache) Close() error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if c.ahead != nil {
+		close(c.ahead)
+		c.ahead = nil
+	}
+	c.mapMu.Lock()
+	defer c.mapMu.Unlock()
 	return c.buf.Free()
 }

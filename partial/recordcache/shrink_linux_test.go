@@ -175,3 +175,41 @@ func TestSetBudgetGrows(t *testing.T) {
 	_, _, ok = c.Get(1999)
 	assert.False(t, ok, "dropped by the shrink")
 }
+
+// TestPopulateAhead: once the first fill enters another MiB, the pages of
+// the two MiB after it are backed before any store reaches them, and the
+// pages further on are not.
+func TestPopulateAhead(t *testing.T) {
+	const n, size = 4000, 3136
+	c, err := New(n, size, 4*n+4000*3200)
+	require.NoError(t, err)
+	defer c.Close()
+	if !c.buf.Mapped() {
+		t.Skip("the cache is not a mapping of its own")
+	}
+	page := os.Getpagesize()
+	resident := func(lo, hi int) (in, all int) {
+		vec := make([]byte, (hi-lo+page-1)/page)
+		b := c.buf.B[lo:hi]
+		_, _, e := unix.Syscall(unix.SYS_MINCORE, uintptr(unsafe.Pointer(&b[0])), uintptr(len(b)), uintptr(unsafe.Pointer(&vec[0])))
+		require.Zero(t, e, "mincore")
+		for _, v := range vec {
+			in += int(v & 1)
+		}
+		return in, len(vec)
+	}
+	filled := aheadBytes/c.stride + 1 // into the second MiB
+	for id := int32(0); id < int32(filled); id++ {
+		c.Put(id, record(id, size))
+	}
+	lo := (filled*c.stride + page - 1) / page * page
+	require.Eventually(t, func() bool { in, all := resident(lo, aheadBytes+2*aheadBytes-page); return in == all }, 5*time.Second, time.Millisecond,
+		"the pages ahead of the fill are backed")
+	in, _ := resident(4*aheadBytes, 8*aheadBytes)
+	assert.Zero(t, in, "not the pages further on")
+	for id := int32(0); id < int32(filled); id++ {
+		rec, _, ok := c.Get(id)
+		require.True(t, ok)
+		require.Equal(t, record(id, size), rec, "populating changed no byte")
+	}
+}
