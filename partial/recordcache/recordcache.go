@@ -115,7 +115,7 @@ func (c *Cache) populateAhead(ahead <-chan int) {
 		c.mapMu.RLock()
 		lo := int64(s) * int64(c.stride) / page * page
 		hi := min(lo+2*aheadBytes, c.limit.Load()) / page * page
-		if lo < hi {
+		if lo < hi && c.buf.B != nil { // a wake-up still queued when Close freed the buffer finds nil
 			offheap.Populate(c.buf.B[lo:hi])
 		}
 		c.mapMu.RUnlock()

@@ -213,3 +213,19 @@ func TestPopulateAhead(t *testing.T) {
 		require.Equal(t, record(id, size), rec, "populating changed no byte")
 	}
 }
+
+// TestPopulateAheadAfterClose: a wake-up still queued when the cache
+// closes does not touch the freed buffer (it crashed the process: a
+// panic on populateAhead's goroutine).
+func TestPopulateAheadAfterClose(t *testing.T) {
+	const n, size = 4000, 3136
+	for range 200 {
+		c, err := New(n, size, 4*n+4000*3200)
+		require.NoError(t, err)
+		for id := int32(0); id < int32(aheadBytes/c.stride+1); id++ {
+			c.Put(id, record(id, size)) // the last one wakes populateAhead
+		}
+		require.NoError(t, c.Close())
+	}
+	time.Sleep(50 * time.Millisecond) // a late wake-up would panic here
+}
