@@ -128,20 +128,16 @@ func (x *Index) planHeld(held int64, guide, noCache bool) (h holding, idMap bool
 		return h, false, err
 	}
 	switch {
-	case guide && noCache:
-		if fitsHeld(est, held) {
+	case guide: // the walk reads the guide; the rest caches the rerank's vectors, or is spare
+		switch {
+		case fitsHeld(est, held):
 			h.allLists = true
-		} else {
+		case noCache:
 			h.hubBytes = held
-		}
-		h.spareBytes = held
-		return h, idMap, nil
-	case guide: // the walk reads the guide; the rest caches the rerank's vectors
-		if fitsHeld(est, held) {
-			h.allLists = true
-		} else {
+		default:
 			h.hubBytes = held / 2
 		}
+		h.spare = noCache
 	case fitsHeld(est+int64(x.n)*int64(x.codeSize), held): // vectors pinned compacted
 		h.allLists, h.vectors = true, true
 	case fitsHeld(est, held):

@@ -134,9 +134,8 @@ type holding struct {
 	// cacheBytes is a vector cache's size; restBytes > 0 instead sizes it
 	// after pinning, as restBytes less the pinned lists.
 	cacheBytes, restBytes int64
-	// spareBytes > 0 (no vector cache wanted): what the lists leave of it
-	// is SpareBytes.
-	spareBytes int64
+	// spare: what the lists leave of restBytes is SpareBytes, not a cache.
+	spare bool
 }
 
 // testHooks are knobs only tests and benchmarks turn.

@@ -332,12 +332,12 @@ func (x *Index) hold(o *Options) error {
 		}
 		h.cacheBytes, h.restBytes = 0, 0
 	}
-	if h.spareBytes > 0 {
-		x.spare = max(h.spareBytes-x.pinned.size(), 0)
-	}
 	if h.restBytes > 0 {
 		h.cacheBytes = 0
-		if left := h.restBytes - x.pinned.size(); left >= minVectorCache(int64(x.n), int64(x.codeSize)) {
+		switch left := h.restBytes - x.pinned.size(); {
+		case h.spare:
+			x.spare = max(left, 0)
+		case left >= minVectorCache(int64(x.n), int64(x.codeSize)):
 			h.cacheBytes = left
 		}
 	}

@@ -40,10 +40,9 @@ type Cache struct {
 	evictions atomic.Int64
 
 	// ahead (nil: none) wakes populateAhead with the slot the first fill
-	// has reached; limit is the end of the slots in use, in bytes; mapMu
-	// keeps the mapping and the slots in place while it populates.
+	// has reached; mapMu keeps the mapping and slots in place while it
+	// populates (SetBudget and Close hold it beside mu).
 	ahead chan int
-	limit atomic.Int64
 	mapMu sync.RWMutex
 }
 
@@ -96,8 +95,7 @@ func New(n, size int, budget int64) (*Cache, error) {
 	}
 	c := &Cache{size: size, stride: stride, buf: offheap.Alloc(int(slots) * stride),
 		slotOf: make([]int32, n), slots: int(slots)}
-	c.limit.Store(int64(slots) * int64(stride))
-	if c.buf.Mapped() && offheap.Populate(nil) && int64(slots)*int64(stride) > aheadBytes {
+	if c.buf.Mapped() && int64(slots)*int64(stride) > aheadBytes {
 		c.ahead = make(chan int, 1)
 		go c.populateAhead(c.ahead)
 	}
@@ -108,17 +106,20 @@ func New(n, size int, budget int64) (*Cache, error) {
 // reach them, on a goroutine of its own: a store into a fresh page faults,
 // 11 µs a 4 KiB page on this machine's VM, 0.2 ms a query while a 41 MB
 // cache first fills, in the searches' own time. Populating changes no
-// byte, so it may run beside stores.
+// byte, so it may run beside stores. Where the kernel cannot (before Linux
+// 5.14, or without mmap) it stops at its first try; stores never wait for it.
 func (c *Cache) populateAhead(ahead <-chan int) {
 	page := int64(os.Getpagesize())
 	for s := range ahead {
 		c.mapMu.RLock()
 		lo := int64(s) * int64(c.stride) / page * page
-		hi := min(lo+2*aheadBytes, c.limit.Load()) / page * page
-		if lo < hi && c.buf.B != nil { // a wake-up still queued when Close freed the buffer finds nil
+		hi := min(lo+2*aheadBytes, int64(c.slots)*int64(c.stride)) / page * page
+		ok := lo >= hi || c.buf.B == nil || // a wake-up still queued when Close freed the buffer finds nil
 			offheap.Populate(c.buf.B[lo:hi])
-		}
 		c.mapMu.RUnlock()
+		if !ok {
+			return
+		}
 	}
 }
 
@@ -230,7 +231,6 @@ func (c *Cache) SetBudget(budget int64) {
 	slots := int(min(max((budget-c.bytes(0))/int64(c.stride), 1), int64(made)))
 	c.mapMu.Lock() // populateAhead stays within the slots kept
 	defer c.mapMu.Unlock()
-	c.limit.Store(int64(slots) * int64(c.stride))
 	if slots >= c.slots {
 		// c.used stays: the slots past it fill as records come. Their
 		// headers read as zeros where the pages went back: a version
