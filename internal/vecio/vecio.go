@@ -51,30 +51,84 @@ func (m *Matrix) Head(n int) *Matrix {
 	return h
 }
 
-// ErrFormat marks malformed files.
-var ErrFormat = errors.New("vecio: malformed vector file")
+// ErrFormat marks malformed files (errors.Is); their messages name the
+// file and what is wrong in it (see FormatError).
+var ErrFormat = errors.New("malformed vector file")
+
+// FormatError is a malformed file: its name as the user gave it, and what
+// is wrong. It never quotes the file's bytes, only numbers decoded from
+// them.
+type FormatError struct {
+	Name, Detail string
+}
+
+func (e *FormatError) Error() string { return e.Name + ": " + e.Detail }
+
+// Is makes every FormatError an ErrFormat.
+func (e *FormatError) Is(target error) bool { return target == ErrFormat }
 
 func formatErr(path string, format string, a ...any) error {
-	return fmt.Errorf("%w: %s: %s", ErrFormat, path, fmt.Sprintf(format, a...))
+	return &FormatError{Name: path, Detail: fmt.Sprintf(format, a...)}
 }
 
 // maxElems bounds what a header may ask us to allocate (2^31 values).
 const maxElems = 1 << 31
 
+// Formats is what one use of a vector file accepts, as its help lists it.
+type Formats struct {
+	What string   // the use, as messages name it ("queries")
+	Exts []string // the accepted extensions, lower case, with the dot
+	Help string   // how the help lists them
+}
+
+// The uses the CLI reads vector files for.
+var (
+	Queries      = Formats{"queries", []string{".fvecs", ".bvecs", ".npy"}, ".fvecs, .bvecs or .npy"}
+	FloatQueries = Formats{"float queries", []string{".fvecs", ".npy"}, ".fvecs or float32 .npy"}
+	GroundTruth  = Formats{"ground-truth ids", []string{".ivecs", ".npy"}, ".ivecs or integer .npy"}
+	IDs          = Formats{"ids", []string{".txt", ".ivecs", ".npy"}, ".txt (one per line), .ivecs or integer .npy"}
+)
+
+// allFormats is what Parse reads.
+var allFormats = Formats{"vector files", []string{".fvecs", ".bvecs", ".ivecs", ".npy", ".txt"}, ".fvecs, .bvecs, .ivecs, .npy or .txt"}
+
+// accepts checks path's extension against f.
+func (f Formats) accepts(path string) error {
+	ext := strings.ToLower(filepath.Ext(path))
+	if slices.Contains(f.Exts, ext) {
+		return nil
+	}
+	if ext == "" {
+		return fmt.Errorf("%s: %s are read from %s files; this name has no extension", path, f.What, f.Help)
+	}
+	return fmt.Errorf("%s: %s are read from %s files, not %s", path, f.What, f.Help, ext)
+}
+
+// Read reads the file at path for the use f names (its first rows rows,
+// 0: all, as ReadFileRows), refusing a format f does not take.
+func Read(path string, rows int, f Formats) (*Matrix, error) {
+	if err := f.accepts(path); err != nil {
+		return nil, err
+	}
+	return ReadFileRows(path, rows)
+}
+
 // ReadFile reads path according to its extension.
 func ReadFile(path string) (*Matrix, error) { return ReadFileRows(path, 0) }
 
 // ReadFileRows is ReadFile keeping at most rows rows (0: all); .fvecs,
-// .bvecs and .ivecs files are then read only as far as those rows go.
+// .bvecs and .ivecs files are then read only as far as those rows go,
+// after one pass over the whole file that checks every record's header
+// (CheckVecs).
 func ReadFileRows(path string, rows int) (*Matrix, error) {
-	var b []byte
-	var err error
-	switch ext := strings.ToLower(filepath.Ext(path)); {
-	case rows > 0 && (ext == ".fvecs" || ext == ".bvecs" || ext == ".ivecs"):
-		b, err = readVecsPrefix(path, ext, rows)
-	default:
-		b, err = os.ReadFile(path)
+	if elem := vecsElem(path); rows > 0 && elem > 0 {
+		b, err := readVecsPrefix(path, elem, rows)
+		if err != nil {
+			return nil, err
+		}
+		return Parse(path, b)
 	}
+	b, err := os.ReadFile(path)
 	if err != nil {
 		return nil, err
 	}
@@ -85,9 +139,21 @@ func ReadFileRows(path string, rows int) (*Matrix, error) {
 	return m.Head(rows), nil
 }
 
-// readVecsPrefix reads the bytes of a vecs file's first rows rows (sized
-// by row 0's dimension; Parse checks the rest).
-func readVecsPrefix(path, ext string, rows int) ([]byte, error) {
+// vecsElem is the bytes of one value in the .fvecs, .bvecs or .ivecs file
+// path names (0 for other extensions).
+func vecsElem(path string) int {
+	switch strings.ToLower(filepath.Ext(path)) {
+	case ".fvecs", ".ivecs":
+		return 4
+	case ".bvecs":
+		return 1
+	}
+	return 0
+}
+
+// readVecsPrefix checks the vecs file at path (CheckVecs) and reads the
+// bytes of its first rows records.
+func readVecsPrefix(path string, elem, rows int) ([]byte, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, err
@@ -97,24 +163,98 @@ func readVecsPrefix(path, ext string, rows int) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	var hdr [4]byte
-	if _, err := f.ReadAt(hdr[:], 0); err != nil {
-		return os.ReadFile(path) // let Parse name the problem
-	}
-	elem := int64(4)
-	if ext == ".bvecs" {
-		elem = 1
-	}
-	d := int64(int32(binary.LittleEndian.Uint32(hdr[:])))
-	n := st.Size()
-	if d > 0 && d < 1<<30 {
-		n = min(n, int64(rows)*(4+d*elem))
-	}
-	b := make([]byte, n)
-	if _, err := f.ReadAt(b, 0); err != nil && !errors.Is(err, io.EOF) {
+	d, n, err := CheckVecs(f, st.Size(), path, elem)
+	if err != nil {
 		return nil, err
 	}
+	b := make([]byte, min(n, int64(rows))*(4+int64(d)*int64(elem)))
+	if _, err := f.ReadAt(b, 0); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
 	return b, nil
+}
+
+// scanChunk is how much of a vecs file CheckVecs reads at once; records
+// of bigRecord bytes or more have their headers read one by one instead.
+const (
+	scanChunk = 4 << 20
+	bigRecord = 64 << 10
+)
+
+// CheckVecs checks that the size bytes of r (a .fvecs, .bvecs or .ivecs
+// file of elem-byte values, named name in errors) are whole records of
+// one dimension, the first record's: every record's header is read, in
+// one sequential pass of large reads. It returns that dimension and the
+// number of records (0, 0 for an empty file).
+func CheckVecs(r io.ReaderAt, size int64, name string, elem int) (dim int, count int64, err error) {
+	if size == 0 {
+		return 0, 0, nil
+	}
+	var h [4]byte
+	if size < 4 {
+		return 0, 0, formatErr(name, "%d bytes, fewer than a record's 4-byte dimension", size)
+	}
+	if _, err := r.ReadAt(h[:], 0); err != nil {
+		return 0, 0, fmt.Errorf("%s: reading record 0: %w", name, err)
+	}
+	d := int64(int32(binary.LittleEndian.Uint32(h[:])))
+	rec, err := vecsRecord(name, d, elem, size)
+	if err != nil {
+		return 0, 0, err
+	}
+	count = size / rec
+	if rec >= bigRecord {
+		for i := int64(1); i < count; i++ {
+			if _, err := r.ReadAt(h[:], i*rec); err != nil {
+				return 0, 0, fmt.Errorf("%s: reading record %d: %w", name, i, err)
+			}
+			if err := checkRecords(name, h[:], i, rec, d); err != nil {
+				return 0, 0, err
+			}
+		}
+		return int(d), count, nil
+	}
+	per := max(1, scanChunk/rec)
+	buf := make([]byte, min(per, count)*rec)
+	for i := int64(0); i < count; i += per {
+		b := buf[:min(per, count-i)*rec]
+		if _, err := r.ReadAt(b, i*rec); err != nil {
+			return 0, 0, fmt.Errorf("%s: reading records from %d: %w", name, i, err)
+		}
+		if err := checkRecords(name, b, i, rec, d); err != nil {
+			return 0, 0, err
+		}
+	}
+	return int(d), count, nil
+}
+
+// vecsRecord checks the dimension d record 0 of a vecs file of size bytes
+// says, and returns the size of a record of that dimension, which must
+// tile the file.
+func vecsRecord(name string, d int64, elem int, size int64) (int64, error) {
+	switch {
+	case d <= 0:
+		return 0, formatErr(name, "record 0 says d=%d; a dimension is at least 1", d)
+	case d > (size-4)/int64(elem):
+		return 0, formatErr(name, "record 0 says d=%d, more values than the file's %d bytes hold", d, size)
+	}
+	rec := 4 + d*int64(elem)
+	if size%rec != 0 {
+		return 0, formatErr(name, "%d bytes are not whole records of d=%d (%d bytes each): %d bytes past the last whole one (truncated?)",
+			size, d, rec, size%rec)
+	}
+	return rec, nil
+}
+
+// checkRecords checks the headers of the records b holds (record first on,
+// rec bytes each) against d, the first record's dimension.
+func checkRecords(name string, b []byte, first, rec, d int64) error {
+	for off := int64(0); off < int64(len(b)); off += rec {
+		if got := int64(int32(binary.LittleEndian.Uint32(b[off:]))); got != d {
+			return formatErr(name, "record %d says d=%d, the first says d=%d", first+off/rec, got, d)
+		}
+	}
+	return nil
 }
 
 // Parse parses b as the file type path's extension names.
@@ -139,85 +279,238 @@ func Parse(path string, b []byte) (*Matrix, error) {
 	case ".txt":
 		return parseText(path, b)
 	}
-	return nil, fmt.Errorf("vecio: %s: unknown extension (want .fvecs, .bvecs, .ivecs, .npy or .txt)", path)
+	return nil, allFormats.accepts(path)
 }
 
+// parseVecs checks every record of b (see CheckVecs) and decodes them.
 func parseVecs(path string, b []byte, elem int, reserve func(*Matrix, int), add func(*Matrix, []byte)) (*Matrix, error) {
 	m := &Matrix{}
-	for off := 0; off < len(b); {
-		if len(b)-off < 4 {
-			return nil, formatErr(path, "row %d: truncated dimension at byte %d", m.N, off)
-		}
-		d := int(int32(binary.LittleEndian.Uint32(b[off:])))
-		if d <= 0 || d > (len(b)-off-4)/elem {
-			return nil, formatErr(path, "row %d at byte %d: dimension %d does not fit the %d bytes left", m.N, off, d, len(b)-off-4)
-		}
-		if m.N == 0 {
-			m.Dim = d
-			reserve(m, len(b)/(4+d*elem)*d) // every row this size: appends never regrow
-		} else if d != m.Dim {
-			return nil, formatErr(path, "row %d at byte %d has dimension %d, row 0 has %d", m.N, off, d, m.Dim)
-		}
-		add(m, b[off+4:off+4+d*elem])
-		off += 4 + d*elem
-		m.N++
+	if len(b) == 0 {
+		return m, nil
+	}
+	if len(b) < 4 {
+		return nil, formatErr(path, "%d bytes, fewer than a record's 4-byte dimension", len(b))
+	}
+	d := int64(int32(binary.LittleEndian.Uint32(b)))
+	rec, err := vecsRecord(path, d, elem, int64(len(b)))
+	if err != nil {
+		return nil, err
+	}
+	if err := checkRecords(path, b, 0, rec, d); err != nil {
+		return nil, err
+	}
+	m.N, m.Dim = int(int64(len(b))/rec), int(d)
+	reserve(m, m.N*m.Dim)
+	for off := 0; off < len(b); off += int(rec) {
+		add(m, b[off+4:off+int(rec)])
 	}
 	return m, nil
 }
 
-var npyHeader = regexp.MustCompile(`'descr':\s*'([<>|=]?)([a-z])(\d+)'.*'fortran_order':\s*(True|False).*'shape':\s*\(([\d,\s]*)\)`)
-
 // NpyHeader is what a .npy file's header says: the element type (kind
-// and size, e.g. "f4"), the shape, and where the data start.
+// and size: "f4", "u1", "i4" or "i8"), the shape, and where the data
+// start.
 type NpyHeader struct {
 	Dtype      string
 	Shape      []int
 	DataOffset int64
 }
 
-// ParseNpyHeader reads the header at the start of b (the file's first
-// bytes, at least the whole header): little-endian or byte-sized C-order
-// arrays only.
+// maxNpyHeader bounds a .npy header's length (NumPy's own reader refuses
+// headers past 10,000 bytes by default).
+const maxNpyHeader = 1<<16 - 1
+
+// npyDtypes are the dtypes read, as a header spells them: little-endian
+// (or, for bytes, order-free) only.
+var npyDtypes = map[string]string{"<f4": "f4", "|u1": "u1", "<i4": "i4", "<i8": "i8"}
+
+const npyDtypesHelp = "float32 (<f4), uint8 (|u1), int32 (<i4) or int64 (<i8)"
+
+// npyTypeString matches a well-formed simple dtype string, which messages
+// may then quote.
+var npyTypeString = regexp.MustCompile(`^[<>|=][a-zA-Z][0-9]{1,2}$`)
+
+// ParseNpyHeader reads and checks the header at the start of b (the
+// file's first bytes, at least the whole header): format version 1.0,
+// 2.0 or 3.0, a header of exactly the keys descr, fortran_order and
+// shape, one of the dtypes npyDtypes lists, C order. The caller checks
+// the shape against the file's size.
 func ParseNpyHeader(path string, b []byte) (NpyHeader, error) {
 	if len(b) < 10 || string(b[:6]) != "\x93NUMPY" {
-		return NpyHeader{}, formatErr(path, "not a .npy file (bad magic)")
+		return NpyHeader{}, formatErr(path, "not a .npy file (it does not start with NumPy's magic bytes)")
 	}
 	var hlen, start int
-	switch b[6] {
-	case 1:
+	switch major, minor := b[6], b[7]; {
+	case minor == 0 && major == 1:
 		hlen, start = int(binary.LittleEndian.Uint16(b[8:])), 10
-	case 2, 3:
+	case minor == 0 && (major == 2 || major == 3):
 		if len(b) < 12 {
-			return NpyHeader{}, formatErr(path, "truncated header")
+			return NpyHeader{}, formatErr(path, "truncated .npy header")
 		}
 		hlen, start = int(binary.LittleEndian.Uint32(b[8:])), 12
 	default:
-		return NpyHeader{}, formatErr(path, "unsupported .npy version %d", b[6])
+		return NpyHeader{}, formatErr(path, ".npy format version %d.%d is not supported (1.0, 2.0 or 3.0)", major, minor)
 	}
-	if hlen > len(b)-start {
-		return NpyHeader{}, formatErr(path, "header of %d bytes runs past the end", hlen)
+	switch {
+	case hlen > maxNpyHeader:
+		return NpyHeader{}, formatErr(path, "a .npy header of %d bytes, more than the %d read", hlen, maxNpyHeader)
+	case hlen > len(b)-start:
+		return NpyHeader{}, formatErr(path, "its .npy header of %d bytes runs past the end of the file", hlen)
 	}
-	h := npyHeader.FindSubmatch(b[start : start+hlen])
-	if h == nil {
-		return NpyHeader{}, formatErr(path, "cannot read the header %q", bytes.TrimSpace(b[start:start+hlen]))
+	descr, fortran, shape, msg := parseNpyDict(b[start : start+hlen])
+	if msg != "" {
+		return NpyHeader{}, formatErr(path, "its .npy header %s", msg)
 	}
-	if string(h[4]) == "True" {
-		return NpyHeader{}, formatErr(path, "Fortran-order arrays are not supported")
+	dtype, ok := npyDtypes[descr]
+	switch {
+	case ok:
+	case npyTypeString.MatchString(descr) && descr[0] == '>':
+		return NpyHeader{}, formatErr(path, "dtype %s is big-endian; the dtypes read are %s", descr, npyDtypesHelp)
+	case npyTypeString.MatchString(descr):
+		return NpyHeader{}, formatErr(path, "dtype %s is not supported; the dtypes read are %s", descr, npyDtypesHelp)
+	default:
+		return NpyHeader{}, formatErr(path, "its dtype is not a simple NumPy type string; the dtypes read are %s", npyDtypesHelp)
 	}
-	if string(h[1]) == ">" {
-		return NpyHeader{}, formatErr(path, "big-endian arrays are not supported")
+	if fortran {
+		return NpyHeader{}, formatErr(path, "Fortran-order (column-major) arrays are not supported; save a C-order array (np.ascontiguousarray)")
 	}
-	var shape []int
-	for _, f := range strings.Split(string(h[5]), ",") {
-		if f = strings.TrimSpace(f); f != "" {
-			v, err := strconv.Atoi(f)
-			if err != nil || v < 0 || v > maxElems {
-				return NpyHeader{}, formatErr(path, "bad shape %q", h[5])
-			}
-			shape = append(shape, v)
+	return NpyHeader{Dtype: dtype, Shape: shape, DataOffset: int64(start + hlen)}, nil
+}
+
+// parseNpyDict parses a .npy header, the repr of a Python dict of the
+// keys descr (a string), fortran_order (True or False) and shape (a
+// tuple of ints), padded with spaces and a newline. msg says what is
+// wrong, without quoting the header.
+func parseNpyDict(h []byte) (descr string, fortran bool, shape []int, msg string) {
+	p := 0
+	ws := func() {
+		for p < len(h) && (h[p] == ' ' || h[p] == '\n') {
+			p++
 		}
 	}
-	return NpyHeader{Dtype: string(h[2]) + string(h[3]), Shape: shape, DataOffset: int64(start + hlen)}, nil
+	str := func() (string, bool) {
+		if p >= len(h) || (h[p] != '\'' && h[p] != '"') {
+			return "", false
+		}
+		q := h[p]
+		for e := p + 1; e < len(h) && e-p <= 64; e++ {
+			switch h[e] {
+			case '\\', '\n':
+				return "", false
+			case q:
+				s := string(h[p+1 : e])
+				p = e + 1
+				return s, true
+			}
+		}
+		return "", false
+	}
+	ws()
+	if p >= len(h) || h[p] != '{' {
+		return "", false, nil, "is not a Python dict"
+	}
+	p++
+	seen := map[string]bool{}
+	for {
+		ws()
+		if p < len(h) && h[p] == '}' {
+			p++
+			break
+		}
+		key, ok := str()
+		if !ok {
+			return "", false, nil, "has a key that is not a quoted name"
+		}
+		ws()
+		if p >= len(h) || h[p] != ':' {
+			return "", false, nil, "is not a well-formed dict (a key without ':')"
+		}
+		p++
+		ws()
+		switch key {
+		case "descr":
+			if descr, ok = str(); !ok {
+				return "", false, nil, "has a descr that is not a type string (structured dtypes are not supported)"
+			}
+		case "fortran_order":
+			switch {
+			case bytes.HasPrefix(h[p:], []byte("True")):
+				fortran, p = true, p+4
+			case bytes.HasPrefix(h[p:], []byte("False")):
+				fortran, p = false, p+5
+			default:
+				return "", false, nil, "has a fortran_order that is neither True nor False"
+			}
+		case "shape":
+			if shape, ok = parseNpyShape(h, &p); !ok {
+				return "", false, nil, fmt.Sprintf("has a shape that is not a tuple of integers from 0 to %d", maxElems)
+			}
+		default:
+			return "", false, nil, "has a key other than descr, fortran_order and shape"
+		}
+		if seen[key] {
+			return "", false, nil, "names " + key + " twice"
+		}
+		seen[key] = true
+		ws()
+		if p < len(h) && h[p] == ',' {
+			p++
+			continue
+		}
+		if p < len(h) && h[p] == '}' {
+			p++
+			break
+		}
+		return "", false, nil, "is not a well-formed dict"
+	}
+	for _, k := range []string{"descr", "fortran_order", "shape"} {
+		if !seen[k] {
+			return "", false, nil, "lacks " + k
+		}
+	}
+	ws()
+	if p != len(h) {
+		return "", false, nil, "has bytes after its dict other than space padding"
+	}
+	return descr, fortran, shape, ""
+}
+
+// parseNpyShape parses a tuple of non-negative ints (at most maxElems
+// each) at h[*p:].
+func parseNpyShape(h []byte, p *int) ([]int, bool) {
+	i := *p
+	if i >= len(h) || h[i] != '(' {
+		return nil, false
+	}
+	i++
+	shape := []int{}
+	for {
+		for i < len(h) && h[i] == ' ' {
+			i++
+		}
+		if i < len(h) && h[i] == ')' {
+			*p = i + 1
+			return shape, true
+		}
+		j := i
+		for j < len(h) && j-i <= 10 && h[j] >= '0' && h[j] <= '9' {
+			j++
+		}
+		v, err := strconv.Atoi(string(h[i:j]))
+		if j == i || err != nil || v > maxElems || len(shape) >= 32 {
+			return nil, false
+		}
+		shape = append(shape, v)
+		for i = j; i < len(h) && h[i] == ' '; i++ {
+		}
+		switch {
+		case i < len(h) && h[i] == ',':
+			i++
+		case i < len(h) && h[i] == ')':
+		default:
+			return nil, false
+		}
+	}
 }
 
 func parseNpy(path string, b []byte) (*Matrix, error) {
@@ -235,20 +528,16 @@ func parseNpy(path string, b []byte) (*Matrix, error) {
 	default:
 		return nil, formatErr(path, "shape %v: want a 1-D or 2-D array", shape)
 	}
-	kind, size := nh.Dtype[:1], nh.Dtype[1:]
 	data := b[nh.DataOffset:]
 	if m.N > 0 && m.Dim > maxElems/m.N {
 		return nil, formatErr(path, "shape %v is too large", shape)
 	}
 	elems := m.N * m.Dim
-	elem := map[string]int{"f4": 4, "u1": 1, "i4": 4, "i8": 8}[kind+size]
-	if elem == 0 {
-		return nil, formatErr(path, "dtype %s%s is not supported (float32, uint8, int32, int64)", kind, size)
-	}
+	elem := map[string]int{"f4": 4, "u1": 1, "i4": 4, "i8": 8}[nh.Dtype]
 	if len(data) != elems*elem {
 		return nil, formatErr(path, "shape %v needs %d bytes of data, the file has %d", shape, elems*elem, len(data))
 	}
-	switch kind + size {
+	switch nh.Dtype {
 	case "f4":
 		m.F32 = make([]float32, elems)
 		for i := range m.F32 {
@@ -281,7 +570,7 @@ func parseText(path string, b []byte) (*Matrix, error) {
 		}
 		v, err := strconv.ParseInt(s, 10, 64)
 		if err != nil {
-			return nil, formatErr(path, "line %d: %q is not an integer id", line, s)
+			return nil, formatErr(path, "line %d is not an integer id", line)
 		}
 		m.I64 = append(m.I64, v)
 		m.N++
