@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -84,8 +85,11 @@ func CheckVectors(f *faissfmt.File, label, path, vlabel string) (*rerank.Layout,
 		_, err := hnswsearch.New(f, nil, hnswsearch.Options{})
 		return nil, &tagged{msg: fmt.Sprintf("%s: %v", label, err), tags: []error{ErrNotServable}, inner: err}
 	}
-	l, err := rerank.OpenLayout(path)
-	if err != nil {
+	l, err := rerank.OpenLayoutAs(path, vlabel)
+	switch {
+	case errors.Is(err, rerank.ErrVectors): // names vlabel, the record and what is wrong
+		return nil, err
+	case err != nil:
 		return nil, fmt.Errorf("%s: %w", vlabel, err)
 	}
 	bad := func(format string, a ...any) error {

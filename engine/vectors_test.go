@@ -236,3 +236,52 @@ func TestSeparateVectorsErrors(t *testing.T) {
 	assert.ErrorIs(t, err, partial.ErrBadOption)
 	assert.ErrorContains(t, err, "is for a graph written without its vectors")
 }
+
+// TestSeparateVectorsRecords: a vector file whose records disagree with
+// its first (record 5 and the last; the last alone), is truncated, or an
+// .npy file that is not exactly a C-order float32 array is refused at
+// load in every mode, naming the file as given and the record, never
+// served.
+func TestSeparateVectorsRecords(t *testing.T) {
+	good, err := os.ReadFile(skipFvecs)
+	require.NoError(t, err)
+	const rec = 4 + 32*4
+	require.Zero(t, len(good)%rec)
+	n := len(good) / rec
+	dir := t.TempDir()
+	corrupt := func(name string, dims map[int]uint32, cut int) string {
+		b := bytes.Clone(good[:len(good)-cut])
+		for i, d := range dims {
+			binary.LittleEndian.PutUint32(b[i*rec:], d)
+		}
+		p := filepath.Join(dir, name)
+		require.NoError(t, os.WriteFile(p, b, 0o644))
+		return p
+	}
+	hdr := fmt.Sprintf("{'descr': '<f4', 'fortran_order': True, 'shape': (%d, 32), }\n", n)
+	fortran := filepath.Join(dir, "fortran.npy")
+	require.NoError(t, os.WriteFile(fortran, append(binary.LittleEndian.AppendUint16([]byte("\x93NUMPY\x01\x00"), uint16(len(hdr))),
+		append([]byte(hdr), make([]byte, n*32*4)...)...), 0o644))
+	for _, c := range []struct {
+		path, label, msg string
+	}{
+		{corrupt("attack.fvecs", map[int]uint32{5: 31, n - 1: 33}, 0), "attack.fvecs", "attack.fvecs: record 5 says d=31, the first says d=32"},
+		{corrupt("last.fvecs", map[int]uint32{n - 1: 33}, 0), "data/last.fvecs", "data/last.fvecs: record 1999 says d=33, the first says d=32"},
+		{corrupt("cut.fvecs", nil, 7), "cut.fvecs", "cut.fvecs: 263993 bytes are not whole records of d=32 (132 bytes each): 125 bytes past the last whole one (truncated?)"},
+		{fortran, "fortran.npy", "fortran.npy: Fortran-order (column-major) arrays are not supported; save a C-order array (np.ascontiguousarray)"},
+	} {
+		for _, spec := range []engine.Spec{
+			{Mode: "full"}, {Mode: "memory_efficient", Backend: "mmap"}, {Mode: "memory_efficient", Backend: "pread"},
+			{Mode: "memory_efficient", Backend: "direct"}, {Mode: engine.ModeOnDisk, Compression: "4x", GuideDir: t.TempDir()},
+		} {
+			spec.Path, spec.VectorsPath, spec.VectorsLabel = skipGraph, c.path, c.label
+			x, _, err := engine.Open(spec)
+			if x != nil {
+				x.Close()
+			}
+			require.Error(t, err, "%s %s %s", c.label, spec.Mode, spec.Backend)
+			assert.ErrorIs(t, err, rerank.ErrVectors, "%s %s %s", c.label, spec.Mode, spec.Backend)
+			assert.EqualError(t, err, c.msg, "%s %s %s", c.label, spec.Mode, spec.Backend)
+		}
+	}
+}

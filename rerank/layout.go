@@ -1,7 +1,6 @@
 package rerank
 
 import (
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -30,7 +29,11 @@ func (l Layout) Aligned() bool { return l.Base%VecAlign == 0 && l.Stride%VecAlig
 // OpenLayout recognises a .vec file (by its magic), a FAISS file holding flat
 // float vectors (IxF2/IxFI/IxFl, alone or under IHNf/IxMp), an .fvecs file,
 // or a float32 NumPy .npy file of shape (count, dim) in C order.
-func OpenLayout(path string) (Layout, error) {
+func OpenLayout(path string) (Layout, error) { return OpenLayoutAs(path, path) }
+
+// OpenLayoutAs is OpenLayout naming the file name (as the user gave it)
+// in its errors.
+func OpenLayoutAs(path, name string) (Layout, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return Layout{}, err
@@ -40,7 +43,24 @@ func OpenLayout(path string) (Layout, error) {
 	if err != nil {
 		return Layout{}, err
 	}
-	return ReadLayout(f, st.Size(), path)
+	l, err := ReadLayout(f, st.Size(), name)
+	l.Path = path
+	return l, err
+}
+
+// maxDim bounds a vector file's dimension.
+const maxDim = 1 << 20
+
+// vectorsError is a bad vector file: its message names the file and says
+// what is wrong; it is an ErrVectors, and whatever it wraps.
+type vectorsError struct{ err error }
+
+func (e *vectorsError) Error() string   { return e.err.Error() }
+func (e *vectorsError) Unwrap() []error { return []error{e.err, ErrVectors} }
+
+// badVectors is the vectorsError "name: what".
+func badVectors(name, format string, a ...any) error {
+	return &vectorsError{fmt.Errorf("%s: %s", name, fmt.Sprintf(format, a...))}
 }
 
 // ReadLayout is OpenLayout over r, size bytes named path (a local file or
@@ -56,14 +76,7 @@ func ReadLayout(f io.ReaderAt, size int64, path string) (Layout, error) {
 		}
 		return Layout{Path: path, Kind: "vec", Dim: int(h.Dim), Count: h.Count, Base: h.Offset, Stride: h.Stride}, nil
 	case strings.EqualFold(filepath.Ext(path), ".fvecs"):
-		if size < 4 {
-			return Layout{}, fmt.Errorf("%w: %s: empty .fvecs file", ErrVectors, path)
-		}
-		d := int64(int32(binary.LittleEndian.Uint32(magic[:4])))
-		if d <= 0 || d > 1<<20 || size%(4+4*d) != 0 {
-			return Layout{}, fmt.Errorf("%w: %s: .fvecs rows of dimension %d do not tile its %d bytes (truncated?)", ErrVectors, path, d, size)
-		}
-		return Layout{Path: path, Kind: "fvecs", Dim: int(d), Count: size / (4 + 4*d), Base: 4, Stride: 4 + 4*d}, nil
+		return fvecsLayout(f, size, path)
 	}
 	if n >= 6 && string(magic[:6]) == "\x93NUMPY" {
 		return npyLayout(f, size, path)
@@ -89,25 +102,45 @@ func FAISSLayout(ff *faissfmt.File, path string) (Layout, error) {
 	return Layout{Path: path, Kind: "faiss", Dim: s.D, Count: s.NTotal, Base: codes.Offset, Stride: int64(s.D) * 4}, nil
 }
 
+// fvecsLayout locates the rows of an .fvecs file, after reading every
+// record's header (one sequential pass of large reads): each must say the
+// first one's dimension, as the search reads the values past each header
+// without it.
+func fvecsLayout(f io.ReaderAt, size int64, path string) (Layout, error) {
+	if size == 0 {
+		return Layout{}, badVectors(path, "an empty .fvecs file")
+	}
+	d, n, err := vecio.CheckVecs(f, size, path, 4)
+	switch {
+	case errors.Is(err, vecio.ErrFormat):
+		return Layout{}, &vectorsError{err}
+	case err != nil:
+		return Layout{}, err
+	case d > maxDim:
+		return Layout{}, badVectors(path, "record 0 says d=%d; vectors of more than %d dimensions are not read", d, maxDim)
+	}
+	return Layout{Path: path, Kind: "fvecs", Dim: d, Count: n, Base: 4, Stride: 4 + 4*int64(d)}, nil
+}
+
 // npyLayout locates the rows of a float32 .npy file of shape (count, dim).
 func npyLayout(f io.ReaderAt, size int64, path string) (Layout, error) {
-	head := make([]byte, min(size, 1<<16))
+	head := make([]byte, min(size, 1<<17)) // a whole header (vecio reads at most 64 KiB)
 	if _, err := f.ReadAt(head, 0); err != nil && !errors.Is(err, io.EOF) {
 		return Layout{}, err
 	}
 	h, err := vecio.ParseNpyHeader(path, head)
 	if err != nil {
-		return Layout{}, fmt.Errorf("%w: %v", ErrVectors, err)
+		return Layout{}, &vectorsError{err}
 	}
 	if h.Dtype != "f4" || len(h.Shape) != 2 {
-		return Layout{}, fmt.Errorf("%w: %s: a %s array of shape %v; vectors are a float32 (<f4) array of shape (count, dim)", ErrVectors, path, h.Dtype, h.Shape)
+		return Layout{}, badVectors(path, "a %s array of shape %v; vectors are a float32 (<f4) array of shape (count, dim)", h.Dtype, h.Shape)
 	}
 	n, d := int64(h.Shape[0]), int64(h.Shape[1])
-	if d <= 0 || d > 1<<20 {
-		return Layout{}, fmt.Errorf("%w: %s: dimension %d out of range", ErrVectors, path, d)
+	if d <= 0 || d > maxDim {
+		return Layout{}, badVectors(path, "dimension %d out of range (1 to %d)", d, maxDim)
 	}
 	if want := h.DataOffset + n*d*4; want != size {
-		return Layout{}, fmt.Errorf("%w: %s: shape (%d, %d) needs %d bytes, the file has %d (truncated?)", ErrVectors, path, n, d, want, size)
+		return Layout{}, badVectors(path, "shape (%d, %d) needs %d bytes, the file has %d (truncated?)", n, d, want, size)
 	}
 	return Layout{Path: path, Kind: "npy", Dim: int(d), Count: n, Base: h.DataOffset, Stride: d * 4}, nil
 }

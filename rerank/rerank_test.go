@@ -191,7 +191,7 @@ func TestBadVectorFiles(t *testing.T) {
 		{write("trunc.vec", b[:len(b)-4096]), "truncated: 500 records of 4096 bytes need 2048000 bytes after the header, the file has 2043904"},
 		{write("sum.vec", badSum), "header checksum"},
 		{write("short.vec", b[:100]), "shorter than the 4096-byte header"},
-		{write("bad.fvecs", []byte{4, 0, 0, 0, 1, 2, 3}), ".fvecs rows of dimension 4 do not tile its 7 bytes"},
+		{write("bad.fvecs", []byte{4, 0, 0, 0, 1, 2, 3}), "record 0 says d=4, more values than the file's 7 bytes hold"},
 		{filepath.Join(fixtures, "hnsw_sq_8bit.faiss"), "IxSQ storage holds no full-precision float vectors"},
 	}
 	for _, c := range cases {
