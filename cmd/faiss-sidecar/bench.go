@@ -150,7 +150,7 @@ func runBenchSearch(args []string, stdout io.Writer) error {
 	}
 	var gtIDs *vecio.Matrix // read and checked before the index opens (a guide build may come first)
 	if *gt != "" {
-		if gtIDs, err = vecio.ReadFileRows(*gt, qm.N); err != nil {
+		if gtIDs, err = vecio.Read(*gt, qm.N, vecio.GroundTruth); err != nil {
 			pi.discard()
 			return err
 		}

@@ -252,7 +252,7 @@ func (f *indexFlags) prepareWithQueries(path, queries string, limit int, rr *rer
 	if err != nil {
 		return nil, nil, err
 	}
-	m, err := vecio.ReadFileRows(queries, limit)
+	m, err := vecio.Read(queries, limit, vecio.Queries)
 	if err == nil {
 		if d, binary := pi.plan.Dim(); !binary && m.Dim != d {
 			err = fmt.Errorf("%s: queries have %d values, the index expects %d components", queries, m.Dim, d)
@@ -316,7 +316,7 @@ func queriesFor(path string, m *vecio.Matrix, x *engine.Index) ([]hnswsearch.Que
 
 // loadIDs reads allowed ids: one per line (.txt), .ivecs (all values) or an integer .npy.
 func loadIDs(path string) ([]int64, error) {
-	m, err := vecio.ReadFile(path)
+	m, err := vecio.Read(path, 0, vecio.IDs)
 	if err != nil {
 		return nil, err
 	}

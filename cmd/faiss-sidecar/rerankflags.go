@@ -22,7 +22,7 @@ func (f *rerankFlags) register(fs *flag.FlagSet) {
 	fs.Float64Var(&f.oversample, "oversample", 0, "shortlist = min(10000, max(100, ⌈k·oversample⌉)); 0: with --rerank-vectors 3.0 below 768 dims, 2.0 from 768, 1.0 from 1000; on_disk OpenSearch's default for its compression")
 	fs.StringVar(&f.strategy, "rerank-strategy", "", "how vectors are read: "+strings.Join(rerank.Strategies, ", ")+" (default "+engine.DefaultRerankStrategy+"; on_disk without a budget: mmap)")
 	fs.StringVar(&f.metric, "rerank-metric", "", "distance for rescoring a binary index's shortlist: l2 or ip (float indexes use their own metric)")
-	fs.StringVar(&f.queries, "rerank-queries", "", "binary indexes: float queries (same order as --queries) to rescore with")
+	fs.StringVar(&f.queries, "rerank-queries", "", "binary indexes: float queries (.fvecs or float32 .npy, same order as --queries) to rescore with")
 }
 
 // floatQueries returns the float query vectors rescoring uses: the queries
@@ -38,7 +38,7 @@ func (f *rerankFlags) floatQueries(x *engine.Index, qs []hnswsearch.Query, dim i
 	if f.queries == "" {
 		return nil, usagef("rescoring a binary index needs --rerank-queries (float vectors, same order as --queries)")
 	}
-	m, err := vecio.ReadFile(f.queries)
+	m, err := vecio.Read(f.queries, 0, vecio.FloatQueries)
 	if err != nil {
 		return nil, err
 	}

@@ -19,7 +19,7 @@ func runSearch(args []string, stdout, stderr io.Writer) error {
 	var ix indexFlags
 	ix.register(fs)
 	queries, k, ef := queryFlags(fs)
-	allow := fs.String("allow-ids", "", "only return these external ids: one per line (.txt) or .ivecs")
+	allow := fs.String("allow-ids", "", "only return these external ids: one per line (.txt), .ivecs or an integer .npy")
 	out := fs.String("out", "-", "output JSON lines, one per query (- for stdout)")
 	threads := fs.Int("threads", 0, "worker goroutines (0: GOMAXPROCS)")
 	radius := fs.String("radius", "", "range search instead of k: every node the walk finds strictly inside R (squared L2 < R, inner product > R, Hamming < R), in FAISS's order")
