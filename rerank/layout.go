@@ -93,11 +93,11 @@ func ReadLayout(f io.ReaderAt, size int64, path string) (Layout, error) {
 func FAISSLayout(ff *faissfmt.File, path string) (Layout, error) {
 	s := ff.Storage
 	if s == nil {
-		return Layout{}, fmt.Errorf("%w: %s: a FAISS file without vectors", ErrVectors, path)
+		return Layout{}, badVectors(path, "a FAISS file without vectors")
 	}
 	codes, ok := s.Section("codes")
 	if s.Binary || s.SQ != nil || !ok {
-		return Layout{}, fmt.Errorf("%w: %s: its %s storage holds no full-precision float vectors", ErrVectors, path, s.FourCC)
+		return Layout{}, badVectors(path, "its %s storage holds no full-precision float vectors", s.FourCC)
 	}
 	return Layout{Path: path, Kind: "faiss", Dim: s.D, Count: s.NTotal, Base: codes.Offset, Stride: int64(s.D) * 4}, nil
 }

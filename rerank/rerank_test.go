@@ -199,6 +199,8 @@ func TestBadVectorFiles(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), c.msg) || !strings.Contains(err.Error(), filepath.Base(c.path)) {
 			t.Errorf("%s: err = %v, want %q naming the file", c.path, err, c.msg)
 		}
+		assert.ErrorIs(t, err, ErrVectors, c.path)
+		assert.True(t, strings.HasPrefix(err.Error(), c.path+": "), "%s: %v: the file first, no package prefix", c.path, err)
 	}
 	s, err := Open(good, "direct")
 	if err != nil {

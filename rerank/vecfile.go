@@ -34,7 +34,8 @@ const (
 	VecAlign = 4096
 )
 
-// ErrVectors marks problems with a vector file (wrapped with its name).
+// ErrVectors marks problems with a vector file (errors.Is); their
+// messages name the file and say what is wrong in it.
 var ErrVectors = errors.New("rerank: bad vector file")
 
 // VecHeader is a .vec file's header.
@@ -86,22 +87,22 @@ func WriteVec(w io.Writer, dim int, count int64, next func(i int64, dst []float3
 func readVecHeader(r io.ReaderAt, size int64, name string) (VecHeader, error) {
 	var h [52]byte
 	if size < VecAlign {
-		return VecHeader{}, fmt.Errorf("%w: %s: %d bytes, shorter than the %d-byte header", ErrVectors, name, size, VecAlign)
+		return VecHeader{}, badVectors(name, "%d bytes, shorter than the %d-byte header", size, VecAlign)
 	}
 	if _, err := r.ReadAt(h[:], 0); err != nil {
-		return VecHeader{}, fmt.Errorf("rerank: %s: reading the header: %w", name, err)
+		return VecHeader{}, fmt.Errorf("%s: reading the .vec header: %w", name, err)
 	}
 	if string(h[:8]) != vecMagic {
-		return VecHeader{}, fmt.Errorf("%w: %s: not a .vec file (magic %q)", ErrVectors, name, h[:8])
+		return VecHeader{}, badVectors(name, "not a .vec file (no FSVECTOR magic)")
 	}
 	if sum := crc32.ChecksumIEEE(h[:48]); sum != binary.LittleEndian.Uint32(h[48:]) {
-		return VecHeader{}, fmt.Errorf("%w: %s: header checksum %#08x does not match its bytes (%#08x): corrupt header", ErrVectors, name, binary.LittleEndian.Uint32(h[48:]), sum)
+		return VecHeader{}, badVectors(name, "header checksum %#08x does not match its bytes (%#08x): corrupt header", binary.LittleEndian.Uint32(h[48:]), sum)
 	}
 	if v := binary.LittleEndian.Uint32(h[8:]); v != vecVersion {
-		return VecHeader{}, fmt.Errorf("%w: %s: version %d, this build reads version %d", ErrVectors, name, v, vecVersion)
+		return VecHeader{}, badVectors(name, "version %d, this build reads version %d", v, vecVersion)
 	}
 	if e := binary.LittleEndian.Uint32(h[12:]); e != elemF32 {
-		return VecHeader{}, fmt.Errorf("%w: %s: element type %d, only float32 (1) is supported", ErrVectors, name, e)
+		return VecHeader{}, badVectors(name, "element type %d, only float32 (1) is supported", e)
 	}
 	vh := VecHeader{
 		Dim: int64(binary.LittleEndian.Uint64(h[16:])), Count: int64(binary.LittleEndian.Uint64(h[24:])),
@@ -109,11 +110,11 @@ func readVecHeader(r io.ReaderAt, size int64, name string) (VecHeader, error) {
 	}
 	switch {
 	case vh.Dim <= 0 || vh.Dim > 1<<20:
-		return vh, fmt.Errorf("%w: %s: dimension %d out of range", ErrVectors, name, vh.Dim)
+		return vh, badVectors(name, "dimension %d out of range", vh.Dim)
 	case vh.Stride < vh.Dim*4 || vh.Stride%VecAlign != 0 || vh.Offset%VecAlign != 0 || vh.Offset < VecAlign:
-		return vh, fmt.Errorf("%w: %s: stride %d / offset %d do not fit dimension %d with %d-byte alignment", ErrVectors, name, vh.Stride, vh.Offset, vh.Dim, VecAlign)
+		return vh, badVectors(name, "stride %d / offset %d do not fit dimension %d with %d-byte alignment", vh.Stride, vh.Offset, vh.Dim, VecAlign)
 	case vh.Count < 0 || vh.Count > (size-vh.Offset)/vh.Stride:
-		return vh, fmt.Errorf("%w: %s: truncated: %d records of %d bytes need %d bytes after the header, the file has %d", ErrVectors, name, vh.Count, vh.Stride, vh.Count*vh.Stride, size-vh.Offset)
+		return vh, badVectors(name, "truncated: %d records of %d bytes need %d bytes after the header, the file has %d", vh.Count, vh.Stride, vh.Count*vh.Stride, size-vh.Offset)
 	}
 	return vh, nil
 }
