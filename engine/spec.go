@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -633,7 +634,7 @@ func checkSpace(space string, x *hnswsearch.Index) error {
 func (x *Index) openRerank(rs *RerankSpec) error {
 	s, shared, err := x.remoteRerank(rs)
 	if !shared && err == nil {
-		s, err = rerank.Open(rs.Path, rs.Strategy)
+		s, err = rerank.OpenAs(rs.Path, cmp.Or(rs.Label, rs.Path), rs.Strategy)
 	}
 	if err != nil {
 		return err

@@ -285,3 +285,43 @@ func TestSeparateVectorsRecords(t *testing.T) {
 		}
 	}
 }
+
+// TestRerankVectorsRecords: a rerank vector file whose records disagree
+// is refused at load, named as given (RerankSpec.Label) with the record;
+// one of another count is named as given too.
+func TestRerankVectorsRecords(t *testing.T) {
+	idx := fixture("hnsw_flat_l2.faiss")
+	l, err := rerank.OpenLayout(idx)
+	require.NoError(t, err)
+	rec := 4 + 4*l.Dim
+	var b []byte
+	for i := range int(l.Count) {
+		d := uint32(l.Dim)
+		if i == 5 {
+			d = uint32(l.Dim - 1)
+		}
+		b = binary.LittleEndian.AppendUint32(b, d)
+		b = append(b, make([]byte, rec-4)...)
+	}
+	bad := filepath.Join(t.TempDir(), "r.fvecs")
+	require.NoError(t, os.WriteFile(bad, b, 0o644))
+	short := filepath.Join(t.TempDir(), "short.fvecs")
+	require.NoError(t, os.WriteFile(short, b[:5*rec], 0o644))
+	for _, spec := range []engine.Spec{{Mode: "full"}, {Mode: "memory_efficient"}, {Mode: engine.ModeOnDisk, Compression: "4x", GuideDir: t.TempDir()}} {
+		spec.Path = idx
+		spec.Rerank = &engine.RerankSpec{Path: bad, Label: "given/r.fvecs"}
+		x, _, err := engine.Open(spec)
+		if x != nil {
+			x.Close()
+		}
+		require.ErrorIs(t, err, rerank.ErrVectors, spec.Mode)
+		assert.EqualError(t, err, fmt.Sprintf("given/r.fvecs: record 5 says d=%d, the first says d=%d", l.Dim-1, l.Dim), spec.Mode)
+		spec.Rerank = &engine.RerankSpec{Path: short, Label: "given/short.fvecs"}
+		x, _, err = engine.Open(spec)
+		if x != nil {
+			x.Close()
+		}
+		require.ErrorIs(t, err, rerank.ErrVectors, spec.Mode)
+		assert.EqualError(t, err, fmt.Sprintf("given/short.fvecs holds 5 vectors, the index has %d", l.Count), spec.Mode)
+	}
+}

@@ -190,13 +190,14 @@ func NewBatch(st partial.Storage, l Layout) *Store {
 	return &Store{Layout: l, strategy: StrategyBatch, batch: st}
 }
 
-// openObject opens an s3:// vector file with strategy batch.
-func openObject(path string) (*Store, error) {
+// openObject opens an s3:// vector file with strategy batch, naming it
+// name in errors.
+func openObject(path, name string) (*Store, error) {
 	o, err := s3.Open(path, s3.Options{})
 	if err != nil {
 		return nil, err
 	}
-	l, err := ReadLayout(o, o.Size(), path)
+	l, err := ReadLayout(o, o.Size(), name)
 	if err != nil {
 		o.Close()
 		return nil, err
@@ -207,16 +208,26 @@ func openObject(path string) (*Store, error) {
 // OpenParallel is Open with the direct strategy keeping up to parallel
 // reads in flight (≤ 0: DefaultParallel; other strategies ignore it).
 func OpenParallel(path, strategy string, parallel int) (*Store, error) {
+	return openStore(path, path, strategy, parallel)
+}
+
+// OpenAs is Open naming the file name (as the user gave it) in errors.
+func OpenAs(path, name, strategy string) (*Store, error) {
+	return openStore(path, name, strategy, 0)
+}
+
+func openStore(path, name, strategy string, parallel int) (*Store, error) {
 	if parallel <= 0 {
 		parallel = DefaultParallel
 	}
 	if s3.IsURL(path) {
-		return openObject(path)
+		return openObject(path, name)
 	}
-	l, err := OpenLayout(path)
+	l, err := OpenLayoutAs(path, name)
 	if err != nil {
 		return nil, err
 	}
+	l.Path = name // the Store's messages name it
 	s := &Store{Layout: l, strategy: strategy}
 	switch strategy {
 	case "direct":
@@ -260,10 +271,10 @@ func (s *Store) Close() error {
 // vectors, naming the file and the mismatch.
 func (s *Store) Check(d int, ntotal int64) error {
 	if s.Dim != d {
-		return fmt.Errorf("%w: %s holds %d-dimensional vectors, the index has dimension %d", ErrVectors, s.Path, s.Dim, d)
+		return &vectorsError{fmt.Errorf("%s holds %d-dimensional vectors, the index has dimension %d", s.Path, s.Dim, d)}
 	}
 	if s.Count != ntotal {
-		return fmt.Errorf("%w: %s holds %d vectors, the index has %d", ErrVectors, s.Path, s.Count, ntotal)
+		return &vectorsError{fmt.Errorf("%s holds %d vectors, the index has %d", s.Path, s.Count, ntotal)}
 	}
 	return nil
 }
