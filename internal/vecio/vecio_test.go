@@ -344,3 +344,16 @@ func TestReadFormats(t *testing.T) {
 	_, err := Parse("x.csv", nil)
 	assert.EqualError(t, err, "x.csv: vector files are read from .fvecs, .bvecs, .ivecs, .npy or .txt files, not .csv")
 }
+
+// BenchmarkCheckVecs: the load-time pass over a vector file's headers
+// (here 64 MiB of 128-d .fvecs in memory: the cost beside the I/O).
+func BenchmarkCheckVecs(b *testing.B) {
+	f := vecsFile(".fvecs", 64<<20/516, 128, nil)
+	r := bytes.NewReader(f)
+	b.SetBytes(int64(len(f)))
+	for b.Loop() {
+		if _, _, err := CheckVecs(r, int64(len(f)), "v.fvecs", 4); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
