@@ -194,7 +194,7 @@ func CheckVecs(r io.ReaderAt, size int64, name string, elem int) (dim int, count
 	if size < 4 {
 		return 0, 0, formatErr(name, "%d bytes, fewer than a record's 4-byte dimension", size)
 	}
-	if _, err := r.ReadAt(h[:], 0); err != nil {
+	if err := readFull(r, h[:], 0); err != nil {
 		return 0, 0, fmt.Errorf("%s: reading record 0: %w", name, err)
 	}
 	d := int64(int32(binary.LittleEndian.Uint32(h[:])))
@@ -205,7 +205,7 @@ func CheckVecs(r io.ReaderAt, size int64, name string, elem int) (dim int, count
 	count = size / rec
 	if rec >= bigRecord {
 		for i := int64(1); i < count; i++ {
-			if _, err := r.ReadAt(h[:], i*rec); err != nil {
+			if err := readFull(r, h[:], i*rec); err != nil {
 				return 0, 0, fmt.Errorf("%s: reading record %d: %w", name, i, err)
 			}
 			if err := checkRecords(name, h[:], i, rec, d); err != nil {
@@ -218,7 +218,7 @@ func CheckVecs(r io.ReaderAt, size int64, name string, elem int) (dim int, count
 	buf := make([]byte, min(per, count)*rec)
 	for i := int64(0); i < count; i += per {
 		b := buf[:min(per, count-i)*rec]
-		if _, err := r.ReadAt(b, i*rec); err != nil {
+		if err := readFull(r, b, i*rec); err != nil {
 			return 0, 0, fmt.Errorf("%s: reading records from %d: %w", name, i, err)
 		}
 		if err := checkRecords(name, b, i, rec, d); err != nil {
@@ -226,6 +226,16 @@ func CheckVecs(r io.ReaderAt, size int64, name string, elem int) (dim int, count
 		}
 	}
 	return int(d), count, nil
+}
+
+// readFull is r.ReadAt(b, off) that takes a whole read ending with io.EOF
+// (io.ReaderAt allows it at the end of the input) as a success.
+func readFull(r io.ReaderAt, b []byte, off int64) error {
+	n, err := r.ReadAt(b, off)
+	if n == len(b) && errors.Is(err, io.EOF) {
+		return nil
+	}
+	return err
 }
 
 // vecsRecord checks the dimension d record 0 of a vecs file of size bytes

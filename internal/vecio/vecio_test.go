@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"io"
 	"math"
 	"os"
 	"path/filepath"
@@ -356,4 +357,29 @@ func BenchmarkCheckVecs(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
+}
+
+// eofAtEnd is a ReaderAt that returns io.EOF with a read that reaches the
+// end of its bytes, as io.ReaderAt allows (an object store's reader may).
+type eofAtEnd []byte
+
+func (e eofAtEnd) ReadAt(p []byte, off int64) (int, error) {
+	n, err := bytes.NewReader(e).ReadAt(p, off)
+	if err == nil && off+int64(n) == int64(len(e)) {
+		err = io.EOF
+	}
+	return n, err
+}
+
+// TestCheckVecsEOFAtEnd: a whole last read that comes with io.EOF is a
+// success; a short one is not.
+func TestCheckVecsEOFAtEnd(t *testing.T) {
+	b := vecsFile(".fvecs", 10, 4, nil)
+	d, n, err := CheckVecs(eofAtEnd(b), int64(len(b)), "v.fvecs", 4)
+	require.NoError(t, err)
+	assert.Equal(t, 4, d)
+	assert.EqualValues(t, 10, n)
+	_, _, err = CheckVecs(eofAtEnd(b[:len(b)-20]), int64(len(b)), "v.fvecs", 4)
+	assert.ErrorIs(t, err, io.EOF)
+	assert.ErrorContains(t, err, "v.fvecs: reading records from 0")
 }
