@@ -81,6 +81,11 @@ func TestCorruptVectorFiles(t *testing.T) {
 			"bad-v.fvecs: record 5 says d=31, the first says d=32"},
 		{search("--queries", "q.fvecs", "--vectors", write("last-v.fvecs", base, map[int]uint32{1999: 33}, 132), "--mode", "full"),
 			"last-v.fvecs: record 1999 says d=33, the first says d=32"},
+		{[]string{"export-vectors", "bad-v.fvecs", "out.vec"}, "bad-v.fvecs: record 5 says d=31, the first says d=32"},
+		{[]string{"export-vectors", "fortran.npy", "out.vec"}, "fortran.npy: Fortran-order (column-major) arrays are not supported"},
+		{[]string{"search", graph, "--k", "3", "--queries", "q.fvecs", "--vectors", "v.fvecs", "--rerank-vectors", "last-v.fvecs"},
+			"last-v.fvecs: record 1999 says d=33, the first says d=32"},
+		{[]string{"bench", "rerank", "--vectors", "last-v.fvecs"}, "last-v.fvecs: record 1999 says d=33, the first says d=32"},
 	} {
 		code, stdout, stderr := runCLI(c.args...)
 		assert.Equal(t, 1, code, "%v: %s", c.args, stderr)
