@@ -122,6 +122,9 @@ func fvecsLayout(f io.ReaderAt, size int64, path string) (Layout, error) {
 	return Layout{Path: path, Kind: "fvecs", Dim: d, Count: n, Base: 4, Stride: 4 + 4*int64(d)}, nil
 }
 
+// npyTypeNames names the dtypes vecio.ParseNpyHeader returns.
+var npyTypeNames = map[string]string{"f4": "float32 (<f4)", "u1": "uint8 (|u1)", "i4": "int32 (<i4)", "i8": "int64 (<i8)"}
+
 // npyLayout locates the rows of a float32 .npy file of shape (count, dim).
 func npyLayout(f io.ReaderAt, size int64, path string) (Layout, error) {
 	head := make([]byte, min(size, 1<<17)) // a whole header (vecio reads at most 64 KiB)
@@ -133,7 +136,7 @@ func npyLayout(f io.ReaderAt, size int64, path string) (Layout, error) {
 		return Layout{}, &vectorsError{err}
 	}
 	if h.Dtype != "f4" || len(h.Shape) != 2 {
-		return Layout{}, badVectors(path, "a %s array of shape %v; vectors are a float32 (<f4) array of shape (count, dim)", h.Dtype, h.Shape)
+		return Layout{}, badVectors(path, "the array is %s, of shape %v; vectors are a float32 (<f4) array of shape (count, dim)", npyTypeNames[h.Dtype], h.Shape)
 	}
 	n, d := int64(h.Shape[0]), int64(h.Shape[1])
 	if d <= 0 || d > maxDim {

@@ -55,7 +55,7 @@ func TestVectorFileRecords(t *testing.T) {
 		{"huge.fvecs", fvecsRecords(2, 32, map[int]int32{0: -1 << 31}), "record 0 says d=-2147483648"},
 		{"empty.fvecs", nil, "an empty .fvecs file"},
 		{"f8.npy", npyFile("{'descr': '<f8', 'fortran_order': False, 'shape': (1000, 32), }\n", data), "dtype <f8 is not supported"},
-		{"i4.npy", npyFile("{'descr': '<i4', 'fortran_order': False, 'shape': (2000, 32), }\n", data), "a i4 array of shape [2000 32]; vectors are a float32 (<f4) array"},
+		{"i4.npy", npyFile("{'descr': '<i4', 'fortran_order': False, 'shape': (2000, 32), }\n", data), "the array is int32 (<i4), of shape [2000 32]; vectors are a float32 (<f4) array"},
 		{"fortran.npy", npyFile("{'descr': '<f4', 'fortran_order': True, 'shape': (2000, 32), }\n", data), "Fortran-order (column-major) arrays are not supported"},
 		{"size.npy", npyFile("{'descr': '<f4', 'fortran_order': False, 'shape': (1999, 32), }\n", data), "shape (1999, 32) needs"},
 		{"hlen.npy", npyFile("{'descr': '<f4', 'fortran_order': False, 'shape': (2000, 32), }\n", data)[:70], "runs past the end of the file"},
