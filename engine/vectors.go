@@ -125,9 +125,33 @@ func (x *Index) openVectors(p *Plan, o *hnswsearch.Options) error {
 	if err != nil {
 		return fmt.Errorf("%s: %w", p.spec.VectorsLabel, err)
 	}
-	x.vst = vst
+	x.vst = vst // closed by the caller on an error
+	if err := vectorsUnchanged(l, p.spec.VectorsPath, p.spec.VectorsLabel, vst); err != nil {
+		return err
+	}
 	o.Vectors = &hnswsearch.Vectors{Storage: vst, Name: p.spec.VectorsLabel, Offset: l.Base, Stride: l.Stride, Count: l.Count, Dim: l.Dim}
 	return nil
+}
+
+// vectorsUnchanged checks that the vector file st opened is the one
+// Prepare checked (CheckVectors read every record's header): its path
+// still names that file, unmodified, and st reads it. A file replaced or
+// written between Prepare and Open would otherwise be served unchecked.
+func vectorsUnchanged(l *rerank.Layout, path, label string, st partial.Storage) error {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return fmt.Errorf("%s: %w", label, err)
+	}
+	if l.Unchanged(fi) {
+		c, ok := st.(partial.FileChecker)
+		if !ok {
+			return nil
+		}
+		if err = c.CheckFile(); err == nil {
+			return nil
+		}
+	}
+	return &tagged{msg: fmt.Sprintf("%s changed after it was checked; load it again", label), tags: []error{partial.ErrFileChanged}, inner: err}
 }
 
 // guideSource is where on_disk's guide reads the vectors from, as

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -324,4 +325,43 @@ func TestRerankVectorsRecords(t *testing.T) {
 		require.ErrorIs(t, err, rerank.ErrVectors, spec.Mode)
 		assert.EqualError(t, err, fmt.Sprintf("given/short.fvecs holds 5 vectors, the index has %d", l.Count), spec.Mode)
 	}
+}
+
+// TestSeparateVectorsChangedAfterPrepare: a vector file written over or
+// replaced between Prepare (which checked every record) and Open is not
+// served unchecked: Open fails with ErrFileChanged naming it.
+func TestSeparateVectorsChangedAfterPrepare(t *testing.T) {
+	good, err := os.ReadFile(skipFvecs)
+	require.NoError(t, err)
+	bad := bytes.Clone(good)
+	binary.LittleEndian.PutUint32(bad[5*132:], 31)
+	for _, how := range []string{"written", "renamed"} {
+		for _, mode := range []string{"full", "memory_efficient"} {
+			dir := t.TempDir()
+			p := filepath.Join(dir, "v.fvecs")
+			require.NoError(t, os.WriteFile(p, good, 0o644))
+			plan, err := engine.Prepare(engine.Spec{Path: skipGraph, Mode: mode, VectorsPath: p, VectorsLabel: "v.fvecs"})
+			require.NoError(t, err, "%s %s", how, mode)
+			if how == "written" {
+				require.NoError(t, os.WriteFile(p, bad, 0o644))
+				// A later modification time, whatever the clock's granularity.
+				require.NoError(t, os.Chtimes(p, time.Now().Add(time.Hour), time.Now().Add(time.Hour)))
+			} else {
+				tmp := filepath.Join(dir, "new.fvecs")
+				require.NoError(t, os.WriteFile(tmp, bad, 0o644))
+				require.NoError(t, os.Rename(tmp, p))
+			}
+			x, err := plan.Open()
+			if x != nil {
+				x.Close()
+			}
+			require.ErrorIs(t, err, partial.ErrFileChanged, "%s %s", how, mode)
+			assert.EqualError(t, err, skipGraph+": v.fvecs changed after it was checked; load it again", "%s %s", how, mode)
+		}
+	}
+	plan, err := engine.Prepare(engine.Spec{Path: skipGraph, VectorsPath: skipFvecs})
+	require.NoError(t, err)
+	x, err := plan.Open()
+	require.NoError(t, err, "an unchanged file opens")
+	x.Close()
 }

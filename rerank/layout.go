@@ -21,6 +21,18 @@ type Layout struct {
 	Count  int64
 	Base   int64
 	Stride int64
+	// fi is the file OpenLayoutAs read (nil for other layouts).
+	fi os.FileInfo
+}
+
+// Unchanged reports whether fi, a stat of the path OpenLayoutAs read, is
+// still the file it checked: the same file, size and modification time.
+// (True for a layout not read by OpenLayoutAs.)
+func (l Layout) Unchanged(fi os.FileInfo) bool {
+	if l.fi == nil {
+		return true
+	}
+	return os.SameFile(l.fi, fi) && fi.Size() == l.fi.Size() && fi.ModTime().Equal(l.fi.ModTime())
 }
 
 // Aligned reports whether every vector starts on a VecAlign boundary.
@@ -44,7 +56,7 @@ func OpenLayoutAs(path, name string) (Layout, error) {
 		return Layout{}, err
 	}
 	l, err := ReadLayout(f, st.Size(), name)
-	l.Path = path
+	l.Path, l.fi = path, st
 	return l, err
 }
 

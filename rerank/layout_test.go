@@ -81,5 +81,9 @@ func TestVectorFileRecords(t *testing.T) {
 	require.NoError(t, os.WriteFile(p, good, 0o644))
 	l, err := OpenLayoutAs(p, "given.fvecs")
 	require.NoError(t, err)
+	fi, err := os.Stat(p)
+	require.NoError(t, err)
+	assert.True(t, l.Unchanged(fi))
+	l.fi = nil
 	assert.Equal(t, Layout{Path: p, Kind: "fvecs", Dim: 32, Count: 2000, Base: 4, Stride: 132}, l)
 }
