@@ -6,11 +6,13 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/faiss-sidecar/faiss-sidecar/internal/vecio"
+	"github.com/faiss-sidecar/faiss-sidecar/partial"
 )
 
 // fvecsRecords is n records of dimension d, record i's header saying
@@ -86,4 +88,36 @@ func TestVectorFileRecords(t *testing.T) {
 	assert.True(t, l.Unchanged(fi))
 	l.fi = nil
 	assert.Equal(t, Layout{Path: p, Kind: "fvecs", Dim: 32, Count: 2000, Base: 4, Stride: 132}, l)
+}
+
+// TestOpenChangedAfterLayout: a vector file written over or replaced
+// between the layout's check of its records and the strategy's open is
+// refused (ErrFileChanged, naming it), on every local strategy.
+func TestOpenChangedAfterLayout(t *testing.T) {
+	good := fvecsRecords(100, 8, nil)
+	bad := fvecsRecords(100, 8, map[int]int32{5: 7})
+	for _, how := range []string{"written", "renamed"} {
+		for _, strategy := range Strategies {
+			dir := t.TempDir()
+			p := filepath.Join(dir, "v.fvecs")
+			require.NoError(t, os.WriteFile(p, good, 0o644))
+			testAfterLayout = func(path string) {
+				if how == "written" {
+					require.NoError(t, os.WriteFile(path, bad, 0o644))
+					require.NoError(t, os.Chtimes(path, time.Now().Add(time.Hour), time.Now().Add(time.Hour)))
+					return
+				}
+				tmp := filepath.Join(dir, "new.fvecs")
+				require.NoError(t, os.WriteFile(tmp, bad, 0o644))
+				require.NoError(t, os.Rename(tmp, path))
+			}
+			s, err := OpenAs(p, "given.fvecs", strategy)
+			testAfterLayout = nil
+			if s != nil {
+				s.Close()
+			}
+			require.ErrorIs(t, err, partial.ErrFileChanged, "%s %s", how, strategy)
+			assert.EqualError(t, err, "given.fvecs changed while it was being opened; open it again", "%s %s", how, strategy)
+		}
+	}
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math"
+	"os"
 	"runtime/debug"
 	"slices"
 	"strings"
@@ -227,6 +228,9 @@ func openStore(path, name, strategy string, parallel int) (*Store, error) {
 	if err != nil {
 		return nil, err
 	}
+	if testAfterLayout != nil {
+		testAfterLayout(path)
+	}
 	l.Path = name // the Store's messages name it
 	s := &Store{Layout: l, strategy: strategy}
 	switch strategy {
@@ -245,8 +249,35 @@ func openStore(path, name, strategy string, parallel int) (*Store, error) {
 	if err != nil {
 		return nil, err
 	}
+	// The file the strategy opened must be the one whose records the
+	// layout checked.
+	fi, err := os.Stat(path)
+	if err == nil && l.Unchanged(fi) {
+		err = s.CheckFile()
+	} else if err == nil {
+		err = partial.ErrFileChanged
+	}
+	if err != nil {
+		s.Close()
+		return nil, &changedError{name: name, err: err}
+	}
 	return s, nil
 }
+
+// changedError is a vector file changed while it was opened.
+type changedError struct {
+	name string
+	err  error
+}
+
+func (e *changedError) Error() string {
+	return e.name + " changed while it was being opened; open it again"
+}
+func (e *changedError) Unwrap() []error { return []error{e.err, partial.ErrFileChanged} }
+
+// testAfterLayout, when a test sets it, runs between the layout's check
+// of a local file and the strategy's open.
+var testAfterLayout func(path string)
 
 // Strategy is the read strategy in use.
 func (s *Store) Strategy() string { return s.strategy }
