@@ -68,7 +68,6 @@ type Server struct {
 
 type metrics struct {
 	reg      *prometheus.Registry
-	resident *prometheus.GaugeVec
 	switches *prometheus.CounterVec
 	// The per-request metrics are striped counters and histograms
 	// (stripes.go), found by label in copy-on-write maps and summed into
@@ -76,7 +75,7 @@ type metrics struct {
 	// keep one shared counter per series, written by every core on every
 	// request.
 	requestsDesc, latencyDesc, cacheDesc *prometheus.Desc
-	failedDesc                           *prometheus.Desc
+	failedDesc, residentDesc             *prometheus.Desc
 	registry                             *Registry
 	byRoute                              cowMap[*cowMap[*counter]]
 	byIndex                              cowMap[*indexMetrics]
@@ -107,6 +106,7 @@ func (m *metrics) Describe(ch chan<- *prometheus.Desc) {
 	ch <- m.latencyDesc
 	ch <- m.cacheDesc
 	ch <- m.failedDesc
+	ch <- m.residentDesc
 }
 
 // Collect sums the striped metrics' stripes.
@@ -128,13 +128,17 @@ func (m *metrics) Collect(ch chan<- prometheus.Metric) {
 			failed = 1
 		}
 		ch <- prometheus.MustNewConstMetric(m.failedDesc, prometheus.GaugeValue, failed, name)
+		// Read when scraped from what the budget counts (handle.resident),
+		// so no load, switch, shrink or growth path has to remember it.
+		if h := e.cur.Load(); h != nil {
+			ch <- prometheus.MustNewConstMetric(m.residentDesc, prometheus.GaugeValue, float64(h.resident.Load()), name)
+		}
 	}
 }
 
 // forget drops an index's per-index series (DELETE).
 func (m *metrics) forget(name string) {
 	m.byIndex.remove(name)
-	m.resident.DeleteLabelValues(name)
 	m.switches.DeletePartialMatch(prometheus.Labels{"index": name})
 }
 
@@ -375,14 +379,14 @@ func newMetrics(reg *Registry) *metrics {
 			"HTTP requests by route and status.", []string{"route", "status"}, nil),
 		latencyDesc: prometheus.NewDesc("faiss_sidecar_search_seconds",
 			"Search latency by index.", []string{"index"}, nil),
-		resident: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "faiss_sidecar_resident_bytes",
-			Help: "Bytes each index counts against the memory budget."}, []string{"index"}),
+		residentDesc: prometheus.NewDesc("faiss_sidecar_resident_bytes",
+			"Bytes each index counts against the memory budget.", []string{"index"}, nil),
 		cacheDesc: prometheus.NewDesc("faiss_sidecar_cache_lookups_total",
 			"Block-cache lookups by searches, by index and result.", []string{"index", "result"}, nil),
 		switches: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "faiss_sidecar_mode_switches_total",
 			Help: "Mode switches by index and outcome."}, []string{"index", "outcome"}),
 	}
-	m.reg.MustRegister(m, m.resident, m.switches, newS3Collector(reg),
+	m.reg.MustRegister(m, m.switches, newS3Collector(reg),
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
