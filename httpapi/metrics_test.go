@@ -167,3 +167,33 @@ func hasLabel(m *dto.Metric, name, value string) bool {
 	}
 	return false
 }
+
+// TestBodiesEndInNewline: every JSON body ends with "\n", as OpenSearch's
+// do, so a shell prompt after `curl` starts on its own line: success and
+// error envelopes, the hand-written _search and _msearch bodies, the
+// index listing, /_health and /.
+func TestBodiesEndInNewline(t *testing.T) {
+	_, ts := newTestServer(t, Config{})
+	q := vectorJSON(make([]float64, 32))
+	for _, c := range []struct{ method, path, body string }{
+		{"PUT", "/indexes/m", `{"path":"hnsw_flat_l2.faiss"}`},
+		{"POST", "/indexes/m/_search", `{"vector":` + q + `,"k":3}`},
+		{"POST", "/indexes/m/_search", `{"vector":` + q + `,"k":3,"profile":true}`},
+		{"POST", "/indexes/m/_msearch", `{"vectors":[` + q + `,[1]],"k":3}`},
+		{"POST", "/indexes/m/_search", `{"vector":[1]}`},
+		{"GET", "/indexes", ``},
+		{"GET", "/indexes/m", ``},
+		{"GET", "/indexes/none", ``},
+		{"GET", "/_health", ``},
+		{"GET", "/", ``},
+		{"GET", "/no/such/route", ``},
+		{"POST", "/indexes/m/_warmup", ``},
+		{"DELETE", "/indexes/m", ``},
+	} {
+		r := call(t, ts, c.method, c.path, c.body)
+		assert.True(t, strings.HasSuffix(r.Raw, "}\n") && !strings.HasSuffix(r.Raw, "\n\n"),
+			"%s %s (%d): %q", c.method, c.path, r.Status, r.Raw)
+		assert.NotNil(t, r.Body, "%s %s: one JSON value", c.method, c.path)
+		assert.Equal(t, "application/json; charset=utf-8", r.ContentType, c.path)
+	}
+}

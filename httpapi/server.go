@@ -420,7 +420,8 @@ func errorBody(status int, typ, reason string) gin.H {
 func (s *Server) fail(c *gin.Context, err error) {
 	status, typ := errStatus(err)
 	setRetryAfter(c.Writer, err)
-	c.AbortWithStatusJSON(status, errorBody(status, typ, shortReason(err.Error())))
+	c.Abort()
+	sendJSON(c, status, errorBody(status, typ, shortReason(err.Error())))
 }
 
 // maxReason is the longest error reason sent: encoding/json quotes the
@@ -811,7 +812,7 @@ func decodeJSON(b []byte, v any) error {
 
 // root names the service and its build (GET /).
 func (s *Server) root(c *gin.Context) {
-	c.JSON(200, gin.H{"name": buildinfo.Name, "version": buildinfo.Version(), "build": buildinfo.Get()})
+	sendJSON(c, 200, gin.H{"name": buildinfo.Name, "version": buildinfo.Version(), "build": buildinfo.Get()})
 }
 
 func (s *Server) health(c *gin.Context) {
@@ -822,7 +823,7 @@ func (s *Server) health(c *gin.Context) {
 			failed++
 		}
 	}
-	c.JSON(200, gin.H{"status": "ok", "version": buildinfo.Version(), "indexes": len(hs), "failed_indexes": failed,
+	sendJSON(c, 200, gin.H{"status": "ok", "version": buildinfo.Version(), "indexes": len(hs), "failed_indexes": failed,
 		"memory_used_bytes": used, "memory_budget_bytes": s.Reg.budget})
 }
 
@@ -877,7 +878,7 @@ func (s *Server) listIndexes(c *gin.Context) {
 			l.release()
 		}
 	}
-	c.JSON(200, gin.H{"indexes": out})
+	sendJSON(c, 200, gin.H{"indexes": out})
 }
 
 func (s *Server) getIndex(c *gin.Context) {
@@ -895,7 +896,7 @@ func (s *Server) getIndex(c *gin.Context) {
 			l.h.markFailed(err)
 		}
 	}
-	c.JSON(200, s.indexInfo(e, l.h))
+	sendJSON(c, 200, s.indexInfo(e, l.h))
 }
 
 func (s *Server) loadIndex(c *gin.Context) {
@@ -923,7 +924,7 @@ func (s *Server) deleteIndex(c *gin.Context) {
 		return
 	}
 	s.metrics.forget(name)
-	c.JSON(200, gin.H{"acknowledged": true, "index": name})
+	sendJSON(c, 200, gin.H{"acknowledged": true, "index": name})
 }
 
 func (s *Server) switchMode(c *gin.Context) {
@@ -965,7 +966,7 @@ func (s *Server) warmup(c *gin.Context) {
 		s.fail(c, h.failure(err))
 		return
 	}
-	c.JSON(200, gin.H{"acknowledged": true, "took_ms": time.Since(start).Milliseconds()})
+	sendJSON(c, 200, gin.H{"acknowledged": true, "took_ms": time.Since(start).Milliseconds()})
 }
 
 // bind decodes the body into req and takes a lease on the index the path
