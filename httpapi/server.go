@@ -1052,6 +1052,13 @@ func (s *Server) ListenAndServe(ctx context.Context, addr string, grace time.Dur
 	if lerr != nil {
 		return lerr
 	}
+	return s.Serve(ctx, ln, grace)
+}
+
+// Serve is ListenAndServe on a listener already bound (serve binds before
+// it loads anything, so a busy port fails at once); it closes ln.
+func (s *Server) Serve(ctx context.Context, ln net.Listener, grace time.Duration) error {
+	addr := ln.Addr().String()
 	lim := newConnLimiter(ln, s.limits.MaxConnections)
 	srv := &http.Server{Addr: addr, Handler: lim.closeForWaiting(s.Handler()), ConnState: lim.connState,
 		ReadHeaderTimeout: 10 * time.Second, ReadTimeout: s.cfg.RequestTimeout,

@@ -24,7 +24,7 @@ type doc struct {
 var docs = []doc{
 	{"serve", "serve [--config FILE] [--listen ADDR] [--data-root DIR]… [--memory-budget BYTES] [--token T] [--demo]",
 		"Serve FAISS indexes over HTTP; with nothing configured, the embedded demo index."},
-	{"health", "health [--url URL]",
+	{"health", "health [--url URL] [--wait D]",
 		"Ask a running server's /_health endpoint and exit 0 when it answers 200."},
 	{"inspect", "inspect FILE [--json] [--verify] [--backend NAME] [--vectors FILE]",
 		"Print an index file's structure, sections and memory needs; --verify also checks every section."},
