@@ -76,8 +76,25 @@ func (e *usageError) Error() string { return e.msg }
 
 func usagef(format string, a ...any) error { return &usageError{fmt.Sprintf(format, a...)} }
 
-// usageOf is the usage error for a command called with the wrong arguments.
-func usageOf(name string) error { return usagef("usage: faiss-sidecar %s", docOf(name).synopsis) }
+// checkArgs is the usage error, naming what is wrong, for a command whose
+// positional arguments are not the names given (nil when they are).
+func checkArgs(name string, pos []string, names ...string) error {
+	switch {
+	case len(pos) > len(names):
+		return usagef("unexpected argument %q; usage: faiss-sidecar %s", pos[len(names)], docOf(name).synopsis)
+	case len(pos) < len(names):
+		return usagef("missing argument %s; usage: faiss-sidecar %s", names[len(pos)], docOf(name).synopsis)
+	}
+	return nil
+}
+
+// required is the usage error for a required flag not given (nil when it was).
+func required(name, flag, value string) error {
+	if value != "" {
+		return nil
+	}
+	return usagef("--%s is required; usage: faiss-sidecar %s", flag, docOf(name).synopsis)
+}
 
 // helpRequest is what parseArgs returns for --help: run prints the
 // command's help to stdout and exits 0.
@@ -199,8 +216,8 @@ func runVersion(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	if len(pos) != 0 {
-		return usageOf("version")
+	if err := checkArgs("version", pos); err != nil {
+		return err
 	}
 	if *asJSON {
 		return printJSON(stdout, buildinfo.Get())

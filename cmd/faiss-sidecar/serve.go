@@ -75,7 +75,8 @@ func runServe(args []string, stdout, stderr io.Writer) error {
 	fs.Var(&roots, "data-root", "directory index paths must resolve into (repeatable; env FAISS_SIDECAR_DATA_ROOT, colon-separated)")
 	var buckets stringList
 	fs.Var(&buckets, "s3-bucket", "S3 bucket whose objects (s3://BUCKET/KEY) may be served (repeatable; none: no object)")
-	budget := fs.Int64("memory-budget", -1, "bytes all indexes may hold: full copies, guides, caches, small arrays (0: the machine's memory, or its cgroup's limit, less the server's own; env FAISS_SIDECAR_MEMORY_BUDGET)")
+	var budget budgetFlag // not -1 for "unset": --help would show "(default -1)"
+	fs.Var(&budget, "memory-budget", "`bytes` all indexes may hold: full copies, guides, caches, small arrays (default: memory_budget in --config, else env FAISS_SIDECAR_MEMORY_BUDGET, else 0; 0: the machine's memory, or its cgroup's limit, less the server's own)")
 	guideDir := fs.String("guide-dir", "", "directory for on_disk indexes' guide files (default: beside each index)")
 	var cd cacheDirFlags
 	cd.register(fs)
@@ -89,12 +90,12 @@ func runServe(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	if len(pos) != 0 {
-		return usageOf("serve")
+	if err := checkArgs("serve", pos); err != nil {
+		return err
 	}
 	switch {
-	case *budget < -1:
-		return usagef("--memory-budget %d is negative (0: the machine's memory less the server's own)", *budget)
+	case budget.n < 0:
+		return usagef("--memory-budget %d is negative (0: the machine's memory less the server's own)", budget.n)
 	case *maxBody < 0:
 		return usagef("--max-body-bytes %d is negative", *maxBody)
 	case *timeout < 0:
@@ -148,8 +149,8 @@ func runServe(args []string, stdout, stderr io.Writer) error {
 			return usagef("--s3-bucket / s3_buckets: %v", err)
 		}
 	}
-	if *budget >= 0 {
-		cfg.MemoryBudget = *budget
+	if budget.set {
+		cfg.MemoryBudget = budget.n
 	}
 	if *token != "" {
 		cfg.Token = *token
@@ -180,6 +181,9 @@ func runServe(args []string, stdout, stderr io.Writer) error {
 		cfg.Listen = "127.0.0.1:8080"
 	}
 	if err := checkListen(cfg.Listen); err != nil {
+		return err
+	}
+	if err := checkGuideDir(cfg.GuideDir); err != nil {
 		return err
 	}
 	switch {
@@ -314,8 +318,8 @@ func runHealth(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	if len(pos) != 0 {
-		return usageOf("health")
+	if err := checkArgs("health", pos); err != nil {
+		return err
 	}
 	if u, err := neturl.Parse(*url); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return usagef("--url %q is not an http:// or https:// URL", *url)

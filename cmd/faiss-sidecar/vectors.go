@@ -21,10 +21,13 @@ func runExportVectors(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	if len(pos) != 2 {
-		return usageOf("export-vectors")
+	if err := checkArgs("export-vectors", pos, "IN", "OUT"); err != nil {
+		return err
 	}
 	in, out := pos[0], pos[1]
+	if err := checkOutput(out); err != nil {
+		return err
+	}
 	var dim int
 	var count int64
 	var next func(i int64, dst []float32) error
