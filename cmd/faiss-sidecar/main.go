@@ -41,8 +41,8 @@ var docs = []doc{
 		"Write a copy of a file in the seekable zstd format, which --backend zstd reads in place."},
 	{"quantize", "quantize INDEX --compression " + strings.Join(levelNames(), "|") + " [--out FILE] [--guide-dir DIR]",
 		"Build the compressed guide mode on_disk walks the graph on, ahead of time (else the first on_disk open builds it)."},
-	{"export-vectors", "export-vectors IN(.fvecs|.npy|FAISS file) OUT.vec",
-		"Write full-precision vectors (.fvecs, float32 .npy, or a FAISS file's flat vectors) as a .vec file aligned for direct I/O."},
+	{"export-vectors", "export-vectors IN(.fvecs|.npy|FAISS file) OUT.vec [--layout auto|packed|aligned]",
+		"Write full-precision vectors (.fvecs, float32 .npy, or a FAISS file's flat vectors) as a .vec file, packed or aligned for direct I/O."},
 	{"version", "version [--json]",
 		"Print the version and the source revision this binary was built from."},
 }
