@@ -24,7 +24,7 @@ func makeDemoDir() (dir string, release func(), err error) {
 		os.RemoveAll(dir)
 		return "", nil, err
 	}
-	return dir, func() { os.RemoveAll(dir); lock.Close() }, nil
+	return dir, func() { lock.Close(); os.RemoveAll(dir) }, nil
 }
 
 // removeStaleDemoDirs removes the demo directories in tmp whose lock file
