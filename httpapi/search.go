@@ -286,7 +286,7 @@ func (s *Server) search(c *gin.Context) {
 		}
 		b = append(append(b, `,"profile":`...), pj...)
 	}
-	b = append(b, '}')
+	b = append(b, "}\n"...)
 	writeJSON(c, b)
 	*buf = b
 	respPool.Put(buf)
@@ -325,7 +325,20 @@ var respPool = sync.Pool{New: func() any { b := make([]byte, 0, 4096); return &b
 // value, the header's slice and the MIME key's canonical form) per search.
 var jsonContentType = []string{"application/json; charset=utf-8"}
 
-// writeJSON sends b, a JSON document, with status 200.
+// sendJSON sends obj as JSON with status, ending in a newline as every
+// body the API writes does (a shell prompt after `curl` starts on its own
+// line, as after OpenSearch's).
+func sendJSON(c *gin.Context, status int, obj any) {
+	b, err := json.Marshal(obj)
+	if err != nil {
+		status, b = 500, []byte(`{"error":{"type":"internal_error","reason":"internal error"},"status":500}`)
+	}
+	c.Writer.Header()["Content-Type"] = jsonContentType
+	c.Status(status)
+	c.Writer.Write(append(b, '\n'))
+}
+
+// writeJSON sends b, a JSON document ending in a newline, with status 200.
 func writeJSON(c *gin.Context, b []byte) {
 	c.Writer.Header()["Content-Type"] = jsonContentType
 	c.Status(200)
@@ -471,7 +484,7 @@ func (s *Server) msearch(c *gin.Context) {
 	}
 	took := time.Since(start)
 	failed := 0
-	size := 64
+	size := 64 // the envelope and its closing "]}\n"
 	for i := range out {
 		size += 16 + hitBytes*len(out[i].hits)
 	}
@@ -505,7 +518,7 @@ func (s *Server) msearch(c *gin.Context) {
 		}
 		b = append(b, '}')
 	}
-	b = append(b, "]}"...)
+	b = append(b, "]}\n"...)
 	for range failed {
 		e.stats.failed(l.stripe)
 	}

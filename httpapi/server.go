@@ -68,7 +68,6 @@ type Server struct {
 
 type metrics struct {
 	reg      *prometheus.Registry
-	resident *prometheus.GaugeVec
 	switches *prometheus.CounterVec
 	// The per-request metrics are striped counters and histograms
 	// (stripes.go), found by label in copy-on-write maps and summed into
@@ -76,7 +75,7 @@ type metrics struct {
 	// keep one shared counter per series, written by every core on every
 	// request.
 	requestsDesc, latencyDesc, cacheDesc *prometheus.Desc
-	failedDesc                           *prometheus.Desc
+	failedDesc, residentDesc             *prometheus.Desc
 	registry                             *Registry
 	byRoute                              cowMap[*cowMap[*counter]]
 	byIndex                              cowMap[*indexMetrics]
@@ -107,6 +106,7 @@ func (m *metrics) Describe(ch chan<- *prometheus.Desc) {
 	ch <- m.latencyDesc
 	ch <- m.cacheDesc
 	ch <- m.failedDesc
+	ch <- m.residentDesc
 }
 
 // Collect sums the striped metrics' stripes.
@@ -128,13 +128,17 @@ func (m *metrics) Collect(ch chan<- prometheus.Metric) {
 			failed = 1
 		}
 		ch <- prometheus.MustNewConstMetric(m.failedDesc, prometheus.GaugeValue, failed, name)
+		// Read when scraped from what the budget counts (handle.resident),
+		// so no load, switch, shrink or growth path has to remember it.
+		if h := e.cur.Load(); h != nil {
+			ch <- prometheus.MustNewConstMetric(m.residentDesc, prometheus.GaugeValue, float64(h.resident.Load()), name)
+		}
 	}
 }
 
 // forget drops an index's per-index series (DELETE).
 func (m *metrics) forget(name string) {
 	m.byIndex.remove(name)
-	m.resident.DeleteLabelValues(name)
 	m.switches.DeletePartialMatch(prometheus.Labels{"index": name})
 }
 
@@ -375,14 +379,14 @@ func newMetrics(reg *Registry) *metrics {
 			"HTTP requests by route and status.", []string{"route", "status"}, nil),
 		latencyDesc: prometheus.NewDesc("faiss_sidecar_search_seconds",
 			"Search latency by index.", []string{"index"}, nil),
-		resident: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "faiss_sidecar_resident_bytes",
-			Help: "Bytes each index counts against the memory budget."}, []string{"index"}),
+		residentDesc: prometheus.NewDesc("faiss_sidecar_resident_bytes",
+			"Bytes each index counts against the memory budget.", []string{"index"}, nil),
 		cacheDesc: prometheus.NewDesc("faiss_sidecar_cache_lookups_total",
 			"Block-cache lookups by searches, by index and result.", []string{"index", "result"}, nil),
 		switches: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "faiss_sidecar_mode_switches_total",
 			Help: "Mode switches by index and outcome."}, []string{"index", "outcome"}),
 	}
-	m.reg.MustRegister(m, m.resident, m.switches, newS3Collector(reg),
+	m.reg.MustRegister(m, m.switches, newS3Collector(reg),
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
@@ -416,7 +420,8 @@ func errorBody(status int, typ, reason string) gin.H {
 func (s *Server) fail(c *gin.Context, err error) {
 	status, typ := errStatus(err)
 	setRetryAfter(c.Writer, err)
-	c.AbortWithStatusJSON(status, errorBody(status, typ, shortReason(err.Error())))
+	c.Abort()
+	sendJSON(c, status, errorBody(status, typ, shortReason(err.Error())))
 }
 
 // maxReason is the longest error reason sent: encoding/json quotes the
@@ -807,7 +812,7 @@ func decodeJSON(b []byte, v any) error {
 
 // root names the service and its build (GET /).
 func (s *Server) root(c *gin.Context) {
-	c.JSON(200, gin.H{"name": buildinfo.Name, "version": buildinfo.Version(), "build": buildinfo.Get()})
+	sendJSON(c, 200, gin.H{"name": buildinfo.Name, "version": buildinfo.Version(), "build": buildinfo.Get()})
 }
 
 func (s *Server) health(c *gin.Context) {
@@ -818,7 +823,7 @@ func (s *Server) health(c *gin.Context) {
 			failed++
 		}
 	}
-	c.JSON(200, gin.H{"status": "ok", "version": buildinfo.Version(), "indexes": len(hs), "failed_indexes": failed,
+	sendJSON(c, 200, gin.H{"status": "ok", "version": buildinfo.Version(), "indexes": len(hs), "failed_indexes": failed,
 		"memory_used_bytes": used, "memory_budget_bytes": s.Reg.budget})
 }
 
@@ -873,7 +878,7 @@ func (s *Server) listIndexes(c *gin.Context) {
 			l.release()
 		}
 	}
-	c.JSON(200, gin.H{"indexes": out})
+	sendJSON(c, 200, gin.H{"indexes": out})
 }
 
 func (s *Server) getIndex(c *gin.Context) {
@@ -891,7 +896,7 @@ func (s *Server) getIndex(c *gin.Context) {
 			l.h.markFailed(err)
 		}
 	}
-	c.JSON(200, s.indexInfo(e, l.h))
+	sendJSON(c, 200, s.indexInfo(e, l.h))
 }
 
 func (s *Server) loadIndex(c *gin.Context) {
@@ -919,7 +924,7 @@ func (s *Server) deleteIndex(c *gin.Context) {
 		return
 	}
 	s.metrics.forget(name)
-	c.JSON(200, gin.H{"acknowledged": true, "index": name})
+	sendJSON(c, 200, gin.H{"acknowledged": true, "index": name})
 }
 
 func (s *Server) switchMode(c *gin.Context) {
@@ -961,7 +966,7 @@ func (s *Server) warmup(c *gin.Context) {
 		s.fail(c, h.failure(err))
 		return
 	}
-	c.JSON(200, gin.H{"acknowledged": true, "took_ms": time.Since(start).Milliseconds()})
+	sendJSON(c, 200, gin.H{"acknowledged": true, "took_ms": time.Since(start).Milliseconds()})
 }
 
 // bind decodes the body into req and takes a lease on the index the path
@@ -1047,6 +1052,13 @@ func (s *Server) ListenAndServe(ctx context.Context, addr string, grace time.Dur
 	if lerr != nil {
 		return lerr
 	}
+	return s.Serve(ctx, ln, grace)
+}
+
+// Serve is ListenAndServe on a listener already bound (serve binds before
+// it loads anything, so a busy port fails at once); it closes ln.
+func (s *Server) Serve(ctx context.Context, ln net.Listener, grace time.Duration) error {
+	addr := ln.Addr().String()
 	lim := newConnLimiter(ln, s.limits.MaxConnections)
 	srv := &http.Server{Addr: addr, Handler: lim.closeForWaiting(s.Handler()), ConnState: lim.connState,
 		ReadHeaderTimeout: 10 * time.Second, ReadTimeout: s.cfg.RequestTimeout,

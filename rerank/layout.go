@@ -16,7 +16,7 @@ import (
 // Base + i·Stride, Dim·4 bytes.
 type Layout struct {
 	Path   string
-	Kind   string // "vec" (aligned), "fvecs", "npy" or "faiss" (in place, unaligned)
+	Kind   string // "vec" (aligned or packed), "fvecs", "npy" or "faiss" (in place, unaligned)
 	Dim    int
 	Count  int64
 	Base   int64

@@ -126,8 +126,11 @@ func runBenchSearch(args []string, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
-	if len(pos) != 1 || *queries == "" {
-		return usageOf("bench")
+	if err := checkArgs("bench", pos, "INDEX"); err != nil {
+		return err
+	}
+	if err := required("bench", "queries", *queries); err != nil {
+		return err
 	}
 	if err := checkQuery(*k, *ef); err != nil {
 		return err
@@ -141,6 +144,9 @@ func runBenchSearch(args []string, stdout io.Writer) error {
 		return usagef("--duration %v must be positive", *duration)
 	}
 	if err := rr.validate(); err != nil {
+		return err
+	}
+	if err := checkGuideDir(ix.guideDir); err != nil {
 		return err
 	}
 	ix.workers = *threads                                                    // the memory plan counts the queries that run at once
@@ -393,8 +399,8 @@ func runBenchSearch(args []string, stdout io.Writer) error {
 	if *asJSON {
 		return printJSON(stdout, res)
 	}
-	fmt.Fprintf(stdout, "%s (%s/%s, %s, %s kernel): %d threads, k=%d ef=%d: %.0f QPS, p50 %.1f µs, p99 %.1f µs, %.0f distances/query, %.0f bytes read/query",
-		pos[0], ix.mode, l.x.Backend(), ix.semantics, res.KernelImpl, *threads, *k, res.EfSearch, res.QPS, res.P50us, res.P99us, res.NDisMean, res.BytesPerQuery)
+	fmt.Fprintf(stdout, "%s (%s/%s, %s, %s kernel): %s, k=%d ef=%d: %.0f QPS, p50 %.1f µs, p99 %.1f µs, %.0f distances/query, %.0f bytes read/query",
+		pos[0], ix.mode, l.x.Backend(), ix.semantics, res.KernelImpl, plural(*threads, "thread"), *k, res.EfSearch, res.QPS, res.P50us, res.P99us, res.NDisMean, res.BytesPerQuery)
 	if res.Recall != nil {
 		fmt.Fprintf(stdout, ", recall@%d %.4f", *k, *res.Recall)
 	}
@@ -445,8 +451,8 @@ func runBenchStorage(args []string, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
-	if len(pos) != 1 {
-		return usageOf("bench storage")
+	if err := checkArgs("bench storage", pos, "FILE"); err != nil {
+		return err
 	}
 	if *reads <= 0 || *size <= 0 || *inflight <= 0 {
 		return usagef("--reads, --read-size and --inflight must be positive")

@@ -42,8 +42,11 @@ func runBenchRerank(args []string, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
-	if len(pos) != 0 || *vectors == "" {
-		return usageOf("bench rerank")
+	if err := checkArgs("bench rerank", pos); err != nil {
+		return err
+	}
+	if err := required("bench rerank", "vectors", *vectors); err != nil {
+		return err
 	}
 	switch {
 	case *n <= 0 || *trials <= 0 || *workers <= 0:

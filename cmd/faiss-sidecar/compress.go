@@ -18,14 +18,17 @@ func runCompress(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	if len(pos) != 2 {
-		return usageOf("compress")
+	if err := checkArgs("compress", pos, "IN", "OUT"); err != nil {
+		return err
 	}
 	if err := zstd.CheckFrameSize(*frame); err != nil {
 		return usagef("--frame-size: %v", err)
 	}
 	if *level < 1 || *level > 22 {
 		return usagef("--level %d: zstd levels run from 1 (fastest) to 22 (smallest)", *level)
+	}
+	if err := checkOutput(pos[1]); err != nil {
+		return err
 	}
 	in, err := os.Open(pos[0])
 	if err != nil {

@@ -24,8 +24,8 @@ func runInspect(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	if len(pos) != 1 {
-		return usageOf("inspect")
+	if err := checkArgs("inspect", pos, "FILE"); err != nil {
+		return err
 	}
 	if err := checkBackend(*backend); err != nil {
 		return err

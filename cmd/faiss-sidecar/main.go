@@ -24,7 +24,7 @@ type doc struct {
 var docs = []doc{
 	{"serve", "serve [--config FILE] [--listen ADDR] [--data-root DIR]… [--memory-budget BYTES] [--token T] [--demo]",
 		"Serve FAISS indexes over HTTP; with nothing configured, the embedded demo index."},
-	{"health", "health [--url URL]",
+	{"health", "health [--url URL] [--wait D]",
 		"Ask a running server's /_health endpoint and exit 0 when it answers 200."},
 	{"inspect", "inspect FILE [--json] [--verify] [--backend NAME] [--vectors FILE]",
 		"Print an index file's structure, sections and memory needs; --verify also checks every section."},
@@ -41,8 +41,8 @@ var docs = []doc{
 		"Write a copy of a file in the seekable zstd format, which --backend zstd reads in place."},
 	{"quantize", "quantize INDEX --compression " + strings.Join(levelNames(), "|") + " [--out FILE] [--guide-dir DIR]",
 		"Build the compressed guide mode on_disk walks the graph on, ahead of time (else the first on_disk open builds it)."},
-	{"export-vectors", "export-vectors IN(.fvecs|.npy|FAISS file) OUT.vec",
-		"Write full-precision vectors (.fvecs, float32 .npy, or a FAISS file's flat vectors) as a .vec file aligned for direct I/O."},
+	{"export-vectors", "export-vectors IN(.fvecs|.npy|FAISS file) OUT.vec [--layout auto|packed|aligned]",
+		"Write full-precision vectors (.fvecs, float32 .npy, or a FAISS file's flat vectors) as a .vec file, packed or aligned for direct I/O."},
 	{"version", "version [--json]",
 		"Print the version and the source revision this binary was built from."},
 }
@@ -76,8 +76,25 @@ func (e *usageError) Error() string { return e.msg }
 
 func usagef(format string, a ...any) error { return &usageError{fmt.Sprintf(format, a...)} }
 
-// usageOf is the usage error for a command called with the wrong arguments.
-func usageOf(name string) error { return usagef("usage: faiss-sidecar %s", docOf(name).synopsis) }
+// checkArgs is the usage error, naming what is wrong, for a command whose
+// positional arguments are not the names given (nil when they are).
+func checkArgs(name string, pos []string, names ...string) error {
+	switch {
+	case len(pos) > len(names):
+		return usagef("unexpected argument %q; usage: faiss-sidecar %s", pos[len(names)], docOf(name).synopsis)
+	case len(pos) < len(names):
+		return usagef("missing argument %s; usage: faiss-sidecar %s", names[len(pos)], docOf(name).synopsis)
+	}
+	return nil
+}
+
+// required is the usage error for a required flag not given (nil when it was).
+func required(name, flag, value string) error {
+	if value != "" {
+		return nil
+	}
+	return usagef("--%s is required; usage: faiss-sidecar %s", flag, docOf(name).synopsis)
+}
 
 // helpRequest is what parseArgs returns for --help: run prints the
 // command's help to stdout and exits 0.
@@ -199,8 +216,8 @@ func runVersion(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	if len(pos) != 0 {
-		return usageOf("version")
+	if err := checkArgs("version", pos); err != nil {
+		return err
 	}
 	if *asJSON {
 		return printJSON(stdout, buildinfo.Get())

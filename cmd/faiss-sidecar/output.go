@@ -12,6 +12,26 @@ import (
 	"strconv"
 )
 
+// plural is "1 thread", "2 threads".
+func plural(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return strconv.Itoa(n) + " " + noun + "s"
+}
+
+// checkOutput refuses, before any work, an output path that is a
+// directory ("-" and "" are stdout).
+func checkOutput(path string) error {
+	if path == "-" || path == "" {
+		return nil
+	}
+	if fi, err := os.Stat(path); err == nil && fi.IsDir() {
+		return fmt.Errorf("%s: is a directory; name the file to write", path)
+	}
+	return nil
+}
+
 // writeOutput writes to path ("-" or "": stdout) with writeFile.
 func writeOutput(path string, stdout io.Writer, write func(*bufio.Writer) error) error {
 	if path == "-" || path == "" {
@@ -31,6 +51,9 @@ func writeOutput(path string, stdout io.Writer, write func(*bufio.Writer) error)
 // over path, so a failed run never leaves half a file. Errors name path,
 // never the temporary file.
 func writeFile(path string, write func(*bufio.Writer) error) (err error) {
+	if err := checkOutput(path); err != nil {
+		return err
+	}
 	tmp, err := createBeside(path)
 	if err != nil {
 		return fmt.Errorf("%s: %w", path, bareErr(err))

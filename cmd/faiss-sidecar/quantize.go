@@ -27,8 +27,14 @@ func runQuantize(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	if len(pos) != 1 {
-		return usageOf("quantize")
+	if err := checkArgs("quantize", pos, "INDEX"); err != nil {
+		return err
+	}
+	if err := checkOutput(*out); err != nil {
+		return err
+	}
+	if err := checkGuideDir(*guideDir); err != nil {
+		return err
 	}
 	spec := engine.Spec{Path: pos[0], Compression: *compression, GuideDir: *guideDir}
 	var bar *progressBar

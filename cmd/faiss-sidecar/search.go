@@ -29,8 +29,11 @@ func runSearch(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	if len(pos) != 1 || *queries == "" {
-		return usageOf("search")
+	if err := checkArgs("search", pos, "INDEX"); err != nil {
+		return err
+	}
+	if err := required("search", "queries", *queries); err != nil {
+		return err
 	}
 	if err := checkQuery(*k, *ef); err != nil {
 		return err
@@ -52,6 +55,12 @@ func runSearch(args []string, stdout, stderr io.Writer) error {
 		return usagef("--threads %d is negative (0: GOMAXPROCS)", *threads)
 	}
 	if err := rr.validate(); err != nil {
+		return err
+	}
+	if err := checkOutput(*out); err != nil { // before the work, not after it
+		return err
+	}
+	if err := checkGuideDir(ix.guideDir); err != nil {
 		return err
 	}
 	ix.workers = *threads                                          // the memory plan counts the queries that run at once (0: GOMAXPROCS)

@@ -4,6 +4,7 @@ import (
 	"context"
 	_ "embed"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -74,7 +75,8 @@ func runServe(args []string, stdout, stderr io.Writer) error {
 	fs.Var(&roots, "data-root", "directory index paths must resolve into (repeatable; env FAISS_SIDECAR_DATA_ROOT, colon-separated)")
 	var buckets stringList
 	fs.Var(&buckets, "s3-bucket", "S3 bucket whose objects (s3://BUCKET/KEY) may be served (repeatable; none: no object)")
-	budget := fs.Int64("memory-budget", -1, "bytes all indexes may hold: full copies, guides, caches, small arrays (0: the machine's memory, or its cgroup's limit, less the server's own; env FAISS_SIDECAR_MEMORY_BUDGET)")
+	var budget budgetFlag // not -1 for "unset": --help would show "(default -1)"
+	fs.Var(&budget, "memory-budget", "`bytes` all indexes may hold: full copies, guides, caches, small arrays (default: memory_budget in --config, else env FAISS_SIDECAR_MEMORY_BUDGET, else 0; 0: the machine's memory, or its cgroup's limit, less the server's own)")
 	guideDir := fs.String("guide-dir", "", "directory for on_disk indexes' guide files (default: beside each index)")
 	var cd cacheDirFlags
 	cd.register(fs)
@@ -88,12 +90,12 @@ func runServe(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	if len(pos) != 0 {
-		return usageOf("serve")
+	if err := checkArgs("serve", pos); err != nil {
+		return err
 	}
 	switch {
-	case *budget < -1:
-		return usagef("--memory-budget %d is negative (0: the machine's memory less the server's own)", *budget)
+	case budget.n < 0:
+		return usagef("--memory-budget %d is negative (0: the machine's memory less the server's own)", budget.n)
 	case *maxBody < 0:
 		return usagef("--max-body-bytes %d is negative", *maxBody)
 	case *timeout < 0:
@@ -147,8 +149,8 @@ func runServe(args []string, stdout, stderr io.Writer) error {
 			return usagef("--s3-bucket / s3_buckets: %v", err)
 		}
 	}
-	if *budget >= 0 {
-		cfg.MemoryBudget = *budget
+	if budget.set {
+		cfg.MemoryBudget = budget.n
 	}
 	if *token != "" {
 		cfg.Token = *token
@@ -179,6 +181,9 @@ func runServe(args []string, stdout, stderr io.Writer) error {
 		cfg.Listen = "127.0.0.1:8080"
 	}
 	if err := checkListen(cfg.Listen); err != nil {
+		return err
+	}
+	if err := checkGuideDir(cfg.GuideDir); err != nil {
 		return err
 	}
 	switch {
@@ -212,14 +217,20 @@ func runServe(args []string, stdout, stderr io.Writer) error {
 	if cfg.FileLeases != nil {
 		partial.SetFileLeases(*cfg.FileLeases)
 	}
+	// Bind before anything is loaded or printed: a busy port fails at once.
+	ln, err := listenOn(cfg.Listen)
+	if err != nil {
+		return err
+	}
+	defer ln.Close()
 	// Nothing configured: serve the embedded demo index from a temporary root.
 	useDemo := *demo || (len(cfg.DataRoots) == 0 && len(cfg.S3Buckets) == 0 && len(cfg.Indexes) == 0)
 	if useDemo {
-		dir, err := os.MkdirTemp("", "faiss-sidecar-demo-")
+		dir, release, err := makeDemoDir()
 		if err != nil {
 			return err
 		}
-		defer os.RemoveAll(dir)
+		defer release()
 		if err := os.WriteFile(filepath.Join(dir, "demo.faiss"), demoIndex, 0o444); err != nil {
 			return err
 		}
@@ -254,7 +265,7 @@ func runServe(args []string, stdout, stderr io.Writer) error {
 	}
 	ctx, stop := serveContext()
 	defer stop()
-	if err := srv.ListenAndServe(ctx, cfg.Listen, 20*time.Second); err != nil && err != http.ErrServerClosed {
+	if err := srv.Serve(ctx, ln, 20*time.Second); err != nil && err != http.ErrServerClosed {
 		return err
 	}
 	return nil
@@ -273,6 +284,24 @@ func checkListen(addr string) error {
 	return nil
 }
 
+// listenOn binds addr, saying which address could not be bound and why.
+func listenOn(addr string) (net.Listener, error) {
+	ln, err := net.Listen("tcp", addr)
+	switch {
+	case err == nil:
+		return ln, nil
+	case errors.Is(err, syscall.EADDRINUSE):
+		return nil, fmt.Errorf("cannot listen on %s: the address is in use (another server? stop it or choose another --listen)", addr)
+	case errors.Is(err, syscall.EACCES):
+		return nil, fmt.Errorf("cannot listen on %s: permission denied (ports below 1024 need privileges; choose another --listen)", addr)
+	}
+	var oe *net.OpError
+	if errors.As(err, &oe) {
+		err = oe.Err
+	}
+	return nil, fmt.Errorf("cannot listen on %s: %v", addr, err)
+}
+
 func orDefault(s, d string) string {
 	if s == "" {
 		return d
@@ -284,26 +313,49 @@ func orDefault(s, d string) string {
 func runHealth(args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("health", flag.ContinueOnError)
 	url := fs.String("url", "http://127.0.0.1:8080/_health", "health endpoint")
+	wait := fs.Duration("wait", 0, "keep asking until the server is healthy or this `duration` (such as 10s) has passed, for a server just started (default: ask once)")
 	pos, err := parseArgs(fs, args)
 	if err != nil {
 		return err
 	}
-	if len(pos) != 0 {
-		return usageOf("health")
+	if err := checkArgs("health", pos); err != nil {
+		return err
 	}
 	if u, err := neturl.Parse(*url); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return usagef("--url %q is not an http:// or https:// URL", *url)
 	}
-	c := &http.Client{Timeout: 3 * time.Second}
-	r, err := c.Get(*url)
+	if *wait < 0 {
+		return usagef("--wait %v is negative", *wait)
+	}
+	deadline := time.Now().Add(*wait)
+	for {
+		body, err := askHealth(*url, min(3*time.Second, max(time.Until(deadline), 100*time.Millisecond)))
+		if err == nil {
+			fmt.Fprintln(stdout, body)
+			return nil
+		}
+		left := time.Until(deadline)
+		if left <= 0 {
+			if *wait > 0 {
+				return fmt.Errorf("not healthy after %v: %w", *wait, err)
+			}
+			return err
+		}
+		time.Sleep(min(left, 100*time.Millisecond))
+	}
+}
+
+// askHealth asks url once, within timeout, for a 200 and its body.
+func askHealth(url string, timeout time.Duration) (string, error) {
+	c := &http.Client{Timeout: timeout}
+	r, err := c.Get(url)
 	if err != nil {
-		return err
+		return "", err
 	}
 	defer r.Body.Close()
 	b, _ := io.ReadAll(r.Body)
 	if r.StatusCode != 200 {
-		return fmt.Errorf("%s: HTTP %d: %s", *url, r.StatusCode, strings.TrimSpace(string(b)))
+		return "", fmt.Errorf("%s: HTTP %d: %s", url, r.StatusCode, strings.TrimSpace(string(b)))
 	}
-	fmt.Fprintln(stdout, strings.TrimSpace(string(b)))
-	return nil
+	return strings.TrimSpace(string(b)), nil
 }

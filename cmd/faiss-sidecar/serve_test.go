@@ -10,6 +10,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 func freeAddr(t *testing.T) string {
@@ -99,4 +102,96 @@ func TestServeBadConfig(t *testing.T) {
 	if code, _, errOut := runCLI("serve", "--config", p); code != 1 || !strings.Contains(errOut, "index x: no file at") {
 		t.Fatalf("exit %d: %q", code, errOut)
 	}
+}
+
+// TestHealthWait: `health --wait D` keeps asking a server that starts late
+// and succeeds once it answers; with no server it fails (exit 1) after about
+// D, naming the last error.
+func TestHealthWait(t *testing.T) {
+	addr := freeAddr(t)
+	url := "http://" + addr + "/_health"
+	go func() {
+		time.Sleep(400 * time.Millisecond)
+		ln, err := net.Listen("tcp", addr)
+		if err != nil {
+			return
+		}
+		srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			io.WriteString(w, `{"status":"ok"}`+"\n")
+		})}
+		t.Cleanup(func() { srv.Close() })
+		srv.Serve(ln)
+	}()
+	code, out, errOut := runCLI("health", "--url", url)
+	require.Equal(t, 1, code, "nothing listens yet: %s", out)
+	require.Contains(t, errOut, "connection refused")
+	code, out, errOut = runCLI("health", "--url", url, "--wait", "10s")
+	require.Equal(t, 0, code, errOut)
+	assert.Equal(t, `{"status":"ok"}`+"\n", out)
+
+	never := "http://" + freeAddr(t) + "/_health"
+	start := time.Now()
+	code, out, errOut = runCLI("health", "--url", never, "--wait", "700ms")
+	took := time.Since(start)
+	assert.Equal(t, 1, code)
+	assert.Empty(t, out)
+	assert.Contains(t, errOut, "not healthy after 700ms")
+	assert.Contains(t, errOut, "connection refused")
+	assert.GreaterOrEqual(t, took, 700*time.Millisecond)
+	assert.Less(t, took, 3*time.Second)
+
+	code, _, errOut = runCLI("health", "--wait", "-1s")
+	assert.Equal(t, 2, code)
+	assert.Contains(t, errOut, "--wait -1s is negative")
+}
+
+// TestServeBusyPort: a port in use fails at once (exit 1) naming the
+// address, before the demo's curl line is printed or anything loaded.
+func TestServeBusyPort(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer ln.Close()
+	addr := ln.Addr().String()
+	code, out, errOut := runCLI("serve", "--listen", addr)
+	assert.Equal(t, 1, code)
+	assert.Empty(t, out)
+	assert.NotContains(t, errOut, "serving the demo index")
+	assert.NotContains(t, errOut, `"msg":"starting"`, "nothing starts")
+	assert.Equal(t, "faiss-sidecar serve: cannot listen on "+addr+": the address is in use (another server? stop it or choose another --listen)\n", errOut)
+}
+
+// TestServeRemovesStaleDemoDirs: a demo server removes the demo directories
+// whose server is gone (killed before it could clean up), and neither a
+// live server's nor a directory it cannot tell about; its own goes at
+// shutdown.
+func TestServeRemovesStaleDemoDirs(t *testing.T) {
+	tmp := t.TempDir()
+	t.Setenv("TMPDIR", tmp)
+	// A killed server's directory: its lock file, which no process holds.
+	stale := filepath.Join(tmp, "faiss-sidecar-demo-123")
+	require.NoError(t, os.Mkdir(stale, 0o700))
+	require.NoError(t, os.WriteFile(filepath.Join(stale, demoLockName), nil, 0o600))
+	require.NoError(t, os.WriteFile(filepath.Join(stale, "demo.faiss"), []byte("x"), 0o444))
+	live, releaseLive, err := makeDemoDir()
+	require.NoError(t, err)
+	defer releaseLive()
+	unknown := filepath.Join(tmp, "faiss-sidecar-demo-unknown")
+	require.NoError(t, os.Mkdir(unknown, 0o700))
+
+	ctx, cancel := context.WithCancel(context.Background())
+	serveContext = func() (context.Context, context.CancelFunc) { return ctx, cancel }
+	addr := freeAddr(t)
+	done := make(chan int)
+	go func() { code, _, _ := runCLI("serve", "--listen", addr); done <- code }()
+	require.NotEmpty(t, postWhenUp("http://"+addr+"/indexes/demo/_search", `{"vector":[0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0],"k":1}`))
+	_, err = os.Stat(stale)
+	assert.True(t, os.IsNotExist(err), "the stale directory is removed")
+	assert.DirExists(t, live, "a live server's directory stays")
+	assert.DirExists(t, unknown, "a directory without a lock file stays")
+	dirs, _ := filepath.Glob(filepath.Join(tmp, demoDirPattern))
+	assert.Len(t, dirs, 3, "the server's own, the live one, the unknown one: %v", dirs)
+	cancel()
+	require.Equal(t, 0, <-done)
+	dirs, _ = filepath.Glob(filepath.Join(tmp, demoDirPattern))
+	assert.ElementsMatch(t, []string{live, unknown}, dirs, "the server removes its own at shutdown")
 }

@@ -13,18 +13,30 @@ import (
 	"github.com/faiss-sidecar/faiss-sidecar/rerank"
 )
 
-// runExportVectors writes a .vec file (aligned records for direct I/O) from
-// .fvecs, a float32 .npy, or the flat vectors of a FAISS file.
+// runExportVectors writes a .vec file from .fvecs, a float32 .npy, or the
+// flat vectors of a FAISS file, its records packed or aligned for direct
+// I/O (rerank.AutoVecLayout decides when not asked).
 func runExportVectors(args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("export-vectors", flag.ContinueOnError)
+	layout := fs.String("layout", "auto", "record layout: aligned (each vector padded to a multiple of 4096 bytes and on a 4096-byte boundary, "+
+		"so an O_DIRECT read of one vector is one block: for --rerank-strategy direct), packed (vectors back to back: the file is the data), "+
+		"or auto: aligned when padding at most doubles a vector (dimension 512 and more), else packed")
 	pos, err := parseArgs(fs, args)
 	if err != nil {
 		return err
 	}
-	if len(pos) != 2 {
-		return usageOf("export-vectors")
+	if err := checkArgs("export-vectors", pos, "IN", "OUT"); err != nil {
+		return err
+	}
+	switch *layout {
+	case "auto", rerank.LayoutAligned, rerank.LayoutPacked:
+	default:
+		return usagef("unknown --layout %q (want auto, aligned or packed)", *layout)
 	}
 	in, out := pos[0], pos[1]
+	if err := checkOutput(out); err != nil {
+		return err
+	}
 	var dim int
 	var count int64
 	var next func(i int64, dst []float32) error
@@ -55,13 +67,24 @@ func runExportVectors(args []string, stdout, stderr io.Writer) error {
 	if isTerminal(os.Stderr) {
 		prog = newProgressBar(os.Stderr, "export")
 	}
+	if *layout == "auto" {
+		*layout = rerank.AutoVecLayout(dim)
+	}
 	err = writeFile(out, func(w *bufio.Writer) error {
-		return rerank.WriteVec(w, dim, count, next, func(done int64) { prog.Update(done, count) })
+		return rerank.WriteVecLayout(w, dim, count, *layout, next, func(done int64) { prog.Update(done, count) })
 	})
 	prog.Done()
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(stdout, "%s: %d vectors of dimension %d → %s (records of %d bytes on 4096-byte boundaries)\n", in, count, dim, out, (int64(dim)*4+4095)/4096*4096)
+	stride, data := rerank.VecStride(dim, *layout), int64(dim)*4
+	size := rerank.VecAlign + count*stride
+	fmt.Fprintf(stdout, "%s: %d vectors of dimension %d → %s: %d bytes, layout %s, records of %d bytes", in, count, dim, out, size, *layout, stride)
+	if *layout == rerank.LayoutAligned {
+		fmt.Fprintf(stdout, " on 4096-byte boundaries for O_DIRECT reads (one block a vector; %.3g× the vectors' %d bytes)\n", float64(stride)/float64(data), data)
+	} else {
+		fmt.Fprintf(stdout, " back to back (aligned for O_DIRECT they would be %d bytes each, %.3g× the data: --layout aligned)\n",
+			rerank.VecStride(dim, rerank.LayoutAligned), float64(rerank.VecStride(dim, rerank.LayoutAligned))/float64(data))
+	}
 	return nil
 }
