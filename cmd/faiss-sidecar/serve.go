@@ -120,8 +120,9 @@ func runServe(args []string, stdout, stderr io.Writer) error {
 	if v := os.Getenv("FAISS_SIDECAR_LISTEN"); v != "" {
 		cfg.Listen = v
 	}
+	rootsFrom := "data_roots in " + *configPath // where the roots came from, for the error that refuses one
 	if v := os.Getenv("FAISS_SIDECAR_DATA_ROOT"); v != "" {
-		cfg.DataRoots = strings.Split(v, ":")
+		cfg.DataRoots, rootsFrom = strings.Split(v, ":"), "FAISS_SIDECAR_DATA_ROOT"
 	}
 	if v := os.Getenv("FAISS_SIDECAR_MEMORY_BUDGET"); v != "" {
 		n, err := strconv.ParseInt(v, 10, 64)
@@ -137,7 +138,15 @@ func runServe(args []string, stdout, stderr io.Writer) error {
 		cfg.Listen = *listen
 	}
 	if len(roots) > 0 {
-		cfg.DataRoots = roots
+		cfg.DataRoots, rootsFrom = roots, "--data-root"
+	}
+	// Checked before anything starts: an empty root would serve the
+	// working directory, a file or a missing directory would refuse every
+	// load of a server that looked up.
+	for _, root := range cfg.DataRoots {
+		if err := httpapi.CheckDataRoot(root); err != nil {
+			return fmt.Errorf("%s: %w", rootsFrom, err)
+		}
 	}
 	if len(buckets) > 0 {
 		cfg.S3Buckets = buckets

@@ -10,6 +10,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 func freeAddr(t *testing.T) string {
@@ -99,4 +102,41 @@ func TestServeBadConfig(t *testing.T) {
 	if code, _, errOut := runCLI("serve", "--config", p); code != 1 || !strings.Contains(errOut, "index x: no file at") {
 		t.Fatalf("exit %d: %q", code, errOut)
 	}
+}
+
+// TestServeBadDataRoot: an empty data root (which would serve the working
+// directory), a missing one and a file are refused at start with exit 1,
+// naming the root, the reason and where it came from, whether given by
+// flag, environment (a trailing colon) or config file.
+func TestServeBadDataRoot(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "README.md")
+	require.NoError(t, os.WriteFile(file, []byte("# not a directory\n"), 0o644))
+	cfg := func(roots string) string {
+		p := filepath.Join(t.TempDir(), "c.json")
+		require.NoError(t, os.WriteFile(p, []byte(`{"listen":"127.0.0.1:99999","data_roots":`+roots+`}`), 0o644))
+		return p
+	}
+	for _, c := range []struct {
+		env  string
+		args []string
+		want string
+	}{
+		{"", []string{"--data-root", ""}, `--data-root: data root "" is empty`},
+		{"", []string{"--data-root", dir, "--data-root", ""}, `--data-root: data root "" is empty`},
+		{dir + ":", nil, `FAISS_SIDECAR_DATA_ROOT: data root "" is empty`},
+		{":" + dir, nil, `FAISS_SIDECAR_DATA_ROOT: data root "" is empty`},
+		{"", []string{"--config", cfg(`[""]`)}, `data_roots in `},
+		{"", []string{"--data-root", file}, `--data-root: data root "` + file + `" is a regular file: name a directory`},
+		{"", []string{"--data-root", filepath.Join(dir, "nope")}, `data root "` + filepath.Join(dir, "nope") + `" does not exist`},
+	} {
+		t.Setenv("FAISS_SIDECAR_DATA_ROOT", c.env)
+		code, _, errOut := runCLI(append([]string{"serve", "--listen", "127.0.0.1:99999"}, c.args...)...)
+		assert.Equal(t, 1, code, "%v %q: %s", c.args, c.env, errOut)
+		assert.Contains(t, errOut, c.want, "%v %q", c.args, c.env)
+	}
+	p := cfg(`["` + dir + `", ""]`)
+	code, _, errOut := runCLI("serve", "--config", p)
+	assert.Equal(t, 1, code, errOut)
+	assert.Contains(t, errOut, `data_roots in `+p+`: data root "" is empty`)
 }
