@@ -69,3 +69,49 @@ func TestOutsideRootsTellsNothing(t *testing.T) {
 	assert.Contains(t, r.Raw, `no file at absent.faiss`)
 	assert.NotContains(t, r.Raw, base)
 }
+
+// TestJSONKeysExact: every JSON body takes its keys in their exact case
+// and once: a key in another case is an unknown field, a key given twice
+// a 400 duplicate_field naming it, at any depth, in every endpoint with a
+// body (encoding/json took "K" for k and the last of two).
+func TestJSONKeysExact(t *testing.T) {
+	_, ts := newTestServer(t, Config{})
+	require.Equal(t, 200, call(t, ts, "PUT", "/indexes/i", `{"path":"hnsw_flat_l2.faiss"}`).Status)
+	q := vectorJSON(make([]float64, 32))
+	for _, c := range []struct {
+		method, path, body string
+		typ, reason        string
+	}{
+		{"POST", "/indexes/i/_search", `{"vector":` + q + `,"k":2,"K":4}`, "bad_request", `unknown field "K"`},
+		{"POST", "/indexes/i/_search", `{"vector":` + q + `,"k":2,"k":4}`, "duplicate_field", `duplicate field "k"`},
+		{"POST", "/indexes/i/_search", `{"vector":` + q + `,"k":2,"\u006b":4}`, "duplicate_field", `duplicate field "k"`},
+		{"POST", "/indexes/i/_search", `{"Vector":` + q + `}`, "bad_request", `unknown field "Vector"`},
+		{"POST", "/indexes/i/_search", `{"vector":` + q + `,"method_parameters":{"ef_search":8,"ef_search":9}}`, "duplicate_field", `duplicate field "ef_search" in method_parameters`},
+		{"POST", "/indexes/i/_search", `{"vector":` + q + `,"filter":{"IDS":[1]}}`, "bad_request", `unknown field "IDS" in filter`},
+		{"POST", "/indexes/i/_msearch", `{"vectors":[` + q + `],"K":4}`, "bad_request", `unknown field "K"`},
+		{"POST", "/indexes/i/_msearch", `{"vectors":[` + q + `],"vectors":[` + q + `]}`, "duplicate_field", `duplicate field "vectors"`},
+		{"PUT", "/indexes/j", `{"PATH":"hnsw_flat_l2.faiss","MODE":"full"}`, "bad_request", `unknown field "PATH"`},
+		{"PUT", "/indexes/j", `{"path":"hnsw_flat_l2.faiss","path":"hnsw_flat_ip.faiss"}`, "duplicate_field", `duplicate field "path"`},
+		{"PUT", "/indexes/j", `{"path":"hnsw_flat_l2.faiss","rerank":{"vectors_path":"a","Strategy":"direct"}}`, "bad_request", `unknown field "Strategy" in rerank`},
+		{"PUT", "/indexes/i/_mode", `{"Mode":"full"}`, "bad_request", `unknown field "Mode"`},
+		{"PUT", "/indexes/i/_mode", `{"mode":"full","mode":"on_disk"}`, "duplicate_field", `duplicate field "mode"`},
+	} {
+		r := call(t, ts, c.method, c.path, c.body)
+		assert.Equal(t, 400, r.Status, "%s %s %s: %s", c.method, c.path, c.body, r.Raw)
+		e, _ := r.Body["error"].(map[string]any)
+		require.NotNil(t, e, r.Raw)
+		assert.Equal(t, c.typ, e["type"], r.Raw)
+		assert.Equal(t, c.reason, e["reason"], r.Raw)
+	}
+	// Nothing of those took effect.
+	r := call(t, ts, "GET", "/indexes/i", "")
+	assert.Equal(t, "memory_efficient", r.Body["mode"])
+	assert.Equal(t, 404, call(t, ts, "GET", "/indexes/j", "").Status)
+	// Exact keys still work, on the fast path and the slow one.
+	r = call(t, ts, "POST", "/indexes/i/_search", `{"vector":`+q+`,"k":2}`)
+	require.Equal(t, 200, r.Status, r.Raw)
+	assert.Len(t, r.Body["hits"], 2)
+	r = call(t, ts, "POST", "/indexes/i/_search", `{"vect\u006fr":`+q+`,"k":3}`)
+	require.Equal(t, 200, r.Status, r.Raw)
+	assert.Len(t, r.Body["hits"], 3)
+}

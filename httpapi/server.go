@@ -784,8 +784,9 @@ func (s *Server) read(c *gin.Context, b *body) (err error) {
 	}
 }
 
-// decodeJSON is encoding/json with unknown fields and anything after the
-// value refused.
+// decodeJSON is encoding/json with unknown fields, keys in another case
+// than their field's, a key given twice and anything after the value
+// refused.
 func decodeJSON(b []byte, v any) error {
 	d := json.NewDecoder(bytes.NewReader(b))
 	d.DisallowUnknownFields()
@@ -801,6 +802,15 @@ func decodeJSON(b []byte, v any) error {
 	// Decoder.More is false before a stray '}' or ']': look at the bytes.
 	if rest := bytes.TrimLeft(b[d.InputOffset():], " \t\r\n"); len(rest) > 0 {
 		return badRequest("malformed JSON: data after the object at byte %d", d.InputOffset())
+	}
+	// Keys are case-sensitive and given once, as OpenSearch reads them;
+	// encoding/json matched "K" to k and kept the last of two.
+	var ke *KeyError
+	if err := CheckKeys(b, v); errors.As(err, &ke) {
+		if ke.Duplicate {
+			return &apiError{400, "duplicate_field", ke.Error()}
+		}
+		return badRequest("%v", ke)
 	}
 	return nil
 }

@@ -115,6 +115,11 @@ func runServe(args []string, stdout, stderr io.Writer) error {
 		if d.More() {
 			return usagef("%s: more than one JSON value", *configPath)
 		}
+		// Keys exactly as documented, each once (encoding/json takes
+		// "Token" for token, and the last of two).
+		if err := httpapi.CheckKeys(b, &cfg); err != nil {
+			return usagef("%s: %v", *configPath, err)
+		}
 	}
 	// Environment over the file, flags over both.
 	if v := os.Getenv("FAISS_SIDECAR_LISTEN"); v != "" {

@@ -88,10 +88,15 @@ func TestServeBadConfig(t *testing.T) {
 		t.Fatalf("exit %d: %q", code, errOut)
 	}
 	for body, want := range map[string]string{
-		`{"max_msearch_vectors":-1}`:  "max_msearch_vectors -1 is negative",
-		`{"max_ef_search":2000000}`:   "max_ef_search 2000000 is above",
-		`{"switch_timeout":"soon"}`:   `switch_timeout "soon"`,
-		`{"max_request_work":"many"}`: "cannot unmarshal",
+		`{"max_msearch_vectors":-1}`:                                                 "max_msearch_vectors -1 is negative",
+		`{"max_ef_search":2000000}`:                                                  "max_ef_search 2000000 is above",
+		`{"switch_timeout":"soon"}`:                                                  `switch_timeout "soon"`,
+		`{"max_request_work":"many"}`:                                                "cannot unmarshal",
+		`{"listen":"127.0.0.1:99999","Token":"x"}`:                                   `unknown field "Token"`,
+		`{"listen":"127.0.0.1:99999","MAX_EF_SEARCH":5}`:                             `unknown field "MAX_EF_SEARCH"`,
+		`{"listen":"127.0.0.1:99999","token":"a","token":"b"}`:                       `duplicate field "token"`,
+		`{"listen":"127.0.0.1:99999","indexes":{"a":{"path":"x"},"a":{"path":"y"}}}`: `duplicate field "a" in indexes`,
+		`{"listen":"127.0.0.1:99999","indexes":{"a":{"path":"x","Mode":"full"}}}`:    `unknown field "Mode" in indexes["a"]`,
 	} {
 		os.WriteFile(p, []byte(body), 0o644)
 		if code, _, errOut := runCLI("serve", "--config", p); code != 2 || !strings.Contains(errOut, want) {
