@@ -1,9 +1,12 @@
 package httpapi
 
 import (
+	"bytes"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -114,4 +117,47 @@ func TestJSONKeysExact(t *testing.T) {
 	r = call(t, ts, "POST", "/indexes/i/_search", `{"vect\u006fr":`+q+`,"k":3}`)
 	require.Equal(t, 200, r.Status, r.Raw)
 	assert.Len(t, r.Body["hits"], 3)
+}
+
+// TestSwitchRefusedIsNotFailed: a switch refused before it starts (a bad
+// mode, one that cannot fit the budget) counts as outcome="refused" and is
+// logged at info, not as a failed switch; a switch of a name not served
+// makes no series; an ok switch still counts ok.
+func TestSwitchRefusedIsNotFailed(t *testing.T) {
+	var logs syncBuffer
+	_, ts := newTestServer(t, Config{MemoryBudget: 100_000, Logger: slog.New(slog.NewJSONHandler(&logs, nil))})
+	require.Equal(t, 200, call(t, ts, "PUT", "/indexes/i", `{"path":"hnsw_flat_l2.faiss"}`).Status)
+	r := call(t, ts, "PUT", "/indexes/i/_mode", `{"mode":"turbo"}`)
+	require.Equal(t, 400, r.Status, r.Raw)
+	r = call(t, ts, "PUT", "/indexes/i/_mode", `{"mode":"full"}`) // 137 kB: more than the node has
+	require.Equal(t, 400, r.Status, r.Raw)
+	require.Equal(t, "memory_budget_exceeded", r.Body["error"].(map[string]any)["type"], r.Raw)
+	require.Equal(t, 404, call(t, ts, "PUT", "/indexes/nobody/_mode", `{"mode":"full"}`).Status)
+	require.Equal(t, 200, call(t, ts, "PUT", "/indexes/i/_mode", `{"kernel":"exact"}`).Status)
+	m := call(t, ts, "GET", "/metrics", "").Raw
+	assert.Contains(t, m, `faiss_sidecar_mode_switches_total{index="i",outcome="refused"} 2`)
+	assert.Contains(t, m, `faiss_sidecar_mode_switches_total{index="i",outcome="ok"} 1`)
+	assert.NotContains(t, m, `outcome="failed"`)
+	assert.NotContains(t, m, `index="nobody"`)
+	out := logs.String()
+	assert.NotContains(t, out, "mode switch failed")
+	assert.Contains(t, out, `"level":"INFO","msg":"mode switch refused","index":"i"`)
+}
+
+// syncBuffer is a bytes.Buffer a logger and a test may share.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }

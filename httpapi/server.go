@@ -944,8 +944,20 @@ func (s *Server) switchMode(c *gin.Context) {
 	name := c.Param("name")
 	start := time.Now()
 	if err := s.Reg.Switch(context.WithoutCancel(c.Request.Context()), name, sw); err != nil {
-		s.metrics.switches.WithLabelValues(name, "failed").Inc()
-		s.log.Warn("mode switch failed", "index", name, "error", err)
+		// A switch refused before it started (a bad request, no room, one
+		// already running) is no failure; one of an index that is not
+		// served (any name a client sends, or one deleted meanwhile, whose
+		// series are gone) counts nowhere.
+		switch status, typ := errStatus(err); {
+		case status == 404 && s.Reg.get(name) == nil:
+			s.log.Info("mode switch of an index not served", "index", name, "error", err)
+		case status == 400 || status == 429 || typ == "switch_in_progress":
+			s.metrics.switches.WithLabelValues(name, "refused").Inc()
+			s.log.Info("mode switch refused", "index", name, "error", err)
+		default:
+			s.metrics.switches.WithLabelValues(name, "failed").Inc()
+			s.log.Warn("mode switch failed", "index", name, "error", err)
+		}
 		s.fail(c, err)
 		return
 	}
