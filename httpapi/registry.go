@@ -404,14 +404,19 @@ func (r *Registry) open(ctx context.Context, e *entry, spec LoadSpec) (h *handle
 }
 
 // openUnguarded is open without its recover.
-func (r *Registry) openUnguarded(ctx context.Context, e *entry, spec LoadSpec) (*handle, error) {
+func (r *Registry) openUnguarded(ctx context.Context, e *entry, spec LoadSpec) (_ *handle, err error) {
 	if spec.Mode == "" {
 		spec.Mode = "memory_efficient"
 	}
+	// Errors name the files as the client sent them (relabel); the
+	// handle keeps the names for its later errors (handle.failure).
+	names := r.dirNames()
+	defer func() { err = relabel(err, names) }()
 	path, err := r.resolve(spec.Path)
 	if err != nil {
 		return nil, err
 	}
+	names = sortNames(append(names, serverName{path, spec.Path}))
 	if spec.EfSearch < 0 || spec.EfSearch > r.limits.MaxEfSearch {
 		return nil, badRequest("ef_search=%d is out of range [1, %d] (0 or absent: the file's)", spec.EfSearch, r.limits.MaxEfSearch)
 	}
@@ -424,6 +429,7 @@ func (r *Registry) openUnguarded(ctx context.Context, e *entry, spec LoadSpec) (
 		if es.VectorsPath, err = r.resolve(spec.VectorsPath); err != nil {
 			return nil, err
 		}
+		names = sortNames(append(names, serverName{es.VectorsPath, spec.VectorsPath}))
 	}
 	if rs := spec.Rerank; rs != nil {
 		es.Rerank = &engine.RerankSpec{Label: rs.VectorsPath, Strategy: rs.Strategy, Oversample: rs.OversampleFactor}
@@ -436,6 +442,7 @@ func (r *Registry) openUnguarded(ctx context.Context, e *entry, spec LoadSpec) (
 			if es.Rerank.Path, err = r.resolve(rs.VectorsPath); err != nil {
 				return nil, err
 			}
+			names = sortNames(append(names, serverName{es.Rerank.Path, rs.VectorsPath}))
 		}
 	}
 	if es.Mode == engine.ModeOnDisk && es.MemoryBudget == 0 && r.budget > 0 {
@@ -498,7 +505,7 @@ func (r *Registry) openUnguarded(ctx context.Context, e *entry, spec LoadSpec) (
 		r.reserved.Add(-spare)
 		need -= spare
 	}
-	h := &handle{spec: spec, path: path, x: x, reserved: need}
+	h := &handle{spec: spec, path: path, x: x, reserved: need, names: names}
 	h.resident.Store(need)
 	for _, c := range h.caches() {
 		h.planned = append(h.planned, c.Budget())
@@ -654,6 +661,7 @@ func (r *Registry) Switch(ctx context.Context, name string, sw SwitchSpec) error
 	defer e.setCancel(nil)
 	e.state.Store("switching")
 	fail := func(err error) error {
+		err = relabel(err, old.names) // check queries' errors name the files too
 		e.state.Store("serving")
 		e.lastErr.Store(err.Error())
 		return err

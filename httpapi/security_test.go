@@ -2,6 +2,8 @@ package httpapi
 
 import (
 	"bytes"
+	"errors"
+	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -160,4 +162,102 @@ func (s *syncBuffer) String() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.b.String()
+}
+
+// packagePrefixes are what a user-facing message must not start a clause
+// with: the Go package that wrote it says nothing to a REST client.
+var packagePrefixes = []string{"faissfmt:", "partial:", "vecio:", "engine:", "hnswsearch:", "quant:"}
+
+// TestErrorBodiesForUsers: the errors a REST client meets with ordinary
+// mistakes (a text file, a binary junk file or a directory as path, a
+// missing file, bad mode, backend, compression or space_type, a file
+// changed under a served index) never echo bytes of a file, never name
+// the server's spelling of a path (only the path as sent), and carry no
+// Go package prefix.
+func TestErrorBodiesForUsers(t *testing.T) {
+	root := t.TempDir()
+	src, err := os.ReadFile(filepath.Join(fixtures, "hnsw_flat_l2.faiss"))
+	require.NoError(t, err)
+	for name, b := range map[string][]byte{
+		"idx.faiss":     src,
+		"served.faiss":  src,
+		"text.faiss":    []byte("JUNKMARK: a text file, not an index\nJUNKMARK secret=hunter2\n"),
+		"binary.faiss":  append([]byte("\x01JUNKMARK\xff"), bytes.Repeat([]byte("JUNKMARK"), 100)...),
+		"fourcc.faiss":  append([]byte("IwJU"), src[4:]...),
+		"vectors.fvecs": bytes.Repeat([]byte("JUNKMARK"), 50),
+	} {
+		require.NoError(t, os.WriteFile(filepath.Join(root, name), b, 0o644))
+	}
+	require.NoError(t, os.Mkdir(filepath.Join(root, "dir"), 0o755))
+	_, ts := newTestServer(t, Config{DataRoots: []string{root}})
+	require.Equal(t, 200, call(t, ts, "PUT", "/indexes/i", `{"path":"idx.faiss"}`).Status)
+	require.Equal(t, 200, call(t, ts, "PUT", "/indexes/s", `{"path":"served.faiss","mode":"memory_efficient","backend":"pread"}`).Status)
+	check := func(r resp, status int, want string) {
+		t.Helper()
+		assert.Equal(t, status, r.Status, r.Raw)
+		e, _ := r.Body["error"].(map[string]any)
+		require.NotNil(t, e, r.Raw)
+		reason, _ := e["reason"].(string)
+		assert.Contains(t, reason, want)
+		assert.NotContains(t, r.Raw, "JUNK", "bytes of the file")
+		assert.NotContains(t, r.Raw, "hunter2", "bytes of the file")
+		assert.NotContains(t, reason, "0x", "bytes of the file in hex")
+		for _, p := range packagePrefixes {
+			assert.NotContains(t, reason, p)
+		}
+	}
+	for _, c := range []struct {
+		method, path, body string
+		status             int
+		want               string
+	}{
+		{"PUT", "/indexes/j", `{"path":"text.faiss"}`, 422, "text.faiss: not a FAISS index file"},
+		{"PUT", "/indexes/j", `{"path":"binary.faiss"}`, 422, "binary.faiss: not a FAISS index file"},
+		{"PUT", "/indexes/j", `{"path":"fourcc.faiss","mode":"full"}`, 422, "not a FAISS index file"},
+		{"PUT", "/indexes/j", `{"path":"dir"}`, 400, "dir is a directory, not a regular file"},
+		{"PUT", "/indexes/j", `{"path":"missing.faiss"}`, 404, "no file at missing.faiss"},
+		{"PUT", "/indexes/j", `{"path":"idx.faiss","mode":"turbo"}`, 400, `unknown mode "turbo" (known: full, memory_efficient, on_disk)`},
+		{"PUT", "/indexes/j", `{"path":"idx.faiss","backend":"tape"}`, 400, `unknown backend "tape" (known: `},
+		{"PUT", "/indexes/j", `{"path":"idx.faiss","mode":"full","backend":"mmap"}`, 400, `mode full reads the whole file into memory`},
+		{"PUT", "/indexes/j", `{"path":"idx.faiss","mode":"on_disk","compression":"3x"}`, 400, `unknown compression "3x" (known: `},
+		{"PUT", "/indexes/j", `{"path":"idx.faiss","space_type":"cosine"}`, 400, `unknown space_type "cosine" (known: `},
+		{"PUT", "/indexes/j", `{"path":"idx.faiss","mode":"full","rerank":{"vectors_path":"text.faiss"}}`, 422, "text.faiss"},
+		{"PUT", "/indexes/j", `{"path":"idx.faiss","mode":"full","rerank":{"vectors_path":"vectors.fvecs"}}`, 422, "vectors.fvecs"},
+		{"PUT", "/indexes/i/_mode", `{"mode":"turbo"}`, 400, `unknown mode "turbo" (known: full, memory_efficient, on_disk)`},
+		{"PUT", "/indexes/i/_mode", `{"backend":"tape"}`, 400, `unknown backend "tape"`},
+		{"PUT", "/indexes/i/_mode", `{"mode":"full","backend":"pread"}`, 400, `mode full reads the whole file into memory`},
+	} {
+		r := call(t, ts, c.method, c.path, c.body)
+		check(r, c.status, c.want)
+		assert.NotContains(t, r.Raw, root, "%s %s: the server's path of a file sent relative", c.method, c.body)
+	}
+	// A file changed under a served index: its searches, GET and a switch
+	// name the file as it was sent, with no package prefix.
+	require.NoError(t, os.WriteFile(filepath.Join(root, "served.faiss"), src[:len(src)/2], 0o644))
+	q := `{"vector":` + vectorJSON(make([]float64, 32)) + `}`
+	r := call(t, ts, "POST", "/indexes/s/_search", q)
+	check(r, 503, "a file this index serves (served.faiss) changed after it was loaded: file changed: served.faiss: size")
+	assert.NotContains(t, r.Raw, root)
+	r = call(t, ts, "GET", "/indexes/s", "")
+	assert.Equal(t, "failed", r.Body["state"], r.Raw)
+	assert.NotContains(t, r.Raw, root)
+	r = call(t, ts, "PUT", "/indexes/s/_mode", `{"mode":"full"}`)
+	assert.GreaterOrEqual(t, r.Status, 400, r.Raw)
+	assert.NotContains(t, r.Raw, root)
+	assert.NotContains(t, call(t, ts, "GET", "/indexes/s", "").Raw, root, "last_switch_error")
+}
+
+// TestRelabel: relabel rewords the server's paths, longest first, and
+// keeps the error's kind.
+func TestRelabel(t *testing.T) {
+	inner := &apiError{422, "bad_index_file", "/srv/data/a.faiss.guide: /srv/data/a.faiss is bad; /srv/guides/x.guide too"}
+	err := relabel(fmt.Errorf("wrapped: %w", inner), sortNames([]serverName{{"/srv/guides", "guide_dir"}, {"/srv/data/a.faiss", "a.faiss"}}))
+	assert.Equal(t, "wrapped: a.faiss.guide: a.faiss is bad; guide_dir/x.guide too", err.Error())
+	var ae *apiError
+	require.ErrorAs(t, err, &ae)
+	status, typ := errStatus(err)
+	assert.Equal(t, 422, status)
+	assert.Equal(t, "bad_index_file", typ)
+	plain := errors.New("nothing to say")
+	assert.Same(t, plain, relabel(plain, []serverName{{"/srv", "x"}}))
 }

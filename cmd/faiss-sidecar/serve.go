@@ -241,7 +241,13 @@ func runServe(args []string, stdout, stderr io.Writer) error {
 		if cfg.Indexes == nil {
 			cfg.Indexes = map[string]httpapi.LoadSpec{}
 		}
-		cfg.Indexes["demo"] = httpapi.LoadSpec{Path: filepath.Join(dir, "demo.faiss"), Mode: "full"}
+		// Relative to the demo's root when it is the only one: what GET and
+		// errors show is then not the server's temporary path.
+		path := filepath.Join(dir, "demo.faiss")
+		if len(cfg.DataRoots) == 1 {
+			path = "demo.faiss"
+		}
+		cfg.Indexes["demo"] = httpapi.LoadSpec{Path: path, Mode: "full"}
 	}
 	srv, err := httpapi.New(httpapi.Config{DataRoots: cfg.DataRoots, S3Buckets: cfg.S3Buckets, MemoryBudget: cfg.MemoryBudget, GuideDir: cfg.GuideDir,
 		CacheDir: cfg.CacheDir, CacheDirBytes: cfg.CacheDirBytes, Token: cfg.Token,

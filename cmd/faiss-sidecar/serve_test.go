@@ -51,6 +51,17 @@ func TestServeDemo(t *testing.T) {
 	if !strings.Contains(body, `"hits":[{"id":`) {
 		t.Fatalf("demo search: %q", body)
 	}
+	// Errors and GET name the demo's file as demo.faiss, never by the
+	// server's temporary directory.
+	body = postWhenUp("http://"+addr+"/indexes/demo/_search", `{"vector":[0,0,0],"k":3}`)
+	assert.Contains(t, body, "index demo.faiss expects 20")
+	assert.NotContains(t, body, "faiss-sidecar-demo-")
+	r, err := http.Get("http://" + addr + "/indexes/demo")
+	require.NoError(t, err)
+	info, _ := io.ReadAll(r.Body)
+	r.Body.Close()
+	assert.Contains(t, string(info), `"path":"demo.faiss"`)
+	assert.NotContains(t, string(info), "faiss-sidecar-demo-")
 	cancel()
 	select {
 	case code := <-done:
