@@ -367,7 +367,7 @@ const DefaultMemoryEfficientBackend = "mmap"
 // partial.ErrBadOption.
 func ModeBackend(mode, backend, path string) (string, error) {
 	bad := func(field, format string, a ...any) error {
-		return fieldWrap(field, fmt.Errorf("%w: "+format, append([]any{partial.ErrBadOption}, a...)...))
+		return fieldWrap(field, partial.BadOptionf(format, a...))
 	}
 	switch mode {
 	case "full":

@@ -375,5 +375,5 @@ func TestNullRefusedByOpen(t *testing.T) {
 	b, _ := readFAISS115(t, "hnsw_flat_l2_skip_storage")
 	_, err := Open(bytes.NewReader(b), int64(len(b)))
 	requireFormatError(t, err, ErrUnsupported, "fourcc", "the graph alone cannot be searched")
-	assert.True(t, strings.HasPrefix(err.Error(), `faissfmt: unsupported FAISS index type "null" at byte 287949`))
+	assert.True(t, strings.HasPrefix(err.Error(), `unsupported FAISS index type "null" at byte 287949`))
 }

@@ -93,7 +93,10 @@ func TestCorruptFields(t *testing.T) {
 		msg   string
 	}{
 		{"fourcc IVF", ex, func(b []byte) []byte { copy(b, "IwFl"); return b }, ErrUnsupported, `unsupported FAISS index type "IwFl" at byte 0`},
-		{"fourcc garbage", ex, func(b []byte) []byte { copy(b, "\x00\x01\x02\x03"); return b }, ErrUnsupported, `type 0x00010203 at byte 0`},
+		{"fourcc IVF named", ex, func(b []byte) []byte { copy(b, "IwPQ"); return b }, ErrUnsupported, `unsupported FAISS index type "IwPQ" at byte 0 (IndexIVFPQ: not an HNSW index)`},
+		{"fourcc garbage", ex, func(b []byte) []byte { copy(b, "\x00\x01\x02\x03"); return b }, ErrUnsupported, `not a FAISS index file: its first 4 bytes are no FAISS index type`},
+		{"fourcc text", ex, func(b []byte) []byte { copy(b, "# fa"); return b }, ErrUnsupported, `not a FAISS index file`},
+		{"nested fourcc garbage", ex, func(b []byte) []byte { copy(b[37:], "root"); return b }, ErrUnsupported, `unknown FAISS index type at byte 37 (the file is corrupt)`},
 		{"null storage", ex, func(b []byte) []byte { copy(b[626:], "null"); return b }, ErrUnsupported, `"null" at byte 626 (the vectors were left out`},
 		{"binary in float", ex, func(b []byte) []byte { copy(b[37:], "IBHf"); return b }, ErrUnsupported, `"IBHf" at byte 37`},
 		{"huge levels count", ex, func(b []byte) []byte { putU64(b, 442, 1<<62); return b }, ErrTruncated, "levels needs 4611686018427387904×4 bytes at offset 450"},

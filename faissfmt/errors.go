@@ -25,7 +25,9 @@ type FormatError struct {
 	Kind  error  // ErrTruncated, ErrUnsupported or ErrInvalid
 }
 
-func (e *FormatError) Error() string { return "faissfmt: " + e.Msg }
+// Error is Msg alone: it is read by people (a REST client, a command's
+// user), to whom the package's name says nothing.
+func (e *FormatError) Error() string { return e.Msg }
 
 // Unwrap reports both ErrFormat and the specific kind.
 func (e *FormatError) Unwrap() []error { return []error{e.Kind, ErrFormat} }
@@ -40,12 +42,31 @@ func truncated(field string, off, need, left int64) error {
 }
 
 func unsupported(fourcc string, off int64, why string) error {
-	msg := fmt.Sprintf("unsupported FAISS index type %s at byte %d", quoteFourCC(fourcc), off)
 	// A zstd frame (28 b5 2f fd) or skippable frame (5? 2a 4d 18) is a
 	// compressed file read through the wrong backend, or a truncated one.
 	if len(fourcc) == 4 && (fourcc == "\x28\xb5\x2f\xfd" || fourcc[0]&0xf0 == 0x50 && fourcc[1:] == "\x2a\x4d\x18") {
-		why = "zstd-compressed data, not a FAISS index: open it with backend zstd (--backend zstd); " +
-			"if that fails too, the file is truncated or plain zstd: decompress it"
+		return &FormatError{Field: "fourcc", Off: off, Kind: ErrUnsupported, Msg: fmt.Sprintf(
+			"zstd-compressed data, not a FAISS index: open it with backend zstd (--backend zstd); "+
+				"if that fails too, the file is truncated or plain zstd: decompress it (a zstd frame at byte %d)", off)}
+	}
+	// The bytes are named only when they are a fourcc FAISS writes (a
+	// fixed table): anything else of the file is never echoed, whatever
+	// it holds (a text file's first line, a secret).
+	name, known := typeNames[fourcc]
+	if !known {
+		name, known = otherTypes[fourcc]
+	}
+	var msg string
+	switch {
+	case !known && off == 0:
+		msg = "not a FAISS index file: its first 4 bytes are no FAISS index type this program knows"
+	case !known:
+		msg = fmt.Sprintf("unknown FAISS index type at byte %d (the file is corrupt)", off)
+	default:
+		msg = fmt.Sprintf("unsupported FAISS index type %q at byte %d", fourcc, off)
+		if why == "" {
+			why = name + ": not an HNSW index"
+		}
 	}
 	if why != "" {
 		msg += " (" + why + ")"
@@ -53,13 +74,20 @@ func unsupported(fourcc string, off int64, why string) error {
 	return &FormatError{Field: "fourcc", Off: off, Msg: msg, Kind: ErrUnsupported}
 }
 
-// quoteFourCC prints a fourcc as "IxMp" when it is printable ASCII and as
-// hex bytes otherwise, so garbage never reaches a terminal.
-func quoteFourCC(s string) string {
-	for i := 0; i < len(s); i++ {
-		if s[i] < 0x20 || s[i] > 0x7e {
-			return fmt.Sprintf("0x%x", []byte(s))
-		}
-	}
-	return fmt.Sprintf("%q", s)
+// otherTypes names the fourccs FAISS writes for the index types this
+// package does not read (typeNames has those it reads).
+var otherTypes = map[string]string{
+	"IwFl": "IndexIVFFlat", "IwFd": "IndexIVFFlatDedup", "IwP2": "IndexIVFFlatPanorama",
+	"IwSq": "IndexIVFScalarQuantizer", "IvSQ": "IndexIVFScalarQuantizer",
+	"IwPQ": "IndexIVFPQ", "IvPQ": "IndexIVFPQ", "IwQR": "IndexIVFPQR", "IvQR": "IndexIVFPQR",
+	"IwPf": "IndexIVFPQFastScan", "IwSh": "IndexIVFSpectralHash",
+	"IwRQ": "IndexIVFResidualQuantizer", "IwLS": "IndexIVFLocalSearchQuantizer",
+	"IxPq": "IndexPQ", "IPfs": "IndexPQFastScan", "IxRq": "IndexResidualQuantizer",
+	"IxLS": "IndexLocalSearchQuantizer", "IxPR": "IndexProductResidualQuantizer",
+	"IxPL": "IndexProductLocalSearchQuantizer", "ImRQ": "ResidualCoarseQuantizer",
+	"Imiq": "MultiIndexQuantizer", "IxPT": "IndexPreTransform", "IxRF": "IndexRefine",
+	"IxLa": "IndexLattice", "IxHe": "IndexLSH", "Ix2L": "Index2Layer",
+	"IHNp": "IndexHNSWPQ", "IHN2": "IndexHNSW2Level", "INSf": "IndexNSGFlat",
+	"IBwF": "IndexBinaryIVF", "IBFf": "IndexBinaryFromFloat", "IBHh": "IndexBinaryHash",
+	"IBHm": "IndexBinaryMultiHash",
 }

@@ -81,7 +81,7 @@ func FuzzOpen(f *testing.F) {
 			want := ""
 			for _, v := range rep.Violations {
 				if v.Kind == "neighbor_range" || v.Kind == "padding" || v.Kind == "neighbor_level" {
-					want = "faissfmt: " + v.Msg
+					want = v.Msg
 					break
 				}
 			}

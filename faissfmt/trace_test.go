@@ -87,5 +87,5 @@ func ExampleOpen() {
 	data := []byte{} // a FAISS file's bytes; any io.ReaderAt works
 	_, err := Open(bytes.NewReader(data), int64(len(data)))
 	fmt.Println(err)
-	// Output: faissfmt: file truncated: fourcc needs 4 bytes at offset 0, 0 left
+	// Output: file truncated: fourcc needs 4 bytes at offset 0, 0 left
 }

@@ -8,7 +8,7 @@ import (
 )
 
 // ErrBudget marks a memory budget too small to serve an index at all.
-var ErrBudget = errors.New("hnswsearch: memory budget too small")
+var ErrBudget = errors.New("memory budget too small")
 
 // Plan is how one memory budget is spent on an index served in
 // memory_efficient mode (the bounded-memory policy):

@@ -200,7 +200,7 @@ func TestFileChangedMessage(t *testing.T) {
 	require.NoError(t, os.Truncate(path, 0))
 	err := searchAll(t, x)
 	require.ErrorIs(t, err, partial.ErrFileChanged)
-	assert.Contains(t, err.Error(), fmt.Sprintf("partial: file changed: %s: size %d -> 0", path, size))
+	assert.Contains(t, err.Error(), fmt.Sprintf("file changed: %s: size %d -> 0", path, size))
 	assert.Contains(t, err.Error(), "since it was opened")
 }
 

@@ -161,7 +161,7 @@ const (
 var (
 	ErrBadQuery  = errors.New("hnswsearch: bad query")
 	ErrCorrupt   = errors.New("hnswsearch: corrupt index")
-	ErrBadOption = errors.New("hnswsearch: bad option")
+	ErrBadOption = errors.New("bad option")
 	ErrDeadline  = errors.New("hnswsearch: search stopped at its deadline")
 )
 

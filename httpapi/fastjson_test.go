@@ -1,7 +1,6 @@
 package httpapi
 
 import (
-	"bytes"
 	"encoding/binary"
 	"encoding/json"
 	"math"
@@ -33,25 +32,21 @@ var searchBodies = []string{
 	`{"vector":[1],"rescore":{"oversample_factor":1e999}}`,
 	`{"vector":[1],"profile":tru}`,
 	`{"vect\u006fr":[1]}`,
+	`{"vector":[1],"K":2}`,
+	`{"vector":[1],"\u212a":2}`,
+	`{"vector":[1],"method_parameters":{"ef_search":5,"ef_search":6}}`,
+	`{"vector":[1],"method_parameters":{"EF_SEARCH":5}}`,
+	`{"vector":[1],"filter":{"ids":[1],"ids":[2]}}`,
+	`{"vector":[1],"rescore":{"Oversample_factor":2}}`,
 	`{"vector":[1]`,
 	`[1,2]`,
 	``,
 }
 
-// strict is what decode does with encoding/json.
-func strict(b []byte, r any) error {
-	d := json.NewDecoder(bytes.NewReader(b))
-	d.DisallowUnknownFields()
-	if err := d.Decode(r); err != nil {
-		return err
-	}
-	if d.More() {
-		return errTrailing
-	}
-	return nil
-}
-
-var errTrailing = &apiError{400, "x", "trailing data"}
+// strict is what decode does with encoding/json: decodeJSON, whose rule
+// (unknown fields, a key in another case than its field's or given twice,
+// data after the value: all refused) the fast parser must follow.
+func strict(b []byte, r any) error { return decodeJSON(b, r) }
 
 // checkFast: what fast accepts of b, encoding/json accepts with the same
 // result.
@@ -100,6 +95,8 @@ var msearchBodies = []string{
 	`{"vectors":[1,2]}`,
 	`{"vectors":[[1]],"vectors":[[2]]}`,
 	`{"vectors":[[1]],"vector":[2]}`,
+	`{"VECTORS":[[1]]}`,
+	`{"vectors":[[1]],"k":1,"k":1}`,
 	`{"vectors":[[1]],"max_distance":3}`,
 	`{"vectors":[[1],]}`,
 	`{"vectors":[[1]] ]}`,

@@ -127,7 +127,8 @@ func TestFileChangedUnderLoad(t *testing.T) {
 					assert.Positive(t, afterChange.Load())
 					info := call(t, ts, "GET", "/indexes/v", ``)
 					assert.Equal(t, "failed", info.Body["state"], info.Raw)
-					assert.Contains(t, info.Body["failure"], path)
+					assert.Contains(t, info.Body["failure"], "file changed: v.faiss: ", "the file as the load named it")
+					assert.NotContains(t, info.Raw, path, "not the server's path of it")
 					assert.Contains(t, call(t, ts, "GET", "/metrics", ``).Raw, `faiss_sidecar_index_failed{index="v"} 1`)
 					assert.Equal(t, 200, call(t, ts, "POST", "/indexes/steady/_search", bodies[0]).Status)
 					// A reload serves the file as it is now.

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"maps"
 	"math/rand/v2"
 	"os"
@@ -99,12 +100,15 @@ func NewRegistry(roots []string, budget int64) (*Registry, error) {
 	r := &Registry{budget: budget, limits: Limits{}.withDefaults(0)}
 	r.entries.Store(&map[string]*entry{})
 	for _, root := range roots {
+		if err := CheckDataRoot(root); err != nil {
+			return nil, err
+		}
 		abs, err := filepath.Abs(root)
 		if err == nil {
 			abs, err = filepath.EvalSymlinks(abs)
 		}
 		if err != nil {
-			return nil, fmt.Errorf("data root %s: %w", root, err)
+			return nil, fmt.Errorf("data root %q: %w", root, err)
 		}
 		r.roots = append(r.roots, abs)
 		if given, err := filepath.Abs(root); err == nil {
@@ -112,6 +116,26 @@ func NewRegistry(roots []string, budget int64) (*Registry, error) {
 		}
 	}
 	return r, nil
+}
+
+// CheckDataRoot refuses what cannot be a data root: an empty one ("" is
+// the working directory to the path functions, "/" in a container, and
+// would open every file to the API) and one that is not an existing
+// directory (every load under it would fail, the server up all the same).
+func CheckDataRoot(root string) error {
+	if strings.TrimSpace(root) == "" {
+		return fmt.Errorf("data root %q is empty: name a directory (an empty entry, such as a trailing colon in FAISS_SIDECAR_DATA_ROOT, is refused)", root)
+	}
+	fi, err := os.Stat(root)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return fmt.Errorf("data root %q does not exist: name an existing directory", root)
+	case err != nil:
+		return fmt.Errorf("data root %q cannot be read: %v", root, errors.Unwrap(err))
+	case !fi.IsDir():
+		return fmt.Errorf("data root %q is %s: name a directory", root, filekind.Of(fi.Mode()))
+	}
+	return nil
 }
 
 // resolve maps a request path (relative to the first data root, or
@@ -133,33 +157,36 @@ func (r *Registry) resolve(p string) (string, error) {
 	if strings.IndexByte(p, 0) >= 0 {
 		return "", badRequest("path %q holds a NUL byte", p)
 	}
+	// Messages name the path as the client sent it (sent), never the
+	// server's spelling of it: the data root's location is the server's.
+	sent := p
 	if len(r.roots) == 0 {
-		return "", &apiError{403, "forbidden_path", fmt.Sprintf("%s: no data root is configured on this server: only s3:// objects are served", p)}
+		return "", &apiError{403, "forbidden_path", fmt.Sprintf("%s: no data root is configured on this server: only s3:// objects are served", sent)}
 	}
 	if !filepath.IsAbs(p) {
 		p = filepath.Join(r.roots[0], p)
 	}
 	p = filepath.Clean(p)
-	outside := &apiError{403, "forbidden_path", fmt.Sprintf("%s is outside the data roots", p)}
+	outside := &apiError{403, "forbidden_path", fmt.Sprintf("%s is outside the data roots", sent)}
 	if !within(r.roots, p) && !within(r.given, p) {
 		return "", outside
 	}
 	real, err := filepath.EvalSymlinks(p)
 	if err != nil {
 		if os.IsNotExist(err) && r.missingInside(p) {
-			return "", &apiError{404, "file_not_found", fmt.Sprintf("no file at %s", p)}
+			return "", &apiError{404, "file_not_found", fmt.Sprintf("no file at %s", sent)}
 		}
-		return "", &apiError{403, "forbidden_path", fmt.Sprintf("cannot resolve %s inside the data roots", p)}
+		return "", outside
 	}
 	if !within(r.roots, real) {
 		return "", outside
 	}
 	fi, err := os.Stat(real)
 	if err != nil {
-		return "", &apiError{403, "forbidden_path", fmt.Sprintf("cannot stat %s", p)}
+		return "", &apiError{403, "forbidden_path", fmt.Sprintf("cannot stat %s", sent)}
 	}
 	if !fi.Mode().IsRegular() {
-		return "", badRequest("%s is %s, not a regular file", p, filekind.Of(fi.Mode()))
+		return "", badRequest("%s is %s, not a regular file", sent, filekind.Of(fi.Mode()))
 	}
 	return real, nil
 }
@@ -377,14 +404,19 @@ func (r *Registry) open(ctx context.Context, e *entry, spec LoadSpec) (h *handle
 }
 
 // openUnguarded is open without its recover.
-func (r *Registry) openUnguarded(ctx context.Context, e *entry, spec LoadSpec) (*handle, error) {
+func (r *Registry) openUnguarded(ctx context.Context, e *entry, spec LoadSpec) (_ *handle, err error) {
 	if spec.Mode == "" {
 		spec.Mode = "memory_efficient"
 	}
+	// Errors name the files as the client sent them (relabel); the
+	// handle keeps the names for its later errors (handle.failure).
+	names := r.dirNames()
+	defer func() { err = relabel(err, names) }()
 	path, err := r.resolve(spec.Path)
 	if err != nil {
 		return nil, err
 	}
+	names = sortNames(append(names, serverName{path, spec.Path}))
 	if spec.EfSearch < 0 || spec.EfSearch > r.limits.MaxEfSearch {
 		return nil, badRequest("ef_search=%d is out of range [1, %d] (0 or absent: the file's)", spec.EfSearch, r.limits.MaxEfSearch)
 	}
@@ -397,6 +429,7 @@ func (r *Registry) openUnguarded(ctx context.Context, e *entry, spec LoadSpec) (
 		if es.VectorsPath, err = r.resolve(spec.VectorsPath); err != nil {
 			return nil, err
 		}
+		names = sortNames(append(names, serverName{es.VectorsPath, spec.VectorsPath}))
 	}
 	if rs := spec.Rerank; rs != nil {
 		es.Rerank = &engine.RerankSpec{Label: rs.VectorsPath, Strategy: rs.Strategy, Oversample: rs.OversampleFactor}
@@ -409,6 +442,7 @@ func (r *Registry) openUnguarded(ctx context.Context, e *entry, spec LoadSpec) (
 			if es.Rerank.Path, err = r.resolve(rs.VectorsPath); err != nil {
 				return nil, err
 			}
+			names = sortNames(append(names, serverName{es.Rerank.Path, rs.VectorsPath}))
 		}
 	}
 	if es.Mode == engine.ModeOnDisk && es.MemoryBudget == 0 && r.budget > 0 {
@@ -471,7 +505,7 @@ func (r *Registry) openUnguarded(ctx context.Context, e *entry, spec LoadSpec) (
 		r.reserved.Add(-spare)
 		need -= spare
 	}
-	h := &handle{spec: spec, path: path, x: x, reserved: need}
+	h := &handle{spec: spec, path: path, x: x, reserved: need, names: names}
 	h.resident.Store(need)
 	for _, c := range h.caches() {
 		h.planned = append(h.planned, c.Budget())
@@ -627,6 +661,7 @@ func (r *Registry) Switch(ctx context.Context, name string, sw SwitchSpec) error
 	defer e.setCancel(nil)
 	e.state.Store("switching")
 	fail := func(err error) error {
+		err = relabel(err, old.names) // check queries' errors name the files too
 		e.state.Store("serving")
 		e.lastErr.Store(err.Error())
 		return err

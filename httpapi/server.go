@@ -789,8 +789,9 @@ func (s *Server) read(c *gin.Context, b *body) (err error) {
 	}
 }
 
-// decodeJSON is encoding/json with unknown fields and anything after the
-// value refused.
+// decodeJSON is encoding/json with unknown fields, keys in another case
+// than their field's, a key given twice and anything after the value
+// refused.
 func decodeJSON(b []byte, v any) error {
 	d := json.NewDecoder(bytes.NewReader(b))
 	d.DisallowUnknownFields()
@@ -806,6 +807,15 @@ func decodeJSON(b []byte, v any) error {
 	// Decoder.More is false before a stray '}' or ']': look at the bytes.
 	if rest := bytes.TrimLeft(b[d.InputOffset():], " \t\r\n"); len(rest) > 0 {
 		return badRequest("malformed JSON: data after the object at byte %d", d.InputOffset())
+	}
+	// Keys are case-sensitive and given once, as OpenSearch reads them;
+	// encoding/json matched "K" to k and kept the last of two.
+	var ke *KeyError
+	if err := CheckKeys(b, v); errors.As(err, &ke) {
+		if ke.Duplicate {
+			return &apiError{400, "duplicate_field", ke.Error()}
+		}
+		return badRequest("%v", ke)
 	}
 	return nil
 }
@@ -939,8 +949,20 @@ func (s *Server) switchMode(c *gin.Context) {
 	name := c.Param("name")
 	start := time.Now()
 	if err := s.Reg.Switch(context.WithoutCancel(c.Request.Context()), name, sw); err != nil {
-		s.metrics.switches.WithLabelValues(name, "failed").Inc()
-		s.log.Warn("mode switch failed", "index", name, "error", err)
+		// A switch refused before it started (a bad request, no room, one
+		// already running) is no failure; one of an index that is not
+		// served (any name a client sends, or one deleted meanwhile, whose
+		// series are gone) counts nowhere.
+		switch status, typ := errStatus(err); {
+		case status == 404 && s.Reg.get(name) == nil:
+			s.log.Info("mode switch of an index not served", "index", name, "error", err)
+		case status == 400 || status == 429 || typ == "switch_in_progress":
+			s.metrics.switches.WithLabelValues(name, "refused").Inc()
+			s.log.Info("mode switch refused", "index", name, "error", err)
+		default:
+			s.metrics.switches.WithLabelValues(name, "failed").Inc()
+			s.log.Warn("mode switch failed", "index", name, "error", err)
+		}
 		s.fail(c, err)
 		return
 	}

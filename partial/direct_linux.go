@@ -78,7 +78,7 @@ func OpenDirect(path string, parallel int) (*Direct, error) {
 	}
 	if st.Mode&unix.S_IFMT != unix.S_IFREG {
 		unix.Close(fd)
-		return nil, fmt.Errorf("partial: %s is not a regular file", path)
+		return nil, fmt.Errorf("%s is not a regular file", path)
 	}
 	d := &Direct{fd: fd, name: path, size: st.Size, align: 4096, memAlign: 4096, parallel: parallel}
 	var sx unix.Statx_t

@@ -19,7 +19,7 @@ import (
 // the file and what changed. A storage that has seen its file change stays
 // changed: every later check (and query) fails with the same error, until
 // the file is opened again.
-var ErrFileChanged = errors.New("partial: file changed")
+var ErrFileChanged = errors.New("file changed")
 
 // FileChecker is implemented by storages that read a file as it is on disk
 // (Mmap, File, Direct, zstd.File, and blockcache.Cached when what it wraps does), and

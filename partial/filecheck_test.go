@@ -126,7 +126,7 @@ func TestFileChecks(t *testing.T) {
 					}
 					err = c.CheckFile()
 					require.ErrorIs(t, err, partial.ErrFileChanged)
-					assert.Contains(t, err.Error(), "partial: file changed: "+path+": ")
+					assert.Contains(t, err.Error(), "file changed: "+path+": ")
 					assert.Contains(t, err.Error(), "since it was opened")
 					// Sticky, the same error everywhere.
 					require.NoError(t, os.WriteFile(path, data, 0o600))
@@ -144,7 +144,7 @@ func TestFileCheckMessages(t *testing.T) {
 	s, path, data := changeable(t, storage.Options{Backend: "mmap"}, false)
 	require.NoError(t, os.Truncate(path, 0))
 	assert.ErrorContains(t, s.(partial.FileChecker).CheckFD(),
-		fmt.Sprintf("partial: file changed: %s: size %d -> 0, mtime ", path, len(data)))
+		fmt.Sprintf("file changed: %s: size %d -> 0, mtime ", path, len(data)))
 
 	s, path, _ = changeable(t, storage.Options{Backend: "pread"}, false)
 	require.NoError(t, os.Remove(path))

@@ -7,6 +7,7 @@ import (
 	"os"
 	"sync"
 
+	"github.com/faiss-sidecar/faiss-sidecar/internal/filekind"
 	"github.com/faiss-sidecar/faiss-sidecar/partial/internal/backendkit"
 )
 
@@ -77,7 +78,7 @@ func openRegularID(path string) (*os.File, fileID, error) {
 	}
 	if !st.Mode().IsRegular() {
 		f.Close()
-		return nil, fileID{}, fmt.Errorf("partial: %s is not a regular file", path)
+		return nil, fileID{}, fmt.Errorf("%s is %s, not a regular file", path, filekind.Of(st.Mode()))
 	}
 	id, err := fstatID(int(f.Fd()))
 	if err != nil {

@@ -107,7 +107,7 @@ var ErrClosed = backendkit.ErrClosed
 
 // ErrBadOption marks an option a backend or cache cannot serve (callers
 // turn it into a usage error or an HTTP 400).
-var ErrBadOption = errors.New("partial: bad option")
+var ErrBadOption = errors.New("bad option")
 
 // Tally accumulates one caller's I/O (e.g. one query's); not safe for
 // concurrent use.

@@ -172,7 +172,7 @@ func parseHeader(b []byte, fileSize int64, name string) (header, error) {
 		return h, bad("%d bytes is shorter than a guide's header", fileSize)
 	}
 	if string(b[:8]) != guideMagic {
-		return h, bad("bad magic %q (not a guide file)", b[:8])
+		return h, bad("not a guide file (no guide magic at its start)") // its bytes are not echoed
 	}
 	le := binary.LittleEndian
 	h.version = le.Uint32(b[8:])

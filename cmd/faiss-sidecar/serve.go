@@ -117,13 +117,19 @@ func runServe(args []string, stdout, stderr io.Writer) error {
 		if d.More() {
 			return usagef("%s: more than one JSON value", *configPath)
 		}
+		// Keys exactly as documented, each once (encoding/json takes
+		// "Token" for token, and the last of two).
+		if err := httpapi.CheckKeys(b, &cfg); err != nil {
+			return usagef("%s: %v", *configPath, err)
+		}
 	}
 	// Environment over the file, flags over both.
 	if v := os.Getenv("FAISS_SIDECAR_LISTEN"); v != "" {
 		cfg.Listen = v
 	}
+	rootsFrom := "data_roots in " + *configPath // where the roots came from, for the error that refuses one
 	if v := os.Getenv("FAISS_SIDECAR_DATA_ROOT"); v != "" {
-		cfg.DataRoots = strings.Split(v, ":")
+		cfg.DataRoots, rootsFrom = strings.Split(v, ":"), "FAISS_SIDECAR_DATA_ROOT"
 	}
 	if v := os.Getenv("FAISS_SIDECAR_MEMORY_BUDGET"); v != "" {
 		n, err := strconv.ParseInt(v, 10, 64)
@@ -139,7 +145,15 @@ func runServe(args []string, stdout, stderr io.Writer) error {
 		cfg.Listen = *listen
 	}
 	if len(roots) > 0 {
-		cfg.DataRoots = roots
+		cfg.DataRoots, rootsFrom = roots, "--data-root"
+	}
+	// Checked before anything starts: an empty root would serve the
+	// working directory, a file or a missing directory would refuse every
+	// load of a server that looked up.
+	for _, root := range cfg.DataRoots {
+		if err := httpapi.CheckDataRoot(root); err != nil {
+			return fmt.Errorf("%s: %w", rootsFrom, err)
+		}
 	}
 	if len(buckets) > 0 {
 		cfg.S3Buckets = buckets
@@ -238,7 +252,13 @@ func runServe(args []string, stdout, stderr io.Writer) error {
 		if cfg.Indexes == nil {
 			cfg.Indexes = map[string]httpapi.LoadSpec{}
 		}
-		cfg.Indexes["demo"] = httpapi.LoadSpec{Path: filepath.Join(dir, "demo.faiss"), Mode: "full"}
+		// Relative to the demo's root when it is the only one: what GET and
+		// errors show is then not the server's temporary path.
+		path := filepath.Join(dir, "demo.faiss")
+		if len(cfg.DataRoots) == 1 {
+			path = "demo.faiss"
+		}
+		cfg.Indexes["demo"] = httpapi.LoadSpec{Path: path, Mode: "full"}
 	}
 	srv, err := httpapi.New(httpapi.Config{DataRoots: cfg.DataRoots, S3Buckets: cfg.S3Buckets, MemoryBudget: cfg.MemoryBudget, GuideDir: cfg.GuideDir,
 		CacheDir: cfg.CacheDir, CacheDirBytes: cfg.CacheDirBytes, Token: cfg.Token,

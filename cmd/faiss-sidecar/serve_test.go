@@ -51,6 +51,17 @@ func TestServeDemo(t *testing.T) {
 	if !strings.Contains(body, `"hits":[{"id":`) {
 		t.Fatalf("demo search: %q", body)
 	}
+	// Errors and GET name the demo's file as demo.faiss, never by the
+	// server's temporary directory.
+	body = postWhenUp("http://"+addr+"/indexes/demo/_search", `{"vector":[0,0,0],"k":3}`)
+	assert.Contains(t, body, "index demo.faiss expects 20")
+	assert.NotContains(t, body, "faiss-sidecar-demo-")
+	r, err := http.Get("http://" + addr + "/indexes/demo")
+	require.NoError(t, err)
+	info, _ := io.ReadAll(r.Body)
+	r.Body.Close()
+	assert.Contains(t, string(info), `"path":"demo.faiss"`)
+	assert.NotContains(t, string(info), "faiss-sidecar-demo-")
 	cancel()
 	select {
 	case code := <-done:
@@ -88,10 +99,15 @@ func TestServeBadConfig(t *testing.T) {
 		t.Fatalf("exit %d: %q", code, errOut)
 	}
 	for body, want := range map[string]string{
-		`{"max_msearch_vectors":-1}`:  "max_msearch_vectors -1 is negative",
-		`{"max_ef_search":2000000}`:   "max_ef_search 2000000 is above",
-		`{"switch_timeout":"soon"}`:   `switch_timeout "soon"`,
-		`{"max_request_work":"many"}`: "cannot unmarshal",
+		`{"max_msearch_vectors":-1}`:                                                 "max_msearch_vectors -1 is negative",
+		`{"max_ef_search":2000000}`:                                                  "max_ef_search 2000000 is above",
+		`{"switch_timeout":"soon"}`:                                                  `switch_timeout "soon"`,
+		`{"max_request_work":"many"}`:                                                "cannot unmarshal",
+		`{"listen":"127.0.0.1:99999","Token":"x"}`:                                   `unknown field "Token"`,
+		`{"listen":"127.0.0.1:99999","MAX_EF_SEARCH":5}`:                             `unknown field "MAX_EF_SEARCH"`,
+		`{"listen":"127.0.0.1:99999","token":"a","token":"b"}`:                       `duplicate field "token"`,
+		`{"listen":"127.0.0.1:99999","indexes":{"a":{"path":"x"},"a":{"path":"y"}}}`: `duplicate field "a" in indexes`,
+		`{"listen":"127.0.0.1:99999","indexes":{"a":{"path":"x","Mode":"full"}}}`:    `unknown field "Mode" in indexes["a"]`,
 	} {
 		os.WriteFile(p, []byte(body), 0o644)
 		if code, _, errOut := runCLI("serve", "--config", p); code != 2 || !strings.Contains(errOut, want) {
@@ -194,4 +210,41 @@ func TestServeRemovesStaleDemoDirs(t *testing.T) {
 	require.Equal(t, 0, <-done)
 	dirs, _ = filepath.Glob(filepath.Join(tmp, demoDirPattern))
 	assert.ElementsMatch(t, []string{live, unknown}, dirs, "the server removes its own at shutdown")
+}
+
+// TestServeBadDataRoot: an empty data root (which would serve the working
+// directory), a missing one and a file are refused at start with exit 1,
+// naming the root, the reason and where it came from, whether given by
+// flag, environment (a trailing colon) or config file.
+func TestServeBadDataRoot(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "README.md")
+	require.NoError(t, os.WriteFile(file, []byte("# not a directory\n"), 0o644))
+	cfg := func(roots string) string {
+		p := filepath.Join(t.TempDir(), "c.json")
+		require.NoError(t, os.WriteFile(p, []byte(`{"listen":"127.0.0.1:99999","data_roots":`+roots+`}`), 0o644))
+		return p
+	}
+	for _, c := range []struct {
+		env  string
+		args []string
+		want string
+	}{
+		{"", []string{"--data-root", ""}, `--data-root: data root "" is empty`},
+		{"", []string{"--data-root", dir, "--data-root", ""}, `--data-root: data root "" is empty`},
+		{dir + ":", nil, `FAISS_SIDECAR_DATA_ROOT: data root "" is empty`},
+		{":" + dir, nil, `FAISS_SIDECAR_DATA_ROOT: data root "" is empty`},
+		{"", []string{"--config", cfg(`[""]`)}, `data_roots in `},
+		{"", []string{"--data-root", file}, `--data-root: data root "` + file + `" is a regular file: name a directory`},
+		{"", []string{"--data-root", filepath.Join(dir, "nope")}, `data root "` + filepath.Join(dir, "nope") + `" does not exist`},
+	} {
+		t.Setenv("FAISS_SIDECAR_DATA_ROOT", c.env)
+		code, _, errOut := runCLI(append([]string{"serve", "--listen", "127.0.0.1:99999"}, c.args...)...)
+		assert.Equal(t, 1, code, "%v %q: %s", c.args, c.env, errOut)
+		assert.Contains(t, errOut, c.want, "%v %q", c.args, c.env)
+	}
+	p := cfg(`["` + dir + `", ""]`)
+	code, _, errOut := runCLI("serve", "--config", p)
+	assert.Equal(t, 1, code, errOut)
+	assert.Contains(t, errOut, `data_roots in `+p+`: data root "" is empty`)
 }

@@ -120,7 +120,7 @@ func KnownBackend(b string) bool { return slices.Contains(Backends, b) }
 // UnknownBackend is the error naming an unknown backend b (matches
 // partial.ErrBadOption).
 func UnknownBackend(b string) error {
-	return fmt.Errorf("%w: unknown backend %q (known: %s)", partial.ErrBadOption, b, strings.Join(Backends, ", "))
+	return partial.BadOptionf("unknown backend %q (known: %s)", b, strings.Join(Backends, ", "))
 }
 
 // CacheBudget is the block-cache budget Open gives backend: CacheBytes, or

@@ -1,0 +1,198 @@
+package httpapi
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"reflect"
+	"strings"
+	"sync"
+)
+
+// KeyError is a JSON key CheckKeys refuses: one given twice in an object,
+// or one that names a field only in another case (encoding/json would
+// have taken "K" for "k", and the last of two "k" silently).
+type KeyError struct {
+	Key       string
+	Duplicate bool
+	In        string // the enclosing field, dotted ("" at the top level)
+}
+
+func (e *KeyError) Error() string {
+	what := "unknown field"
+	if e.Duplicate {
+		what = "duplicate field"
+	}
+	if e.In != "" {
+		return fmt.Sprintf("%s %q in %s", what, e.Key, e.In)
+	}
+	return fmt.Sprintf("%s %q", what, e.Key)
+}
+
+// CheckKeys refuses, in the JSON text b, a key given twice in one object
+// (at any depth) and a key that matches a field of v's type (a pointer to
+// what b decodes into) only case-insensitively. Run it on text that has
+// decoded into v without error: a syntax error stops the walk and is
+// reported as none. Keys of maps are names, not fields: only their
+// repetition is refused.
+func CheckKeys(b []byte, v any) error {
+	d := json.NewDecoder(bytes.NewReader(b))
+	t := reflect.TypeOf(v)
+	for t != nil && t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	err := checkValue(d, t, "")
+	if _, ok := err.(*KeyError); ok {
+		return err
+	}
+	return nil
+}
+
+var unmarshaler = reflect.TypeFor[json.Unmarshaler]()
+
+// checkValue walks the next value of d as decoding into t (nil: a type
+// that takes any value, its keys only checked for repetition).
+func checkValue(d *json.Decoder, t reflect.Type, in string) error {
+	for t != nil && t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	if t != nil && noObjects(t) {
+		// Numbers, strings, arrays of them (by kind: this package's
+		// unmarshalers of that kind take no object either): skipped whole,
+		// without a token per element (an _msearch's vectors). What holds
+		// an object there failed to decode already.
+		var skip struct{}
+		if err := d.Decode(&skip); err != nil {
+			if _, ok := err.(*json.UnmarshalTypeError); !ok {
+				return err
+			}
+		}
+		return nil
+	}
+	if t != nil && (reflect.PointerTo(t).Implements(unmarshaler) || t.Kind() == reflect.Interface) {
+		t = nil // decodes itself: no field names to compare
+	}
+	tok, err := d.Token()
+	if err != nil {
+		return err
+	}
+	switch tok {
+	case json.Delim('['):
+		var elem reflect.Type
+		if t != nil && (t.Kind() == reflect.Slice || t.Kind() == reflect.Array) {
+			elem = t.Elem()
+		}
+		for d.More() {
+			if err := checkValue(d, elem, in); err != nil {
+				return err
+			}
+		}
+		_, err = d.Token()
+		return err
+	case json.Delim('{'):
+		var fields map[string]reflect.Type
+		var val reflect.Type // a map's values
+		if t != nil && t.Kind() == reflect.Struct {
+			fields = fieldsOf(t)
+		} else if t != nil && t.Kind() == reflect.Map {
+			val = t.Elem()
+		}
+		seen := map[string]bool{}
+		for d.More() {
+			kt, err := d.Token()
+			if err != nil {
+				return err
+			}
+			key, _ := kt.(string)
+			if seen[key] {
+				return &KeyError{Key: key, Duplicate: true, In: in}
+			}
+			seen[key] = true
+			ft, sub := val, in
+			if fields != nil {
+				var ok bool
+				if ft, ok = fields[key]; !ok {
+					for name := range fields {
+						if strings.EqualFold(name, key) {
+							return &KeyError{Key: key, In: in}
+						}
+					}
+				}
+				sub = key
+				if in != "" {
+					sub = in + "." + key
+				}
+			} else if t != nil && t.Kind() == reflect.Map {
+				sub = fmt.Sprintf("%s[%q]", in, key)
+			}
+			if err := checkValue(d, ft, sub); err != nil {
+				return err
+			}
+		}
+		_, err = d.Token()
+		return err
+	}
+	return nil
+}
+
+// noObjects reports whether a value of t can hold no JSON object.
+func noObjects(t reflect.Type) bool {
+	switch t.Kind() {
+	case reflect.Bool, reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64,
+		reflect.Float32, reflect.Float64, reflect.String:
+		return true
+	case reflect.Slice, reflect.Array:
+		return noObjects(t.Elem())
+	}
+	return false
+}
+
+var fieldCache sync.Map // reflect.Type → map[string]reflect.Type
+
+// fieldsOf is the JSON names of struct t's fields (those of untagged
+// embedded structs included, as encoding/json promotes them) and their
+// types.
+func fieldsOf(t reflect.Type) map[string]reflect.Type {
+	if m, ok := fieldCache.Load(t); ok {
+		return m.(map[string]reflect.Type)
+	}
+	m := map[string]reflect.Type{}
+	var add func(t reflect.Type)
+	add = func(t reflect.Type) {
+		var embedded []reflect.Type
+		for i := range t.NumField() {
+			f := t.Field(i)
+			tag := f.Tag.Get("json")
+			if tag == "-" {
+				continue
+			}
+			name, _, _ := strings.Cut(tag, ",")
+			ft := f.Type
+			if f.Anonymous && name == "" {
+				for ft.Kind() == reflect.Pointer {
+					ft = ft.Elem()
+				}
+				if ft.Kind() == reflect.Struct {
+					embedded = append(embedded, ft)
+					continue
+				}
+			}
+			if !f.IsExported() {
+				continue
+			}
+			if name == "" {
+				name = f.Name
+			}
+			if _, ok := m[name]; !ok {
+				m[name] = f.Type
+			}
+		}
+		for _, e := range embedded { // the outer struct's names win
+			add(e)
+		}
+	}
+	add(t)
+	fieldCache.Store(t, m)
+	return m
+}
