@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"context"
 	"math"
 	"time"
 
@@ -85,6 +86,12 @@ func (qp *QueryPlan) Radial() bool { return qp.radial != nil }
 
 // SetDeadline ends queries still running at t with hnswsearch.ErrDeadline.
 func (qp *QueryPlan) SetDeadline(t time.Time) { qp.p.Deadline = t }
+
+// SetContext makes ctx the queries' context: reads that can wait (an
+// object store) give up when it ends, and a query whose reads gave up at
+// ctx's deadline ends with hnswsearch.ErrDeadline. ctx should carry the
+// deadline of SetDeadline.
+func (qp *QueryPlan) SetContext(ctx context.Context) { qp.p.Ctx = ctx }
 
 // Plan checks r against x before anything is sized by it.
 func (x *Index) Plan(r Request) (QueryPlan, error) {

@@ -159,6 +159,7 @@ func (x *Index) queryRadial(qp *QueryPlan, q hnswsearch.Query, sc *Scratch, t0 t
 	var err error
 	p := rp.p
 	p.Deadline = qp.p.Deadline
+	p.Ctx = qp.p.Ctx
 	if rp.oversample > 0 {
 		res, st, err = x.queryRadialRerank(p, rp.oversample, q.Vector, res, &prof)
 	} else {
