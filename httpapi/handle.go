@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -184,6 +185,8 @@ func errStatus(err error) (int, string) {
 		return 422, "bad_index_file"
 	case errors.Is(err, hnswsearch.ErrDeadline):
 		return 504, "search_timeout"
+	case errors.Is(err, context.Canceled): // a read given up: the client went away
+		return 499, "client_closed_request"
 	case errors.Is(err, errFileChanged):
 		return 503, "index_file_changed"
 	case errors.Is(err, hnswsearch.ErrCorrupt): // found by a query where the load did not look

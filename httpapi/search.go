@@ -260,12 +260,18 @@ func (s *Server) search(c *gin.Context) {
 		return
 	}
 	defer s.uncharge(ch)
+	qctx, cancel := queryContext(c, deadline)
+	defer cancel()
 	qp.SetDeadline(deadline)
+	qp.SetContext(qctx)
 	start := time.Now()
 	hits, prof, err := s.searchOne(h, &qp, req.Vector, sc)
 	took := time.Since(start)
 	if err != nil {
 		s.queryFailed(e, l, err)
+		if errors.Is(err, hnswsearch.ErrDeadline) {
+			err = errTimeout
+		}
 		s.fail(c, h.failure(err))
 		return
 	}
@@ -372,6 +378,14 @@ const hitBytes = 64
 // a search slot.
 const msearchWorkers = 4
 
+// queryContext is a search request's context for its queries: it ends at
+// deadline, when the client goes away, or when a shutdown's grace period
+// ends, and with it every read the queries wait on (a stalled object
+// store answers 504 at the deadline rather than never).
+func queryContext(c *gin.Context, deadline time.Time) (context.Context, context.CancelFunc) {
+	return context.WithDeadline(c.Request.Context(), deadline)
+}
+
 // errTimeout answers a request whose search outlived request_timeout.
 var errTimeout = &apiError{504, "search_timeout", "the search did not finish within the request timeout; the rest of its work was dropped"}
 
@@ -409,7 +423,10 @@ func (s *Server) msearch(c *gin.Context) {
 		return
 	}
 	defer s.uncharge(ch)
+	qctx, cancel := queryContext(c, deadline)
+	defer cancel()
 	qp.SetDeadline(deadline)
+	qp.SetContext(qctx)
 	start := time.Now()
 	type one struct {
 		hits []Hit

@@ -1048,9 +1048,15 @@ func (s *Server) ListenAndServe(ctx context.Context, addr string, grace time.Dur
 		return lerr
 	}
 	lim := newConnLimiter(ln, s.limits.MaxConnections)
+	// Every request's context derives from base: cancelling it at the end
+	// of the grace period ends the reads in-flight requests wait on (a
+	// stalled object store), so they answer and the server stops.
+	base, cancelBase := context.WithCancelCause(context.Background())
+	defer cancelBase(nil)
 	srv := &http.Server{Addr: addr, Handler: lim.closeForWaiting(s.Handler()), ConnState: lim.connState,
 		ReadHeaderTimeout: 10 * time.Second, ReadTimeout: s.cfg.RequestTimeout,
-		WriteTimeout: s.cfg.RequestTimeout + answerGrace, IdleTimeout: 2 * time.Minute}
+		WriteTimeout: s.cfg.RequestTimeout + answerGrace, IdleTimeout: 2 * time.Minute,
+		BaseContext: func(net.Listener) context.Context { return base }}
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(lim) }()
 	go s.limitHeap()
@@ -1063,12 +1069,27 @@ func (s *Server) ListenAndServe(ctx context.Context, addr string, grace time.Dur
 	s.log.Info("shutting down: finishing in-flight requests", "grace", grace.String())
 	sctx, cancel := context.WithTimeout(context.Background(), grace)
 	defer cancel()
-	err := srv.Shutdown(sctx)
-	s.Close()
-	if err != nil {
-		s.log.Warn("in-flight requests cut off after the grace period", "grace", grace.String(), "error", err.Error())
-	} else {
-		s.log.Info("stopped")
+	if err := srv.Shutdown(sctx); err != nil {
+		// The grace period is over: cancel what is still running, give
+		// the handlers a moment to answer, then close their connections.
+		s.log.Warn("in-flight requests cancelled at the end of the grace period", "grace", grace.String())
+		cancelBase(errShuttingDown)
+		wctx, wcancel := context.WithTimeout(context.Background(), shutdownAnswer)
+		err = srv.Shutdown(wctx)
+		wcancel()
+		if err != nil {
+			srv.Close()
+		}
 	}
-	return err
+	s.Close()
+	s.log.Info("stopped")
+	return nil
 }
+
+// shutdownAnswer is how long requests cancelled at the end of a shutdown's
+// grace period have to answer before their connections close.
+const shutdownAnswer = time.Second
+
+// errShuttingDown is the cause of requests cancelled at the end of a
+// shutdown's grace period.
+var errShuttingDown = &apiError{503, "shutting_down", "the server is shutting down and cancelled this request at the end of its grace period"}

@@ -1,0 +1,163 @@
+package httpapi
+
+import (
+	"context"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/faiss-sidecar/faiss-sidecar/partial/s3"
+	"github.com/faiss-sidecar/faiss-sidecar/partial/s3/s3test"
+)
+
+// stallTimeout is the request_timeout of the stall tests: short, against
+// an S3 per-request timeout far longer, so only the request's own deadline
+// can end a read.
+const stallTimeout = 1500 * time.Millisecond
+
+// stall makes every later ranged GET through fp wait without an answer
+// until its client gives up.
+func stall(fp *s3test.FaultProxy) {
+	fp.Set(func(_ int64, _ http.ResponseWriter, r *http.Request) bool {
+		s3test.Stall(r, time.Hour)
+		return true
+	})
+}
+
+// timedCall is call with a client timeout well past what the server may
+// take, returning the time to answer.
+func timedCall(t *testing.T, url, path, body string) (resp, time.Duration) {
+	t.Helper()
+	cl := &http.Client{Timeout: stallTimeout + 10*time.Second}
+	start := time.Now()
+	r, err := cl.Post(url+path, "application/json", strings.NewReader(body))
+	took := time.Since(start)
+	require.NoError(t, err, "no answer after %v", took)
+	defer r.Body.Close()
+	raw, _ := io.ReadAll(r.Body)
+	return resp{Status: r.StatusCode, Raw: string(raw)}, took
+}
+
+// TestS3StallAnswersAtDeadline: with the object store answering nothing
+// (accepting requests and never replying) and an S3 timeout far past the
+// request timeout, _search and _msearch on an index served on demand from
+// S3 answer 504 search_timeout within request_timeout + 1 s: through the
+// block cache alone, and with the disk cache below it.
+func TestS3StallAnswersAtDeadline(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		cacheDir bool
+	}{{"block cache", false}, {"disk cache", true}} {
+		t.Run(tc.name, func(t *testing.T) {
+			fp := s3test.NewFaultProxy(t)
+			useS3Defaults(t, s3.Options{Endpoint: fp.URL, Timeout: time.Minute, MaxAttempts: 5, Backoff: 2 * time.Millisecond})
+			cfg := Config{RequestTimeout: stallTimeout}
+			if tc.cacheDir {
+				cfg.CacheDir = t.TempDir()
+			}
+			const large = "hnsw_flat_large.faiss"
+			_, ts, bucket := s3Server(t, cfg, large)
+			t.Cleanup(fp.Stop) // before the test server waits for its handlers
+			// A cache of one block: searches keep fetching.
+			r := call(t, ts, "PUT", "/indexes/s", `{"path":"s3://`+bucket+`/idx/`+large+`","mode":"memory_efficient","cache_bytes":65536}`)
+			require.Equal(t, 200, r.Status, r.Raw)
+			qs := loadRuns(t, "hnsw_flat_large").Queries
+			require.GreaterOrEqual(t, len(qs), 3)
+			stall(fp)
+			gets := fp.GETs.Load()
+			for i, q := range qs[:3] {
+				body := `{"vector":` + vectorJSON(q) + `,"k":10,"method_parameters":{"ef_search":64}}`
+				r, took := timedCall(t, ts.URL, "/indexes/s/_search", body)
+				assert.Equal(t, 504, r.Status, "query %d: %s", i, r.Raw)
+				assert.Contains(t, r.Raw, "search_timeout")
+				assert.Less(t, took, stallTimeout+time.Second, "query %d answered after %v", i, took)
+			}
+			vecs := make([]string, 0, 3)
+			for _, q := range qs[3:6] {
+				vecs = append(vecs, vectorJSON(q))
+			}
+			r, took := timedCall(t, ts.URL, "/indexes/s/_msearch", `{"vectors":[`+strings.Join(vecs, ",")+`],"k":10}`)
+			assert.Equal(t, 504, r.Status, r.Raw)
+			assert.Contains(t, r.Raw, "search_timeout")
+			assert.Less(t, took, stallTimeout+time.Second, "_msearch answered after %v", took)
+			assert.Greater(t, fp.GETs.Load(), gets, "the searches asked the store nothing: the stall was not tested")
+		})
+	}
+}
+
+// TestShutdownWithStalledReads: a server shutting down while a search waits
+// on a stalled object store (request_timeout far past the grace period)
+// cancels it at the end of the grace period and stops within a second of
+// it, without an error.
+func TestShutdownWithStalledReads(t *testing.T) {
+	fp := s3test.NewFaultProxy(t)
+	useS3Defaults(t, s3.Options{Endpoint: fp.URL, Timeout: time.Minute, MaxAttempts: 5})
+	const large = "hnsw_flat_large.faiss"
+	bucket := s3test.Bucket(t)
+	s3test.PutFile(t, bucket, "idx/"+large, fixtures+"/"+large)
+	s, err := New(Config{DataRoots: []string{mustAbs(t, fixtures)}, S3Buckets: []string{bucket}, RequestTimeout: time.Minute})
+	require.NoError(t, err)
+	t.Cleanup(fp.Stop)
+	require.NoError(t, s.Reg.Load("s", LoadSpec{Path: "s3://" + bucket + "/idx/" + large, Mode: "memory_efficient", CacheBytes: 65536}))
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	addr := freeAddr(t)
+	const grace = time.Second
+	done := make(chan error, 1)
+	go func() { done <- s.ListenAndServe(ctx, addr, grace) }()
+	url := "http://" + addr
+	require.Eventually(t, func() bool {
+		r, err := http.Get(url + "/_health")
+		if err == nil {
+			r.Body.Close()
+		}
+		return err == nil
+	}, 5*time.Second, 10*time.Millisecond)
+
+	stall(fp)
+	gets := fp.GETs.Load()
+	answered := make(chan int, 1)
+	go func() {
+		q := loadRuns(t, "hnsw_flat_large").Queries[0]
+		r, err := http.Post(url+"/indexes/s/_search", "application/json", strings.NewReader(`{"vector":`+vectorJSON(q)+`,"k":10}`))
+		if err != nil {
+			answered <- 0 // the connection closed without an answer
+			return
+		}
+		r.Body.Close()
+		answered <- r.StatusCode
+	}()
+	require.Eventually(t, func() bool { return fp.GETs.Load() > gets }, 5*time.Second, 5*time.Millisecond, "the search never reached the store")
+	start := time.Now()
+	cancel()
+	select {
+	case err := <-done:
+		took := time.Since(start)
+		assert.NoError(t, err)
+		assert.Less(t, took, grace+time.Second, "shutdown took %v", took)
+	case <-time.After(grace + 15*time.Second):
+		t.Fatal("the server did not stop")
+	}
+	select {
+	case st := <-answered:
+		assert.Contains(t, []int{0, 503}, st, "the stalled search's answer")
+	case <-time.After(5 * time.Second):
+		t.Fatal("the stalled search never ended")
+	}
+}
+
+// freeAddr is a free port of 127.0.0.1.
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer l.Close()
+	return l.Addr().String()
+}
