@@ -237,7 +237,7 @@ func (x *Index) queryRadialRerank(p hnswsearch.RangeParams, oversample float64, 
 		return cmp.Compare(a.Label, b.Label)
 	})
 	var fs rerank.FetchStats
-	res, err = x.Rescore(q, res[:short], short, nil, &fs)
+	res, err = x.rescore(p.Ctx, q, res[:short], short, nil, &fs)
 	prof.Rerank = &fs
 	if err != nil {
 		return res, st, err
