@@ -121,6 +121,10 @@ func (h *handle) failure(err error) error {
 // opened: size, times, inode, and the path (a file replaced by rename).
 func (h *handle) checkFile() error { return h.x.CheckFile() }
 
+// checkFileContext is checkFile giving up a request to an object store
+// when ctx ends.
+func (h *handle) checkFileContext(ctx context.Context) error { return h.x.CheckFileContext(ctx) }
+
 // errFileChanged is what storage reports when a served file changed.
 var errFileChanged = partial.ErrFileChanged
 

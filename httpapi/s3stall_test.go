@@ -6,6 +6,8 @@ import (
 	"net"
 	"net/http"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -92,18 +94,18 @@ func TestS3StallAnswersAtDeadline(t *testing.T) {
 }
 
 // TestShutdownWithStalledReads: a server shutting down while a search waits
-// on a stalled object store (request_timeout far past the grace period)
-// cancels it at the end of the grace period and stops within a second of
-// it, without an error.
+// on a stalled object store (stopped as with SIGSTOP: every request,
+// HEADs of the file watcher included, accepted and never answered;
+// request_timeout far past the grace period) cancels it at the end of the
+// grace period and stops within a second of it, without an error.
 func TestShutdownWithStalledReads(t *testing.T) {
-	fp := s3test.NewFaultProxy(t)
-	useS3Defaults(t, s3.Options{Endpoint: fp.URL, Timeout: time.Minute, MaxAttempts: 5})
+	sp := newStallProxy(t, s3test.Endpoint(t))
+	useS3Defaults(t, s3.Options{Endpoint: sp.url, Timeout: time.Minute, MaxAttempts: 5})
 	const large = "hnsw_flat_large.faiss"
 	bucket := s3test.Bucket(t)
 	s3test.PutFile(t, bucket, "idx/"+large, fixtures+"/"+large)
 	s, err := New(Config{DataRoots: []string{mustAbs(t, fixtures)}, S3Buckets: []string{bucket}, RequestTimeout: time.Minute})
 	require.NoError(t, err)
-	t.Cleanup(fp.Stop)
 	require.NoError(t, s.Reg.Load("s", LoadSpec{Path: "s3://" + bucket + "/idx/" + large, Mode: "memory_efficient", CacheBytes: 65536}))
 
 	ctx, cancel := context.WithCancel(context.Background())
@@ -121,8 +123,7 @@ func TestShutdownWithStalledReads(t *testing.T) {
 		return err == nil
 	}, 5*time.Second, 10*time.Millisecond)
 
-	stall(fp)
-	gets := fp.GETs.Load()
+	sp.stalled.Store(true)
 	answered := make(chan int, 1)
 	go func() {
 		q := loadRuns(t, "hnsw_flat_large").Queries[0]
@@ -134,7 +135,8 @@ func TestShutdownWithStalledReads(t *testing.T) {
 		r.Body.Close()
 		answered <- r.StatusCode
 	}()
-	require.Eventually(t, func() bool { return fp.GETs.Load() > gets }, 5*time.Second, 5*time.Millisecond, "the search never reached the store")
+	require.Eventually(t, func() bool { return sp.held.Load() > 0 }, 5*time.Second, 5*time.Millisecond, "the search never reached the store")
+	time.Sleep(1500 * time.Millisecond) // the file watcher's HEAD stalls too
 	start := time.Now()
 	cancel()
 	select {
@@ -151,6 +153,66 @@ func TestShutdownWithStalledReads(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("the stalled search never ended")
 	}
+}
+
+// stallProxy forwards TCP connections to an S3 server; while stalled it
+// passes nothing on, in either direction, as a stopped server's kernel
+// accepts connections and bytes that nobody answers.
+type stallProxy struct {
+	url     string
+	stalled atomic.Bool
+	held    atomic.Int64 // chunks held back while stalled
+}
+
+func newStallProxy(t *testing.T, endpoint string) *stallProxy {
+	t.Helper()
+	target := strings.TrimPrefix(endpoint, "http://")
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	p := &stallProxy{url: "http://" + ln.Addr().String()}
+	var conns sync.Map
+	t.Cleanup(func() {
+		p.stalled.Store(false)
+		ln.Close()
+		conns.Range(func(k, _ any) bool { k.(net.Conn).Close(); return true })
+	})
+	pipe := func(dst, src net.Conn) {
+		buf := make([]byte, 32<<10)
+		for {
+			n, err := src.Read(buf)
+			if n > 0 {
+				for p.stalled.Load() {
+					p.held.Add(1)
+					time.Sleep(5 * time.Millisecond)
+				}
+				if _, werr := dst.Write(buf[:n]); werr != nil {
+					return
+				}
+			}
+			if err != nil {
+				dst.Close()
+				return
+			}
+		}
+	}
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			u, err := net.Dial("tcp", target)
+			if err != nil {
+				c.Close()
+				continue
+			}
+			conns.Store(c, nil)
+			conns.Store(u, nil)
+			go pipe(u, c)
+			go pipe(c, u)
+		}
+	}()
+	return p
 }
 
 // freeAddr is a free port of 127.0.0.1.

@@ -316,9 +316,18 @@ const fileCheckInterval = time.Second
 
 // watchFiles marks failed every served index whose file changed, until the
 // server closes.
+//
+// Its checks give up when the server closes: a HEAD to a stalled store
+// holds the index's handle, which Close would wait for.
 func (s *Server) watchFiles() {
 	t := time.NewTicker(fileCheckInterval)
 	defer t.Stop()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() {
+		<-s.stop
+		cancel()
+	}()
 	for {
 		select {
 		case <-s.stop:
@@ -331,7 +340,7 @@ func (s *Server) watchFiles() {
 			if e.checking.CompareAndSwap(false, true) {
 				go func() {
 					defer e.checking.Store(false)
-					s.checkFile(name, e)
+					s.checkFile(ctx, name, e)
 				}()
 			}
 		}
@@ -341,7 +350,7 @@ func (s *Server) watchFiles() {
 // checkFile compares e's served file with what was opened, marking the
 // handle failed when it changed; a check that could not tell (an object
 // store that did not answer) is logged and the handle keeps serving.
-func (s *Server) checkFile(name string, e *entry) {
+func (s *Server) checkFile(ctx context.Context, name string, e *entry) {
 	defer func() {
 		if p := recover(); p != nil {
 			s.log.Error("panic checking a served file", "index", name, "panic", fmt.Sprint(p))
@@ -355,8 +364,9 @@ func (s *Server) checkFile(name string, e *entry) {
 		return
 	}
 	defer l.release()
-	switch err := l.h.checkFile(); {
+	switch err := l.h.checkFileContext(ctx); {
 	case err == nil:
+	case ctx.Err() != nil: // the server is closing
 	case !isFileChanged(err):
 		s.log.Warn("could not check a served file", "index", name, "path", l.h.spec.Path, "error", err.Error())
 	case l.h.markFailed(err):

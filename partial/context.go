@@ -29,6 +29,23 @@ type ContextTierReader interface {
 	ReadAtTiersContext(ctx context.Context, p []byte, off int64, t *Tally) (int, error)
 }
 
+// ContextFileChecker is a FileChecker whose CheckFile can wait (an object
+// store's HEAD): CheckFileContext gives up when ctx ends, with an error
+// wrapping context.Cause(ctx).
+type ContextFileChecker interface {
+	CheckFileContext(ctx context.Context) error
+}
+
+// CheckFileContext runs fc's CheckFile under ctx where fc can wait.
+func CheckFileContext(ctx context.Context, fc FileChecker) error {
+	if ctx != nil {
+		if cc, ok := fc.(ContextFileChecker); ok {
+			return cc.CheckFileContext(ctx)
+		}
+	}
+	return fc.CheckFile()
+}
+
 // ReadAtContext reads p at off from r under ctx: through ContextReader
 // when r has it and ctx is not nil, else through TallyReader (t not nil)
 // or ReadAt. The type checks cost a few nanoseconds; callers on a hot path

@@ -449,6 +449,12 @@ func (s *Store) checker() partial.FileChecker {
 // an error wrapping partial.ErrFileChanged, which stays.
 func (s *Store) CheckFile() error { return s.checker().CheckFile() }
 
+// CheckFileContext is CheckFile whose request to an object store gives up
+// when ctx ends.
+func (s *Store) CheckFileContext(ctx context.Context) error {
+	return partial.CheckFileContext(ctx, s.checker())
+}
+
 // noCheck is the change check of a storage without one.
 type noCheck struct{}
 

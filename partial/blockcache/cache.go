@@ -967,9 +967,13 @@ func (c *Cached) Stats() partial.Stats {
 
 // CheckFile forwards to the wrapped storage (nil when it is not a
 // partial.FileChecker).
-func (c *Cached) CheckFile() error {
+func (c *Cached) CheckFile() error { return c.CheckFileContext(nil) }
+
+// CheckFileContext (partial.ContextFileChecker) forwards CheckFile under
+// ctx.
+func (c *Cached) CheckFileContext(ctx context.Context) error {
 	if f, ok := c.inner.(partial.FileChecker); ok {
-		return f.CheckFile()
+		return partial.CheckFileContext(ctx, f)
 	}
 	return nil
 }

@@ -568,9 +568,13 @@ func (c *Cache) store(blk int64, data []byte) {
 
 // CheckFile forwards to the object (nil when it is not a
 // partial.FileChecker).
-func (c *Cache) CheckFile() error {
+func (c *Cache) CheckFile() error { return c.CheckFileContext(nil) }
+
+// CheckFileContext (partial.ContextFileChecker) forwards CheckFile under
+// ctx.
+func (c *Cache) CheckFileContext(ctx context.Context) error {
 	if f, ok := c.obj.(partial.FileChecker); ok {
-		return f.CheckFile()
+		return partial.CheckFileContext(ctx, f)
 	}
 	return nil
 }

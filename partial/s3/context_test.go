@@ -57,8 +57,9 @@ func TestReadAtContextEnds(t *testing.T) {
 		fp.Set(func(_ int64, _ http.ResponseWriter, r *http.Request) bool { s3test.Stall(r, time.Hour); return true })
 		hold, release := context.WithCancel(context.Background())
 		held := make(chan error, 1)
+		base := fp.GETs.Load()
 		go func() { _, err := o.ReadAtContext(hold, make([]byte, 10), 300_000, nil); held <- err }()
-		require.Eventually(t, func() bool { return fp.GETs.Load() > 0 }, 5*time.Second, time.Millisecond)
+		require.Eventually(t, func() bool { return fp.GETs.Load() > base }, 5*time.Second, time.Millisecond)
 		before := fp.GETs.Load()
 		within(t, read) // Parallel 1: waits for the slot
 		assert.Equal(t, before, fp.GETs.Load(), "the read got a slot it could not have")

@@ -587,7 +587,11 @@ func (o *Object) CheckFD() error {
 
 // CheckFile (partial.FileChecker) asks the server (one HEAD) whether the
 // object is still the version opened; for watchers and status requests.
-func (o *Object) CheckFile() error {
+func (o *Object) CheckFile() error { return o.CheckFileContext(nil) }
+
+// CheckFileContext (partial.ContextFileChecker) is CheckFile whose HEAD
+// gives up when ctx ends (nil: never).
+func (o *Object) CheckFileContext(ctx context.Context) error {
 	if e := o.changed.Load(); e != nil {
 		return e
 	}
@@ -597,7 +601,7 @@ func (o *Object) CheckFile() error {
 	defer o.life.Release()
 	var etag string
 	var size int64
-	err := o.retry(nil, methodHEAD, "HEAD", func(ctx context.Context) error {
+	err := o.retry(ctx, methodHEAD, "HEAD", func(ctx context.Context) error {
 		out, err := o.c.HeadObject(ctx, &s3.HeadObjectInput{Bucket: &o.bucket, Key: &o.key})
 		if err != nil {
 			return err
