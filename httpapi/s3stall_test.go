@@ -124,16 +124,17 @@ func TestShutdownWithStalledReads(t *testing.T) {
 	}, 5*time.Second, 10*time.Millisecond)
 
 	sp.stalled.Store(true)
-	answered := make(chan int, 1)
+	answered := make(chan resp, 1)
 	go func() {
 		q := loadRuns(t, "hnsw_flat_large").Queries[0]
 		r, err := http.Post(url+"/indexes/s/_search", "application/json", strings.NewReader(`{"vector":`+vectorJSON(q)+`,"k":10}`))
 		if err != nil {
-			answered <- 0 // the connection closed without an answer
+			answered <- resp{} // the connection closed without an answer
 			return
 		}
+		raw, _ := io.ReadAll(r.Body)
 		r.Body.Close()
-		answered <- r.StatusCode
+		answered <- resp{Status: r.StatusCode, Raw: string(raw)}
 	}()
 	require.Eventually(t, func() bool { return sp.held.Load() > 0 }, 5*time.Second, 5*time.Millisecond, "the search never reached the store")
 	time.Sleep(1500 * time.Millisecond) // the file watcher's HEAD stalls too
@@ -148,8 +149,11 @@ func TestShutdownWithStalledReads(t *testing.T) {
 		t.Fatal("the server did not stop")
 	}
 	select {
-	case st := <-answered:
-		assert.Contains(t, []int{0, 503}, st, "the stalled search's answer")
+	case r := <-answered:
+		if r.Status != 0 {
+			assert.Equal(t, 503, r.Status, r.Raw)
+			assert.JSONEq(t, `{"error":{"type":"shutting_down","reason":"`+errShuttingDown.Reason+`"},"status":503}`, r.Raw)
+		}
 	case <-time.After(5 * time.Second):
 		t.Fatal("the stalled search never ended")
 	}

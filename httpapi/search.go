@@ -269,8 +269,11 @@ func (s *Server) search(c *gin.Context) {
 	took := time.Since(start)
 	if err != nil {
 		s.queryFailed(e, l, err)
-		if errors.Is(err, hnswsearch.ErrDeadline) {
+		switch {
+		case errors.Is(err, hnswsearch.ErrDeadline):
 			err = errTimeout
+		case errors.Is(err, errShuttingDown):
+			err = errShuttingDown
 		}
 		s.fail(c, h.failure(err))
 		return
@@ -448,7 +451,11 @@ func (s *Server) msearch(c *gin.Context) {
 				return
 			}
 			if ctx.Err() != nil {
-				stop(&apiError{499, "client_closed_request", "the client went away"})
+				if errors.Is(context.Cause(ctx), errShuttingDown) {
+					stop(errShuttingDown)
+				} else {
+					stop(&apiError{499, "client_closed_request", "the client went away"})
+				}
 				return
 			}
 			o := &out[i]
@@ -469,6 +476,9 @@ func (s *Server) msearch(c *gin.Context) {
 				return
 			case errors.Is(o.err, hnswsearch.ErrDeadline):
 				stop(errTimeout)
+				return
+			case errors.Is(o.err, errShuttingDown):
+				stop(errShuttingDown)
 				return
 			}
 		}
