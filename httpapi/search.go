@@ -14,6 +14,7 @@ import (
 
 	"github.com/faiss-sidecar/faiss-sidecar/engine"
 	"github.com/faiss-sidecar/faiss-sidecar/hnswsearch"
+	"github.com/faiss-sidecar/faiss-sidecar/partial/storage"
 )
 
 // IntParam is an integer request field that tells an absent field (Set
@@ -260,7 +261,7 @@ func (s *Server) search(c *gin.Context) {
 		return
 	}
 	defer s.uncharge(ch)
-	qctx, cancel := queryContext(c, deadline)
+	qctx, cancel := queryContext(c, h, deadline)
 	defer cancel()
 	qp.SetDeadline(deadline)
 	qp.SetContext(qctx)
@@ -381,12 +382,26 @@ const hitBytes = 64
 // a search slot.
 const msearchWorkers = 4
 
-// queryContext is a search request's context for its queries: it ends at
-// deadline, when the client goes away, or when a shutdown's grace period
-// ends, and with it every read the queries wait on (a stalled object
-// store answers 504 at the deadline rather than never).
-func queryContext(c *gin.Context, deadline time.Time) (context.Context, context.CancelFunc) {
+// queryContext is a search request's context for its queries on h: it
+// ends at deadline, when the client goes away, or when a shutdown's grace
+// period ends, and with it every read the queries wait on (a stalled
+// object store answers 504 at the deadline rather than never). An index
+// reading no object gets the request's own context (no deadline, no
+// allocation): its reads never wait long.
+func queryContext(c *gin.Context, h *handle, deadline time.Time) (context.Context, context.CancelFunc) {
+	if !h.readsObjects() {
+		return c.Request.Context(), noCancel
+	}
 	return context.WithDeadline(c.Request.Context(), deadline)
+}
+
+var noCancel context.CancelFunc = func() {}
+
+// readsObjects reports whether h reads a file from an object store: the
+// index, its vector file or its rerank vectors.
+func (h *handle) readsObjects() bool {
+	sp := &h.spec
+	return storage.IsRemote(sp.Path) || storage.IsRemote(sp.VectorsPath) || sp.Rerank != nil && storage.IsRemote(sp.Rerank.VectorsPath)
 }
 
 // errTimeout answers a request whose search outlived request_timeout.
@@ -426,7 +441,7 @@ func (s *Server) msearch(c *gin.Context) {
 		return
 	}
 	defer s.uncharge(ch)
-	qctx, cancel := queryContext(c, deadline)
+	qctx, cancel := queryContext(c, h, deadline)
 	defer cancel()
 	qp.SetDeadline(deadline)
 	qp.SetContext(qctx)
