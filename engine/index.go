@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"context"
 	"sync"
 
 	"github.com/faiss-sidecar/faiss-sidecar/faissfmt"
@@ -167,19 +168,24 @@ func (x *Index) Warm() error {
 // CheckFile compares the index's files (index, vector file and rerank vectors) with
 // what was opened: size, times, inode and path. It fails with
 // partial.ErrFileChanged.
-func (x *Index) CheckFile() error {
+func (x *Index) CheckFile() error { return x.CheckFileContext(nil) }
+
+// CheckFileContext is CheckFile whose requests to an object store give up
+// when ctx ends (nil: never): a server closing does not wait for a HEAD
+// to a stalled store.
+func (x *Index) CheckFileContext(ctx context.Context) error {
 	if fc, ok := x.st.(partial.FileChecker); ok {
-		if err := fc.CheckFile(); err != nil {
+		if err := partial.CheckFileContext(ctx, fc); err != nil {
 			return err
 		}
 	}
 	if fc, ok := x.vst.(partial.FileChecker); ok {
-		if err := fc.CheckFile(); err != nil {
+		if err := partial.CheckFileContext(ctx, fc); err != nil {
 			return err
 		}
 	}
 	if x.rer != nil && !x.rerShared { // else st's check was it
-		return x.rer.CheckFile()
+		return x.rer.CheckFileContext(ctx)
 	}
 	return nil
 }

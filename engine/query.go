@@ -1,6 +1,9 @@
 package engine
 
 import (
+	"context"
+	"errors"
+	"fmt"
 	"math"
 	"time"
 
@@ -85,6 +88,12 @@ func (qp *QueryPlan) Radial() bool { return qp.radial != nil }
 
 // SetDeadline ends queries still running at t with hnswsearch.ErrDeadline.
 func (qp *QueryPlan) SetDeadline(t time.Time) { qp.p.Deadline = t }
+
+// SetContext makes ctx the queries' context: reads that can wait (an
+// object store) give up when it ends, and a query whose reads gave up at
+// ctx's deadline ends with hnswsearch.ErrDeadline. ctx should carry the
+// deadline of SetDeadline.
+func (qp *QueryPlan) SetContext(ctx context.Context) { qp.p.Ctx = ctx }
 
 // Plan checks r against x before anything is sized by it.
 func (x *Index) Plan(r Request) (QueryPlan, error) {
@@ -246,7 +255,7 @@ func (x *Index) Query(qp *QueryPlan, vec []float64, sc *Scratch) ([]Hit, Profile
 	}
 	if qp.rescore && !x.idx.Binary() { // a binary index's float query is not in the request
 		sc.fs = rerank.FetchStats{}
-		if res, err = x.Rescore(q, res, qp.k, sc, &sc.fs); err != nil {
+		if res, err = x.rescore(qp.p.Ctx, q, res, qp.k, sc, &sc.fs); err != nil {
 			return nil, prof, err
 		}
 		prof.Rerank = &sc.fs
@@ -293,6 +302,13 @@ func (x *Index) rerankIP() bool {
 // short's array (the shortlist is consumed). sc (may be nil) holds the
 // labels; fs (may be nil) gets the reads.
 func (x *Index) Rescore(q []float32, short []hnswsearch.Result, k int, sc *Scratch, fs *rerank.FetchStats) ([]hnswsearch.Result, error) {
+	return x.rescore(nil, q, short, k, sc, fs)
+}
+
+// rescore is Rescore whose reads give up when ctx ends (nil: never); one
+// given up at ctx's deadline ends the query with hnswsearch.ErrDeadline,
+// as the search's own reads do.
+func (x *Index) rescore(ctx context.Context, q []float32, short []hnswsearch.Result, k int, sc *Scratch, fs *rerank.FetchStats) ([]hnswsearch.Result, error) {
 	var labels []int32
 	var rh []rerank.Hit
 	if sc != nil {
@@ -305,8 +321,11 @@ func (x *Index) Rescore(q []float32, short []hnswsearch.Result, k int, sc *Scrat
 			labels = append(labels, r.Label)
 		}
 	}
-	rh, err := x.rer.RescoreTo(rh, q, labels, k, x.rerankIP(), fs)
+	rh, err := x.rer.RescoreToContext(ctx, rh, q, labels, k, x.rerankIP(), fs)
 	if err != nil {
+		if ctx != nil && errors.Is(ctx.Err(), context.DeadlineExceeded) {
+			err = fmt.Errorf("%w: %w", hnswsearch.ErrDeadline, err)
+		}
 		return nil, err
 	}
 	if sc != nil {

@@ -159,6 +159,7 @@ func (x *Index) queryRadial(qp *QueryPlan, q hnswsearch.Query, sc *Scratch, t0 t
 	var err error
 	p := rp.p
 	p.Deadline = qp.p.Deadline
+	p.Ctx = qp.p.Ctx
 	if rp.oversample > 0 {
 		res, st, err = x.queryRadialRerank(p, rp.oversample, q.Vector, res, &prof)
 	} else {
@@ -236,7 +237,7 @@ func (x *Index) queryRadialRerank(p hnswsearch.RangeParams, oversample float64, 
 		return cmp.Compare(a.Label, b.Label)
 	})
 	var fs rerank.FetchStats
-	res, err = x.Rescore(q, res[:short], short, nil, &fs)
+	res, err = x.rescore(p.Ctx, q, res[:short], short, nil, &fs)
 	prof.Rerank = &fs
 	if err != nil {
 		return res, st, err

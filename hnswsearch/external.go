@@ -86,6 +86,9 @@ func (x *Index) vectorsOf(f *faissfmt.File, s partial.Storage, o *Vectors) error
 // vreadAt reads vector bytes through the vectors' storage, attributing its
 // I/O to the query.
 func (x *Index) vreadAt(s *scratch, p []byte, off int64) (int, error) {
+	if s.ctx != nil && x.vctxr != nil {
+		return x.vctxr.ReadAtContext(s.ctx, p, off, &s.st.IO)
+	}
 	if x.vtally != nil {
 		return x.vtally.ReadAtTally(p, off, &s.st.IO)
 	}

@@ -62,9 +62,11 @@ func guard[St any](x *Index, s *scratch, dst []Result, run func([]Result) ([]Res
 			res, st, err = dst[:n0], none, ferr
 			return
 		}
+		s.ctx = nil // a pooled scratch keeps no request's context
 		x.scratch.Put(s)
 	}()
 	res, st, err = run(dst)
+	err = s.deadlineErr(err)
 	if err != nil && errors.Is(err, ErrBadQuery) {
 		return res, st, err
 	}

@@ -182,7 +182,10 @@ type Index struct {
 	vstride  int64
 	external bool
 	tally    partial.TallyReader // nil: the backend cannot attribute I/O
-	batch    partial.BatchReader // set when Options.BatchReads applies
+	// ctxr and vctxr read under a query's context (Params.Ctx) where the
+	// storage can wait long; nil otherwise.
+	ctxr, vctxr partial.ContextReader
+	batch       partial.BatchReader // set when Options.BatchReads applies
 	// listBatch reads level-0 lists with the pool's next ones (listahead.go);
 	// nil where that does not apply.
 	listBatch partial.BatchReader
@@ -323,6 +326,8 @@ func New(f *faissfmt.File, s partial.Storage, o Options) (*Index, error) {
 	x.opts = o
 	x.tally, _ = s.(partial.TallyReader)
 	x.vtally, _ = x.vst.(partial.TallyReader)
+	x.ctxr, _ = s.(partial.ContextReader)
+	x.vctxr, _ = x.vst.(partial.ContextReader)
 	if x.viewer == nil {
 		x.blocks, _ = s.(partial.BlockViewer)
 	}

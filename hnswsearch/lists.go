@@ -130,6 +130,9 @@ func (l *pinnedSource) prefetch(v int32, lv int) {
 
 // readAt reads through the backend, attributing its I/O to the query.
 func (x *Index) readAt(s *scratch, p []byte, off int64) (int, error) {
+	if s.ctx != nil && x.ctxr != nil {
+		return x.ctxr.ReadAtContext(s.ctx, p, off, &s.st.IO)
+	}
 	if x.tally != nil {
 		return x.tally.ReadAtTally(p, off, &s.st.IO)
 	}

@@ -1,6 +1,7 @@
 package hnswsearch
 
 import (
+	"context"
 	"encoding/binary"
 	"fmt"
 	"math"
@@ -34,6 +35,8 @@ type RangeParams struct {
 	// Deadline, when not zero, ends a search still running then with
 	// ErrDeadline.
 	Deadline time.Time
+	// Ctx is the query's context, as Params.Ctx.
+	Ctx context.Context
 }
 
 // RangeStats is a range query's Stats, and whether MaxResults cut its list.
@@ -102,6 +105,7 @@ func (x *Index) runRange(s *scratch, p RangeParams, dst []Result) ([]Result, Ran
 	if !p.Deadline.IsZero() {
 		s.deadline = p.Deadline.UnixNano()
 	}
+	s.ctx = p.Ctx
 	s.sel = nil
 	s.pairs = s.pairs[:0]
 	if x.blocks != nil {

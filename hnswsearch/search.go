@@ -2,7 +2,9 @@ package hnswsearch
 
 import (
 	"cmp"
+	"context"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"math"
 	"math/bits"
@@ -25,11 +27,25 @@ type Params struct {
 	// Deadline, when not zero, ends a search still running then with
 	// ErrDeadline (checked every deadlineEvery expansions or distances).
 	Deadline time.Time
+	// Ctx, when not nil, is the query's context: storage reads that can
+	// wait (an object store, partial.ContextReader) give up when it ends.
+	// It should carry Deadline: a read given up at its deadline ends the
+	// search with ErrDeadline.
+	Ctx context.Context
 }
 
 // deadlineEvery is how many level-0 expansions (or exact-scan distances)
 // pass between two looks at the clock: a few microseconds of work.
 const deadlineEvery = 64
+
+// deadlineErr is the error a query ends with: a read its context gave up
+// at the deadline ends it as the deadline does (ErrDeadline).
+func (s *scratch) deadlineErr(err error) error {
+	if err == nil || s.ctx == nil || errors.Is(err, ErrDeadline) || !errors.Is(s.ctx.Err(), context.DeadlineExceeded) {
+		return err
+	}
+	return fmt.Errorf("%w: %w", ErrDeadline, err)
+}
 
 // pastDeadline reports whether s's query outlived its deadline.
 func (s *scratch) pastDeadline() bool {
@@ -118,6 +134,8 @@ type scratch struct {
 	lreqs   []partial.ReadReq // its reads
 	// deadline is Params.Deadline in Unix nanoseconds, 0 for none.
 	deadline int64
+	// ctx is Params.Ctx while the query runs (nil: none).
+	ctx context.Context
 }
 
 func (x *Index) newScratch() *scratch {
@@ -250,6 +268,7 @@ func (x *Index) run(s *scratch, p Params, dst []Result) ([]Result, Stats, error)
 	if !p.Deadline.IsZero() {
 		s.deadline = p.Deadline.UnixNano()
 	}
+	s.ctx = p.Ctx
 	modern := x.opts.Semantics == Modern
 	s.res.reset(p.K, modern)
 	s.sel = nil

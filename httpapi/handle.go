@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -125,6 +126,10 @@ func (h *handle) failureUnnamed(err error) error {
 // opened: size, times, inode, and the path (a file replaced by rename).
 func (h *handle) checkFile() error { return h.x.CheckFile() }
 
+// checkFileContext is checkFile giving up a request to an object store
+// when ctx ends.
+func (h *handle) checkFileContext(ctx context.Context) error { return h.x.CheckFileContext(ctx) }
+
 // errFileChanged is what storage reports when a served file changed.
 var errFileChanged = partial.ErrFileChanged
 
@@ -189,6 +194,8 @@ func errStatus(err error) (int, string) {
 		return 422, "bad_index_file"
 	case errors.Is(err, hnswsearch.ErrDeadline):
 		return 504, "search_timeout"
+	case errors.Is(err, context.Canceled): // a read given up: the client went away
+		return 499, "client_closed_request"
 	case errors.Is(err, errFileChanged):
 		return 503, "index_file_changed"
 	case errors.Is(err, hnswsearch.ErrCorrupt): // found by a query where the load did not look

@@ -14,6 +14,7 @@ import (
 
 	"github.com/faiss-sidecar/faiss-sidecar/engine"
 	"github.com/faiss-sidecar/faiss-sidecar/hnswsearch"
+	"github.com/faiss-sidecar/faiss-sidecar/partial/storage"
 )
 
 // IntParam is an integer request field that tells an absent field (Set
@@ -260,12 +261,21 @@ func (s *Server) search(c *gin.Context) {
 		return
 	}
 	defer s.uncharge(ch)
+	qctx, cancel := queryContext(c, h, deadline)
+	defer cancel()
 	qp.SetDeadline(deadline)
+	qp.SetContext(qctx)
 	start := time.Now()
 	hits, prof, err := s.searchOne(h, &qp, req.Vector, sc)
 	took := time.Since(start)
 	if err != nil {
 		s.queryFailed(e, l, err)
+		switch {
+		case errors.Is(err, hnswsearch.ErrDeadline):
+			err = errTimeout
+		case errors.Is(err, errShuttingDown):
+			err = errShuttingDown
+		}
 		s.fail(c, h.failure(err))
 		return
 	}
@@ -385,6 +395,28 @@ const hitBytes = 64
 // a search slot.
 const msearchWorkers = 4
 
+// queryContext is a search request's context for its queries on h: it
+// ends at deadline, when the client goes away, or when a shutdown's grace
+// period ends, and with it every read the queries wait on (a stalled
+// object store answers 504 at the deadline rather than never). An index
+// reading no object gets the request's own context (no deadline, no
+// allocation): its reads never wait long.
+func queryContext(c *gin.Context, h *handle, deadline time.Time) (context.Context, context.CancelFunc) {
+	if !h.readsObjects() {
+		return c.Request.Context(), noCancel
+	}
+	return context.WithDeadline(c.Request.Context(), deadline)
+}
+
+var noCancel context.CancelFunc = func() {}
+
+// readsObjects reports whether h reads a file from an object store: the
+// index, its vector file or its rerank vectors.
+func (h *handle) readsObjects() bool {
+	sp := &h.spec
+	return storage.IsRemote(sp.Path) || storage.IsRemote(sp.VectorsPath) || sp.Rerank != nil && storage.IsRemote(sp.Rerank.VectorsPath)
+}
+
 // errTimeout answers a request whose search outlived request_timeout.
 var errTimeout = &apiError{504, "search_timeout", "the search did not finish within the request timeout; the rest of its work was dropped"}
 
@@ -422,7 +454,10 @@ func (s *Server) msearch(c *gin.Context) {
 		return
 	}
 	defer s.uncharge(ch)
+	qctx, cancel := queryContext(c, h, deadline)
+	defer cancel()
 	qp.SetDeadline(deadline)
+	qp.SetContext(qctx)
 	start := time.Now()
 	type one struct {
 		hits []Hit
@@ -444,7 +479,11 @@ func (s *Server) msearch(c *gin.Context) {
 				return
 			}
 			if ctx.Err() != nil {
-				stop(&apiError{499, "client_closed_request", "the client went away"})
+				if errors.Is(context.Cause(ctx), errShuttingDown) {
+					stop(errShuttingDown)
+				} else {
+					stop(&apiError{499, "client_closed_request", "the client went away"})
+				}
 				return
 			}
 			o := &out[i]
@@ -465,6 +504,9 @@ func (s *Server) msearch(c *gin.Context) {
 				return
 			case errors.Is(o.err, hnswsearch.ErrDeadline):
 				stop(errTimeout)
+				return
+			case errors.Is(o.err, errShuttingDown):
+				stop(errShuttingDown)
 				return
 			}
 		}

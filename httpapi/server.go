@@ -320,9 +320,18 @@ const fileCheckInterval = time.Second
 
 // watchFiles marks failed every served index whose file changed, until the
 // server closes.
+//
+// Its checks give up when the server closes: a HEAD to a stalled store
+// holds the index's handle, which Close would wait for.
 func (s *Server) watchFiles() {
 	t := time.NewTicker(fileCheckInterval)
 	defer t.Stop()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() {
+		<-s.stop
+		cancel()
+	}()
 	for {
 		select {
 		case <-s.stop:
@@ -335,7 +344,7 @@ func (s *Server) watchFiles() {
 			if e.checking.CompareAndSwap(false, true) {
 				go func() {
 					defer e.checking.Store(false)
-					s.checkFile(name, e)
+					s.checkFile(ctx, name, e)
 				}()
 			}
 		}
@@ -345,7 +354,7 @@ func (s *Server) watchFiles() {
 // checkFile compares e's served file with what was opened, marking the
 // handle failed when it changed; a check that could not tell (an object
 // store that did not answer) is logged and the handle keeps serving.
-func (s *Server) checkFile(name string, e *entry) {
+func (s *Server) checkFile(ctx context.Context, name string, e *entry) {
 	defer func() {
 		if p := recover(); p != nil {
 			s.log.Error("panic checking a served file", "index", name, "panic", fmt.Sprint(p))
@@ -359,8 +368,9 @@ func (s *Server) checkFile(name string, e *entry) {
 		return
 	}
 	defer l.release()
-	switch err := l.h.checkFile(); {
+	switch err := l.h.checkFileContext(ctx); {
 	case err == nil:
+	case ctx.Err() != nil: // the server is closing
 	case !isFileChanged(err):
 		s.log.Warn("could not check a served file", "index", name, "path", l.h.spec.Path, "error", err.Error())
 	case l.h.markFailed(err):
@@ -1082,9 +1092,15 @@ func (s *Server) ListenAndServe(ctx context.Context, addr string, grace time.Dur
 func (s *Server) Serve(ctx context.Context, ln net.Listener, grace time.Duration) error {
 	addr := ln.Addr().String()
 	lim := newConnLimiter(ln, s.limits.MaxConnections)
+	// Every request's context derives from base: cancelling it at the end
+	// of the grace period ends the reads in-flight requests wait on (a
+	// stalled object store), so they answer and the server stops.
+	base, cancelBase := context.WithCancelCause(context.Background())
+	defer cancelBase(nil)
 	srv := &http.Server{Addr: addr, Handler: lim.closeForWaiting(s.Handler()), ConnState: lim.connState,
 		ReadHeaderTimeout: 10 * time.Second, ReadTimeout: s.cfg.RequestTimeout,
-		WriteTimeout: s.cfg.RequestTimeout + answerGrace, IdleTimeout: 2 * time.Minute}
+		WriteTimeout: s.cfg.RequestTimeout + answerGrace, IdleTimeout: 2 * time.Minute,
+		BaseContext: func(net.Listener) context.Context { return base }}
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(lim) }()
 	go s.limitHeap()
@@ -1097,12 +1113,27 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener, grace time.Duration
 	s.log.Info("shutting down: finishing in-flight requests", "grace", grace.String())
 	sctx, cancel := context.WithTimeout(context.Background(), grace)
 	defer cancel()
-	err := srv.Shutdown(sctx)
-	s.Close()
-	if err != nil {
-		s.log.Warn("in-flight requests cut off after the grace period", "grace", grace.String(), "error", err.Error())
-	} else {
-		s.log.Info("stopped")
+	if err := srv.Shutdown(sctx); err != nil {
+		// The grace period is over: cancel what is still running, give
+		// the handlers a moment to answer, then close their connections.
+		s.log.Warn("in-flight requests cancelled at the end of the grace period", "grace", grace.String())
+		cancelBase(errShuttingDown)
+		wctx, wcancel := context.WithTimeout(context.Background(), shutdownAnswer)
+		err = srv.Shutdown(wctx)
+		wcancel()
+		if err != nil {
+			srv.Close()
+		}
 	}
-	return err
+	s.Close()
+	s.log.Info("stopped")
+	return nil
 }
+
+// shutdownAnswer is how long requests cancelled at the end of a shutdown's
+// grace period have to answer before their connections close.
+const shutdownAnswer = time.Second
+
+// errShuttingDown is the cause of requests cancelled at the end of a
+// shutdown's grace period.
+var errShuttingDown = &apiError{503, "shutting_down", "the server is shutting down and cancelled this request at the end of its grace period"}

@@ -2,6 +2,7 @@ package rerank
 
 import (
 	"cmp"
+	"context"
 	"fmt"
 	"math"
 	"slices"
@@ -46,6 +47,13 @@ func (s *Store) Rescore(q []float32, labels []int32, k int, ip bool, st *FetchSt
 // RescoreTo is Rescore with the hits in dst's array, reallocated only when
 // its capacity is under len(labels): a caller reusing dst allocates nothing.
 func (s *Store) RescoreTo(dst []Hit, q []float32, labels []int32, k int, ip bool, st *FetchStats) ([]Hit, error) {
+	return s.RescoreToContext(nil, dst, q, labels, k, ip, st)
+}
+
+// RescoreToContext is RescoreTo whose reads that can wait (an object
+// store) give up when ctx ends (nil: never), with an error wrapping the
+// context's cause.
+func (s *Store) RescoreToContext(ctx context.Context, dst []Hit, q []float32, labels []int32, k int, ip bool, st *FetchStats) ([]Hit, error) {
 	if len(q) != s.Dim {
 		return nil, fmt.Errorf("rerank: query has %d components, %s holds %d-dimensional vectors", len(q), s.Path, s.Dim)
 	}
@@ -55,7 +63,7 @@ func (s *Store) RescoreTo(dst []Hit, q []float32, labels []int32, k int, ip bool
 		hits = make([]Hit, len(labels))
 	}
 	hits = hits[:len(labels)]
-	err := s.view(labels, st, func(i int, b []byte) {
+	err := s.view(ctx, labels, st, func(i int, b []byte) {
 		if ip {
 			hits[i] = Hit{labels[i], distance.IPFast(q, b)}
 		} else {

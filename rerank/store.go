@@ -2,6 +2,7 @@ package rerank
 
 import (
 	"cmp"
+	"context"
 	"encoding/binary"
 	"fmt"
 	"math"
@@ -84,6 +85,10 @@ type bufs struct {
 	reqs  []partial.ReadReq
 	miss  []int32 // viewCached's misses …
 	at    []int   // … and their indexes into the labels
+	// ctx is the reading query's context while the buffers are taken
+	// (nil: none): reads that can wait on an object store give up when it
+	// ends.
+	ctx context.Context
 }
 
 // rawN returns b.raw resliced to n bytes (not zeroed), made larger first
@@ -317,7 +322,7 @@ func (s *Store) Fetch(labels []int32, dst []float32, st *FetchStats) error {
 	if len(dst) < len(labels)*d {
 		return fmt.Errorf("rerank: Fetch needs %d floats of room, got %d", len(labels)*d, len(dst))
 	}
-	return s.view(labels, st, func(i int, b []byte) { decode(dst[i*d:(i+1)*d], b) })
+	return s.view(nil, labels, st, func(i int, b []byte) { decode(dst[i*d:(i+1)*d], b) })
 }
 
 // view reads the vectors of labels and calls use(i, bytes of labels[i]) for
@@ -331,7 +336,9 @@ func (s *Store) Fetch(labels []int32, dst []float32, st *FetchStats) error {
 // as hnswsearch's queries do: a fault on the mapping is recovered into it
 // (mmap-willneed), and every read ends with the storage's per-query check
 // (partial.FileChecker.CheckFD), so no answer mixes two versions' bytes.
-func (s *Store) view(labels []int32, st *FetchStats, use func(i int, b []byte)) (err error) {
+//
+// Reads that can wait (an object store) give up when ctx ends (nil: never).
+func (s *Store) view(ctx context.Context, labels []int32, st *FetchStats, use func(i int, b []byte)) (err error) {
 	for _, l := range labels {
 		if l < 0 || int64(l) >= s.Count {
 			return fmt.Errorf("%w: %s: label %d is out of range [0, %d)", ErrVectors, s.Path, l, s.Count)
@@ -343,13 +350,13 @@ func (s *Store) view(labels []int32, st *FetchStats, use func(i int, b []byte)) 
 	if len(labels) > viewChunk {
 		for lo := 0; lo < len(labels); lo += viewChunk {
 			part := labels[lo:min(lo+viewChunk, len(labels))]
-			if err := s.viewPart(part, st, func(i int, b []byte) { use(lo+i, b) }); err != nil {
+			if err := s.viewPart(ctx, part, st, func(i int, b []byte) { use(lo+i, b) }); err != nil {
 				return err
 			}
 		}
 		return nil
 	}
-	return s.viewPart(labels, st, use)
+	return s.viewPart(ctx, labels, st, use)
 }
 
 // viewChunk is how many vectors one view reads at once at most. A
@@ -360,9 +367,10 @@ func (s *Store) view(labels []int32, st *FetchStats, use func(i int, b []byte)) 
 const viewChunk = 512
 
 // viewPart is view of at most viewChunk labels, checked.
-func (s *Store) viewPart(labels []int32, st *FetchStats, use func(i int, b []byte)) (err error) {
+func (s *Store) viewPart(ctx context.Context, labels []int32, st *FetchStats, use func(i int, b []byte)) (err error) {
 	b := s.bufs.take(len(labels) * 4 * s.Dim)
-	defer s.bufs.give(b)
+	b.ctx = ctx
+	defer func() { b.ctx = nil; s.bufs.give(b) }()
 	switch {
 	case s.decoder != nil:
 		s.viewDecoded(b, labels, st, use)
@@ -483,6 +491,12 @@ func (s *Store) checker() partial.FileChecker {
 // an error wrapping partial.ErrFileChanged, which stays.
 func (s *Store) CheckFile() error { return s.checker().CheckFile() }
 
+// CheckFileContext is CheckFile whose request to an object store gives up
+// when ctx ends.
+func (s *Store) CheckFileContext(ctx context.Context) error {
+	return partial.CheckFileContext(ctx, s.checker())
+}
+
 // noCheck is the change check of a storage without one.
 type noCheck struct{}
 
@@ -499,7 +513,7 @@ func (s *Store) viewPread(b *bufs, labels []int32, st *FetchStats, use func(int,
 	buf := s.rawN(b, 4*s.Dim)
 	for i, l := range labels {
 		off := s.Base + int64(l)*s.Stride
-		if _, err := s.file.ReadAt(buf, off); err != nil {
+		if _, err := partial.ReadAtContext(b.ctx, s.file, buf, off, nil); err != nil {
 			return fmt.Errorf("rerank: %s: vector %d: %w", s.Path, l, err)
 		}
 		use(i, buf)
@@ -663,10 +677,10 @@ func (s *Store) viewBatch(b *bufs, labels []int32, st *FetchStats, use func(int,
 	reqs := s.requests(b, spans, total)
 	var err error
 	if br, ok := s.batch.(partial.BatchReader); ok {
-		err = br.ReadBatch(reqs)
+		err = partial.ReadBatchContext(b.ctx, br, reqs)
 	} else { // a storage that does not batch (memory, mmap: no latency to hide)
 		for j := range reqs {
-			if _, err = s.batch.ReadAt(reqs[j].Buf, reqs[j].Off); err != nil {
+			if _, err = partial.ReadAtContext(b.ctx, s.batch, reqs[j].Buf, reqs[j].Off, nil); err != nil {
 				break
 			}
 		}

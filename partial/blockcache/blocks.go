@@ -32,7 +32,7 @@ func (b *Blocks) Hit(i, n int64) ([]byte, bool) {
 // same block at once one of them loads it and the others wait. hit reports
 // whether the block was cached or loaded by another caller.
 func (b *Blocks) Get(i int64, load func() ([]byte, error)) (buf []byte, hit bool, err error) {
-	return b.cache.get(keyOf(b.file, i), func() ([]byte, int32, error) {
+	return b.cache.get(nil, keyOf(b.file, i), func() ([]byte, int32, error) {
 		buf, err := load()
 		return buf, -1, err
 	})

@@ -1,6 +1,7 @@
 package blockcache
 
 import (
+	"context"
 	"fmt"
 	"math/bits"
 	"slices"
@@ -58,6 +59,8 @@ type loadCall struct {
 	buf  []byte
 	slot int32 // buf's slot in the file's home, or -1: buf is on the heap
 	err  error
+	// gaveUp: the loader's own context ended (err is not the block's).
+	gaveUp bool
 }
 
 // block is one cached block. Hits through a file's table set the block's
@@ -324,7 +327,11 @@ func (c *Cache) shard(k blockKey) *cacheShard {
 // it was cached (or being loaded by someone else).
 // load reads a block into a buffer of its own, or straight into a slot of
 // the file's home (slot ≥ 0; Cached with slots), and returns it.
-func (c *Cache) get(k blockKey, load func() ([]byte, int32, error)) (b []byte, hit bool, err error) {
+//
+// A caller waiting for another's load gives up when its ctx ends (nil:
+// never); one whose loader gave up for its own ctx's sake loads the block
+// itself.
+func (c *Cache) get(ctx context.Context, k blockKey, load func() ([]byte, int32, error)) (b []byte, hit bool, err error) {
 	sh := c.shard(k)
 	sh.mu.Lock()
 	if b, ok := sh.lru.Get(k); ok {
@@ -333,7 +340,14 @@ func (c *Cache) get(k blockKey, load func() ([]byte, int32, error)) (b []byte, h
 	}
 	if call, ok := sh.loading[k]; ok {
 		sh.mu.Unlock()
-		<-call.done
+		select {
+		case <-call.done:
+		case <-partial.Done(ctx):
+			return nil, true, fmt.Errorf("waiting for a block another read is loading: %w", context.Cause(ctx))
+		}
+		if call.gaveUp && partial.Interrupted(ctx) == nil {
+			return c.get(ctx, k, load)
+		}
 		return call.buf, true, call.err
 	}
 	call := &loadCall{done: make(chan struct{})}
@@ -341,6 +355,7 @@ func (c *Cache) get(k blockKey, load func() ([]byte, int32, error)) (b []byte, h
 	sh.mu.Unlock()
 
 	call.buf, call.slot, call.err = load()
+	call.gaveUp = call.err != nil && partial.Interrupted(ctx) != nil
 
 	sh.mu.Lock()
 	delete(sh.loading, k)
@@ -412,6 +427,7 @@ func (c *Cache) forget(file uint64) {
 type Cached struct {
 	inner    partial.Storage
 	tiers    partial.TierReader // inner, when it is a cache tier (a disk cache)
+	ctiers   partial.ContextTierReader
 	cache    *Cache
 	ownCache bool
 	file     uint64
@@ -508,6 +524,7 @@ func newCached(name string, inner partial.Storage, cache *Cache, budget int64, b
 		c.cache, c.ownCache = New(budget), true
 	}
 	c.tiers, _ = inner.(partial.TierReader)
+	c.ctiers, _ = inner.(partial.ContextTierReader)
 	if alwaysMirror || mirrors(c.cache.Budget(), c.g.size) {
 		// 2 MiB pages only where they cannot cost memory beyond the budget:
 		// a private cache, which holds the whole file.
@@ -549,12 +566,19 @@ func (c *Cached) ReadAt(p []byte, off int64) (int, error) { return c.ReadAtTally
 // Reads need no reference count: closing makes new reads fail, and a read in
 // flight either finishes or gets the inner backend's ErrClosed.
 func (c *Cached) ReadAtTally(p []byte, off int64, t *partial.Tally) (int, error) {
-	return c.read(p, off, t, nil)
+	return c.read(nil, p, off, t, nil)
+}
+
+// ReadAtContext (partial.ContextReader) is ReadAtTally that gives up when
+// ctx ends: its misses' reads from the inner storage, and its waits for
+// blocks another caller is reading.
+func (c *Cached) ReadAtContext(ctx context.Context, p []byte, off int64, t *partial.Tally) (int, error) {
+	return c.read(ctx, p, off, t, nil)
 }
 
 // read serves p from the cache; fresh lists blocks a batch loaded for this
 // read, which count as its misses.
-func (c *Cached) read(p []byte, off int64, t *partial.Tally, fresh *[]int64) (int, error) {
+func (c *Cached) read(ctx context.Context, p []byte, off int64, t *partial.Tally, fresh *[]int64) (int, error) {
 	if c.sec != nil {
 		e := c.sec.enter()
 		defer c.sec.exit(e)
@@ -569,7 +593,7 @@ func (c *Cached) read(p []byte, off int64, t *partial.Tally, fresh *[]int64) (in
 		return 0, err
 	}
 	if len(p) > 0 && fresh == nil && c.bypass(off, int64(len(p))) {
-		if err := c.readInner(p, off, t); err != nil {
+		if err := c.readInner(ctx, p, off, t); err != nil {
 			return 0, fmt.Errorf("partial: %s: reading %d bytes at offset %d: %w", c.name, len(p), off, err)
 		}
 		st.misses.Add(1)
@@ -580,7 +604,7 @@ func (c *Cached) read(p []byte, off int64, t *partial.Tally, fresh *[]int64) (in
 	for done < len(p) {
 		pos := off + int64(done)
 		blk := c.g.blk(pos)
-		b, err := c.block(blk, t, fresh)
+		b, err := c.block(ctx, blk, t, fresh)
 		if err != nil {
 			return done, err
 		}
@@ -611,7 +635,7 @@ func (c *Cached) bypass(off, n int64) bool {
 	return false
 }
 
-func (c *Cached) block(blk int64, t *partial.Tally, fresh *[]int64) ([]byte, error) {
+func (c *Cached) block(ctx context.Context, blk int64, t *partial.Tally, fresh *[]int64) ([]byte, error) {
 	if p, ok := c.table.hit(blk); ok {
 		buf := c.blockBytes(p, blk)
 		// A block a batch has just loaded for this caller is its miss.
@@ -619,7 +643,7 @@ func (c *Cached) block(blk int64, t *partial.Tally, fresh *[]int64) ([]byte, err
 		return buf, nil
 	}
 	claim(fresh, blk) // loaded but evicted already: the read below is the miss
-	b, hit, err := c.cache.get(keyOf(c.file, blk), func() ([]byte, int32, error) {
+	b, hit, err := c.cache.get(ctx, keyOf(c.file, blk), func() ([]byte, int32, error) {
 		start, end := c.g.span(blk)
 		// Straight into a slot when the blocks live in slots: no heap
 		// buffer per miss for the collector, no copy.
@@ -631,7 +655,7 @@ func (c *Cached) block(blk int64, t *partial.Tally, fresh *[]int64) ([]byte, err
 			buf, slot = make([]byte, end-start), -1
 		}
 		buf = buf[:end-start]
-		if err := c.readInner(buf, start, t); err != nil {
+		if err := c.readInner(ctx, buf, start, t); err != nil {
 			if slot >= 0 {
 				c.slots.untake(slot)
 			}
@@ -639,18 +663,25 @@ func (c *Cached) block(blk int64, t *partial.Tally, fresh *[]int64) ([]byte, err
 		}
 		return buf, slot, nil
 	})
+	if err != nil && b == nil && hit { // a wait given up
+		start, _ := c.g.span(blk)
+		return nil, fmt.Errorf("partial: %s: block at offset %d: %w", c.name, start, err)
+	}
 	c.count(blk, hit, len(b), t)
 	return b, err
 }
 
 // readInner reads a missing block from the inner storage; a cache tier
 // below (partial.TierReader) adds to t where the bytes came from.
-func (c *Cached) readInner(buf []byte, off int64, t *partial.Tally) error {
+func (c *Cached) readInner(ctx context.Context, buf []byte, off int64, t *partial.Tally) error {
 	var err error
-	if c.tiers != nil {
+	switch {
+	case ctx != nil && c.ctiers != nil:
+		_, err = c.ctiers.ReadAtTiersContext(ctx, buf, off, t)
+	case c.tiers != nil:
 		_, err = c.tiers.ReadAtTiers(buf, off, t)
-	} else {
-		_, err = c.inner.ReadAt(buf, off)
+	default:
+		_, err = partial.ReadAtContext(ctx, c.inner, buf, off, nil)
 	}
 	return err
 }
@@ -688,7 +719,11 @@ func claim(fresh *[]int64, blk int64) bool {
 // has cached are read first as one batch from the inner backend (on direct:
 // one io_uring submission, reads in parallel) and cached; each such block is
 // a miss of the first request that reads it, every other block a hit.
-func (c *Cached) ReadBatch(reqs []partial.ReadReq) error {
+func (c *Cached) ReadBatch(reqs []partial.ReadReq) error { return c.ReadBatchContext(nil, reqs) }
+
+// ReadBatchContext (partial.ContextBatchReader) is ReadBatch whose reads
+// and waits give up when ctx ends (nil: never).
+func (c *Cached) ReadBatchContext(ctx context.Context, reqs []partial.ReadReq) error {
 	if c.closed.Load() {
 		return backendkit.Closed(c.name)
 	}
@@ -712,7 +747,7 @@ func (c *Cached) ReadBatch(reqs []partial.ReadReq) error {
 				start, _ := c.g.span(blk)
 				inner[i] = partial.ReadReq{Off: start, Buf: make([]byte, c.g.bs)}
 			}
-			br.ReadBatch(inner) // failed requests are read again one by one below
+			partial.ReadBatchContext(ctx, br, inner) // failed requests are read again one by one below
 			for _, q := range inner {
 				if c.tiers != nil && len(reqs) > 0 {
 					reqs[0].IO.AddTiers(&q.IO) // where the batch's blocks came from, as the first request's
@@ -727,7 +762,7 @@ func (c *Cached) ReadBatch(reqs []partial.ReadReq) error {
 	var first error
 	for i := range reqs {
 		q := &reqs[i]
-		if _, q.Err = c.read(q.Buf, q.Off, &q.IO, &fresh); q.Err != nil && first == nil {
+		if _, q.Err = c.read(ctx, q.Buf, q.Off, &q.IO, &fresh); q.Err != nil && first == nil {
 			first = q.Err
 		}
 	}
@@ -932,9 +967,13 @@ func (c *Cached) Stats() partial.Stats {
 
 // CheckFile forwards to the wrapped storage (nil when it is not a
 // partial.FileChecker).
-func (c *Cached) CheckFile() error {
+func (c *Cached) CheckFile() error { return c.CheckFileContext(nil) }
+
+// CheckFileContext (partial.ContextFileChecker) forwards CheckFile under
+// ctx.
+func (c *Cached) CheckFileContext(ctx context.Context) error {
 	if f, ok := c.inner.(partial.FileChecker); ok {
-		return f.CheckFile()
+		return partial.CheckFileContext(ctx, f)
 	}
 	return nil
 }

@@ -2,6 +2,7 @@ package diskcache
 
 import (
 	"cmp"
+	"context"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -91,6 +92,7 @@ type call struct {
 	waiters int    // guarded by Cache.mu
 	data    []byte // the block, for the waiters (read-only)
 	err     error
+	gaveUp  bool // the fetcher's context ended: err is not the block's
 }
 
 // Claim opens the cache directory dir with budget bytes (0: DefaultBudget)
@@ -181,22 +183,33 @@ func (c *Cache) ReadAt(p []byte, off int64) (int, error) { return c.ReadAtTally(
 // ReadAtTally is ReadAt that counts, in t, each block a disk hit (CacheHits,
 // DiskHits) or a fetch (CacheMisses, a device read, ColdReads).
 func (c *Cache) ReadAtTally(p []byte, off int64, t *partial.Tally) (int, error) {
-	return c.readOne(p, off, t, false)
+	return c.readOne(nil, p, off, t, false)
 }
 
 // ReadAtTiers (partial.TierReader) is ReadAt that counts in t only where
 // each block came from: DiskHits or ColdReads, and their bytes.
 func (c *Cache) ReadAtTiers(p []byte, off int64, t *partial.Tally) (int, error) {
-	return c.readOne(p, off, t, true)
+	return c.readOne(nil, p, off, t, true)
 }
 
-func (c *Cache) readOne(p []byte, off int64, t *partial.Tally, tiersOnly bool) (int, error) {
+// ReadAtContext (partial.ContextReader) is ReadAtTally whose fetches from
+// the object, and waits for another caller's, give up when ctx ends.
+func (c *Cache) ReadAtContext(ctx context.Context, p []byte, off int64, t *partial.Tally) (int, error) {
+	return c.readOne(ctx, p, off, t, false)
+}
+
+// ReadAtTiersContext (partial.ContextTierReader) is ReadAtTiers under ctx.
+func (c *Cache) ReadAtTiersContext(ctx context.Context, p []byte, off int64, t *partial.Tally) (int, error) {
+	return c.readOne(ctx, p, off, t, true)
+}
+
+func (c *Cache) readOne(ctx context.Context, p []byte, off int64, t *partial.Tally, tiersOnly bool) (int, error) {
 	if !c.life.Acquire() {
 		return 0, backendkit.Closed(c.name)
 	}
 	defer c.life.Release()
 	reqs := [1]partial.ReadReq{{Off: off, Buf: p}}
-	c.serve(reqs[:], tiersOnly)
+	c.serve(ctx, reqs[:], tiersOnly)
 	if t != nil {
 		t.Add(&reqs[0].IO)
 	}
@@ -210,12 +223,16 @@ func (c *Cache) readOne(p []byte, off int64, t *partial.Tally, tiersOnly bool) (
 // span that are on disk from there, the others fetched from the object in
 // one ReadBatch. Each block is counted (as ReadAtTally counts) in the first
 // request that spans it.
-func (c *Cache) ReadBatch(reqs []partial.ReadReq) error {
+func (c *Cache) ReadBatch(reqs []partial.ReadReq) error { return c.ReadBatchContext(nil, reqs) }
+
+// ReadBatchContext (partial.ContextBatchReader) is ReadBatch under ctx
+// (nil: never ends).
+func (c *Cache) ReadBatchContext(ctx context.Context, reqs []partial.ReadReq) error {
 	if !c.life.Acquire() {
 		return backendkit.Closed(c.name)
 	}
 	defer c.life.Release()
-	c.serve(reqs, false)
+	c.serve(ctx, reqs, false)
 	for i := range reqs {
 		if reqs[i].Err != nil {
 			return reqs[i].Err
@@ -251,7 +268,7 @@ type slot struct {
 
 // serve fills reqs (setting each one's Err), counting in their tallies
 // (tier counts only with tiersOnly).
-func (c *Cache) serve(reqs []partial.ReadReq, tiersOnly bool) {
+func (c *Cache) serve(ctx context.Context, reqs []partial.ReadReq, tiersOnly bool) {
 	var usesArr [8]use
 	uses := usesArr[:0]
 	for i := range reqs {
@@ -308,7 +325,7 @@ func (c *Cache) serve(reqs []partial.ReadReq, tiersOnly bool) {
 		}
 	}
 	if missing > 0 {
-		c.fetch(slots)
+		c.fetch(ctx, slots)
 	}
 	// Copy each slot to the requests that need it without owning it, and
 	// count it in the first one.
@@ -363,8 +380,10 @@ func (c *Cache) count(t *partial.Tally, s *slot, tiersOnly bool) {
 
 // fetch gets the cold slots' blocks from the object: those nobody is
 // fetching in one batch (then written to disk), the others by waiting for
-// the caller that fetches them.
-func (c *Cache) fetch(slots []slot) {
+// the caller that fetches them. Fetches and waits give up when ctx ends
+// (nil: never); a waiter whose fetcher gave up for its own context fetches
+// the block itself.
+func (c *Cache) fetch(ctx context.Context, slots []slot) {
 	c.mu.Lock()
 	for i := range slots {
 		s := &slots[i]
@@ -392,12 +411,13 @@ func (c *Cache) fetch(slots []slot) {
 	}
 	if len(reqs) > 0 {
 		if c.batch != nil && len(reqs) > 1 {
-			c.batch.ReadBatch(reqs) // each request carries its error
+			partial.ReadBatchContext(ctx, c.batch, reqs) // each request carries its error
 		} else {
 			for i := range reqs {
-				_, reqs[i].Err = c.obj.ReadAt(reqs[i].Buf, reqs[i].Off)
+				_, reqs[i].Err = partial.ReadAtContext(ctx, c.obj, reqs[i].Buf, reqs[i].Off, nil)
 			}
 		}
+		gaveUp := partial.Interrupted(ctx) != nil
 		j := 0
 		for i := range slots {
 			if s := &slots[i]; s.lead != nil {
@@ -414,6 +434,7 @@ func (c *Cache) fetch(slots []slot) {
 				// full is this serve's own and never written again: the
 				// waiters share it.
 				s.lead.err, s.lead.data = s.err, s.full
+				s.lead.gaveUp = gaveUp && s.err != nil
 			}
 		}
 		c.mu.Unlock()
@@ -426,8 +447,19 @@ func (c *Cache) fetch(slots []slot) {
 	for i := range slots {
 		s := &slots[i]
 		if s.wait != nil {
-			<-s.wait.done
-			s.err, s.full = s.wait.err, s.wait.data
+			select {
+			case <-s.wait.done:
+				s.err, s.full = s.wait.err, s.wait.data
+				if s.err != nil && s.wait.gaveUp && partial.Interrupted(ctx) == nil {
+					start, end := c.span(s.blk)
+					s.full = make([]byte, end-start)
+					if _, s.err = partial.ReadAtContext(ctx, c.obj, s.full, start, nil); s.err == nil {
+						c.store(s.blk, s.full)
+					}
+				}
+			case <-partial.Done(ctx):
+				s.err = fmt.Errorf("%s: waiting for block %d, which another read is fetching: %w", c.name, s.blk, context.Cause(ctx))
+			}
 		}
 		if s.cold && s.err == nil {
 			start, _ := c.span(s.blk)
@@ -536,9 +568,13 @@ func (c *Cache) store(blk int64, data []byte) {
 
 // CheckFile forwards to the object (nil when it is not a
 // partial.FileChecker).
-func (c *Cache) CheckFile() error {
+func (c *Cache) CheckFile() error { return c.CheckFileContext(nil) }
+
+// CheckFileContext (partial.ContextFileChecker) forwards CheckFile under
+// ctx.
+func (c *Cache) CheckFileContext(ctx context.Context) error {
 	if f, ok := c.obj.(partial.FileChecker); ok {
-		return f.CheckFile()
+		return partial.CheckFileContext(ctx, f)
 	}
 	return nil
 }

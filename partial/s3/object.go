@@ -154,7 +154,7 @@ func Open(url string, opts Options) (*Object, error) {
 func (o *Object) open() error {
 	rng := "bytes=0-" + strconv.FormatInt(o.o.HeadBytes-1, 10)
 	var empty bool
-	err := o.retry(methodGET, "GET "+rng, func(ctx context.Context) error {
+	err := o.retry(nil, methodGET, "GET "+rng, func(ctx context.Context) error {
 		out, err := o.c.GetObject(ctx, &s3.GetObjectInput{Bucket: &o.bucket, Key: &o.key, Range: &rng})
 		if err != nil {
 			if status(err) == 416 { // no byte 0: an empty object
@@ -180,7 +180,7 @@ func (o *Object) open() error {
 		return nil
 	})
 	if err == nil && empty {
-		err = o.retry(methodHEAD, "HEAD", func(ctx context.Context) error {
+		err = o.retry(nil, methodHEAD, "HEAD", func(ctx context.Context) error {
 			out, err := o.c.HeadObject(ctx, &s3.HeadObjectInput{Bucket: &o.bucket, Key: &o.key})
 			if err != nil {
 				return err
@@ -249,10 +249,17 @@ func (o *Object) Size() int64 { return o.size }
 
 func (o *Object) Close() error { return o.life.Close(o.name) }
 
-func (o *Object) ReadAt(p []byte, off int64) (int, error) { return o.ReadAtTally(p, off, nil) }
+func (o *Object) ReadAt(p []byte, off int64) (int, error) { return o.ReadAtContext(nil, p, off, nil) }
 
 // ReadAtTally is ReadAt counting its GET (if any) in t.
 func (o *Object) ReadAtTally(p []byte, off int64, t *partial.Tally) (int, error) {
+	return o.ReadAtContext(nil, p, off, t)
+}
+
+// ReadAtContext (partial.ContextReader) is ReadAtTally that gives up when
+// ctx ends (nil: never): its attempts, waits for a request slot and
+// backoffs all end then.
+func (o *Object) ReadAtContext(ctx context.Context, p []byte, off int64, t *partial.Tally) (int, error) {
 	if !o.life.Acquire() {
 		return 0, backendkit.Closed(o.name)
 	}
@@ -265,14 +272,14 @@ func (o *Object) ReadAtTally(p []byte, off int64, t *partial.Tally) (int, error)
 	if len(p) == 0 {
 		return 0, nil
 	}
-	if err := o.get(p, off, t); err != nil {
+	if err := o.get(ctx, p, off, t); err != nil {
 		return 0, err
 	}
 	return len(p), nil
 }
 
 // get fills p with the bytes at off: from the head, or one GET.
-func (o *Object) get(p []byte, off int64, t *partial.Tally) error {
+func (o *Object) get(ctx context.Context, p []byte, off int64, t *partial.Tally) error {
 	if e := o.changed.Load(); e != nil {
 		return e
 	}
@@ -281,7 +288,7 @@ func (o *Object) get(p []byte, off int64, t *partial.Tally) error {
 		return nil
 	}
 	rng := "bytes=" + strconv.FormatInt(off, 10) + "-" + strconv.FormatInt(off+int64(len(p))-1, 10)
-	err := o.retry(methodGET, "GET "+rng, func(ctx context.Context) error {
+	err := o.retry(ctx, methodGET, "GET "+rng, func(ctx context.Context) error {
 		out, err := o.c.GetObject(ctx, &s3.GetObjectInput{Bucket: &o.bucket, Key: &o.key, Range: &rng, IfMatch: &o.etag})
 		if err != nil {
 			return err
@@ -314,26 +321,31 @@ const (
 	methodHEAD
 )
 
-// retry runs one request until it succeeds, fails for good, or has used
-// MaxAttempts or three times the timeout; each attempt has its own timeout and holds a slot of the
-// object's and the server's concurrency bounds. Every attempt is counted
-// in the process's metrics (method, GET latency, error kind).
-func (o *Object) retry(method int, what string, do func(ctx context.Context) error) error {
+// retry runs one request until it succeeds, fails for good, has used
+// MaxAttempts or three times the timeout, or the caller's ctx ends (nil:
+// never); each attempt has its own timeout within ctx and holds a slot of
+// the object's and the server's concurrency bounds. Every attempt is
+// counted in the process's metrics (method, GET latency, error kind).
+func (o *Object) retry(ctx context.Context, method int, what string, do func(ctx context.Context) error) error {
+	if ctx == nil {
+		ctx = context.Background()
+	}
 	var err error
 	// A stalled server (answering nothing) costs each attempt its whole
 	// timeout: the attempts together stop at three times it (two stalls
 	// and a retry that answers), not MaxAttempts times it.
 	deadline := time.Now().Add(3 * o.o.Timeout)
 	for attempt := 1; ; attempt++ {
-		o.sem <- struct{}{}
-		o.server <- struct{}{}
+		if err := o.enter(ctx); err != nil {
+			return o.interrupted(what, err)
+		}
 		until := time.Now().Add(o.o.Timeout)
 		if deadline.Before(until) {
 			until = deadline
 		}
-		ctx, cancel := context.WithDeadline(context.Background(), until)
+		actx, cancel := context.WithDeadline(ctx, until)
 		start := time.Now()
-		err = do(ctx)
+		err = do(actx)
 		if method == methodGET {
 			counters.gets.Add(1)
 			observeGET(time.Since(start))
@@ -345,6 +357,9 @@ func (o *Object) retry(method int, what string, do func(ctx context.Context) err
 		<-o.sem
 		if err == nil {
 			return nil
+		}
+		if cerr := partial.Interrupted(ctx); cerr != nil {
+			return o.interrupted(what, cerr) // the caller's end, not the store's fault
 		}
 		countError(err)
 		if errors.Is(err, partial.ErrFileChanged) {
@@ -366,8 +381,50 @@ func (o *Object) retry(method int, what string, do func(ctx context.Context) err
 		}
 		o.retries.Add(1)
 		counters.retries.Add(1)
-		time.Sleep(pause)
+		if err := sleep(ctx, pause); err != nil {
+			return o.interrupted(what, err)
+		}
 	}
+}
+
+// enter takes a slot of the object's and the server's bounds, or gives up
+// when ctx ends.
+func (o *Object) enter(ctx context.Context) error {
+	select {
+	case o.sem <- struct{}{}:
+	case <-ctx.Done():
+		return context.Cause(ctx)
+	}
+	select {
+	case o.server <- struct{}{}:
+	case <-ctx.Done():
+		<-o.sem
+		return context.Cause(ctx)
+	}
+	return nil
+}
+
+// sleep waits d, or until ctx ends (its cause then).
+func sleep(ctx context.Context, d time.Duration) error {
+	if ctx.Done() == nil {
+		time.Sleep(d)
+		return nil
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return context.Cause(ctx)
+	}
+}
+
+// interrupted is the error of a request its caller gave up (a query's
+// deadline, a client gone, a shutdown): it wraps cause and not
+// ErrRequestFailed, as the store is not known to have failed.
+func (o *Object) interrupted(what string, cause error) error {
+	return fmt.Errorf("s3: %s: %s given up: %w", o.name, what, cause)
 }
 
 // markOr marks a 404 during reads as a change; at open (no ETag yet) it is
@@ -451,7 +508,11 @@ func retryable(err error) bool {
 // adjacent and overlapping ones into single GETs of at most MaxCoalesce
 // bytes, and sends those GETs in parallel (bounded by Options.Parallel).
 // Each request carries its own error; the first is returned.
-func (o *Object) ReadBatch(reqs []partial.ReadReq) error {
+func (o *Object) ReadBatch(reqs []partial.ReadReq) error { return o.ReadBatchContext(nil, reqs) }
+
+// ReadBatchContext (partial.ContextBatchReader) is ReadBatch whose GETs
+// give up when ctx ends (nil: never).
+func (o *Object) ReadBatchContext(ctx context.Context, reqs []partial.ReadReq) error {
 	if !o.life.Acquire() {
 		return backendkit.Closed(o.name)
 	}
@@ -483,7 +544,7 @@ func (o *Object) ReadBatch(reqs []partial.ReadReq) error {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			o.readGroup(reqs, group, start, end)
+			o.readGroup(ctx, reqs, group, start, end)
 		}()
 	}
 	wg.Wait()
@@ -497,14 +558,14 @@ func (o *Object) ReadBatch(reqs []partial.ReadReq) error {
 
 // readGroup serves the requests group (sorted, covering [start, end)) with
 // one GET, counted in the first request's tally.
-func (o *Object) readGroup(reqs []partial.ReadReq, group []int, start, end int64) {
+func (o *Object) readGroup(ctx context.Context, reqs []partial.ReadReq, group []int, start, end int64) {
 	first := &reqs[group[0]]
 	if len(group) == 1 {
-		first.Err = o.get(first.Buf, first.Off, &first.IO)
+		first.Err = o.get(ctx, first.Buf, first.Off, &first.IO)
 		return
 	}
 	buf := make([]byte, end-start)
-	err := o.get(buf, start, &first.IO)
+	err := o.get(ctx, buf, start, &first.IO)
 	for _, i := range group {
 		q := &reqs[i]
 		if q.Err = err; err == nil {
@@ -526,7 +587,11 @@ func (o *Object) CheckFD() error {
 
 // CheckFile (partial.FileChecker) asks the server (one HEAD) whether the
 // object is still the version opened; for watchers and status requests.
-func (o *Object) CheckFile() error {
+func (o *Object) CheckFile() error { return o.CheckFileContext(nil) }
+
+// CheckFileContext (partial.ContextFileChecker) is CheckFile whose HEAD
+// gives up when ctx ends (nil: never).
+func (o *Object) CheckFileContext(ctx context.Context) error {
 	if e := o.changed.Load(); e != nil {
 		return e
 	}
@@ -536,7 +601,7 @@ func (o *Object) CheckFile() error {
 	defer o.life.Release()
 	var etag string
 	var size int64
-	err := o.retry(methodHEAD, "HEAD", func(ctx context.Context) error {
+	err := o.retry(ctx, methodHEAD, "HEAD", func(ctx context.Context) error {
 		out, err := o.c.HeadObject(ctx, &s3.HeadObjectInput{Bucket: &o.bucket, Key: &o.key})
 		if err != nil {
 			return err

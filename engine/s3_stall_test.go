@@ -1,0 +1,64 @@
+package engine_test
+
+import (
+	"context"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/faiss-sidecar/faiss-sidecar/engine"
+	"github.com/faiss-sidecar/faiss-sidecar/hnswsearch"
+	"github.com/faiss-sidecar/faiss-sidecar/partial/s3"
+	"github.com/faiss-sidecar/faiss-sidecar/partial/s3/s3test"
+)
+
+// TestS3OnDiskStallEndsAtDeadline: an on_disk query over an object store
+// that stops answering (its S3 timeout a minute long) ends at its
+// deadline with hnswsearch.ErrDeadline, its rerank's reads included, and
+// answers again once the store does.
+func TestS3OnDiskStallEndsAtDeadline(t *testing.T) {
+	bucket := s3test.Bucket(t)
+	local, fx := loadOnDisk(t, "clustered_l2")
+	u := s3test.PutFile(t, bucket, "ondisk/stall.faiss", local)
+	fp := s3test.NewFaultProxy(t)
+	prev := s3.SetDefaults(s3.Options{Endpoint: fp.URL, Timeout: time.Minute, MaxAttempts: 5})
+	t.Cleanup(func() { s3.SetDefaults(prev) })
+	x, _, err := engine.Open(engine.Spec{Path: u, Mode: engine.ModeOnDisk, Compression: "4x", GuideDir: t.TempDir()})
+	require.NoError(t, err)
+	defer x.Close()
+	qp, err := x.Plan(engine.Request{K: 10, EfSearch: 64, EfSearchSet: true})
+	require.NoError(t, err)
+	want, _, err := x.Query(&qp, fx.Queries[0], nil)
+	require.NoError(t, err)
+
+	fp.Set(func(_ int64, _ http.ResponseWriter, r *http.Request) bool { s3test.Stall(r, time.Hour); return true })
+	gets := fp.GETs.Load()
+	for i, q := range fx.Queries[1:4] {
+		deadline := time.Now().Add(300 * time.Millisecond)
+		ctx, cancel := context.WithDeadline(context.Background(), deadline)
+		qp.SetDeadline(deadline)
+		qp.SetContext(ctx)
+		errc := make(chan error, 1)
+		go func() { _, _, err := x.Query(&qp, q, nil); errc <- err }()
+		var err error
+		select {
+		case err = <-errc:
+		case <-time.After(10 * time.Second):
+			t.Fatalf("query %d: no answer 10 s after its deadline", i)
+		}
+		cancel()
+		assert.ErrorIs(t, err, hnswsearch.ErrDeadline, "query %d", i)
+		assert.Less(t, time.Since(deadline), 700*time.Millisecond, "query %d ended long after its deadline", i)
+	}
+	assert.Greater(t, fp.GETs.Load(), gets, "the queries asked the store nothing: the stall was not tested")
+
+	fp.Clear()
+	qp.SetDeadline(time.Time{})
+	qp.SetContext(nil)
+	got, _, err := x.Query(&qp, fx.Queries[0], nil)
+	require.NoError(t, err)
+	assert.Equal(t, want, got)
+}

@@ -1,0 +1,112 @@
+package diskcache
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/faiss-sidecar/faiss-sidecar/partial"
+)
+
+// ctxObject is a fakeObject whose reads under a context give up when it
+// ends, as the s3 backend's do.
+type ctxObject struct{ *fakeObject }
+
+func (o ctxObject) ReadAtContext(ctx context.Context, p []byte, off int64, _ *partial.Tally) (int, error) {
+	if o.gate != nil {
+		o.entered.Add(1)
+		select {
+		case <-o.gate:
+		case <-ctx.Done():
+			return 0, context.Cause(ctx)
+		}
+		o.entered.Add(-1) // read counts it again
+	}
+	if err := o.read(p, off); err != nil {
+		return 0, err
+	}
+	return len(p), nil
+}
+
+// TestContextEndsFetchAndWait: over a stalled object, a read under a
+// context gives up at its deadline, whether it fetches the block itself or
+// waits for another caller's fetch (one with no deadline); that caller
+// still gets its bytes once the object answers.
+func TestContextEndsFetchAndWait(t *testing.T) {
+	data := pattern(4*testBS, 3)
+	obj := newFake("s3://b/k", "e1", data)
+	obj.gate = make(chan struct{})
+	c := open(t, ctxObject{obj}, t.TempDir(), 1<<20)
+	defer c.Close()
+
+	// Fetching itself.
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	start := time.Now()
+	_, err := c.ReadAtContext(ctx, make([]byte, 10), 3*testBS, nil)
+	cancel()
+	assert.ErrorIs(t, err, context.DeadlineExceeded)
+	assert.Less(t, time.Since(start), time.Second)
+
+	// Waiting for another's fetch.
+	loaded := make(chan error, 1)
+	p := make([]byte, 100)
+	go func() {
+		_, err := c.ReadAt(p, testBS+5)
+		loaded <- err
+	}()
+	require.Eventually(t, func() bool {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		return c.inflight[1] != nil
+	}, 5*time.Second, time.Millisecond)
+	ctx, cancel = context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	start = time.Now()
+	_, err = c.ReadAtContext(ctx, make([]byte, 10), testBS+20, nil)
+	assert.ErrorIs(t, err, context.DeadlineExceeded)
+	assert.Less(t, time.Since(start), time.Second)
+	close(obj.gate)
+	require.NoError(t, <-loaded)
+	assert.Equal(t, data[testBS+5:testBS+105], p)
+}
+
+// TestWaiterFetchesWhenFetcherGivesUp: a read waiting for a fetch whose
+// caller gave up at its own deadline fetches the block itself.
+func TestWaiterFetchesWhenFetcherGivesUp(t *testing.T) {
+	data := pattern(4*testBS, 5)
+	obj := newFake("s3://b/k", "e1", data)
+	obj.gate = make(chan struct{})
+	c := open(t, ctxObject{obj}, t.TempDir(), 1<<20)
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	gaveUp := make(chan error, 1)
+	go func() {
+		_, err := c.ReadAtContext(ctx, make([]byte, 10), 2*testBS, nil)
+		gaveUp <- err
+	}()
+	require.Eventually(t, func() bool {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		return c.inflight[2] != nil
+	}, 5*time.Second, time.Millisecond)
+	waited := make(chan error, 1)
+	p := make([]byte, 50)
+	go func() {
+		_, err := c.ReadAtContext(context.Background(), p, 2*testBS+7, nil)
+		waited <- err
+	}()
+	require.Eventually(t, func() bool {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		cl := c.inflight[2]
+		return cl != nil && cl.waiters == 1
+	}, 5*time.Second, time.Millisecond)
+	assert.ErrorIs(t, <-gaveUp, context.DeadlineExceeded)
+	close(obj.gate)
+	require.NoError(t, <-waited)
+	assert.Equal(t, data[2*testBS+7:2*testBS+57], p)
+}

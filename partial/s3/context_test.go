@@ -1,0 +1,80 @@
+package s3_test
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/faiss-sidecar/faiss-sidecar/partial"
+	"github.com/faiss-sidecar/faiss-sidecar/partial/s3"
+	"github.com/faiss-sidecar/faiss-sidecar/partial/s3/s3test"
+)
+
+// TestReadAtContextEnds: a read under a context ends at the context's
+// deadline whatever holds it, with an error wrapping
+// context.DeadlineExceeded and not ErrRequestFailed (the caller gave up;
+// the store is not known to have failed): a stalled GET (the per-request
+// timeout a minute long), a backoff between retries (seconds long), a wait
+// for a request slot held by a stalled read, and a batch.
+func TestReadAtContextEnds(t *testing.T) {
+	bucket := s3test.Bucket(t)
+	u := s3test.Put(t, bucket, "ctx.bin", make([]byte, 1<<20))
+	fp := s3test.NewFaultProxy(t)
+	o, err := s3.Open(u, s3.Options{Endpoint: fp.URL, HeadBytes: 4096, Timeout: time.Minute, MaxAttempts: 5, Backoff: 10 * time.Second, Parallel: 1})
+	require.NoError(t, err)
+	defer o.Close()
+	within := func(t *testing.T, read func(ctx context.Context) error) {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+		defer cancel()
+		start := time.Now()
+		err := read(ctx)
+		took := time.Since(start)
+		require.Error(t, err)
+		assert.ErrorIs(t, err, context.DeadlineExceeded)
+		assert.False(t, errors.Is(err, s3.ErrRequestFailed), "%v", err)
+		assert.Less(t, took, time.Second, "the read ended after %v", took)
+	}
+	p := make([]byte, 100)
+	read := func(ctx context.Context) error { _, err := o.ReadAtContext(ctx, p, 500_000, nil); return err }
+
+	t.Run("stall", func(t *testing.T) {
+		fp.Set(func(_ int64, _ http.ResponseWriter, r *http.Request) bool { s3test.Stall(r, time.Hour); return true })
+		within(t, read)
+	})
+	t.Run("backoff", func(t *testing.T) {
+		fp.Set(func(_ int64, w http.ResponseWriter, _ *http.Request) bool { s3test.SlowDown(w); return true })
+		before := fp.GETs.Load()
+		within(t, read)
+		assert.Equal(t, before+1, fp.GETs.Load(), "one attempt, then the backoff")
+	})
+	t.Run("slot", func(t *testing.T) {
+		fp.Set(func(_ int64, _ http.ResponseWriter, r *http.Request) bool { s3test.Stall(r, time.Hour); return true })
+		hold, release := context.WithCancel(context.Background())
+		held := make(chan error, 1)
+		base := fp.GETs.Load()
+		go func() { _, err := o.ReadAtContext(hold, make([]byte, 10), 300_000, nil); held <- err }()
+		require.Eventually(t, func() bool { return fp.GETs.Load() > base }, 5*time.Second, time.Millisecond)
+		before := fp.GETs.Load()
+		within(t, read) // Parallel 1: waits for the slot
+		assert.Equal(t, before, fp.GETs.Load(), "the read got a slot it could not have")
+		release()
+		assert.ErrorIs(t, <-held, context.Canceled)
+	})
+	t.Run("batch", func(t *testing.T) {
+		fp.Set(func(_ int64, _ http.ResponseWriter, r *http.Request) bool { s3test.Stall(r, time.Hour); return true })
+		reqs := []partial.ReadReq{{Off: 100_000, Buf: make([]byte, 10)}, {Off: 900_000, Buf: make([]byte, 10)}}
+		within(t, func(ctx context.Context) error { return o.ReadBatchContext(ctx, reqs) })
+		for _, q := range reqs {
+			assert.ErrorIs(t, q.Err, context.DeadlineExceeded)
+		}
+	})
+	fp.Clear()
+	_, err = o.ReadAtContext(context.Background(), p, 500_000, nil)
+	assert.NoError(t, err, "the object serves again")
+}
