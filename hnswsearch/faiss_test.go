@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/faiss-sidecar/faiss-sidecar/faissfmt"
@@ -45,9 +46,13 @@ func openFixture(t testing.TB, name string, o storage.Options) partial.Storage {
 	return s
 }
 
+// allRuns parses every fixture's FAISS runs once per test binary (about
+// 0.3 s under -race, and many tests ask for them); callers only read them.
+var allRuns = sync.OnceValues(func() ([]faissRuns, error) { return testfixtures.All(fixtureDir) })
+
 func loadRuns(t testing.TB) []faissRuns {
 	t.Helper()
-	runs, err := testfixtures.All(fixtureDir)
+	runs, err := allRuns()
 	if err != nil {
 		t.Fatal(err)
 	}
