@@ -34,6 +34,11 @@ func openSkipStorage(t *testing.T, backend string, o Options) *Index {
 	return x
 }
 
+// quickVariant is the one variant each slow backend runs without -tags
+// long (the others run on the fast backends): the vector cache on direct
+// without a block cache, batched reads through zstd frames.
+var quickVariant = map[string]string{"direct-uncached": "vector-cache", "zstd": "batch"}
+
 // TestSkipStorageExternalParity: the graph FAISS 1.15 wrote without its
 // vectors, searched over the .fvecs beside it as a separate vector file,
 // returns FAISS's ids exactly and its distances within distULPs, on every
@@ -58,6 +63,9 @@ func TestSkipStorageExternalParity(t *testing.T) {
 		}
 		for _, v := range variants {
 			t.Run(backend+"/"+v.name, func(t *testing.T) {
+				if q, ok := quickVariant[backend]; ok && !testfixtures.Long && v.name != q {
+					t.Skip("runs with -tags long; without it this backend runs its " + q + " variant only")
+				}
 				t.Parallel()
 				x := openSkipStorage(t, backend, v.o)
 				if v.name == "pinned" {

@@ -1,0 +1,5 @@
+//go:build long
+
+package testfixtures
+
+const Long = true
