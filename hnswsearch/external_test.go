@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/faiss-sidecar/faiss-sidecar/faissfmt"
+	"github.com/faiss-sidecar/faiss-sidecar/internal/longtests"
 	"github.com/faiss-sidecar/faiss-sidecar/internal/testfixtures"
 	"github.com/faiss-sidecar/faiss-sidecar/partial"
 )
@@ -63,7 +64,7 @@ func TestSkipStorageExternalParity(t *testing.T) {
 		}
 		for _, v := range variants {
 			t.Run(backend+"/"+v.name, func(t *testing.T) {
-				if q, ok := quickVariant[backend]; ok && !testfixtures.Long && v.name != q {
+				if q, ok := quickVariant[backend]; ok && !longtests.On && v.name != q {
 					t.Skip("runs with -tags long; without it this backend runs its " + q + " variant only")
 				}
 				t.Parallel()

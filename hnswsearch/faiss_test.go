@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/faiss-sidecar/faiss-sidecar/faissfmt"
+	"github.com/faiss-sidecar/faiss-sidecar/internal/longtests"
 	"github.com/faiss-sidecar/faiss-sidecar/internal/testfixtures"
 	"github.com/faiss-sidecar/faiss-sidecar/partial"
 	"github.com/faiss-sidecar/faiss-sidecar/partial/storage"
@@ -154,7 +155,7 @@ var slowBackends = []string{"direct-uncached", "direct-uncached+batch-reads", "z
 // on all.
 func sampled(name string, i, n int) bool {
 	e := slices.Index(slowBackends, name)
-	if testfixtures.Long || e < 0 {
+	if longtests.On || e < 0 {
 		return true
 	}
 	stride := min(n, 7)
@@ -174,7 +175,7 @@ func TestSampledCoversEveryConfiguration(t *testing.T) {
 					runs++
 				}
 			}
-			if testfixtures.Long {
+			if longtests.On {
 				require.Equal(t, n, runs, "%s on %d fixtures", name, n)
 			} else {
 				require.Positive(t, runs, "%s on %d fixtures", name, n)
@@ -190,7 +191,7 @@ func TestSampledCoversEveryConfiguration(t *testing.T) {
 // seconds even on one fixture (range search on direct-uncached) searches
 // every fifth query.
 func queryStep(name string) int {
-	if testfixtures.Long || !slices.Contains(slowBackends, name) {
+	if longtests.On || !slices.Contains(slowBackends, name) {
 		return 1
 	}
 	return 5

@@ -10,7 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
 
-	"github.com/faiss-sidecar/faiss-sidecar/internal/testfixtures"
+	"github.com/faiss-sidecar/faiss-sidecar/internal/longtests"
 )
 
 // TestSetBudgetShrinks: a cache shrunk keeps the records of the slots it
@@ -223,7 +223,7 @@ func TestPopulateAhead(t *testing.T) {
 func TestPopulateAheadAfterClose(t *testing.T) {
 	const n, size = 4000, 3136
 	rounds := 20
-	if testfixtures.Long {
+	if longtests.On {
 		rounds = 200
 	}
 	for range rounds {

@@ -1,5 +1,0 @@
-//go:build long
-
-package testfixtures
-
-const Long = true
