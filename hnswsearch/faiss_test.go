@@ -120,7 +120,9 @@ func backends(t *testing.T, path string) map[string]partial.Storage {
 // forEachBackend runs fn in a parallel sub-test per backend and, where the
 // backend batches reads (pread, direct), once more with batched reads
 // ("NAME+batch-reads"); each sub-test opens its own storage. path is the
-// i-th of the n fixtures the test runs it on (see sampled).
+// i-th of the n fixtures the test runs it on: without -tags long the slow
+// configurations run on a sample of them (sampled), so a test's "on every
+// backend" holds with the tag.
 func forEachBackend(t *testing.T, path string, i, n int, fn func(t *testing.T, name string, s partial.Storage, batch bool)) {
 	for _, backend := range backendNames() {
 		for _, batch := range []bool{false, true} {
@@ -151,8 +153,7 @@ var slowBackends = []string{"direct-uncached", "direct-uncached+batch-reads", "z
 // sampled reports whether forEachBackend runs configuration name on the
 // i-th of a test's n fixtures. Every configuration runs on every fixture
 // with -tags long; without it, each slow one runs on one fixture in seven
-// (and at least one per test, on fixtures of different kinds), the others
-// on all.
+// (at least one per test), the others on all.
 func sampled(name string, i, n int) bool {
 	e := slices.Index(slowBackends, name)
 	if longtests.On || e < 0 {
