@@ -110,7 +110,7 @@ func recallOf(ids [][]int64, kth []float64, dist func(int, int64) float64) float
 // are.
 func TestCAGRABaseLevelOnlyRecall(t *testing.T) {
 	const slack = 0.03
-	for _, name := range cagraFixtures {
+	for fi, name := range cagraFixtures {
 		t.Run(name, func(t *testing.T) {
 			path, f := baseLevelOnlyFile(t, name)
 			raw, err := os.ReadFile(path)
@@ -125,7 +125,7 @@ func TestCAGRABaseLevelOnlyRecall(t *testing.T) {
 				faissRecall[run.EfSearch] = recallOf(run.IDs, kth, dist)
 			}
 			require.Len(t, faissRecall, 2, "FAISS's base_level_only rows at ef 16 and 64")
-			forEachBackend(t, path, func(t *testing.T, backend string, s partial.Storage, batch bool) {
+			forEachBackend(t, path, fi, len(cagraFixtures), func(t *testing.T, backend string, s partial.Storage, batch bool) {
 				x := openIndex(t, s, Options{BatchReads: batch})
 				for ef, want := range faissRecall {
 					ids := make([][]int64, len(kth))

@@ -62,7 +62,7 @@ const distULPs = 8
 // base_level_only runs use random entry points and are not compared; the
 // binary ones in batch mode also record a FAISS 1.15 bug (README).
 func TestFAISS115CAGRAParity(t *testing.T) {
-	for _, name := range cagraFixtures {
+	for fi, name := range cagraFixtures {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
 			runs, qf, qb := loadFAISS115(t, name)
@@ -73,7 +73,7 @@ func TestFAISS115CAGRAParity(t *testing.T) {
 				}
 			}
 			require.Len(t, det, 2, "deterministic runs (efSearch 16 and 64)")
-			forEachBackend(t, filepath.Join(faiss115Dir, name+".faiss"), func(t *testing.T, backend string, s partial.Storage, batch bool) {
+			forEachBackend(t, filepath.Join(faiss115Dir, name+".faiss"), fi, len(cagraFixtures), func(t *testing.T, backend string, s partial.Storage, batch bool) {
 				for _, kernel := range []Kernel{Fast, Exact} {
 					x := openIndex(t, s, Options{Semantics: Modern, Kernel: kernel, BatchReads: batch})
 					for _, run := range det {

@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/faiss-sidecar/faiss-sidecar/faissfmt"
+	"github.com/faiss-sidecar/faiss-sidecar/internal/longtests"
 	"github.com/faiss-sidecar/faiss-sidecar/internal/testfixtures"
 	"github.com/faiss-sidecar/faiss-sidecar/partial"
 )
@@ -33,6 +34,11 @@ func openSkipStorage(t *testing.T, backend string, o Options) *Index {
 	t.Cleanup(func() { x.Close() })
 	return x
 }
+
+// quickVariant is the one variant each slow backend runs without -tags
+// long (the others run on the fast backends): the vector cache on direct
+// without a block cache, batched reads through zstd frames.
+var quickVariant = map[string]string{"direct-uncached": "vector-cache", "zstd": "batch"}
 
 // TestSkipStorageExternalParity: the graph FAISS 1.15 wrote without its
 // vectors, searched over the .fvecs beside it as a separate vector file,
@@ -58,6 +64,9 @@ func TestSkipStorageExternalParity(t *testing.T) {
 		}
 		for _, v := range variants {
 			t.Run(backend+"/"+v.name, func(t *testing.T) {
+				if q, ok := quickVariant[backend]; ok && !longtests.On && v.name != q {
+					t.Skip("runs with -tags long; without it this backend runs its " + q + " variant only")
+				}
 				t.Parallel()
 				x := openSkipStorage(t, backend, v.o)
 				if v.name == "pinned" {

@@ -5,10 +5,13 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/faiss-sidecar/faiss-sidecar/faissfmt"
+	"github.com/faiss-sidecar/faiss-sidecar/internal/longtests"
 	"github.com/faiss-sidecar/faiss-sidecar/internal/testfixtures"
 	"github.com/faiss-sidecar/faiss-sidecar/partial"
 	"github.com/faiss-sidecar/faiss-sidecar/partial/storage"
@@ -45,9 +48,13 @@ func openFixture(t testing.TB, name string, o storage.Options) partial.Storage {
 	return s
 }
 
+// allRuns parses every fixture's FAISS runs once per test binary (about
+// 0.3 s under -race, and many tests ask for them); callers only read them.
+var allRuns = sync.OnceValues(func() ([]faissRuns, error) { return testfixtures.All(fixtureDir) })
+
 func loadRuns(t testing.TB) []faissRuns {
 	t.Helper()
-	runs, err := testfixtures.All(fixtureDir)
+	runs, err := allRuns()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -112,8 +119,11 @@ func backends(t *testing.T, path string) map[string]partial.Storage {
 
 // forEachBackend runs fn in a parallel sub-test per backend and, where the
 // backend batches reads (pread, direct), once more with batched reads
-// ("NAME+batch-reads"); each sub-test opens its own storage.
-func forEachBackend(t *testing.T, path string, fn func(t *testing.T, name string, s partial.Storage, batch bool)) {
+// ("NAME+batch-reads"); each sub-test opens its own storage. path is the
+// i-th of the n fixtures the test runs it on: without -tags long the slow
+// configurations run on a sample of them (sampled), so a test's "on every
+// backend" holds with the tag.
+func forEachBackend(t *testing.T, path string, i, n int, fn func(t *testing.T, name string, s partial.Storage, batch bool)) {
 	for _, backend := range backendNames() {
 		for _, batch := range []bool{false, true} {
 			if batch && backend != "pread" && backend != "direct" && backend != "direct-uncached" {
@@ -124,11 +134,68 @@ func forEachBackend(t *testing.T, path string, fn func(t *testing.T, name string
 				name += "+batch-reads"
 			}
 			t.Run(name, func(t *testing.T) {
+				if !sampled(name, i, n) {
+					t.Skip("this configuration runs on other fixtures; on every one with -tags long")
+				}
 				t.Parallel()
 				fn(t, name, openBackend(t, path, backend), batch)
 			})
 		}
 	}
+}
+
+// slowBackends are the configurations that read every vector from the
+// device (direct without a block cache) or decompress a zstd frame for it:
+// nine tenths of forEachBackend's time under -race, for code paths one
+// fixture exercises as well as twenty.
+var slowBackends = []string{"direct-uncached", "direct-uncached+batch-reads", "zstd"}
+
+// sampled reports whether forEachBackend runs configuration name on the
+// i-th of a test's n fixtures. Every configuration runs on every fixture
+// with -tags long; without it, each slow one runs on one fixture in seven
+// (at least one per test), the others on all.
+func sampled(name string, i, n int) bool {
+	e := slices.Index(slowBackends, name)
+	if longtests.On || e < 0 {
+		return true
+	}
+	stride := min(n, 7)
+	return e%stride == i%stride
+}
+
+// TestSampledCoversEveryConfiguration: without -tags long each slow
+// configuration still runs on at least one fixture of every test that
+// uses forEachBackend (3, 5 and 20 fixtures today), on one in seven at
+// most; with it, on all.
+func TestSampledCoversEveryConfiguration(t *testing.T) {
+	for _, n := range []int{1, 2, 3, 5, len(loadRuns(t))} {
+		for _, name := range slowBackends {
+			runs := 0
+			for i := range n {
+				if sampled(name, i, n) {
+					runs++
+				}
+			}
+			if longtests.On {
+				require.Equal(t, n, runs, "%s on %d fixtures", name, n)
+			} else {
+				require.Positive(t, runs, "%s on %d fixtures", name, n)
+				require.LessOrEqual(t, runs, (n+6)/7, "%s on %d fixtures", name, n)
+			}
+		}
+		require.True(t, sampled("memory", n-1, n), "the fast configurations run on every fixture")
+	}
+}
+
+// queryStep is the stride over a test's queries on configuration name:
+// without -tags long, a slow configuration whose test costs tens of
+// seconds even on one fixture (range search on direct-uncached) searches
+// every fifth query.
+func queryStep(name string) int {
+	if longtests.On || !slices.Contains(slowBackends, name) {
+		return 1
+	}
+	return 5
 }
 
 // vectorCacheFor is a vector cache budget holding about n of s's vectors.
@@ -188,10 +255,11 @@ func searchOne(x *Index, q []float32, qb []byte, p Params) ([]Result, Stats, err
 // are identical to FAISS 1.7.3's and distances bit-identical, on every
 // backend, and the search statistics match FAISS's hnsw_stats.
 func TestFAISS173Parity(t *testing.T) {
-	for _, fr := range loadRuns(t) {
+	runs := loadRuns(t)
+	for fi, fr := range runs {
 		t.Run(fr.Fixture, func(t *testing.T) {
 			t.Parallel()
-			forEachBackend(t, filepath.Join(fixtureDir, fr.Fixture+".faiss"), func(t *testing.T, name string, s partial.Storage, batch bool) {
+			forEachBackend(t, filepath.Join(fixtureDir, fr.Fixture+".faiss"), fi, len(runs), func(t *testing.T, name string, s partial.Storage, batch bool) {
 				o := parityOptions(t, name, s, batch)
 				x := openIndex(t, s, o)
 				for ri, run := range fr.Runs {

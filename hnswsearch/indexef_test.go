@@ -70,10 +70,11 @@ func (r indexEfRun) String() string {
 // equal), N ∈ {16, 64, 256}, k ∈ {1, 10, 100}, with and without filters and
 // per-query efSearch on top, on every backend.
 func TestIndexEfSearchParity(t *testing.T) {
-	for _, fr := range loadIndexEfRuns(t) {
+	runs := loadIndexEfRuns(t)
+	for fi, fr := range runs {
 		t.Run(fr.Fixture, func(t *testing.T) {
 			t.Parallel()
-			forEachBackend(t, filepath.Join(fixtureDir, fr.Fixture+".faiss"), func(t *testing.T, name string, s partial.Storage, batch bool) {
+			forEachBackend(t, filepath.Join(fixtureDir, fr.Fixture+".faiss"), fi, len(runs), func(t *testing.T, name string, s partial.Storage, batch bool) {
 				byEf := map[int]*Index{}
 				for ri, run := range fr.Runs {
 					x := byEf[run.IndexEf]

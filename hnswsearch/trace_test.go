@@ -406,10 +406,10 @@ func TestSearchReadsOnlyVisited(t *testing.T) {
 						p := Params{K: 10, EfSearch: ef, Filter: filter}
 						for qi := range fr.Queries {
 							q, _ := fr.Query(qi)
-							n0 := len(tr.Snapshot())
+							n0 := tr.Len()
 							res, st, err := x.Search(q, p, nil)
 							require.NoError(t, err)
-							reads := tr.Snapshot()[n0:]
+							reads := tr.Since(n0)
 							// The first filtered query of an index with an id
 							// map reads the whole id map once to build the
 							// reverse map (filter.go), outside the query's
@@ -474,10 +474,10 @@ func TestTraceCheckCatches(t *testing.T) {
 	x, tr, m, _ := openTraced(t, "idmap_hnsw", Options{})
 	fr := runsOf(t, "idmap_hnsw")
 	q, _ := fr.Query(0)
-	n0 := len(tr.Snapshot())
+	n0 := tr.Len()
 	res, st, err := x.Search(q, Params{K: 10, EfSearch: 40}, nil)
 	require.NoError(t, err)
-	reads := tr.Snapshot()[n0:]
+	reads := tr.Since(n0)
 	require.NoError(t, m.check(reads, nil, res, st))
 	require.Greater(t, st.Expanded, 2)
 

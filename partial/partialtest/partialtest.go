@@ -305,6 +305,22 @@ func (t *Trace) Snapshot() [][2]int64 {
 	return append([][2]int64(nil), t.Reads...)
 }
 
+// Len is how many reads there have been so far.
+func (t *Trace) Len() int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return len(t.Reads)
+}
+
+// Since returns a copy of the reads after the first n: one operation's
+// reads without copying the whole trace again (Snapshot()[n:] per query
+// made a test's cost grow with the square of its queries).
+func (t *Trace) Since(n int) [][2]int64 {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return append([][2]int64(nil), t.Reads[n:]...)
+}
+
 // PatternFile writes n bytes of a pattern that differs from one 4 KiB block
 // to the next (so a block read from the wrong place shows) to a temporary
 // file and returns its path and contents.

@@ -1,0 +1,5 @@
+//go:build long
+
+package longtests
+
+const On = true
