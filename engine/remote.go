@@ -138,6 +138,27 @@ func (x *Index) remoteRerank(rs *RerankSpec) (s *rerank.Store, ok bool, err erro
 	return rerank.NewBatch(st, l), true, nil
 }
 
+// OpenVectors opens a rerank vector file for a front end: an s3:// object
+// with strategy batch, whatever strategy is named (the others read local
+// files), else the local file with strategy, the direct strategy keeping
+// parallel reads in flight (≤ 0: rerank.DefaultParallel).
+func OpenVectors(path, strategy string, parallel int) (*rerank.Store, error) {
+	if storage.IsRemote(path) {
+		return openVectorObject(path, path)
+	}
+	return rerank.OpenParallel(path, strategy, parallel)
+}
+
+// openVectorObject opens the vector file in the s3:// object at path with
+// strategy batch, naming it name in errors.
+func openVectorObject(path, name string) (*rerank.Store, error) {
+	o, err := s3.Open(path, s3.Options{})
+	if err != nil {
+		return nil, err
+	}
+	return rerank.OpenStorage(o, name)
+}
+
 // probeRemote is Prepare's probe of an s3:// index: the object opened once
 // and parsed through a small block cache (and the disk cache, when spec
 // has one; whole arrays bypass the block cache, and the levels and

@@ -13,6 +13,7 @@ import (
 	"github.com/faiss-sidecar/faiss-sidecar/partial"
 	"github.com/faiss-sidecar/faiss-sidecar/partial/s3"
 	"github.com/faiss-sidecar/faiss-sidecar/partial/s3/s3test"
+	"github.com/faiss-sidecar/faiss-sidecar/rerank"
 )
 
 // TestS3MatchesFAISS: an index served from s3://BUCKET/KEY, in modes full
@@ -199,4 +200,40 @@ func TestS3CacheCharged(t *testing.T) {
 	assert.Equal(t, "path", fe.Field)
 	assert.Contains(t, err.Error(), `bucket name "ab"`)
 	assert.Equal(t, before.GETs, s3.ReadMetrics().GETs, "no request")
+}
+
+// TestRerankFromObject: rerank vectors in an s3:// object other than the
+// index are read from it with strategy batch, whatever strategy is named,
+// and rescore as the local file does; OpenVectors (the CLI's door) opens
+// an object the same way.
+func TestRerankFromObject(t *testing.T) {
+	bucket := s3test.Bucket(t)
+	idx := fixture("hnsw_flat_l2.faiss")
+	u := s3test.PutFile(t, bucket, "vec/hnsw_flat_l2.faiss", idx)
+	f, err := testfixtures.Load(fixtures, "hnsw_flat_l2")
+	require.NoError(t, err)
+	lx, _, err := engine.Open(engine.Spec{Path: idx, Rerank: &engine.RerankSpec{Path: idx, Strategy: "pread"}})
+	require.NoError(t, err)
+	defer lx.Close()
+	rx, _, err := engine.Open(engine.Spec{Path: idx, Rerank: &engine.RerankSpec{Path: u, Strategy: "direct"}})
+	require.NoError(t, err)
+	defer rx.Close()
+	assert.Equal(t, rerank.StrategyBatch, rx.RerankStrategy())
+	qp, err := rx.Plan(engine.Request{K: 5, Rescore: &engine.Rescore{Oversample: 4}})
+	require.NoError(t, err)
+	for qi, q := range f.Queries {
+		want, _, err := lx.Query(&qp, q, nil)
+		require.NoError(t, err)
+		got, prof, err := rx.Query(&qp, q, nil)
+		require.NoError(t, err)
+		require.NotNil(t, prof.Rerank)
+		assert.Equal(t, 1, prof.Rerank.Batches, "query %d: one batch of GETs", qi)
+		assert.Equal(t, want, got, "query %d", qi)
+	}
+
+	s, err := engine.OpenVectors(u, "mmap", 0)
+	require.NoError(t, err)
+	assert.Equal(t, rerank.StrategyBatch, s.Strategy())
+	require.NoError(t, s.Check(rx.Dim(), rx.NTotal()))
+	require.NoError(t, s.Close())
 }

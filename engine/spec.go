@@ -633,8 +633,12 @@ func checkSpace(space string, x *hnswsearch.Index) error {
 
 func (x *Index) openRerank(rs *RerankSpec) error {
 	s, shared, err := x.remoteRerank(rs)
-	if !shared && err == nil {
-		s, err = rerank.OpenAs(rs.Path, cmp.Or(rs.Label, rs.Path), rs.Strategy)
+	switch name := cmp.Or(rs.Label, rs.Path); {
+	case shared || err != nil:
+	case storage.IsRemote(rs.Path):
+		s, err = openVectorObject(rs.Path, name)
+	default:
+		s, err = rerank.OpenAs(rs.Path, name, rs.Strategy)
 	}
 	if err != nil {
 		return err

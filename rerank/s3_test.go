@@ -36,9 +36,19 @@ func (c *countingStorage) ReadBatch(reqs []partial.ReadReq) error {
 	return c.Storage.(partial.BatchReader).ReadBatch(reqs)
 }
 
+// openObject is a Store over the s3:// object u, opened as the engine
+// opens one.
+func openObject(t *testing.T, u string) *Store {
+	o, err := s3.Open(u, s3.Options{})
+	require.NoError(t, err)
+	s, err := OpenStorage(o, u)
+	require.NoError(t, err)
+	return s
+}
+
 // TestBatchFromS3: vector files in S3 (a FAISS file's vectors in place, a
-// .vec) are read with strategy batch whatever strategy is named, bit for
-// bit FAISS's stored vectors; a shortlist is one ReadBatch on the object
+// .vec) are read from their object with strategy batch, bit for bit
+// FAISS's stored vectors; a shortlist is one ReadBatch on the object
 // (one round of parallel GETs, as many as FetchStats says), and rescoring
 // gives the local file's answer.
 func TestBatchFromS3(t *testing.T) {
@@ -55,8 +65,7 @@ func TestBatchFromS3(t *testing.T) {
 	defer local.Close()
 	for _, path := range []string{src, vec} {
 		u := s3test.PutFile(t, bucket, "v/"+filepath.Base(path), path)
-		s, err := Open(u, "direct")
-		require.NoError(t, err)
+		s := openObject(t, u)
 		assert.Equal(t, StrategyBatch, s.Strategy())
 		require.NoError(t, s.Check(64, 3000))
 		got := make([]float32, len(labels)*64)
@@ -104,8 +113,7 @@ func TestBatchObjectReplaced(t *testing.T) {
 	_, want := flatVectors(t, filepath.Join(fixtures, "hnsw_flat_large.faiss"))
 	vec := writeVecFile(t, want)
 	u := s3test.PutFile(t, bucket, "v.vec", vec)
-	s, err := Open(u, StrategyBatch)
-	require.NoError(t, err)
+	s := openObject(t, u)
 	defer s.Close()
 	got := make([]float32, 64)
 	require.NoError(t, s.Fetch([]int32{5}, got, nil))
@@ -119,4 +127,27 @@ func TestBatchObjectReplaced(t *testing.T) {
 	require.ErrorIs(t, err, partial.ErrFileChanged)
 	assert.Contains(t, err.Error(), u)
 	require.ErrorIs(t, s.CheckFile(), partial.ErrFileChanged)
+}
+
+// TestOpenStorageOwnsIt: a Store from OpenStorage closes its storage, and
+// OpenStorage closes it when the bytes are no vector file, naming the file.
+func TestOpenStorageOwnsIt(t *testing.T) {
+	_, want := flatVectors(t, filepath.Join(fixtures, "hnsw_flat_large.faiss"))
+	b, err := os.ReadFile(writeVecFile(t, want))
+	require.NoError(t, err)
+	m := partial.NewMemory("v.vec", b)
+	s, err := OpenStorage(m, "s3://b/v.vec")
+	require.NoError(t, err)
+	assert.Equal(t, StrategyBatch, s.Strategy())
+	require.NoError(t, s.Check(64, 3000))
+	require.NoError(t, s.Close())
+	_, err = m.ReadAt(make([]byte, 1), 0)
+	require.ErrorIs(t, err, partial.ErrClosed, "the Store closed its storage")
+
+	junk := partial.NewMemory("junk", []byte("not a vector file at all"))
+	_, err = OpenStorage(junk, "s3://b/junk")
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "s3://b/junk")
+	_, err = junk.ReadAt(make([]byte, 1), 0)
+	require.ErrorIs(t, err, partial.ErrClosed, "a failed OpenStorage closes its storage")
 }

@@ -16,7 +16,6 @@ import (
 	"github.com/faiss-sidecar/faiss-sidecar/internal/distance"
 	"github.com/faiss-sidecar/faiss-sidecar/partial"
 	"github.com/faiss-sidecar/faiss-sidecar/partial/recordcache"
-	"github.com/faiss-sidecar/faiss-sidecar/partial/s3"
 )
 
 // Strategies names the read strategies.
@@ -181,10 +180,9 @@ type FetchStats struct {
 // 256 → 16.3 ms).
 const DefaultParallel = 128
 
-// Open opens the vector file at path with strategy, the direct strategy
-// keeping DefaultParallel reads in flight. An s3://BUCKET/KEY path is read
-// with strategy batch from the object (partial/s3), whatever the strategy
-// named: the others read local files.
+// Open opens the local vector file at path with strategy, the direct
+// strategy keeping DefaultParallel reads in flight. Vectors in an object
+// store are read through a storage the caller opens (OpenStorage).
 func Open(path, strategy string) (*Store, error) {
 	return OpenParallel(path, strategy, 0)
 }
@@ -196,19 +194,16 @@ func NewBatch(st partial.Storage, l Layout) *Store {
 	return &Store{Layout: l, strategy: StrategyBatch, batch: st}
 }
 
-// openObject opens an s3:// vector file with strategy batch, naming it
-// name in errors.
-func openObject(path, name string) (*Store, error) {
-	o, err := s3.Open(path, s3.Options{})
+// OpenStorage reads the vector file st holds (an object the caller opened:
+// every read is a round trip) with strategy batch, naming it name in
+// errors. The Store owns st: closing it, or OpenStorage failing, closes st.
+func OpenStorage(st partial.Storage, name string) (*Store, error) {
+	l, err := ReadLayout(st, st.Size(), name)
 	if err != nil {
+		st.Close()
 		return nil, err
 	}
-	l, err := ReadLayout(o, o.Size(), name)
-	if err != nil {
-		o.Close()
-		return nil, err
-	}
-	return &Store{Layout: l, strategy: StrategyBatch, batch: o, ownBatch: true}, nil
+	return &Store{Layout: l, strategy: StrategyBatch, batch: st, ownBatch: true}, nil
 }
 
 // OpenParallel is Open with the direct strategy keeping up to parallel
@@ -225,9 +220,6 @@ func OpenAs(path, name, strategy string) (*Store, error) {
 func openStore(path, name, strategy string, parallel int) (*Store, error) {
 	if parallel <= 0 {
 		parallel = DefaultParallel
-	}
-	if s3.IsURL(path) {
-		return openObject(path, name)
 	}
 	l, err := OpenLayoutAs(path, name)
 	if err != nil {

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/faiss-sidecar/faiss-sidecar/engine"
 	"github.com/faiss-sidecar/faiss-sidecar/rerank"
 )
 
@@ -54,7 +55,7 @@ func runBenchRerank(args []string, stdout io.Writer) error {
 	case !slices.Contains(rerank.Strategies, *strategy):
 		return usagef("unknown --strategy %q (known: %s)", *strategy, strings.Join(rerank.Strategies, ", "))
 	}
-	s, err := rerank.OpenParallel(*vectors, *strategy, *workers)
+	s, err := engine.OpenVectors(*vectors, *strategy, *workers)
 	if err != nil {
 		return err
 	}

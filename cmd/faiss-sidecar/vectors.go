@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/faiss-sidecar/faiss-sidecar/engine"
 	"github.com/faiss-sidecar/faiss-sidecar/internal/vecio"
 	"github.com/faiss-sidecar/faiss-sidecar/rerank"
 )
@@ -54,7 +55,7 @@ func runExportVectors(args []string, stdout, stderr io.Writer) error {
 		closeIn = func() {}
 	} else {
 		// .fvecs and FAISS flat sections are read in place, row by row.
-		s, err := rerank.Open(in, "pread")
+		s, err := engine.OpenVectors(in, "pread", 0)
 		if err != nil {
 			return err
 		}
