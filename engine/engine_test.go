@@ -25,9 +25,9 @@ func fixture(name string) string { return filepath.Join(fixtures, name) }
 // budgetFor is a memory budget that leaves held bytes to the policy beyond
 // the Go heap's share.
 func budgetFor(t *testing.T, name string, held int64) int64 {
-	pf, err := hnswsearch.Probe(fixture(name), "direct")
+	pf, err := engine.Probe(fixture(name), "direct")
 	require.NoError(t, err)
-	p, err := hnswsearch.PlanBudget(pf, "direct", 1<<40, runtime.GOMAXPROCS(0))
+	p, err := hnswsearch.PlanBudget(pf, true, 1<<40, runtime.GOMAXPROCS(0))
 	require.NoError(t, err)
 	return p.HeapBytes + held
 }
@@ -102,7 +102,7 @@ func TestPlanNeedBytes(t *testing.T) {
 	path := fixture("hnsw_flat_large.faiss")
 	fi, err := os.Stat(path)
 	require.NoError(t, err)
-	pf, err := hnswsearch.Probe(path, "pread")
+	pf, err := engine.Probe(path, "pread")
 	require.NoError(t, err)
 	small := pf.ResidentBytes()
 	require.Positive(t, small)

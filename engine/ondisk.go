@@ -159,7 +159,7 @@ func (p *Plan) chooseLevel(levels []quant.Level, workers int) error {
 	least := quant.Level(0)
 	for _, l := range levels {
 		gb := guideBytes(l, g.NTotal, g.D)
-		bp, err := hnswsearch.PlanBudget(pf, p.backend, spec.MemoryBudget-gb, workers)
+		bp, err := hnswsearch.PlanBudget(pf, p.backend == "direct", spec.MemoryBudget-gb, workers)
 		if err != nil {
 			if least == 0 || gb < guideBytes(least, g.NTotal, g.D) {
 				least = l

@@ -26,9 +26,9 @@ import (
 // says the lists fit, every list is pinned.
 func TestOnDiskAutoRule(t *testing.T) {
 	index := filepath.Join("..", "testdata", "ondisk", "clustered_l2.faiss")
-	pf, err := hnswsearch.Probe(index, "direct")
+	pf, err := engine.Probe(index, "direct")
 	require.NoError(t, err)
-	bp, err := hnswsearch.PlanBudget(pf, "direct", 1<<30, 1)
+	bp, err := hnswsearch.PlanBudget(pf, true, 1<<30, 1)
 	require.NoError(t, err)
 	spec := func(budget int64) engine.Spec {
 		return engine.Spec{Path: index, Mode: engine.ModeOnDisk, MemoryBudget: budget, Workers: 1, GuideDir: t.TempDir()}

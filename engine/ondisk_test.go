@@ -473,7 +473,7 @@ func TestOnDiskQueryNoAllocs(t *testing.T) {
 	dir := t.TempDir()
 	// The smallest budget on_disk 16x opens with: most lists are read, in
 	// batches with lists read ahead.
-	pf, err := hnswsearch.Probe(index, "direct")
+	pf, err := engine.Probe(index, "direct")
 	require.NoError(t, err)
 	least := hnswsearch.MinBudget(pf, 0)
 	for ; ; least += 4 << 10 {

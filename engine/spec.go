@@ -293,7 +293,7 @@ func Prepare(spec Spec) (_ *Plan, err error) {
 	if storage.IsRemote(spec.Path) && backend != "memory" {
 		pf, obj, err = probeRemote(spec)
 	} else {
-		pf, err = hnswsearch.Probe(spec.Path, backend)
+		pf, err = Probe(spec.Path, backend)
 	}
 	if err != nil {
 		return nil, err
@@ -326,7 +326,7 @@ func Prepare(spec Spec) (_ *Plan, err error) {
 			return nil, err
 		}
 	} else if spec.MemoryBudget > 0 {
-		bp, err := hnswsearch.PlanBudget(pf, backend, spec.MemoryBudget, workers)
+		bp, err := hnswsearch.PlanBudget(pf, backend == "direct", spec.MemoryBudget, workers)
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", spec.Label, err)
 		}

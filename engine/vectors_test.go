@@ -123,9 +123,9 @@ func TestSeparateVectorsParity(t *testing.T) {
 		}
 	}
 	t.Run("memory budget", func(t *testing.T) {
-		pf, err := hnswsearch.Probe(skipGraph, "direct")
+		pf, err := engine.Probe(skipGraph, "direct")
 		require.NoError(t, err)
-		p, err := hnswsearch.PlanBudget(pf, "direct", 1<<40, 4)
+		p, err := hnswsearch.PlanBudget(pf, true, 1<<40, 4)
 		require.NoError(t, err)
 		for _, held := range []int64{16 << 10, 8 << 20} { // a vector cache; everything pinned
 			x, _, err := engine.Open(engine.Spec{Path: skipGraph, MemoryBudget: p.HeapBytes + held, Workers: 4, VectorsPath: skipFvecs})

@@ -132,12 +132,9 @@ func forEachSet(b *testing.B, fn func(b *testing.B, ds string, ef int, path stri
 	for _, ds := range benchDataSets(b) {
 		b.Run("ds="+ds, func(b *testing.B) {
 			path := "../bench-data/" + ds + ".faiss"
-			probe, err := Probe(path, "pread")
-			if err != nil {
-				b.Fatal(err)
-			}
+			pf := probe(b, path)
 			for _, ef := range benchEfs {
-				b.Run("ef="+strconv.Itoa(ef), func(b *testing.B) { fn(b, ds, ef, path, AlignOffset(probe)) })
+				b.Run("ef="+strconv.Itoa(ef), func(b *testing.B) { fn(b, ds, ef, path, AlignOffset(pf)) })
 			}
 		})
 	}

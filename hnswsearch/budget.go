@@ -40,10 +40,13 @@ func (p Plan) Apply(o *Options) {
 	o.HeldBytes, o.BatchReads = p.Options.HeldBytes, p.Options.BatchReads
 }
 
-// PlanBudget plans budget bytes for f (from Probe) served by backend with up
-// to workers concurrent queries. Options other than the memory ones (the
-// semantics, the kernel) are left zero for the caller to set.
-func PlanBudget(f *faissfmt.File, backend string, budget int64, workers int) (Plan, error) {
+// PlanBudget plans budget bytes for f (a probe's parse: headers and small
+// arrays) with up to workers concurrent queries, served with direct I/O
+// and no block cache when direct is set (its misses are read in batches
+// straight from the device), else through a small block cache. Options
+// other than the memory ones (the semantics, the kernel) are left zero for
+// the caller to set.
+func PlanBudget(f *faissfmt.File, direct bool, budget int64, workers int) (Plan, error) {
 	g := f.Graph
 	if g == nil {
 		return Plan{}, fmt.Errorf("hnswsearch: %s index has no HNSW graph", f.Root.FourCC)
@@ -56,7 +59,7 @@ func PlanBudget(f *faissfmt.File, backend string, budget int64, workers int) (Pl
 			ErrBudget, budget, least, workers)
 	}
 	off := budget - p.HeapBytes
-	if backend != "direct" {
+	if !direct {
 		p.BlockCacheBytes = max(1<<20, off/16)
 		off -= p.BlockCacheBytes
 	}
@@ -70,8 +73,8 @@ func heapBytes(f *faissfmt.File, workers int) int64 {
 	return 2*(f.ResidentBytes()+int64(max(workers, 1))*(f.Graph.NTotal+256<<10)) + 4<<20
 }
 
-// MinBudget is the smallest budget PlanBudget takes for f (from Probe,
-// with its graph) and workers: the heap share and the smallest vector
+// MinBudget is the smallest budget PlanBudget takes for f (a probe's
+// parse, with its graph) and workers: the heap share and the smallest vector
 // cache.
 func MinBudget(f *faissfmt.File, workers int) int64 {
 	return heapBytes(f, workers) + minVectorCache(f.Graph.NTotal, VectorCodeSize(f))

@@ -7,15 +7,28 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/faiss-sidecar/faiss-sidecar/faissfmt"
 	"github.com/faiss-sidecar/faiss-sidecar/partial/storage"
 )
 
+// probe parses the headers and small arrays of the local FAISS file at
+// path through a small block cache, as the engine's probe does before an
+// Index is opened.
+func probe(tb testing.TB, path string) *faissfmt.File {
+	tb.Helper()
+	s, err := storage.Open(path, storage.Options{Backend: "pread", CacheBytes: 1 << 20})
+	require.NoError(tb, err)
+	defer s.Close()
+	f, err := faissfmt.OpenWith(s, s.Size(), faissfmt.OpenOptions{AllowNullStorage: true})
+	require.NoError(tb, err, path)
+	return f
+}
+
 func TestPlanBudget(t *testing.T) {
-	f, err := Probe(filepath.Join(fixtureDir, "hnsw_flat_large.faiss"), "direct")
-	require.NoError(t, err)
-	_, err = PlanBudget(f, "direct", 1<<20, 2)
+	f := probe(t, filepath.Join(fixtureDir, "hnsw_flat_large.faiss"))
+	_, err := PlanBudget(f, true, 1<<20, 2)
 	require.ErrorIs(t, err, ErrBudget, "1 MiB")
-	p, err := PlanBudget(f, "direct", 64<<20, 2)
+	p, err := PlanBudget(f, true, 64<<20, 2)
 	require.NoError(t, err)
 	assert.Positive(t, p.HeapBytes)
 	assert.Equal(t, 64<<20-p.HeapBytes, p.Options.HeldBytes)
@@ -24,11 +37,11 @@ func TestPlanBudget(t *testing.T) {
 	o := Options{Semantics: FAISS173, Kernel: Exact}
 	p.Apply(&o)
 	assert.Equal(t, Options{Semantics: FAISS173, Kernel: Exact, HeldBytes: p.Options.HeldBytes, BatchReads: true}, o)
-	q, err := PlanBudget(f, "pread", 64<<20, 2)
+	q, err := PlanBudget(f, false, 64<<20, 2)
 	require.NoError(t, err)
 	assert.Positive(t, q.BlockCacheBytes)
 	assert.Equal(t, int64(64<<20), q.Options.HeldBytes+q.BlockCacheBytes+q.HeapBytes, "the parts add up to the budget")
-	r, err := PlanBudget(f, "direct", 64<<20, 8)
+	r, err := PlanBudget(f, true, 64<<20, 8)
 	require.NoError(t, err)
 	assert.Greater(t, r.HeapBytes, p.HeapBytes, "8 workers need more heap than 2")
 }
@@ -85,8 +98,7 @@ func TestHeldBytesIDMap(t *testing.T) {
 // what a guide-walked Index then pins, on either side of the threshold.
 func TestPinsAllListsBeforeOpen(t *testing.T) {
 	path := filepath.Join(fixtureDir, "hnsw_flat_large.faiss")
-	f, err := Probe(path, "direct")
-	require.NoError(t, err)
+	f := probe(t, path)
 	s := openFixture(t, "hnsw_flat_large", storage.Options{Backend: "direct"})
 	est, err := EstimatePinnedLists(f, s)
 	require.NoError(t, err)

@@ -13,7 +13,6 @@ import (
 	"github.com/faiss-sidecar/faiss-sidecar/internal/offheap"
 	"github.com/faiss-sidecar/faiss-sidecar/partial"
 	"github.com/faiss-sidecar/faiss-sidecar/partial/recordcache"
-	"github.com/faiss-sidecar/faiss-sidecar/partial/storage"
 )
 
 // Semantics selects which FAISS behaviour the search reproduces.
@@ -501,7 +500,7 @@ func (x *Index) HeldBytes() int64 { return x.PinnedBytes() + x.VectorCache().Byt
 func (x *Index) SpareBytes() int64 { return x.spare }
 
 // AlignOffset is the file offset mode full and the pread block cache should
-// place on a cache-line boundary in memory (storage.Options.AlignOffset):
+// place on a cache-line boundary in memory (the storage's AlignOffset):
 // the vectors section's start, so
 // each vector spans the fewest cache lines. 0 when f has no vectors section.
 func AlignOffset(f *faissfmt.File) int64 {
@@ -510,26 +509,4 @@ func AlignOffset(f *faissfmt.File) int64 {
 	}
 	sec, _ := f.Storage.Section("codes")
 	return sec.Offset
-}
-
-// Probe parses the FAISS file at path as backend presents it (decompressed
-// for zstd, the file itself otherwise) without loading it, to learn its
-// sizes and small arrays before committing memory to it.
-func Probe(path, backend string) (*faissfmt.File, error) {
-	o := storage.Options{Backend: "pread", CacheBytes: 1 << 20}
-	if backend == "zstd" {
-		o.Backend = "zstd"
-	}
-	s, err := storage.Open(path, o)
-	if err != nil {
-		return nil, err
-	}
-	defer s.Close()
-	// A graph written without its vectors parses (File.VectorsMissing):
-	// the caller gives them as Options.Vectors.
-	f, err := faissfmt.OpenWith(s, s.Size(), faissfmt.OpenOptions{AllowNullStorage: true, Window: storage.ParseWindow(path)})
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
-	}
-	return f, nil
 }

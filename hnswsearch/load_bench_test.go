@@ -45,10 +45,7 @@ func BenchmarkLoadFull(b *testing.B) {
 	}
 	load := func(path string, full bool) time.Duration {
 		t0 := time.Now()
-		pf, err := Probe(path, "memory")
-		if err != nil {
-			b.Fatal(err)
-		}
+		pf := probe(b, path)
 		s, err := storage.Open(path, storage.Options{Backend: "memory", AlignOffset: AlignOffset(pf)})
 		if err != nil {
 			b.Fatal(err)

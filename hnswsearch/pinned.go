@@ -193,7 +193,7 @@ func (x *Index) estimatePinnedAll() (int64, error) { return estimatePinned(x.st,
 
 // EstimatePinnedLists is what pinning every neighbor list of f would hold,
 // the figure the bounded-memory policy plans with, from the sample of
-// level-0 lists an opened Index reads, through r (f's file as Probe read
+// level-0 lists an opened Index reads, through r (f's file as the probe read
 // it): for a caller choosing a plan before opening (PinsAllLists).
 func EstimatePinnedLists(f *faissfmt.File, r io.ReaderAt) (int64, error) {
 	g := f.Graph

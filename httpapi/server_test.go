@@ -13,6 +13,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/faiss-sidecar/faiss-sidecar/engine"
 	"github.com/faiss-sidecar/faiss-sidecar/hnswsearch"
 	"github.com/faiss-sidecar/faiss-sidecar/internal/testfixtures"
 	"github.com/faiss-sidecar/faiss-sidecar/partial/zstd"
@@ -308,11 +309,11 @@ func TestMemoryBudget(t *testing.T) {
 // policyBudget is a memory_budget leaving held bytes to the policy beyond
 // the Go heap's share.
 func policyBudget(t *testing.T, file string, held int64) int64 {
-	f, err := hnswsearch.Probe(filepath.Join(fixtures, file), "direct")
+	f, err := engine.Probe(filepath.Join(fixtures, file), "direct")
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, err := hnswsearch.PlanBudget(f, "direct", 1<<40, runtime.GOMAXPROCS(0))
+	p, err := hnswsearch.PlanBudget(f, true, 1<<40, runtime.GOMAXPROCS(0))
 	if err != nil {
 		t.Fatal(err)
 	}
