@@ -35,7 +35,7 @@ name=faiss-sidecar-smoke-$$
 names=()
 
 if ! command -v "${docker%% *}" >/dev/null 2>&1; then
-	echo "SKIP: docker_smoke.sh: no '${docker%% *}' command (set DOCKER=podman to use podman)"
+	echo "SKIP: docker_smoke.sh: no '${docker%% *}' command to build and run the image with (DOCKER: docker or podman)"
 	exit 0
 fi
 if ! $docker info >/dev/null 2>&1; then
