@@ -45,21 +45,9 @@ fi
 podman=false
 $docker --version 2>/dev/null | grep -qi podman && podman=true
 
-data=$(mktemp -d)
-cp testdata/fixtures/idmap_hnsw.faiss "$data/"
-chmod -R a+rX "$data"
-# Things a checkout accumulates that must stay out of the build context;
-# each is made here only where absent, and removed again.
+data=
 sentinels=()
 made_bench_data=false
-[ -e bench-data ] || made_bench_data=true
-for f in faiss-sidecar bench-data/smoke.sentinel smoke-sentinel.test; do
-	if [ ! -e "$f" ]; then
-		mkdir -p "$(dirname "$f")"
-		head -c 1048576 /dev/zero >"$f"
-		sentinels+=("$f")
-	fi
-done
 cleanup() {
 	for n in "${names[@]}"; do $docker rm -f "$n" >/dev/null 2>&1 || true; done
 	rm -rf "$data"
@@ -67,6 +55,21 @@ cleanup() {
 	if $made_bench_data; then rmdir bench-data 2>/dev/null || true; fi
 }
 trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+data=$(mktemp -d)
+cp testdata/fixtures/idmap_hnsw.faiss "$data/"
+chmod -R a+rX "$data"
+# Things a checkout accumulates that must stay out of the build context;
+# each is made here only where absent, and removed again.
+[ -e bench-data ] || made_bench_data=true
+for f in faiss-sidecar bench-data/smoke.sentinel smoke-sentinel.test; do
+	if [ ! -e "$f" ]; then
+		mkdir -p "$(dirname "$f")"
+		sentinels+=("$f")
+		{ echo "docker_smoke.sh sentinel (removed when the script ends); safe to delete"; head -c 1048576 /dev/zero; } >"$f"
+	fi
+done
 current=
 fail() {
 	echo "FAIL: $*" >&2
