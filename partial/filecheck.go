@@ -147,7 +147,7 @@ func (w *fileWatch) fstatCheck() error {
 	id, err := fstatID(w.fd)
 	w.life.Release()
 	if err != nil {
-		return fmt.Errorf("partial: %s: fstat: %w", w.path, err)
+		return fmt.Errorf("%s: fstat: %w", w.path, err)
 	}
 	if id != w.open {
 		return w.mark(w.open.diff(id) + " since it was opened")
@@ -175,7 +175,7 @@ func (w *fileWatch) checkFile() error {
 	pid, perr := statID(w.path)
 	switch {
 	case ferr != nil:
-		return fmt.Errorf("partial: %s: fstat: %w", w.path, ferr)
+		return fmt.Errorf("%s: fstat: %w", w.path, ferr)
 	case errors.Is(perr, errNoFile):
 		return w.mark("the path no longer names a file (removed or renamed away) since it was opened")
 	case perr == nil && (pid.dev != w.open.dev || pid.ino != w.open.ino):
@@ -183,7 +183,7 @@ func (w *fileWatch) checkFile() error {
 	case fid != w.open:
 		return w.mark(w.open.diff(fid) + " since it was opened")
 	case perr != nil:
-		return fmt.Errorf("partial: %s: stat: %w", w.path, perr)
+		return fmt.Errorf("%s: stat: %w", w.path, perr)
 	case pid != w.open:
 		return w.mark(w.open.diff(pid) + " since it was opened")
 	}

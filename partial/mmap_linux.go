@@ -49,7 +49,7 @@ func (m *Mmap) Warm(off, n int64) error {
 			return m.w.mark(fmt.Sprintf("populating its mapping at offsets [%d, %d): %v: the file no longer covers it, or its device failed", start, off+n, err))
 		default:
 			if err := unix.Madvise(r, unix.MADV_WILLNEED); err != nil {
-				return fmt.Errorf("partial: madvise %s: %w", m.name, err)
+				return fmt.Errorf("madvise %s: %w", m.name, err)
 			}
 		}
 		return nil
