@@ -3,7 +3,9 @@ package httpapi
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
 	"reflect"
 	"strings"
 	"sync"
@@ -195,4 +197,63 @@ func fieldsOf(t reflect.Type) map[string]reflect.Type {
 	add(t)
 	fieldCache.Store(t, m)
 	return m
+}
+
+// decodeErrorText says what encoding/json refused in a request body in a
+// client's words: the field, the JSON type it needs and the one it got,
+// or where the text stops being JSON; never a Go type.
+func decodeErrorText(err error) string {
+	var te *json.UnmarshalTypeError
+	var se *json.SyntaxError
+	switch {
+	case errors.As(err, &te):
+		got := te.Value
+		switch {
+		case got == "bool":
+			got = "a boolean"
+		case strings.HasPrefix(got, "array"), strings.HasPrefix(got, "object"):
+			got = "an " + got
+		default:
+			got = "a " + got // string, number, number 2.5
+		}
+		if te.Field == "" {
+			if te.Type != nil && te.Type.Kind() == reflect.Struct {
+				return "the body must be a JSON object, got " + got
+			}
+			return "the body must be " + jsonKind(te.Type) + ", got " + got
+		}
+		return fmt.Sprintf("%s must be %s, got %s", te.Field, jsonKind(te.Type), got)
+	case errors.As(err, &se):
+		return fmt.Sprintf("invalid JSON at byte %d: %s", se.Offset, se.Error())
+	case errors.Is(err, io.ErrUnexpectedEOF):
+		return "invalid JSON: the body ends inside a value"
+	}
+	return "invalid JSON: " + err.Error()
+}
+
+// jsonKind names, with its article, the JSON value a Go type decodes from.
+func jsonKind(t reflect.Type) string {
+	for t != nil && t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	if t == nil {
+		return "a JSON value"
+	}
+	switch t.Kind() {
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
+		return "an integer"
+	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		return "a non-negative integer"
+	case reflect.Float32, reflect.Float64:
+		return "a number"
+	case reflect.String:
+		return "a string"
+	case reflect.Bool:
+		return "true or false"
+	case reflect.Slice, reflect.Array:
+		return "a list"
+	case reflect.Struct, reflect.Map:
+		return "an object"
+	}
+	return "a JSON value"
 }

@@ -812,11 +812,11 @@ func decodeJSON(b []byte, v any) error {
 		case strings.HasPrefix(err.Error(), "json: unknown field"):
 			return badRequest("unknown field %s", strings.TrimPrefix(err.Error(), "json: unknown field "))
 		}
-		return badRequest("malformed JSON: %v", err)
+		return badRequest("%s", decodeErrorText(err))
 	}
 	// Decoder.More is false before a stray '}' or ']': look at the bytes.
 	if rest := bytes.TrimLeft(b[d.InputOffset():], " \t\r\n"); len(rest) > 0 {
-		return badRequest("malformed JSON: data after the object at byte %d", d.InputOffset())
+		return badRequest("invalid JSON: data after the object at byte %d", d.InputOffset())
 	}
 	// Keys are case-sensitive and given once, as OpenSearch reads them;
 	// encoding/json matched "K" to k and kept the last of two.

@@ -1,0 +1,48 @@
+package httpapi
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// TestDecodeErrorsForUsers: a body of the wrong JSON type, a field of the
+// wrong type and text that is not JSON are answered in the client's
+// terms (the field, the JSON type wanted and given, the byte), never with
+// encoding/json's Go types, on every endpoint that reads a body.
+func TestDecodeErrorsForUsers(t *testing.T) {
+	_, ts := newTestServer(t, Config{})
+	require.Equal(t, 200, call(t, ts, "PUT", "/indexes/j", `{"path":"hnsw_flat_l2.faiss"}`).Status)
+	vec := vectorJSON(make([]float64, 32))
+	for _, c := range []struct {
+		method, path, body, reason string
+	}{
+		{"POST", "/indexes/j/_search", `[]`, "the body must be a JSON object, got an array"},
+		{"POST", "/indexes/j/_search", `"x"`, "the body must be a JSON object, got a string"},
+		{"POST", "/indexes/j/_search", `{"vector":` + vec + `,"k":2.5}`, "k must be an integer, got a number 2.5"},
+		{"POST", "/indexes/j/_search", `{"vector":` + vec + `,"k":"2"}`, "k must be an integer, got a string"},
+		{"POST", "/indexes/j/_search", `{"vector":` + vec + `,"method_parameters":{"ef_search":true}}`, "method_parameters.ef_search must be an integer, got a boolean"},
+		{"POST", "/indexes/j/_search", `{"vector":` + vec + `,"k":2,}`, "invalid JSON at byte "},
+		{"POST", "/indexes/j/_search", `{garbage`, "invalid JSON at byte 2: "},
+		{"POST", "/indexes/j/_msearch", `[1]`, "the body must be a JSON object, got an array"},
+		{"POST", "/indexes/j/_msearch", `{"vectors":[` + vec + `],"k":"3"}`, "k must be an integer, got a string"},
+		{"PUT", "/indexes/p", `[]`, "the body must be a JSON object, got an array"},
+		{"PUT", "/indexes/p", `{"path":5}`, "path must be a string, got a number"},
+		{"PUT", "/indexes/p", `{"path":"hnsw_flat_l2.faiss","rerank":[]}`, "rerank must be an object, got an array"},
+		{"PUT", "/indexes/p", `{"path":`, "invalid JSON"},
+		{"PUT", "/indexes/j/_mode", `[]`, "the body must be a JSON object, got an array"},
+		{"PUT", "/indexes/j/_mode", `{"mode":{}}`, "mode must be a string, got an object"},
+		{"PUT", "/indexes/j/_mode", `{"mode":"full" "x"}`, "invalid JSON at byte "},
+	} {
+		r := call(t, ts, c.method, c.path, c.body)
+		assert.Equal(t, 400, r.Status, "%s %s: %s", c.path, c.body, r.Raw)
+		e, _ := r.Body["error"].(map[string]any)
+		require.NotNil(t, e, r.Raw)
+		reason, _ := e["reason"].(string)
+		assert.Contains(t, reason, c.reason, "%s %s", c.path, c.body)
+		for _, no := range []string{"Go value", "Go struct", "httpapi.", "json:", "unmarshal"} {
+			assert.NotContains(t, reason, no, "%s %s", c.path, c.body)
+		}
+	}
+}
