@@ -982,6 +982,21 @@ func (s *Server) switchMode(c *gin.Context) {
 }
 
 func (s *Server) warmup(c *gin.Context) {
+	// _warmup takes no options: an empty body or {}, anything else a 400
+	// as every other endpoint answers it.
+	var b body
+	err := s.read(c, &b)
+	if err == nil && len(bytes.TrimSpace(b.buf.b)) > 0 {
+		var v *struct{}
+		if err = decodeJSON(b.buf.b, &v); err == nil && v == nil {
+			err = badRequest("the body must be a JSON object, not null")
+		}
+	}
+	s.release(&b)
+	if err != nil {
+		s.fail(c, err)
+		return
+	}
 	_, l, err := s.Reg.acquire(c.Param("name"))
 	if err != nil {
 		s.fail(c, err)

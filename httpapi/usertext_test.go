@@ -46,3 +46,31 @@ func TestDecodeErrorsForUsers(t *testing.T) {
 		}
 	}
 }
+
+// TestWarmupBody: _warmup takes an empty body or {}; text that is not
+// JSON, a field, a key given twice or binary bytes are a 400 as on every
+// other endpoint, and nothing is warmed.
+func TestWarmupBody(t *testing.T) {
+	_, ts := newTestServer(t, Config{})
+	require.Equal(t, 200, call(t, ts, "PUT", "/indexes/j", `{"path":"hnsw_flat_l2.faiss"}`).Status)
+	for _, body := range []string{"", " \n", "{}", " { } "} {
+		r := call(t, ts, "POST", "/indexes/j/_warmup", body)
+		assert.Equal(t, 200, r.Status, "%q: %s", body, r.Raw)
+	}
+	for body, reason := range map[string]string{
+		`{garbage`:         "invalid JSON at byte 2",
+		"\x00\x01\xff\xfe": "invalid JSON at byte 1",
+		`{"a":1,"a":1}`:    `unknown field "a"`,
+		`{"timeout":"1s"}`: `unknown field "timeout"`,
+		`[]`:               "the body must be a JSON object, got an array",
+		`{}{}`:             "data after the object",
+		`null`:             "",
+	} {
+		r := call(t, ts, "POST", "/indexes/j/_warmup", body)
+		assert.Equal(t, 400, r.Status, "%q: %s", body, r.Raw)
+		e, _ := r.Body["error"].(map[string]any)
+		require.NotNil(t, e, r.Raw)
+		assert.Contains(t, e["reason"], reason, "%q", body)
+	}
+	assert.Equal(t, 404, call(t, ts, "POST", "/indexes/none/_warmup", "{}").Status)
+}
