@@ -43,10 +43,69 @@ func CheckKeys(b []byte, v any) error {
 	for t != nil && t.Kind() == reflect.Pointer {
 		t = t.Elem()
 	}
-	err := checkValue(d, t, "")
+	err := checkValue(d, t, "", false)
 	if _, ok := err.(*KeyError); ok {
 		return err
 	}
+	return nil
+}
+
+// NullError is a null where an object or a list is required: encoding/json
+// would take it as the field left out, OpenSearch refuses it.
+type NullError struct {
+	Field string // dotted, [i] for a list's element; "" for the body
+	Type  reflect.Type
+}
+
+func (e *NullError) Error() string {
+	if e.Field == "" {
+		return "the body must be a JSON object, not null"
+	}
+	return fmt.Sprintf("%s must be %s, not null", e.Field, jsonKind(e.Type))
+}
+
+// checkBody is CheckKeys for a request body, which also refuses a null
+// where an object or a list is required (a *NullError).
+func checkBody(b []byte, v any) error {
+	d := json.NewDecoder(bytes.NewReader(b))
+	t := reflect.TypeOf(v)
+	for t != nil && t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	switch err := checkValue(d, t, "", true).(type) {
+	case *KeyError, *NullError:
+		return err
+	}
+	return nil
+}
+
+// nullRefused reports whether a JSON null is refused for a value of t:
+// objects and lists, but not types that read a null themselves
+// (IntParam: "k is null").
+func nullRefused(t reflect.Type) bool {
+	for t != nil && t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	if t == nil {
+		return false
+	}
+	switch t.Kind() {
+	case reflect.Slice, reflect.Array, reflect.Map:
+		return true
+	case reflect.Struct:
+		return !reflect.PointerTo(t).Implements(unmarshaler)
+	}
+	return false
+}
+
+func isList(t reflect.Type) bool { return t.Kind() == reflect.Slice || t.Kind() == reflect.Array }
+
+// nullProbe takes any JSON value and says whether it was null, without a
+// copy or a token per element.
+type nullProbe bool
+
+func (p *nullProbe) UnmarshalJSON(b []byte) error {
+	*p = string(b) == "null"
 	return nil
 }
 
@@ -54,23 +113,28 @@ var unmarshaler = reflect.TypeFor[json.Unmarshaler]()
 
 // checkValue walks the next value of d as decoding into t (nil: a type
 // that takes any value, its keys only checked for repetition).
-func checkValue(d *json.Decoder, t reflect.Type, in string) error {
+// With nulls, a null where nullRefused is a *NullError.
+func checkValue(d *json.Decoder, t reflect.Type, in string, nulls bool) error {
 	for t != nil && t.Kind() == reflect.Pointer {
 		t = t.Elem()
 	}
-	if t != nil && noObjects(t) {
+	// A list of lists is walked a list at a time when nulls are refused,
+	// so a null list among them is seen.
+	if t != nil && noObjects(t) && !(nulls && isList(t) && isList(t.Elem())) {
 		// Numbers, strings, arrays of them (by kind: this package's
 		// unmarshalers of that kind take no object either): skipped whole,
 		// without a token per element (an _msearch's vectors). What holds
 		// an object there failed to decode already.
-		var skip struct{}
-		if err := d.Decode(&skip); err != nil {
-			if _, ok := err.(*json.UnmarshalTypeError); !ok {
-				return err
-			}
+		var null nullProbe
+		if err := d.Decode(&null); err != nil {
+			return err
+		}
+		if nulls && bool(null) && nullRefused(t) {
+			return &NullError{Field: in, Type: t}
 		}
 		return nil
 	}
+	refuseNull, want := nulls && nullRefused(t), t
 	if t != nil && (reflect.PointerTo(t).Implements(unmarshaler) || t.Kind() == reflect.Interface) {
 		t = nil // decodes itself: no field names to compare
 	}
@@ -78,14 +142,21 @@ func checkValue(d *json.Decoder, t reflect.Type, in string) error {
 	if err != nil {
 		return err
 	}
+	if tok == nil && refuseNull {
+		return &NullError{Field: in, Type: want}
+	}
 	switch tok {
 	case json.Delim('['):
 		var elem reflect.Type
 		if t != nil && (t.Kind() == reflect.Slice || t.Kind() == reflect.Array) {
 			elem = t.Elem()
 		}
-		for d.More() {
-			if err := checkValue(d, elem, in); err != nil {
+		for i := 0; d.More(); i++ {
+			err := checkValue(d, elem, in, nulls)
+			if ne, ok := err.(*NullError); ok && ne.Field == in {
+				ne.Field = fmt.Sprintf("%s[%d]", in, i)
+			}
+			if err != nil {
 				return err
 			}
 		}
@@ -127,7 +198,7 @@ func checkValue(d *json.Decoder, t reflect.Type, in string) error {
 			} else if t != nil && t.Kind() == reflect.Map {
 				sub = fmt.Sprintf("%s[%q]", in, key)
 			}
-			if err := checkValue(d, ft, sub); err != nil {
+			if err := checkValue(d, ft, sub, nulls); err != nil {
 				return err
 			}
 		}
@@ -228,7 +299,7 @@ func decodeErrorText(err error) string {
 	case errors.Is(err, io.ErrUnexpectedEOF):
 		return "invalid JSON: the body ends inside a value"
 	}
-	return "invalid JSON: " + err.Error()
+	return err.Error() // this package's unmarshalers speak for themselves
 }
 
 // jsonKind names, with its article, the JSON value a Go type decodes from.
@@ -251,6 +322,14 @@ func jsonKind(t reflect.Type) string {
 	case reflect.Bool:
 		return "true or false"
 	case reflect.Slice, reflect.Array:
+		switch e := t.Elem(); {
+		case isList(e):
+			return "a list of lists"
+		case e.Kind() >= reflect.Int && e.Kind() <= reflect.Uint64:
+			return "a list of integers"
+		case e.Kind() == reflect.Float32 || e.Kind() == reflect.Float64:
+			return "a list of numbers"
+		}
 		return "a list"
 	case reflect.Struct, reflect.Map:
 		return "an object"

@@ -820,12 +820,17 @@ func decodeJSON(b []byte, v any) error {
 	}
 	// Keys are case-sensitive and given once, as OpenSearch reads them;
 	// encoding/json matched "K" to k and kept the last of two.
+	// A null where an object or a list is required is refused too, as
+	// OpenSearch does: encoding/json took it for the field left out.
 	var ke *KeyError
-	if err := CheckKeys(b, v); errors.As(err, &ke) {
+	switch err := checkBody(b, v); {
+	case errors.As(err, &ke):
 		if ke.Duplicate {
 			return &apiError{400, "duplicate_field", ke.Error()}
 		}
 		return badRequest("%v", ke)
+	case err != nil:
+		return badRequest("%v", err)
 	}
 	return nil
 }
@@ -987,10 +992,7 @@ func (s *Server) warmup(c *gin.Context) {
 	var b body
 	err := s.read(c, &b)
 	if err == nil && len(bytes.TrimSpace(b.buf.b)) > 0 {
-		var v *struct{}
-		if err = decodeJSON(b.buf.b, &v); err == nil && v == nil {
-			err = badRequest("the body must be a JSON object, not null")
-		}
+		err = decodeJSON(b.buf.b, &struct{}{})
 	}
 	s.release(&b)
 	if err != nil {

@@ -74,3 +74,39 @@ func TestWarmupBody(t *testing.T) {
 	}
 	assert.Equal(t, 404, call(t, ts, "POST", "/indexes/none/_warmup", "{}").Status)
 }
+
+// TestNullWhereValueRequired: a null where an object or a list is
+// required is a 400 naming the field, as OpenSearch answers, on _search,
+// _msearch and PUT; k's own null rule stays.
+func TestNullWhereValueRequired(t *testing.T) {
+	_, ts := newTestServer(t, Config{})
+	require.Equal(t, 200, call(t, ts, "PUT", "/indexes/j", `{"path":"hnsw_flat_l2.faiss"}`).Status)
+	vec := vectorJSON(make([]float64, 32))
+	for _, c := range []struct {
+		path, body, reason string
+	}{
+		{"/indexes/j/_search", `{"vector":` + vec + `,"filter":{"ids":null}}`, "filter.ids must be a list of integers, not null"},
+		{"/indexes/j/_search", `{"vector":` + vec + `,"filter":null}`, "filter must be an object, not null"},
+		{"/indexes/j/_search", `{"vector":null}`, "vector must be a list of numbers, not null"},
+		{"/indexes/j/_search", `{"vector":` + vec + `,"method_parameters":null}`, "method_parameters must be an object, not null"},
+		{"/indexes/j/_search", `{"vector":` + vec + `,"rescore":null}`, "rescore must be an object, not null"},
+		{"/indexes/j/_search", `null`, "the body must be a JSON object, not null"},
+		{"/indexes/j/_search", `{"vector":` + vec + `,"k":null}`, "k is null; give a number in [1, 10000] or leave k out (default 10)"},
+		{"/indexes/j/_msearch", `{"vectors":null}`, "vectors must be a list of lists, not null"},
+		{"/indexes/j/_msearch", `{"vectors":[` + vec + `,null]}`, "vectors[1] must be a list of numbers, not null"},
+		{"/indexes/j/_msearch", `{"vectors":[` + vec + `],"filter":{"ids":null}}`, "filter.ids must be a list of integers, not null"},
+		{"/indexes/j/_msearch", `{"vectors":[` + vec + `],"rescore":null}`, "rescore must be an object, not null"},
+	} {
+		r := call(t, ts, "POST", c.path, c.body)
+		assert.Equal(t, 400, r.Status, "%s: %s", c.body, r.Raw)
+		e, _ := r.Body["error"].(map[string]any)
+		require.NotNil(t, e, r.Raw)
+		assert.Equal(t, c.reason, e["reason"], "%s", c.body)
+	}
+	r := call(t, ts, "PUT", "/indexes/p", `{"path":"hnsw_flat_l2.faiss","rerank":null}`)
+	assert.Equal(t, 400, r.Status, r.Raw)
+	assert.Contains(t, r.Raw, "rerank must be an object, not null")
+	// An empty list is a list: a filter of no ids allows nothing.
+	r = call(t, ts, "POST", "/indexes/j/_search", `{"vector":`+vec+`,"filter":{"ids":[]}}`)
+	assert.Equal(t, 200, r.Status, r.Raw)
+}
