@@ -245,7 +245,7 @@ func TestErrorBodiesForUsers(t *testing.T) {
 	require.NoError(t, os.WriteFile(filepath.Join(root, "served.faiss"), src[:len(src)/2], 0o644))
 	q := `{"vector":` + vectorJSON(make([]float64, 32)) + `}`
 	r := call(t, ts, "POST", "/indexes/s/_search", q)
-	check(r, 503, "a file this index serves (served.faiss) changed after it was loaded: file changed: served.faiss: size")
+	check(r, 503, "a file this index serves (served.faiss) changed after it was loaded: file changed: served.faiss: truncated from ")
 	assert.NotContains(t, r.Raw, root)
 	r = call(t, ts, "GET", "/indexes/s", "")
 	assert.Equal(t, "failed", r.Body["state"], r.Raw)

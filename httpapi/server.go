@@ -375,7 +375,7 @@ func (s *Server) checkFile(ctx context.Context, name string, e *entry) {
 		s.log.Warn("could not check a served file", "index", name, "path", l.h.spec.Path, "error", err.Error())
 	case l.h.markFailed(err):
 		s.log.Error("index file changed under a served index; searches answer 503 until it is reloaded or switched",
-			"index", name, "path", l.h.spec.Path, "error", err.Error())
+			"index", name, "path", l.h.spec.Path, "error", err.Error(), "detail", changeDetail(err))
 	}
 }
 
@@ -882,6 +882,7 @@ func (s *Server) indexInfo(e *entry, h *handle) gin.H {
 		info["rerank"] = gin.H{"vectors_path": h.spec.Rerank.VectorsPath, "strategy": x.RerankStrategy(), "oversample_factor": h.spec.Rerank.OversampleFactor}
 	}
 	if gi, ok := x.Guide(); ok {
+		gi.Path, gi.Rebuilt, gi.NotSaved = rename(gi.Path, h.names), rename(gi.Rebuilt, h.names), rename(gi.NotSaved, h.names)
 		info["compression"] = gi.Level
 		info["guide"] = gi
 	}

@@ -1,6 +1,11 @@
 package httpapi
 
 import (
+	"context"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -109,4 +114,64 @@ func TestNullWhereValueRequired(t *testing.T) {
 	// An empty list is a list: a filter of no ids allows nothing.
 	r = call(t, ts, "POST", "/indexes/j/_search", `{"vector":`+vec+`,"filter":{"ids":[]}}`)
 	assert.Equal(t, 200, r.Status, r.Raw)
+}
+
+// TestFileChangedInWords: a served file replaced at its path answers 503
+// saying so in words and naming the file as sent; the device:inode
+// numbers and times go to the server's log only.
+func TestFileChangedInWords(t *testing.T) {
+	root := t.TempDir()
+	src, err := os.ReadFile(filepath.Join(fixtures, "hnsw_flat_l2.faiss"))
+	require.NoError(t, err)
+	require.NoError(t, os.MkdirAll(filepath.Join(root, "sub"), 0o755))
+	path := filepath.Join(root, "sub", "r.faiss")
+	require.NoError(t, os.WriteFile(path, src, 0o644))
+	var logs syncBuffer
+	s, ts := newTestServer(t, Config{DataRoots: []string{root}, Logger: slog.New(slog.NewJSONHandler(&logs, nil))})
+	require.Equal(t, 200, call(t, ts, "PUT", "/indexes/r", `{"path":"sub/r.faiss","mode":"memory_efficient","backend":"pread"}`).Status)
+	require.NoError(t, os.WriteFile(path+".new", src, 0o644))
+	require.NoError(t, os.Rename(path+".new", path))
+	s.checkFile(context.Background(), "r", s.Reg.get("r"))
+	r := call(t, ts, "POST", "/indexes/r/_search", `{"vector":`+vectorJSON(make([]float64, 32))+`}`)
+	require.Equal(t, 503, r.Status, r.Raw)
+	reason := r.Body["error"].(map[string]any)["reason"].(string)
+	assert.Contains(t, reason, "a file this index serves (sub/r.faiss) changed after it was loaded: file changed: sub/r.faiss: replaced: the path names another file now")
+	for _, no := range []string{"inode", "mtime", "ctime", root} {
+		assert.NotContains(t, reason, no)
+	}
+	assert.NotContains(t, call(t, ts, "GET", "/indexes/r", "").Raw, "inode")
+	assert.Contains(t, logs.String(), `"detail":"inode `, "the numbers are in the log")
+}
+
+// TestGuidePathAsSent: GET and the PUT answer name an on_disk index's
+// guide as the client would: the path it sent plus the guide's suffix
+// when the guide lies beside the index, guide_dir/NAME in the guide
+// directory; never the server's resolved path.
+func TestGuidePathAsSent(t *testing.T) {
+	src, err := os.ReadFile(filepath.Join("..", "testdata", "ondisk", "clustered_l2.faiss"))
+	require.NoError(t, err)
+	root := t.TempDir()
+	require.NoError(t, os.MkdirAll(filepath.Join(root, "sub"), 0o755))
+	require.NoError(t, os.WriteFile(filepath.Join(root, "sub", "c.faiss"), src, 0o644))
+
+	_, ts := newTestServer(t, Config{DataRoots: []string{root}})
+	r := call(t, ts, "PUT", "/indexes/c", `{"path":"sub/c.faiss","mode":"on_disk","compression":"4x"}`)
+	require.Equal(t, 200, r.Status, r.Raw)
+	for _, r := range []resp{r, call(t, ts, "GET", "/indexes/c", ""), call(t, ts, "GET", "/indexes", "")} {
+		assert.Contains(t, r.Raw, `"path":"sub/c.faiss.4x.guide"`)
+		assert.NotContains(t, r.Raw, root)
+	}
+	assert.FileExists(t, filepath.Join(root, "sub", "c.faiss.4x.guide"))
+
+	guides := t.TempDir()
+	_, ts = newTestServer(t, Config{DataRoots: []string{root}, GuideDir: guides})
+	r = call(t, ts, "PUT", "/indexes/c", `{"path":"sub/c.faiss","mode":"on_disk","compression":"8x"}`)
+	require.Equal(t, 200, r.Status, r.Raw)
+	g, _ := r.Body["guide"].(map[string]any)
+	require.NotNil(t, g, r.Raw)
+	p, _ := g["path"].(string)
+	assert.True(t, strings.HasPrefix(p, "guide_dir/") && strings.HasSuffix(p, ".8x.guide"), p)
+	assert.FileExists(t, filepath.Join(guides, strings.TrimPrefix(p, "guide_dir/")))
+	assert.NotContains(t, r.Raw, guides)
+	assert.NotContains(t, r.Raw, root)
 }
