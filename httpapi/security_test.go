@@ -235,6 +235,9 @@ func TestErrorBodiesForUsers(t *testing.T) {
 		{"PUT", "/indexes/i/_mode", `{"mode":"full","backend":"pread"}`, 400, `mode full reads the whole file into memory`},
 		{"PUT", "/indexes/j", `{"path":"flat.faiss"}`, 422, "flat.faiss: IxF2 index has no HNSW graph; searchable are"},
 		{"POST", "/indexes/c/_search", `{"vector":` + vectorJSON(make([]float64, 32)) + `}`, 422, "index file corr.faiss is corrupt: corrupt index: neighbor id 500 "},
+		{"PUT", "/indexes/j", `{"path":"corr.faiss","mode":"full"}`, 422, "corr.faiss: neighbor id 500 at node "},
+		{"POST", "/indexes/c/_search", `{"vector":[1,2]}`, 400, "vector has 2 values, index corr.faiss expects 32"},
+		{"POST", "/indexes/c/_search", `{"vector":` + vectorJSON(make([]float64, 32)) + `,"rescore":{"oversample_factor":2}}`, 400, "rescore needs an index loaded with rerank.vectors_path"},
 	} {
 		r := call(t, ts, c.method, c.path, c.body)
 		check(r, c.status, c.want)
