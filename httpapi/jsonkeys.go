@@ -278,15 +278,7 @@ func decodeErrorText(err error) string {
 	var se *json.SyntaxError
 	switch {
 	case errors.As(err, &te):
-		got := te.Value
-		switch {
-		case got == "bool":
-			got = "a boolean"
-		case strings.HasPrefix(got, "array"), strings.HasPrefix(got, "object"):
-			got = "an " + got
-		default:
-			got = "a " + got // string, number, number 2.5
-		}
+		got := gotText(te.Value)
 		if te.Field == "" {
 			if te.Type != nil && te.Type.Kind() == reflect.Struct {
 				return "the body must be a JSON object, got " + got
@@ -300,6 +292,35 @@ func decodeErrorText(err error) string {
 		return "invalid JSON: the body ends inside a value"
 	}
 	return err.Error() // this package's unmarshalers speak for themselves
+}
+
+// gotText is an UnmarshalTypeError's Value with its article: "a string",
+// "an array", "a number 2.5".
+func gotText(v string) string {
+	switch {
+	case v == "bool":
+		return "a boolean"
+	case strings.HasPrefix(v, "array"), strings.HasPrefix(v, "object"):
+		return "an " + v
+	}
+	return "a " + v // string, number, number 2.5
+}
+
+// listErrorText is decodeErrorText for a list of T (a vector, a filter's
+// ids) that decodes itself, where encoding/json cannot name the field:
+// name is the field, elem what one element is called.
+func listErrorText[T any](err error, name, elem string) error {
+	var te *json.UnmarshalTypeError
+	if !errors.As(err, &te) || te.Type == nil {
+		return fmt.Errorf("%s: %s", name, decodeErrorText(err))
+	}
+	if te.Type.Kind() == reflect.Slice { // the whole value is no list
+		return fmt.Errorf("%s must be %s, got %s", name, jsonKind(reflect.TypeFor[[]T]()), gotText(te.Value))
+	}
+	if n, ok := strings.CutPrefix(te.Value, "number "); ok { // a number T cannot hold
+		return fmt.Errorf("%s: %s %s is not %s in range", name, elem, n, jsonKind(te.Type))
+	}
+	return fmt.Errorf("%s: each %s must be %s, got %s", name, elem, jsonKind(te.Type), gotText(te.Value))
 }
 
 // jsonKind names, with its article, the JSON value a Go type decodes from.

@@ -175,3 +175,25 @@ func TestGuidePathAsSent(t *testing.T) {
 	assert.NotContains(t, r.Raw, guides)
 	assert.NotContains(t, r.Raw, root)
 }
+
+// TestListDecodeErrors: a vector or a filter's ids of the wrong JSON type,
+// or holding one, name the field and what it must be, not Go types.
+func TestListDecodeErrors(t *testing.T) {
+	_, ts := newTestServer(t, Config{})
+	require.Equal(t, 200, call(t, ts, "PUT", "/indexes/j", `{"path":"hnsw_flat_l2.faiss"}`).Status)
+	vec := vectorJSON(make([]float64, 32))
+	for _, c := range []struct{ path, body, reason string }{
+		{"/indexes/j/_search", `{"vector":` + vec + `,"filter":{"ids":[1.5]}}`, "filter.ids: id 1.5 is not an integer in range"},
+		{"/indexes/j/_search", `{"vector":` + vec + `,"filter":{"ids":"x"}}`, "filter.ids must be a list of integers, got a string"},
+		{"/indexes/j/_search", `{"vector":[1,"a"]}`, "vector: each value must be a number, got a string"},
+		{"/indexes/j/_search", `{"vector":{}}`, "vector must be a list of numbers, got an object"},
+		{"/indexes/j/_search", `{"vector":[1e999]}`, "vector: value 1e999 is not a number in range"},
+		{"/indexes/j/_msearch", `{"vectors":[[1,"a"]]}`, "vector: each value must be a number, got a string"},
+	} {
+		r := call(t, ts, "POST", c.path, c.body)
+		assert.Equal(t, 400, r.Status, "%s: %s", c.body, r.Raw)
+		e, _ := r.Body["error"].(map[string]any)
+		require.NotNil(t, e, r.Raw)
+		assert.Equal(t, c.reason, e["reason"], "%s", c.body)
+	}
+}
