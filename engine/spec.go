@@ -120,17 +120,17 @@ var (
 	// ErrBadSpec marks a Spec that cannot be served whatever the file
 	// holds (a name, a size, a combination). It matches
 	// partial.ErrBadOption too.
-	ErrBadSpec = errors.New("engine: bad load spec")
+	ErrBadSpec = errors.New("bad load spec")
 	// ErrBackendMismatch marks a backend that cannot read the file as it
 	// is stored (zstd on a plain file, another backend on a zstd one). It
 	// matches partial.ErrBadOption too.
-	ErrBackendMismatch = errors.New("engine: backend does not fit the file")
+	ErrBackendMismatch = errors.New("backend does not fit the file")
 	// ErrNotServable marks a file that parses but cannot be searched (no
 	// HNSW graph, a mode full check that failed, …).
-	ErrNotServable = errors.New("engine: index not servable")
+	ErrNotServable = errors.New("index not servable")
 	// ErrBadRequest marks a query that cannot be run (k, ef_search, the
 	// vector).
-	ErrBadRequest = errors.New("engine: bad request")
+	ErrBadRequest = errors.New("bad request")
 )
 
 // tagged is an error that keeps its message and matches extra sentinels.

@@ -268,7 +268,7 @@ func TestSeparateVectorsRecords(t *testing.T) {
 	}{
 		{corrupt("attack.fvecs", map[int]uint32{5: 31, n - 1: 33}, 0), "attack.fvecs", "attack.fvecs: record 5 says d=31, the first says d=32"},
 		{corrupt("last.fvecs", map[int]uint32{n - 1: 33}, 0), "data/last.fvecs", "data/last.fvecs: record 1999 says d=33, the first says d=32"},
-		{corrupt("cut.fvecs", nil, 7), "cut.fvecs", "cut.fvecs: 263993 bytes are not whole records of d=32 (132 bytes each): 125 bytes past the last whole one (truncated?)"},
+		{corrupt("cut.fvecs", nil, 7), "cut.fvecs", "cut.fvecs: record 1999 is cut short: 125 of its 132 bytes (truncated?)"},
 		{fortran, "fortran.npy", "fortran.npy: Fortran-order (column-major) arrays are not supported; save a C-order array (np.ascontiguousarray)"},
 	} {
 		for _, spec := range []engine.Spec{

@@ -37,7 +37,7 @@ func (x *Index) externalID(s *scratch, v int32) (int64, error) {
 	s.st.Reads++
 	s.st.BytesRead += 8
 	if _, err := x.readAt(s, s.idbuf, x.idMap.Offset+8*int64(v)); err != nil {
-		return 0, fmt.Errorf("hnswsearch: reading id_map[%d]: %w", v, err)
+		return 0, fmt.Errorf("reading id_map[%d]: %w", v, err)
 	}
 	return int64(binary.LittleEndian.Uint64(s.idbuf[:])), nil
 }

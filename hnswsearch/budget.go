@@ -49,7 +49,7 @@ func (p Plan) Apply(o *Options) {
 func PlanBudget(f *faissfmt.File, direct bool, budget int64, workers int) (Plan, error) {
 	g := f.Graph
 	if g == nil {
-		return Plan{}, fmt.Errorf("hnswsearch: %s index has no HNSW graph", f.Root.FourCC)
+		return Plan{}, fmt.Errorf("%s index has no HNSW graph", f.Root.FourCC)
 	}
 	workers = max(workers, 1)
 	var p Plan

@@ -31,7 +31,7 @@ type Vectors struct {
 
 // ErrNoVectors marks a graph whose vectors were left out of its file,
 // opened without Options.Vectors.
-var ErrNoVectors = errors.New("hnswsearch: the vectors were left out of this file (IO_FLAG_SKIP_STORAGE)")
+var ErrNoVectors = errors.New("the vectors were left out of this file (IO_FLAG_SKIP_STORAGE)")
 
 // vectorsOf sets where x's vectors are: the storage section of f, served
 // by s, or o.Vectors for a graph without one. It sets x.vst, x.codes,

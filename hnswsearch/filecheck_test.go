@@ -200,7 +200,7 @@ func TestFileChangedMessage(t *testing.T) {
 	require.NoError(t, os.Truncate(path, 0))
 	err := searchAll(t, x)
 	require.ErrorIs(t, err, partial.ErrFileChanged)
-	assert.Contains(t, err.Error(), fmt.Sprintf("file changed: %s: size %d -> 0", path, size))
+	assert.Contains(t, err.Error(), fmt.Sprintf("file changed: %s: truncated from %d to 0 bytes", path, size))
 	assert.Contains(t, err.Error(), "since it was opened")
 }
 
@@ -244,7 +244,7 @@ func TestFileChangedFault(t *testing.T) {
 	err := searchAll(t, x)
 	require.ErrorIs(t, err, partial.ErrFileChanged)
 	// The check found the truncation when the fault was recovered.
-	assert.Contains(t, err.Error(), "-> 0")
+	assert.Contains(t, err.Error(), "to 0 bytes")
 	_, err = x.ExternalID(0) // no id map: nothing read
 	require.NoError(t, err)
 }

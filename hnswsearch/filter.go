@@ -34,7 +34,7 @@ func (x *Index) reverseIDs() (*reverseMap, error) {
 	for i := 0; i < n; {
 		m := min(len(buf)/8, n-i)
 		if _, err := x.st.ReadAt(buf[:8*m], x.idMap.Offset+8*int64(i)); err != nil {
-			return nil, fmt.Errorf("hnswsearch: reading the id map: %w", err)
+			return nil, fmt.Errorf("reading the id map: %w", err)
 		}
 		for j := range m {
 			pairs[i+j] = kv{int64(binary.LittleEndian.Uint64(buf[8*j:])), int32(i + j)}

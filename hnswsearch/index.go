@@ -158,10 +158,10 @@ const (
 
 // Errors callers can test with errors.Is.
 var (
-	ErrBadQuery  = errors.New("hnswsearch: bad query")
-	ErrCorrupt   = errors.New("hnswsearch: corrupt index")
+	ErrBadQuery  = errors.New("bad query")
+	ErrCorrupt   = errors.New("corrupt index")
 	ErrBadOption = errors.New("bad option")
-	ErrDeadline  = errors.New("hnswsearch: search stopped at its deadline")
+	ErrDeadline  = errors.New("search stopped at its deadline")
 )
 
 const fltMax = math.MaxFloat32
@@ -240,10 +240,10 @@ const (
 func CheckSearchable(f *faissfmt.File) error {
 	g := f.Graph
 	if g == nil || g.HNSW == nil {
-		return fmt.Errorf("hnswsearch: %s index has no HNSW graph; searchable are IHNf, IHNs, IBHf, IHc2, IHNc and IBHc, alone or in an id map", f.Root.FourCC)
+		return fmt.Errorf("%s index has no HNSW graph; searchable are IHNf, IHNs, IBHf, IHc2, IHNc and IBHc, alone or in an id map", f.Root.FourCC)
 	}
 	if g.NTotal > math.MaxInt32 {
-		return fmt.Errorf("hnswsearch: %d vectors exceed FAISS's 32-bit node ids", g.NTotal)
+		return fmt.Errorf("%d vectors exceed FAISS's 32-bit node ids", g.NTotal)
 	}
 	return nil
 }
@@ -281,7 +281,7 @@ func New(f *faissfmt.File, s partial.Storage, o Options) (*Index, error) {
 	case g.Binary:
 		x.kind = hamming
 	case g.Metric != faissfmt.MetricL2 && g.Metric != faissfmt.MetricInnerProduct:
-		return nil, fmt.Errorf("hnswsearch: metric %s is not supported by HNSW search (L2 and IP are)", g.Metric)
+		return nil, fmt.Errorf("metric %s is not supported by HNSW search (L2 and IP are)", g.Metric)
 	case st != nil && st.SQ != nil:
 		x.sq = distance.SQ{QType: int(st.SQ.QType), D: g.D, Trained: st.SQ.Trained}
 		switch {
@@ -300,7 +300,7 @@ func New(f *faissfmt.File, s partial.Storage, o Options) (*Index, error) {
 		x.kind = flatIP
 	}
 	if st != nil && st.SQ != nil && len(st.SQ.Trained) != int(st.SQ.QType.TrainedLen(int64(g.D))) {
-		return nil, fmt.Errorf("hnswsearch: scalar quantizer is not trained")
+		return nil, fmt.Errorf("scalar quantizer is not trained")
 	}
 	if err := x.acquireViews(); err != nil {
 		return nil, err

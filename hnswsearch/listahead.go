@@ -164,7 +164,7 @@ func (x *Index) levelZeroList(s *scratch, c *pool, v0 int32, efStop int) ([]byte
 	s.st.ListsAhead += int64(len(s.lreqs) - 1)
 	s.st.Batches++
 	if q := s.lreqs[0]; q.Err != nil {
-		return nil, fmt.Errorf("hnswsearch: reading the neighbors of node %d on level 0: %w", v0, q.Err)
+		return nil, fmt.Errorf("reading the neighbors of node %d on level 0: %w", v0, q.Err)
 	}
 	return s.lreqs[0].Buf, nil
 }

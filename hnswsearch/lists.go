@@ -85,7 +85,7 @@ func (l *readLists) get(s *scratch, v int32, lv int) ([]byte, error) {
 	}
 	s.st.Reads++
 	if _, err := l.x.readAt(s, buf, l.off+b*4); err != nil {
-		return nil, fmt.Errorf("hnswsearch: reading the neighbors of node %d on level %d: %w", v, lv, err)
+		return nil, fmt.Errorf("reading the neighbors of node %d on level %d: %w", v, lv, err)
 	}
 	return buf, nil
 }

@@ -65,7 +65,7 @@ func (p *pinnedLists) free() {
 // mapping is virtual: only pages written count toward memory).
 func newPinnedLists(n int, slots int64) (*pinnedLists, error) {
 	if slots > math.MaxUint32 {
-		return nil, fmt.Errorf("hnswsearch: %d neighbor slots are too many to pin", slots)
+		return nil, fmt.Errorf("%d neighbor slots are too many to pin", slots)
 	}
 	p := &pinnedLists{}
 	p.mem[0] = offheap.AllocDense(4 * n)
@@ -106,7 +106,7 @@ func validPrefix(list []byte) int {
 // pinAll pins every node's lists, compacted, in one sequential pass.
 func (x *Index) pinAll() error {
 	if x.h.CumNeighbors[1] >= notPinned {
-		return fmt.Errorf("hnswsearch: level-0 lists of %d slots are too long to pin", x.h.CumNeighbors[1])
+		return fmt.Errorf("level-0 lists of %d slots are too long to pin", x.h.CumNeighbors[1])
 	}
 	p, err := newPinnedLists(int(x.n), x.nb.Len/4)
 	if err != nil {
@@ -127,7 +127,7 @@ func (x *Index) fill(p *pinnedLists, pick []bool) error {
 	})
 	if err != nil {
 		p.free()
-		return fmt.Errorf("hnswsearch: pinning the neighbor lists: %w", err)
+		return fmt.Errorf("pinning the neighbor lists: %w", err)
 	}
 	p.bytes += at * 4
 	x.pinned = p
@@ -141,7 +141,7 @@ func (x *Index) fill(p *pinnedLists, pick []bool) error {
 func (x *Index) pinHubs(budget int64) error {
 	n := int(x.n)
 	if x.h.CumNeighbors[1] >= notPinned {
-		return fmt.Errorf("hnswsearch: level-0 lists of %d slots are too long to pin", x.h.CumNeighbors[1])
+		return fmt.Errorf("level-0 lists of %d slots are too long to pin", x.h.CumNeighbors[1])
 	}
 	budget -= 6 * int64(n)
 	if budget <= 0 {
@@ -198,7 +198,7 @@ func (x *Index) estimatePinnedAll() (int64, error) { return estimatePinned(x.st,
 func EstimatePinnedLists(f *faissfmt.File, r io.ReaderAt) (int64, error) {
 	g := f.Graph
 	if g == nil || g.HNSW == nil {
-		return 0, fmt.Errorf("hnswsearch: %s index has no HNSW graph", f.Root.FourCC)
+		return 0, fmt.Errorf("%s index has no HNSW graph", f.Root.FourCC)
 	}
 	return estimatePinned(r, g.HNSW, g.NTotal)
 }
@@ -233,7 +233,7 @@ func estimatePinned(r io.ReaderAt, h *faissfmt.HNSW, n int64) (int64, error) {
 		}
 	}
 	if err != nil {
-		return 0, fmt.Errorf("hnswsearch: sampling the neighbor lists: %w", err)
+		return 0, fmt.Errorf("sampling the neighbor lists: %w", err)
 	}
 	var valid int64
 	for _, q := range reqs {
@@ -268,7 +268,7 @@ func (x *Index) pinStrided() (offheap.Buf, error) {
 		chunk := buf[:(r-1)*stride+cs]
 		if _, err := x.vst.ReadAt(chunk, x.codes.Offset+i*stride); err != nil {
 			b.Free()
-			return offheap.Buf{}, fmt.Errorf("hnswsearch: pinning the vectors: %w", err)
+			return offheap.Buf{}, fmt.Errorf("pinning the vectors: %w", err)
 		}
 		for j := int64(0); j < r; j++ {
 			copy(b.B[(i+j)*cs:(i+j+1)*cs], chunk[j*stride:j*stride+cs])
@@ -291,7 +291,7 @@ func (x *Index) pinSection(st partial.Storage, sec faissfmt.Section) (offheap.Bu
 		n := min(4<<20, sec.Len-off)
 		if _, err := st.ReadAt(b.B[off:off+n], sec.Offset+off); err != nil {
 			b.Free()
-			return offheap.Buf{}, fmt.Errorf("hnswsearch: pinning the %s section: %w", sec.Name, err)
+			return offheap.Buf{}, fmt.Errorf("pinning the %s section: %w", sec.Name, err)
 		}
 	}
 	return b, nil
@@ -350,7 +350,7 @@ func (x *Index) hold(o *Options) error {
 func (x *Index) newVectorCache(bytes int64) error {
 	vc, err := recordcache.New(int(x.n), x.codeSize, bytes)
 	if err != nil {
-		return fmt.Errorf("hnswsearch: vector cache: %w", err)
+		return fmt.Errorf("vector cache: %w", err)
 	}
 	x.vc = vc
 	return nil

@@ -98,7 +98,7 @@ func (x *Index) runRange(s *scratch, p RangeParams, dst []Result) ([]Result, Ran
 		return dst, RangeStats{}, err
 	}
 	if x.closed.Load() {
-		return dst, RangeStats{}, fmt.Errorf("hnswsearch: index is closed")
+		return dst, RangeStats{}, fmt.Errorf("index is closed")
 	}
 	s.st = Stats{}
 	s.deadline = 0

@@ -254,7 +254,7 @@ func (x *Index) checkParams(p Params) error {
 		return err
 	}
 	if x.closed.Load() {
-		return fmt.Errorf("hnswsearch: index is closed")
+		return fmt.Errorf("index is closed")
 	}
 	return nil
 }

@@ -177,7 +177,7 @@ func (r *readVectors) dist(s *scratch, v int32) (float32, error) {
 	s.st.BytesRead += r.cs
 	s.st.Reads++
 	if _, err := r.x.vreadAt(s, s.vbuf, r.off+int64(v)*r.stride); err != nil {
-		return 0, fmt.Errorf("hnswsearch: reading vector %d: %w", v, err)
+		return 0, fmt.Errorf("reading vector %d: %w", v, err)
 	}
 	s.st.NDis++
 	return r.fn(s, s.vbuf), nil
@@ -319,7 +319,7 @@ func (b *batchVectors) dist(s *scratch, v int32) (float32, error) {
 	} else {
 		s.st.Reads++
 		if _, err := b.x.vreadAt(s, s.vbuf, b.off+int64(v)*b.stride); err != nil {
-			return 0, fmt.Errorf("hnswsearch: reading vector %d: %w", v, err)
+			return 0, fmt.Errorf("reading vector %d: %w", v, err)
 		}
 		b.vc.Put(v, s.vbuf)
 	}
@@ -363,7 +363,7 @@ func (b *batchVectors) dists(s *scratch, level int, cand []int32, out []float32)
 				}
 				s.st.Reads++
 				if _, err := b.x.vreadAt(s, c, b.off+int64(v)*b.stride); err != nil {
-					return fmt.Errorf("hnswsearch: reading vector %d: %w", v, err)
+					return fmt.Errorf("reading vector %d: %w", v, err)
 				}
 			}
 		}
@@ -451,7 +451,7 @@ func (b *batchVectors) fetch(s *scratch, cand []int32) error {
 	s.st.Reads += int64(len(s.reqs))
 	s.reqs = s.reqs[:nc]
 	if err != nil {
-		return fmt.Errorf("hnswsearch: batch of %d vector reads: %w", len(s.reqs), err)
+		return fmt.Errorf("batch of %d vector reads: %w", len(s.reqs), err)
 	}
 	return nil
 }

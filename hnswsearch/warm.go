@@ -53,7 +53,7 @@ func (x *Index) warm(maxBytes int64) error {
 		}
 		n := min(p.sec.Len, maxBytes)
 		if err := p.w.Warm(p.sec.Offset, n); err != nil {
-			return fmt.Errorf("hnswsearch: warming %s: %w", p.sec.Name, err)
+			return fmt.Errorf("warming %s: %w", p.sec.Name, err)
 		}
 		maxBytes -= n
 	}
@@ -90,12 +90,12 @@ func (x *Index) warmVectorCache() error {
 		}
 		if batch != nil {
 			if err := batch.ReadBatch(reqs); err != nil {
-				return fmt.Errorf("hnswsearch: warming the vector cache: %w", err)
+				return fmt.Errorf("warming the vector cache: %w", err)
 			}
 		} else {
 			for _, q := range reqs {
 				if _, err := x.vst.ReadAt(q.Buf, q.Off); err != nil {
-					return fmt.Errorf("hnswsearch: warming the vector cache: %w", err)
+					return fmt.Errorf("warming the vector cache: %w", err)
 				}
 			}
 		}
@@ -134,7 +134,7 @@ func (x *Index) streamNeighborsBy(chunk int64, fn func(v int32, rec []byte)) err
 			}
 			buf = buf[:n]
 			if _, err := ra.ReadAt(buf[keep:], x.nb.Offset+end); err != nil {
-				return fmt.Errorf("hnswsearch: reading the neighbor lists: %w", err)
+				return fmt.Errorf("reading the neighbor lists: %w", err)
 			}
 			base = lo
 		}

@@ -133,6 +133,10 @@ func (h *handle) checkFileContext(ctx context.Context) error { return h.x.CheckF
 // errFileChanged is what storage reports when a served file changed.
 var errFileChanged = partial.ErrFileChanged
 
+// changeDetail is the numbers behind a file change (device:inode, times):
+// the server's log keeps them, the client's answer says it in words.
+func changeDetail(err error) string { return partial.ChangeDetail(err) }
+
 // acquire takes a lease unless the handle is retired.
 func (h *handle) acquire() (lease, bool) {
 	i, ok, last := h.users.enter()

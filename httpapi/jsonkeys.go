@@ -3,7 +3,9 @@ package httpapi
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
 	"reflect"
 	"strings"
 	"sync"
@@ -41,10 +43,69 @@ func CheckKeys(b []byte, v any) error {
 	for t != nil && t.Kind() == reflect.Pointer {
 		t = t.Elem()
 	}
-	err := checkValue(d, t, "")
+	err := checkValue(d, t, "", false)
 	if _, ok := err.(*KeyError); ok {
 		return err
 	}
+	return nil
+}
+
+// NullError is a null where an object or a list is required: encoding/json
+// would take it as the field left out, OpenSearch refuses it.
+type NullError struct {
+	Field string // dotted, [i] for a list's element; "" for the body
+	Type  reflect.Type
+}
+
+func (e *NullError) Error() string {
+	if e.Field == "" {
+		return "the body must be a JSON object, not null"
+	}
+	return fmt.Sprintf("%s must be %s, not null", e.Field, jsonKind(e.Type))
+}
+
+// checkBody is CheckKeys for a request body, which also refuses a null
+// where an object or a list is required (a *NullError).
+func checkBody(b []byte, v any) error {
+	d := json.NewDecoder(bytes.NewReader(b))
+	t := reflect.TypeOf(v)
+	for t != nil && t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	switch err := checkValue(d, t, "", true).(type) {
+	case *KeyError, *NullError:
+		return err
+	}
+	return nil
+}
+
+// nullRefused reports whether a JSON null is refused for a value of t:
+// objects and lists, but not types that read a null themselves
+// (IntParam: "k is null").
+func nullRefused(t reflect.Type) bool {
+	for t != nil && t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	if t == nil {
+		return false
+	}
+	switch t.Kind() {
+	case reflect.Slice, reflect.Array, reflect.Map:
+		return true
+	case reflect.Struct:
+		return !reflect.PointerTo(t).Implements(unmarshaler)
+	}
+	return false
+}
+
+func isList(t reflect.Type) bool { return t.Kind() == reflect.Slice || t.Kind() == reflect.Array }
+
+// nullProbe takes any JSON value and says whether it was null, without a
+// copy or a token per element.
+type nullProbe bool
+
+func (p *nullProbe) UnmarshalJSON(b []byte) error {
+	*p = string(b) == "null"
 	return nil
 }
 
@@ -52,23 +113,28 @@ var unmarshaler = reflect.TypeFor[json.Unmarshaler]()
 
 // checkValue walks the next value of d as decoding into t (nil: a type
 // that takes any value, its keys only checked for repetition).
-func checkValue(d *json.Decoder, t reflect.Type, in string) error {
+// With nulls, a null where nullRefused is a *NullError.
+func checkValue(d *json.Decoder, t reflect.Type, in string, nulls bool) error {
 	for t != nil && t.Kind() == reflect.Pointer {
 		t = t.Elem()
 	}
-	if t != nil && noObjects(t) {
+	// A list of lists is walked a list at a time when nulls are refused,
+	// so a null list among them is seen.
+	if t != nil && noObjects(t) && !(nulls && isList(t) && isList(t.Elem())) {
 		// Numbers, strings, arrays of them (by kind: this package's
 		// unmarshalers of that kind take no object either): skipped whole,
 		// without a token per element (an _msearch's vectors). What holds
 		// an object there failed to decode already.
-		var skip struct{}
-		if err := d.Decode(&skip); err != nil {
-			if _, ok := err.(*json.UnmarshalTypeError); !ok {
-				return err
-			}
+		var null nullProbe
+		if err := d.Decode(&null); err != nil {
+			return err
+		}
+		if nulls && bool(null) && nullRefused(t) {
+			return &NullError{Field: in, Type: t}
 		}
 		return nil
 	}
+	refuseNull, want := nulls && nullRefused(t), t
 	if t != nil && (reflect.PointerTo(t).Implements(unmarshaler) || t.Kind() == reflect.Interface) {
 		t = nil // decodes itself: no field names to compare
 	}
@@ -76,14 +142,21 @@ func checkValue(d *json.Decoder, t reflect.Type, in string) error {
 	if err != nil {
 		return err
 	}
+	if tok == nil && refuseNull {
+		return &NullError{Field: in, Type: want}
+	}
 	switch tok {
 	case json.Delim('['):
 		var elem reflect.Type
 		if t != nil && (t.Kind() == reflect.Slice || t.Kind() == reflect.Array) {
 			elem = t.Elem()
 		}
-		for d.More() {
-			if err := checkValue(d, elem, in); err != nil {
+		for i := 0; d.More(); i++ {
+			err := checkValue(d, elem, in, nulls)
+			if ne, ok := err.(*NullError); ok && ne.Field == in {
+				ne.Field = fmt.Sprintf("%s[%d]", in, i)
+			}
+			if err != nil {
 				return err
 			}
 		}
@@ -125,7 +198,7 @@ func checkValue(d *json.Decoder, t reflect.Type, in string) error {
 			} else if t != nil && t.Kind() == reflect.Map {
 				sub = fmt.Sprintf("%s[%q]", in, key)
 			}
-			if err := checkValue(d, ft, sub); err != nil {
+			if err := checkValue(d, ft, sub, nulls); err != nil {
 				return err
 			}
 		}
@@ -195,4 +268,92 @@ func fieldsOf(t reflect.Type) map[string]reflect.Type {
 	add(t)
 	fieldCache.Store(t, m)
 	return m
+}
+
+// decodeErrorText says what encoding/json refused in a request body in a
+// client's words: the field, the JSON type it needs and the one it got,
+// or where the text stops being JSON; never a Go type.
+func decodeErrorText(err error) string {
+	var te *json.UnmarshalTypeError
+	var se *json.SyntaxError
+	switch {
+	case errors.As(err, &te):
+		got := gotText(te.Value)
+		if te.Field == "" {
+			if te.Type != nil && te.Type.Kind() == reflect.Struct {
+				return "the body must be a JSON object, got " + got
+			}
+			return "the body must be " + jsonKind(te.Type) + ", got " + got
+		}
+		return fmt.Sprintf("%s must be %s, got %s", te.Field, jsonKind(te.Type), got)
+	case errors.As(err, &se):
+		return fmt.Sprintf("invalid JSON at byte %d: %s", se.Offset, se.Error())
+	case errors.Is(err, io.ErrUnexpectedEOF):
+		return "invalid JSON: the body ends inside a value"
+	}
+	return err.Error() // this package's unmarshalers speak for themselves
+}
+
+// gotText is an UnmarshalTypeError's Value with its article: "a string",
+// "an array", "a number 2.5".
+func gotText(v string) string {
+	switch {
+	case v == "bool":
+		return "a boolean"
+	case strings.HasPrefix(v, "array"), strings.HasPrefix(v, "object"):
+		return "an " + v
+	}
+	return "a " + v // string, number, number 2.5
+}
+
+// listErrorText is decodeErrorText for a list of T (a vector, a filter's
+// ids) that decodes itself, where encoding/json cannot name the field:
+// name is the field, elem what one element is called.
+func listErrorText[T any](err error, name, elem string) error {
+	var te *json.UnmarshalTypeError
+	if !errors.As(err, &te) || te.Type == nil {
+		return fmt.Errorf("%s: %s", name, decodeErrorText(err))
+	}
+	if te.Type.Kind() == reflect.Slice { // the whole value is no list
+		return fmt.Errorf("%s must be %s, got %s", name, jsonKind(reflect.TypeFor[[]T]()), gotText(te.Value))
+	}
+	if n, ok := strings.CutPrefix(te.Value, "number "); ok { // a number T cannot hold
+		return fmt.Errorf("%s: %s %s is not %s in range", name, elem, n, jsonKind(te.Type))
+	}
+	return fmt.Errorf("%s: each %s must be %s, got %s", name, elem, jsonKind(te.Type), gotText(te.Value))
+}
+
+// jsonKind names, with its article, the JSON value a Go type decodes from.
+func jsonKind(t reflect.Type) string {
+	for t != nil && t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	if t == nil {
+		return "a JSON value"
+	}
+	switch t.Kind() {
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
+		return "an integer"
+	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		return "a non-negative integer"
+	case reflect.Float32, reflect.Float64:
+		return "a number"
+	case reflect.String:
+		return "a string"
+	case reflect.Bool:
+		return "true or false"
+	case reflect.Slice, reflect.Array:
+		switch e := t.Elem(); {
+		case isList(e):
+			return "a list of lists"
+		case e.Kind() >= reflect.Int && e.Kind() <= reflect.Uint64:
+			return "a list of integers"
+		case e.Kind() == reflect.Float32 || e.Kind() == reflect.Float64:
+			return "a list of numbers"
+		}
+		return "a list"
+	case reflect.Struct, reflect.Map:
+		return "an object"
+	}
+	return "a JSON value"
 }

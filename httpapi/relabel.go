@@ -33,16 +33,22 @@ func relabel(err error, names []serverName) error {
 		return err
 	}
 	msg := err.Error()
-	out := msg
-	for _, n := range names {
-		if n.server != "" && n.server != n.client {
-			out = strings.ReplaceAll(out, n.server, n.client)
-		}
-	}
+	out := rename(msg, names)
 	if out == msg {
 		return err
 	}
 	return &relabelled{err: err, msg: out}
+}
+
+// rename is relabel for a text: every server path in s (a guide's path in
+// GET /indexes, the reason it was rebuilt) as the client names it.
+func rename(s string, names []serverName) string {
+	for _, n := range names {
+		if n.server != "" && n.server != n.client {
+			s = strings.ReplaceAll(s, n.server, n.client)
+		}
+	}
+	return s
 }
 
 // sortNames orders names longest server path first (relabel's order).

@@ -324,7 +324,7 @@ func (s *Server) queryFailed(e *entry, l lease, err error) {
 	e.stats.failed(l.stripe)
 	if isFileChanged(err) && l.h.markFailed(err) {
 		s.log.Error("index file changed under a served index; searches answer 503 until it is reloaded or switched",
-			"index", e.name, "path", l.h.spec.Path, "error", err.Error())
+			"index", e.name, "path", l.h.spec.Path, "error", err.Error(), "detail", changeDetail(err))
 	}
 }
 

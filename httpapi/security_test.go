@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -11,6 +12,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/faiss-sidecar/faiss-sidecar/faissfmt"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -166,7 +168,7 @@ func (s *syncBuffer) String() string {
 
 // packagePrefixes are what a user-facing message must not start a clause
 // with: the Go package that wrote it says nothing to a REST client.
-var packagePrefixes = []string{"faissfmt:", "partial:", "vecio:", "engine:", "hnswsearch:", "quant:"}
+var packagePrefixes = []string{"faissfmt:", "partial:", "vecio:", "engine:", "hnswsearch:", "quant:", "rerank:", "s3:"}
 
 // TestErrorBodiesForUsers: the errors a REST client meets with ordinary
 // mistakes (a text file, a binary junk file or a directory as path, a
@@ -189,8 +191,13 @@ func TestErrorBodiesForUsers(t *testing.T) {
 		require.NoError(t, os.WriteFile(filepath.Join(root, name), b, 0o644))
 	}
 	require.NoError(t, os.Mkdir(filepath.Join(root, "dir"), 0o755))
+	flat, err := os.ReadFile(filepath.Join(fixtures, "flat_l2.faiss"))
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(filepath.Join(root, "flat.faiss"), flat, 0o644))
+	require.NoError(t, os.WriteFile(filepath.Join(root, "corr.faiss"), corruptLevel0(t, src), 0o644))
 	_, ts := newTestServer(t, Config{DataRoots: []string{root}})
 	require.Equal(t, 200, call(t, ts, "PUT", "/indexes/i", `{"path":"idx.faiss"}`).Status)
+	require.Equal(t, 200, call(t, ts, "PUT", "/indexes/c", `{"path":"corr.faiss","mode":"memory_efficient"}`).Status)
 	require.Equal(t, 200, call(t, ts, "PUT", "/indexes/s", `{"path":"served.faiss","mode":"memory_efficient","backend":"pread"}`).Status)
 	check := func(r resp, status int, want string) {
 		t.Helper()
@@ -226,6 +233,11 @@ func TestErrorBodiesForUsers(t *testing.T) {
 		{"PUT", "/indexes/i/_mode", `{"mode":"turbo"}`, 400, `unknown mode "turbo" (known: full, memory_efficient, on_disk)`},
 		{"PUT", "/indexes/i/_mode", `{"backend":"tape"}`, 400, `unknown backend "tape"`},
 		{"PUT", "/indexes/i/_mode", `{"mode":"full","backend":"pread"}`, 400, `mode full reads the whole file into memory`},
+		{"PUT", "/indexes/j", `{"path":"flat.faiss"}`, 422, "flat.faiss: IxF2 index has no HNSW graph; searchable are"},
+		{"POST", "/indexes/c/_search", `{"vector":` + vectorJSON(make([]float64, 32)) + `}`, 422, "index file corr.faiss is corrupt: corrupt index: neighbor id 500 "},
+		{"PUT", "/indexes/j", `{"path":"corr.faiss","mode":"full"}`, 422, "corr.faiss: neighbor id 500 at node "},
+		{"POST", "/indexes/c/_search", `{"vector":[1,2]}`, 400, "vector has 2 values, index corr.faiss expects 32"},
+		{"POST", "/indexes/c/_search", `{"vector":` + vectorJSON(make([]float64, 32)) + `,"rescore":{"oversample_factor":2}}`, 400, "rescore needs an index loaded with rerank.vectors_path"},
 	} {
 		r := call(t, ts, c.method, c.path, c.body)
 		check(r, c.status, c.want)
@@ -236,7 +248,7 @@ func TestErrorBodiesForUsers(t *testing.T) {
 	require.NoError(t, os.WriteFile(filepath.Join(root, "served.faiss"), src[:len(src)/2], 0o644))
 	q := `{"vector":` + vectorJSON(make([]float64, 32)) + `}`
 	r := call(t, ts, "POST", "/indexes/s/_search", q)
-	check(r, 503, "a file this index serves (served.faiss) changed after it was loaded: file changed: served.faiss: size")
+	check(r, 503, "a file this index serves (served.faiss) changed after it was loaded: file changed: served.faiss: truncated from ")
 	assert.NotContains(t, r.Raw, root)
 	r = call(t, ts, "GET", "/indexes/s", "")
 	assert.Equal(t, "failed", r.Body["state"], r.Raw)
@@ -245,6 +257,27 @@ func TestErrorBodiesForUsers(t *testing.T) {
 	assert.GreaterOrEqual(t, r.Status, 400, r.Raw)
 	assert.NotContains(t, r.Raw, root)
 	assert.NotContains(t, call(t, ts, "GET", "/indexes/s", "").Raw, root, "last_switch_error")
+}
+
+// corruptLevel0 returns a copy of an HNSW file whose level-0 neighbor
+// lists, all but the entry point's, hold the out-of-range id ntotal: it
+// loads where lists are not checked at load, and a search meets it.
+func corruptLevel0(t *testing.T, src []byte) []byte {
+	t.Helper()
+	b := bytes.Clone(src)
+	f, err := faissfmt.Open(bytes.NewReader(b), int64(len(b)))
+	require.NoError(t, err)
+	h, n := f.Graph.HNSW, f.Graph.NTotal
+	for v := range int32(n) {
+		if v == h.EntryPoint {
+			continue
+		}
+		lo, hi := h.NeighborSlots(v, 0)
+		for s := lo; s < hi; s++ {
+			binary.LittleEndian.PutUint32(b[h.Neighbors.Offset+4*s:], uint32(n))
+		}
+	}
+	return b
 }
 
 // TestRelabel: relabel rewords the server's paths, longest first, and

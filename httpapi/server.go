@@ -375,7 +375,7 @@ func (s *Server) checkFile(ctx context.Context, name string, e *entry) {
 		s.log.Warn("could not check a served file", "index", name, "path", l.h.spec.Path, "error", err.Error())
 	case l.h.markFailed(err):
 		s.log.Error("index file changed under a served index; searches answer 503 until it is reloaded or switched",
-			"index", name, "path", l.h.spec.Path, "error", err.Error())
+			"index", name, "path", l.h.spec.Path, "error", err.Error(), "detail", changeDetail(err))
 	}
 }
 
@@ -812,20 +812,25 @@ func decodeJSON(b []byte, v any) error {
 		case strings.HasPrefix(err.Error(), "json: unknown field"):
 			return badRequest("unknown field %s", strings.TrimPrefix(err.Error(), "json: unknown field "))
 		}
-		return badRequest("malformed JSON: %v", err)
+		return badRequest("%s", decodeErrorText(err))
 	}
 	// Decoder.More is false before a stray '}' or ']': look at the bytes.
 	if rest := bytes.TrimLeft(b[d.InputOffset():], " \t\r\n"); len(rest) > 0 {
-		return badRequest("malformed JSON: data after the object at byte %d", d.InputOffset())
+		return badRequest("invalid JSON: data after the object at byte %d", d.InputOffset())
 	}
 	// Keys are case-sensitive and given once, as OpenSearch reads them;
 	// encoding/json matched "K" to k and kept the last of two.
+	// A null where an object or a list is required is refused too, as
+	// OpenSearch does: encoding/json took it for the field left out.
 	var ke *KeyError
-	if err := CheckKeys(b, v); errors.As(err, &ke) {
+	switch err := checkBody(b, v); {
+	case errors.As(err, &ke):
 		if ke.Duplicate {
 			return &apiError{400, "duplicate_field", ke.Error()}
 		}
 		return badRequest("%v", ke)
+	case err != nil:
+		return badRequest("%v", err)
 	}
 	return nil
 }
@@ -877,6 +882,7 @@ func (s *Server) indexInfo(e *entry, h *handle) gin.H {
 		info["rerank"] = gin.H{"vectors_path": h.spec.Rerank.VectorsPath, "strategy": x.RerankStrategy(), "oversample_factor": h.spec.Rerank.OversampleFactor}
 	}
 	if gi, ok := x.Guide(); ok {
+		gi.Path, gi.Rebuilt, gi.NotSaved = rename(gi.Path, h.names), rename(gi.Rebuilt, h.names), rename(gi.NotSaved, h.names)
 		info["compression"] = gi.Level
 		info["guide"] = gi
 	}
@@ -982,6 +988,18 @@ func (s *Server) switchMode(c *gin.Context) {
 }
 
 func (s *Server) warmup(c *gin.Context) {
+	// _warmup takes no options: an empty body or {}, anything else a 400
+	// as every other endpoint answers it.
+	var b body
+	err := s.read(c, &b)
+	if err == nil && len(bytes.TrimSpace(b.buf.b)) > 0 {
+		err = decodeJSON(b.buf.b, &struct{}{})
+	}
+	s.release(&b)
+	if err != nil {
+		s.fail(c, err)
+		return
+	}
 	_, l, err := s.Reg.acquire(c.Param("name"))
 	if err != nil {
 		s.fail(c, err)

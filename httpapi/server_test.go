@@ -195,7 +195,7 @@ func TestBadRequests(t *testing.T) {
 		reason             string
 	}{
 		{"POST", "/indexes/i/_search", `{"vector":` + q + `}`, 401, "bearer token"},
-		{"POST", "/indexes/i/_search", `{"vector":[1,2]`, 400, "malformed JSON"},
+		{"POST", "/indexes/i/_search", `{"vector":[1,2]`, 400, "invalid JSON: the body ends inside a value"},
 		{"POST", "/indexes/i/_search", `{"vector":` + q + `,"kk":3}`, 400, `unknown field "kk"`},
 		{"POST", "/indexes/i/_search", `{"vector":[1,2,3]}`, 400, "vector has 3 values, index idx.faiss expects 32"},
 		{"POST", "/indexes/i/_search", `{"vector":` + strings.Replace(q, "0", "1e39", 1) + `}`, 400, "is not a finite float32"},
@@ -208,7 +208,7 @@ func TestBadRequests(t *testing.T) {
 		{"POST", "/indexes/i/_search", `{"vector":` + q + `,"k":null}`, 400, "k is null"},
 		{"POST", "/indexes/i/_search", `{"vector":` + q + `,"k":-1}`, 400, "k=-1 is out of range"},
 		{"POST", "/indexes/i/_search", `{"vector":` + q + `,"k":10000000000}`, 400, "k=10000000000 is out of range"},
-		{"POST", "/indexes/i/_search", `{"vector":` + q + `,"k":1e30}`, 400, "malformed JSON"},
+		{"POST", "/indexes/i/_search", `{"vector":` + q + `,"k":1e30}`, 400, "k must be an integer, got a number 1e30"},
 		{"POST", "/indexes/i/_msearch", `{"vectors":[` + q + `],"k":-1}`, 400, "k=-1 is out of range"},
 		{"POST", "/indexes/i/_msearch", `{"vectors":[` + q + `],"k":0}`, 400, "k=0 is out of range"},
 		{"POST", "/indexes/i/_msearch", `{"vectors":[` + q + `],"k":10000000000}`, 400, "k=10000000000 is out of range"},

@@ -49,7 +49,7 @@ func (v *Vector) UnmarshalJSON(b []byte) error {
 func decodeNonNull[T any](b []byte, name, elem string) ([]T, error) {
 	var ptrs []*T
 	if err := json.Unmarshal(b, &ptrs); err != nil {
-		return nil, fmt.Errorf("%s: %w", name, err)
+		return nil, listErrorText[T](err, name, elem)
 	}
 	if ptrs == nil {
 		return nil, nil

@@ -67,7 +67,7 @@ func OpenDirect(path string, parallel int) (*Direct, error) {
 	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_DIRECT|unix.O_CLOEXEC, 0)
 	if err != nil {
 		if errors.Is(err, unix.EINVAL) {
-			return nil, fmt.Errorf("partial: direct: the filesystem of %s refuses O_DIRECT (%v); use --backend pread or mmap", path, err)
+			return nil, fmt.Errorf("the filesystem of %s refuses O_DIRECT (%v); use --backend pread or mmap", path, err)
 		}
 		return nil, &os.PathError{Op: "open", Path: path, Err: err}
 	}
@@ -88,7 +88,7 @@ func OpenDirect(path string, parallel int) (*Direct, error) {
 	}
 	if d.align > bounceSize || d.memAlign > 4096 {
 		unix.Close(fd)
-		return nil, fmt.Errorf("partial: direct: %s needs alignment %d/%d, more than supported", path, d.align, d.memAlign)
+		return nil, fmt.Errorf("%s needs alignment %d/%d, more than supported", path, d.align, d.memAlign)
 	}
 	d.pool.New = func() any { b := alignedBuf(bounceSize, d.memAlign); return &b }
 	d.ring, _ = newUring(256) // falls back to pread where io_uring is unavailable
@@ -188,10 +188,10 @@ func (d *Direct) pread(buf []byte, off int64, want int, t *Tally) (int, error) {
 			continue
 		}
 		if err != nil {
-			return got, d.w.explain(fmt.Errorf("partial: %s: O_DIRECT read of %d bytes at offset %d: %w", d.name, len(buf)-got, off+int64(got), err))
+			return got, d.w.explain(fmt.Errorf("%s: O_DIRECT read of %d bytes at offset %d: %w", d.name, len(buf)-got, off+int64(got), err))
 		}
 		if n == 0 {
-			return got, d.w.explain(fmt.Errorf("partial: %s: read at offset %d: %w", d.name, off+int64(got), io.ErrUnexpectedEOF))
+			return got, d.w.explain(fmt.Errorf("%s: read at offset %d: %w", d.name, off+int64(got), io.ErrUnexpectedEOF))
 		}
 		got += n
 		if int64(got)%d.align != 0 { // short read at end of file
@@ -199,7 +199,7 @@ func (d *Direct) pread(buf []byte, off int64, want int, t *Tally) (int, error) {
 		}
 	}
 	if got < want {
-		return got, d.w.explain(fmt.Errorf("partial: %s: read at offset %d: %w", d.name, off+int64(got), io.ErrUnexpectedEOF))
+		return got, d.w.explain(fmt.Errorf("%s: read at offset %d: %w", d.name, off+int64(got), io.ErrUnexpectedEOF))
 	}
 	return got, nil
 }
@@ -327,12 +327,12 @@ func (d *Direct) ReadBatchEach(reqs []ReadReq, each func(i int)) error {
 func (d *Direct) finishInPlace(q *ReadReq, n int) {
 	switch {
 	case n < 0:
-		q.Err = d.w.explain(fmt.Errorf("partial: %s: O_DIRECT read of %d bytes at offset %d: %w", d.name, len(q.Buf), q.Off, unix.Errno(-n)))
+		q.Err = d.w.explain(fmt.Errorf("%s: O_DIRECT read of %d bytes at offset %d: %w", d.name, len(q.Buf), q.Off, unix.Errno(-n)))
 	case n < len(q.Buf) && q.Off+int64(n) < d.size && n%int(d.align) == 0 && n > 0:
 		// A short read before the end: finish it the ordinary way.
 		_, q.Err = d.ReadAt(d.rest(q, n), q.Off+int64(n))
 	case n < len(q.Buf) && !(q.ToEOF && q.Off+int64(n) == d.size):
-		q.Err = d.w.explain(fmt.Errorf("partial: %s: read of %d bytes at offset %d runs past the end (file size %d): %w", d.name, len(q.Buf), q.Off, d.size, io.ErrUnexpectedEOF))
+		q.Err = d.w.explain(fmt.Errorf("%s: read of %d bytes at offset %d runs past the end (file size %d): %w", d.name, len(q.Buf), q.Off, d.size, io.ErrUnexpectedEOF))
 	}
 	d.osRead(max(n, 0))
 	q.IO.DeviceReads++
@@ -343,7 +343,7 @@ func (d *Direct) finishInPlace(q *ReadReq, n int) {
 // kernel result n) into q.Buf, or sets q.Err.
 func (d *Direct) finishBounced(q *ReadReq, buf []byte, off int64, n int) {
 	if n < 0 {
-		q.Err = d.w.explain(fmt.Errorf("partial: %s: O_DIRECT read of %d bytes at offset %d: %w", d.name, len(q.Buf), q.Off, unix.Errno(-n)))
+		q.Err = d.w.explain(fmt.Errorf("%s: O_DIRECT read of %d bytes at offset %d: %w", d.name, len(q.Buf), q.Off, unix.Errno(-n)))
 		q.IO.DeviceReads++
 		return
 	}
@@ -359,7 +359,7 @@ func (d *Direct) finishBounced(q *ReadReq, buf []byte, off int64, n int) {
 	case q.Off+int64(got) < d.size: // short before the end: finish it
 		_, q.Err = d.ReadAtTally(d.rest(q, got), q.Off+int64(got), &q.IO)
 	default:
-		q.Err = d.w.explain(fmt.Errorf("partial: %s: read of %d bytes at offset %d runs past the end (file size %d): %w", d.name, len(q.Buf), q.Off, d.size, io.ErrUnexpectedEOF))
+		q.Err = d.w.explain(fmt.Errorf("%s: read of %d bytes at offset %d runs past the end (file size %d): %w", d.name, len(q.Buf), q.Off, d.size, io.ErrUnexpectedEOF))
 	}
 }
 

@@ -9,5 +9,5 @@ import (
 
 // OpenDirect is only implemented on Linux.
 func OpenDirect(path string, parallel int) (Storage, error) {
-	return nil, fmt.Errorf("partial: direct I/O on this OS: %w", errors.ErrUnsupported)
+	return nil, fmt.Errorf("direct I/O on this OS: %w", errors.ErrUnsupported)
 }

@@ -72,6 +72,22 @@ type fileID struct {
 	mtime, ctime int64 // nanoseconds since the epoch
 }
 
+// change says in words how now differs from was, e.g. "truncated from
+// 197000000 to 0 bytes"; diff gives the numbers, for the server's log.
+func (was fileID) change(now fileID) string {
+	switch {
+	case was.dev != now.dev || was.ino != now.ino:
+		return "replaced by another file"
+	case now.size < was.size:
+		return fmt.Sprintf("truncated from %d to %d bytes", was.size, now.size)
+	case now.size > was.size:
+		return fmt.Sprintf("grown from %d to %d bytes", was.size, now.size)
+	case was.mtime != now.mtime:
+		return "modified in place"
+	}
+	return "its permissions, owner or links changed"
+}
+
 // diff describes how now differs from was, e.g. "size 197000000 -> 0".
 func (was fileID) diff(now fileID) string {
 	var parts []string
@@ -92,8 +108,21 @@ func (was fileID) diff(now fileID) string {
 
 func stamp(ns int64) string { return time.Unix(0, ns).UTC().Format(time.RFC3339Nano) }
 
-// fileChangedError is the sticky error of a changed file.
-type fileChangedError struct{ path, what string }
+// fileChangedError is the sticky error of a changed file: what changed,
+// in words, and the numbers (device:inode, times) that show it, which a
+// client has no use for and the server's log keeps (ChangeDetail).
+type fileChangedError struct{ path, what, detail string }
+
+// ChangeDetail is the numbers behind an ErrFileChanged error of a local
+// file (device and inode, size, mtime, ctime before and after), for the
+// server's log; "" when err has none.
+func ChangeDetail(err error) string {
+	var e *fileChangedError
+	if errors.As(err, &e) {
+		return e.detail
+	}
+	return ""
+}
 
 func (e *fileChangedError) Error() string {
 	return ErrFileChanged.Error() + ": " + e.path + ": " + e.what
@@ -147,10 +176,10 @@ func (w *fileWatch) fstatCheck() error {
 	id, err := fstatID(w.fd)
 	w.life.Release()
 	if err != nil {
-		return fmt.Errorf("partial: %s: fstat: %w", w.path, err)
+		return fmt.Errorf("%s: fstat: %w", w.path, err)
 	}
 	if id != w.open {
-		return w.mark(w.open.diff(id) + " since it was opened")
+		return w.mark(w.open.change(id)+" since it was opened", w.open.diff(id))
 	}
 	if e := w.changed.Load(); e != nil {
 		return e
@@ -175,25 +204,25 @@ func (w *fileWatch) checkFile() error {
 	pid, perr := statID(w.path)
 	switch {
 	case ferr != nil:
-		return fmt.Errorf("partial: %s: fstat: %w", w.path, ferr)
+		return fmt.Errorf("%s: fstat: %w", w.path, ferr)
 	case errors.Is(perr, errNoFile):
-		return w.mark("the path no longer names a file (removed or renamed away) since it was opened")
+		return w.mark("the path no longer names a file (removed or renamed away) since it was opened", "")
 	case perr == nil && (pid.dev != w.open.dev || pid.ino != w.open.ino):
-		return w.mark("the path names another file now: " + w.open.diff(pid) + " since it was opened")
+		return w.mark("replaced: the path names another file now, since it was opened", w.open.diff(pid))
 	case fid != w.open:
-		return w.mark(w.open.diff(fid) + " since it was opened")
+		return w.mark(w.open.change(fid)+" since it was opened", w.open.diff(fid))
 	case perr != nil:
-		return fmt.Errorf("partial: %s: stat: %w", w.path, perr)
+		return fmt.Errorf("%s: stat: %w", w.path, perr)
 	case pid != w.open:
-		return w.mark(w.open.diff(pid) + " since it was opened")
+		return w.mark(w.open.change(pid)+" since it was opened", w.open.diff(pid))
 	}
 	return nil
 }
 
 // mark records the change (the first one seen stays) and returns the
-// sticky error.
-func (w *fileWatch) mark(what string) error {
-	w.changed.CompareAndSwap(nil, &fileChangedError{path: w.path, what: what})
+// sticky error; detail is for the log.
+func (w *fileWatch) mark(what, detail string) error {
+	w.changed.CompareAndSwap(nil, &fileChangedError{path: w.path, what: what, detail: detail})
 	return w.changed.Load()
 }
 
@@ -213,7 +242,8 @@ func (w *fileWatch) fault(addr uintptr, off int64) error {
 	if cerr := w.checkFile(); errors.Is(cerr, ErrFileChanged) {
 		return cerr
 	}
-	return w.mark(fmt.Sprintf("memory fault at address %#x (file offset %d) reading its mapping: the file no longer covers it, or its device failed", addr, off))
+	return w.mark(fmt.Sprintf("reading it at offset %d failed: the file no longer covers it (truncated), or its device failed", off),
+		fmt.Sprintf("memory fault at address %#x", addr))
 }
 
 // CheckFile: see FileChecker.

@@ -1,6 +1,7 @@
 package partial_test
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"os"
@@ -144,7 +145,7 @@ func TestFileCheckMessages(t *testing.T) {
 	s, path, data := changeable(t, storage.Options{Backend: "mmap"}, false)
 	require.NoError(t, os.Truncate(path, 0))
 	assert.ErrorContains(t, s.(partial.FileChecker).CheckFD(),
-		fmt.Sprintf("file changed: %s: size %d -> 0, mtime ", path, len(data)))
+		fmt.Sprintf("file changed: %s: truncated from %d to 0 bytes since it was opened", path, len(data)))
 
 	s, path, _ = changeable(t, storage.Options{Backend: "pread"}, false)
 	require.NoError(t, os.Remove(path))
@@ -153,7 +154,19 @@ func TestFileCheckMessages(t *testing.T) {
 	s, path, data = changeable(t, storage.Options{Backend: "pread"}, false)
 	require.NoError(t, os.WriteFile(path+".new", data, 0o600))
 	require.NoError(t, os.Rename(path+".new", path))
-	assert.ErrorContains(t, s.(partial.FileChecker).CheckFile(), "the path names another file now: inode ")
+	err := s.(partial.FileChecker).CheckFile()
+	assert.ErrorContains(t, err, "replaced: the path names another file now")
+	// The numbers are for the server's log, not the message.
+	assert.NotContains(t, err.Error(), "inode")
+	assert.Contains(t, partial.ChangeDetail(err), "inode ")
+
+	s, path, data = changeable(t, storage.Options{Backend: "pread"}, false)
+	time.Sleep(10 * time.Millisecond) // a later mtime on coarse clocks
+	require.NoError(t, os.WriteFile(path, bytes.Repeat([]byte{7}, len(data)), 0o600))
+	err = s.(partial.FileChecker).CheckFile()
+	assert.ErrorContains(t, err, "modified in place since it was opened")
+	assert.NotContains(t, err.Error(), "mtime")
+	assert.Contains(t, partial.ChangeDetail(err), "mtime ")
 }
 
 // TestFileChangedShortReads: a read of a range the file had at open but no
@@ -186,7 +199,7 @@ func TestMmapFaults(t *testing.T) {
 	require.NoError(t, os.Truncate(path, 4096))
 	_, err := m.ReadAt(make([]byte, 100), 1<<20)
 	require.ErrorIs(t, err, partial.ErrFileChanged)
-	assert.ErrorContains(t, err, fmt.Sprintf("size %d -> 4096", len(data)))
+	assert.ErrorContains(t, err, fmt.Sprintf("truncated from %d to 4096 bytes", len(data)))
 
 	path2, data2 := partialtest.PatternFile(t, 4<<20)
 	m2, all2 := mapWhole(t, path2)

@@ -44,7 +44,7 @@ func OpenMemoryAligned(path string, align int64) (*Memory, error) {
 		off += n
 		if err != nil && !(err == io.EOF && off == len(b)) {
 			free()
-			return nil, fmt.Errorf("partial: memory: reading %s at offset %d: %w", path, off, err)
+			return nil, fmt.Errorf("reading %s at offset %d: %w", path, off, err)
 		}
 	}
 	return m, nil

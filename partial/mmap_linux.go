@@ -46,10 +46,10 @@ func (m *Mmap) Warm(off, n int64) error {
 			if cerr := m.w.checkFile(); errors.Is(cerr, ErrFileChanged) {
 				return cerr
 			}
-			return m.w.mark(fmt.Sprintf("populating its mapping at offsets [%d, %d): %v: the file no longer covers it, or its device failed", start, off+n, err))
+			return m.w.mark(fmt.Sprintf("populating its mapping at offsets [%d, %d): %v: the file no longer covers it, or its device failed", start, off+n, err), "")
 		default:
 			if err := unix.Madvise(r, unix.MADV_WILLNEED); err != nil {
-				return fmt.Errorf("partial: madvise %s: %w", m.name, err)
+				return fmt.Errorf("madvise %s: %w", m.name, err)
 			}
 		}
 		return nil

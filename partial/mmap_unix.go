@@ -34,12 +34,12 @@ func OpenMmap(path string) (*Mmap, error) {
 		m.data, err = unix.Mmap(int(f.Fd()), 0, int(size), unix.PROT_READ, unix.MAP_SHARED)
 		if err != nil {
 			f.Close()
-			return nil, fmt.Errorf("partial: mmap %s: %w", path, err)
+			return nil, fmt.Errorf("mmap %s: %w", path, err)
 		}
 		if err := unix.Madvise(m.data, unix.MADV_RANDOM); err != nil {
 			unix.Munmap(m.data)
 			f.Close()
-			return nil, fmt.Errorf("partial: madvise %s: %w", path, err)
+			return nil, fmt.Errorf("madvise %s: %w", path, err)
 		}
 	}
 	// The descriptor stays open for the file checks (CheckFD's fstat).

@@ -54,7 +54,7 @@ func (p *File) ReadAt(b []byte, off int64) (int, error) {
 	if err == nil || errors.Is(err, io.EOF) {
 		err = io.ErrUnexpectedEOF // the file shrank under us
 	}
-	return n, p.w.explain(fmt.Errorf("partial: %s: read of %d bytes at offset %d: %w", p.name, len(b), off, err))
+	return n, p.w.explain(fmt.Errorf("%s: read of %d bytes at offset %d: %w", p.name, len(b), off, err))
 }
 
 // openRegular opens path for reading and returns its size; directories,

@@ -262,7 +262,7 @@ func (b *builder) run() error {
 
 // ErrNonFinite marks a source vector with a NaN or infinite component:
 // the file cannot have a guide.
-var ErrNonFinite = errors.New("quant: non-finite vector component")
+var ErrNonFinite = errors.New("non-finite vector component")
 
 func finite(v []float32, id int64) error {
 	for j, f := range v {
@@ -336,10 +336,10 @@ func (b *builder) stream(s span, fn func(first int64, x []float32) error) error 
 		select {
 		case p, ok = <-full:
 		case <-ctx.Done():
-			return fmt.Errorf("quant: build cancelled: %w", ctx.Err())
+			return fmt.Errorf("build cancelled: %w", ctx.Err())
 		}
 		if !ok {
-			return fmt.Errorf("quant: build cancelled: %w", context.Cause(ctx))
+			return fmt.Errorf("build cancelled: %w", context.Cause(ctx))
 		}
 		if p.err != nil {
 			return p.err
@@ -355,7 +355,7 @@ func (b *builder) stream(s span, fn func(first int64, x []float32) error) error 
 		}
 		free <- p.buf
 		if err := ctx.Err(); err != nil {
-			return fmt.Errorf("quant: build cancelled: %w", err)
+			return fmt.Errorf("build cancelled: %w", err)
 		}
 	}
 	return nil
@@ -370,7 +370,7 @@ func (b *builder) read(x []float32, first int64) error {
 		if err == nil || err == io.EOF {
 			err = io.ErrUnexpectedEOF
 		}
-		return fmt.Errorf("quant: reading vectors at byte %d (%d bytes): %w", at, len(raw), err)
+		return fmt.Errorf("reading vectors at byte %d (%d bytes): %w", at, len(raw), err)
 	}
 	if bigEndian {
 		for i, v := range x {

@@ -92,18 +92,18 @@ func newCodes(n int64, d int, metric faissfmt.Metric, lvl Level) (*Codes, error)
 		return nil, err
 	}
 	if !lvl.valid() {
-		return nil, fmt.Errorf("quant: unknown compression level %d", uint8(lvl))
+		return nil, fmt.Errorf("unknown compression level %d", uint8(lvl))
 	}
 	if d < 1 || d > faissfmt.MaxDim {
-		return nil, fmt.Errorf("quant: dimension %d out of range [1, %d]", d, faissfmt.MaxDim)
+		return nil, fmt.Errorf("dimension %d out of range [1, %d]", d, faissfmt.MaxDim)
 	}
 	if n < 0 || n > math.MaxInt32 {
-		return nil, fmt.Errorf("quant: %d vectors out of range [0, %d]", n, math.MaxInt32)
+		return nil, fmt.Errorf("%d vectors out of range [0, %d]", n, math.MaxInt32)
 	}
 	stride := lvl.BytesPerVector(d)
 	size := n * int64(stride)
 	if size > math.MaxInt {
-		return nil, fmt.Errorf("quant: %d vectors × %d bytes do not fit in memory", n, stride)
+		return nil, fmt.Errorf("%d vectors × %d bytes do not fit in memory", n, stride)
 	}
 	c := &Codes{level: lvl, metric: metric, n: n, d: d, stride: stride}
 	c.mem = offheap.AllocDense(int(size))

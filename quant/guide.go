@@ -166,7 +166,7 @@ func (h *header) marshal() []byte {
 func parseHeader(b []byte, fileSize int64, name string) (header, error) {
 	var h header
 	bad := func(format string, a ...any) error {
-		return fmt.Errorf("quant: %s: %w: %s", name, ErrCorrupt, fmt.Sprintf(format, a...))
+		return fmt.Errorf("%s: %w: %s", name, ErrCorrupt, fmt.Sprintf(format, a...))
 	}
 	if fileSize < headerLen+trailerLen || len(b) < headerLen {
 		return h, bad("%d bytes is shorter than a guide's header", fileSize)
@@ -384,13 +384,13 @@ func Write(path string, c *Codes, src SourceID) (err error) {
 	dir := filepath.Dir(path)
 	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp*")
 	if err != nil {
-		return fmt.Errorf("quant: writing guide %s: %w", path, err)
+		return fmt.Errorf("writing guide %s: %w", path, err)
 	}
 	defer func() {
 		if err != nil {
 			f.Close()
 			os.Remove(f.Name())
-			err = fmt.Errorf("quant: writing guide %s: %w", path, err)
+			err = fmt.Errorf("writing guide %s: %w", path, err)
 		}
 	}()
 	// Readable as index files usually are (CreateTemp makes it 0600), so
@@ -468,7 +468,7 @@ func ReadInfo(path string) (Info, error) {
 	b := make([]byte, headerLen)
 	if st.Size() >= headerLen {
 		if _, err := f.ReadAt(b, 0); err != nil {
-			return Info{}, fmt.Errorf("quant: %s: %w", path, err)
+			return Info{}, fmt.Errorf("%s: %w", path, err)
 		}
 	}
 	h, err := parseHeader(b, st.Size(), path)
@@ -505,7 +505,7 @@ func Load(path string, src SourceID) (*Codes, error) {
 func openRegular(path string) (*os.File, os.FileInfo, error) {
 	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
 	if err != nil {
-		return nil, nil, fmt.Errorf("quant: %w", err)
+		return nil, nil, fmt.Errorf("%w", err)
 	}
 	st, err := f.Stat()
 	if err == nil && !st.Mode().IsRegular() {
@@ -513,7 +513,7 @@ func openRegular(path string) (*os.File, os.FileInfo, error) {
 	}
 	if err != nil {
 		f.Close()
-		return nil, nil, fmt.Errorf("quant: %w", err)
+		return nil, nil, fmt.Errorf("%w", err)
 	}
 	return f, st, nil
 }
@@ -524,7 +524,7 @@ func decode(r io.ReaderAt, size int64, name string, src *SourceID) (*Codes, erro
 	b := make([]byte, headerLen)
 	if size >= headerLen {
 		if _, err := r.ReadAt(b, 0); err != nil {
-			return nil, fmt.Errorf("quant: %s: %w: %v", name, ErrCorrupt, err)
+			return nil, fmt.Errorf("%s: %w: %v", name, ErrCorrupt, err)
 		}
 	}
 	h, err := parseHeader(b, size, name)
@@ -532,23 +532,23 @@ func decode(r io.ReaderAt, size int64, name string, src *SourceID) (*Codes, erro
 		return nil, err
 	}
 	if src != nil && h.src != *src {
-		return nil, fmt.Errorf("quant: %s: %w: built from a file of %d bytes, mtime %d, hash %x; the index is %d bytes, mtime %d, hash %x",
+		return nil, fmt.Errorf("%s: %w: built from a file of %d bytes, mtime %d, hash %x; the index is %d bytes, mtime %d, hash %x",
 			name, ErrStale, h.src.Size, h.src.ModTime, h.src.Hash[:8], src.Size, src.ModTime, src.Hash[:8])
 	}
 	crc := crc32.New(castagnoli)
 	crc.Write(b)
 	params := make([]byte, h.paramsLen)
 	if err := readAt(r, params, headerLen, crc); err != nil {
-		return nil, fmt.Errorf("quant: %s: %w: %v", name, ErrCorrupt, err)
+		return nil, fmt.Errorf("%s: %w: %v", name, ErrCorrupt, err)
 	}
 	c, err := newCodes(h.n, h.d, h.metric, h.level)
 	if err != nil {
-		return nil, fmt.Errorf("quant: %s: %w: %v", name, ErrCorrupt, err)
+		return nil, fmt.Errorf("%s: %w: %v", name, ErrCorrupt, err)
 	}
 	c.exact = h.flags&flagExact != 0
 	fail := func(format string, a ...any) (*Codes, error) {
 		c.Close()
-		return nil, fmt.Errorf("quant: %s: %w: %s", name, ErrCorrupt, fmt.Sprintf(format, a...))
+		return nil, fmt.Errorf("%s: %w: %s", name, ErrCorrupt, fmt.Sprintf(format, a...))
 	}
 	if err := readAt(r, c.rows, headerLen+h.paramsLen, crc); err != nil {
 		return fail("%v", err)
@@ -603,7 +603,7 @@ func Identify(r io.ReaderAt, size, modTime int64, ranges []Range) (SourceID, err
 	var buf []byte
 	for _, g := range ranges {
 		if g.Off < 0 || g.Len < 0 || g.Off > size || g.Len > size-g.Off {
-			return id, fmt.Errorf("quant: identity range [%d, +%d) outside the %d-byte file", g.Off, g.Len, size)
+			return id, fmt.Errorf("identity range [%d, +%d) outside the %d-byte file", g.Off, g.Len, size)
 		}
 		var pre [16]byte
 		binary.LittleEndian.PutUint64(pre[:], uint64(g.Off))
@@ -615,7 +615,7 @@ func Identify(r io.ReaderAt, size, modTime int64, ranges []Range) (SourceID, err
 				buf = make([]byte, k)
 			}
 			if err := readAt(r, buf[:k], off, nil); err != nil {
-				return id, fmt.Errorf("quant: identifying source: %w", err)
+				return id, fmt.Errorf("identifying source: %w", err)
 			}
 			h.Write(buf[:k])
 			off += k

@@ -55,7 +55,7 @@ func ParseLevel(s string) (Level, error) {
 	for i, l := range Levels {
 		names[i] = l.String()
 	}
-	return 0, fmt.Errorf("quant: unknown compression level %q (want %s)", s, strings.Join(names, ", "))
+	return 0, fmt.Errorf("unknown compression level %q (want %s)", s, strings.Join(names, ", "))
 }
 
 func (l Level) String() string {
@@ -147,7 +147,7 @@ func DefaultOversample(l Level, d int) float64 {
 // checkMetric accepts the metrics the estimators serve.
 func checkMetric(m faissfmt.Metric) error {
 	if m != faissfmt.MetricL2 && m != faissfmt.MetricInnerProduct {
-		return fmt.Errorf("quant: metric %s is not supported (L2 and inner product are)", m)
+		return fmt.Errorf("metric %s is not supported (L2 and inner product are)", m)
 	}
 	return nil
 }

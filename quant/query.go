@@ -65,11 +65,11 @@ func (c *Codes) NewQuery() *Query {
 func (q *Query) Reset(vec []float32) error {
 	c := q.c
 	if len(vec) != c.d {
-		return fmt.Errorf("quant: query has dimension %d; the codes have %d", len(vec), c.d)
+		return fmt.Errorf("query has dimension %d; the codes have %d", len(vec), c.d)
 	}
 	for j, v := range vec {
 		if math.IsNaN(float64(v)) || math.IsInf(float64(v), 0) {
-			return fmt.Errorf("quant: query component %d is %v", j, v)
+			return fmt.Errorf("query component %d is %v", j, v)
 		}
 	}
 	switch {

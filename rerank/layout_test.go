@@ -52,7 +52,7 @@ func TestVectorFileRecords(t *testing.T) {
 	}{
 		{"record5.fvecs", fvecsRecords(2000, 32, map[int]int32{5: 31, 1999: 33}), "record 5 says d=31, the first says d=32"},
 		{"last.fvecs", fvecsRecords(2000, 32, map[int]int32{1999: 33}), "record 1999 says d=33, the first says d=32"},
-		{"truncated.fvecs", good[:len(good)-1], "263999 bytes are not whole records of d=32 (132 bytes each)"},
+		{"truncated.fvecs", good[:len(good)-1], "record 1999 is cut short: 131 of its 132 bytes (truncated?)"},
 		{"zero.fvecs", fvecsRecords(2, 32, map[int]int32{0: 0}), "record 0 says d=0; a dimension is at least 1"},
 		{"huge.fvecs", fvecsRecords(2, 32, map[int]int32{0: -1 << 31}), "record 0 says d=-2147483648"},
 		{"empty.fvecs", nil, "an empty .fvecs file"},

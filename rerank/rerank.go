@@ -55,7 +55,7 @@ func (s *Store) RescoreTo(dst []Hit, q []float32, labels []int32, k int, ip bool
 // context's cause.
 func (s *Store) RescoreToContext(ctx context.Context, dst []Hit, q []float32, labels []int32, k int, ip bool, st *FetchStats) ([]Hit, error) {
 	if len(q) != s.Dim {
-		return nil, fmt.Errorf("rerank: query has %d components, %s holds %d-dimensional vectors", len(q), s.Path, s.Dim)
+		return nil, fmt.Errorf("query has %d components, %s holds %d-dimensional vectors", len(q), s.Path, s.Dim)
 	}
 	// Distances straight from the read bytes: no decoding pass.
 	hits := dst[:0]

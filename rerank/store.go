@@ -241,7 +241,7 @@ func openStore(path, name, strategy string, parallel int) (*Store, error) {
 		s.file, err = partial.OpenFile(path)
 		s.batch, s.ownBatch = s.file, true
 	default:
-		return nil, fmt.Errorf("rerank: unknown strategy %q (known: %s)", strategy, strings.Join(Strategies, ", "))
+		return nil, fmt.Errorf("unknown strategy %q (known: %s)", strategy, strings.Join(Strategies, ", "))
 	}
 	if err != nil {
 		return nil, err
@@ -312,7 +312,7 @@ func (s *Store) Check(d int, ntotal int64) error {
 func (s *Store) Fetch(labels []int32, dst []float32, st *FetchStats) error {
 	d := s.Dim
 	if len(dst) < len(labels)*d {
-		return fmt.Errorf("rerank: Fetch needs %d floats of room, got %d", len(labels)*d, len(dst))
+		return fmt.Errorf("Fetch needs %d floats of room, got %d", len(labels)*d, len(dst))
 	}
 	return s.view(nil, labels, st, func(i int, b []byte) { decode(dst[i*d:(i+1)*d], b) })
 }
@@ -443,7 +443,7 @@ func (s *Store) viewFile(b *bufs, labels []int32, st *FetchStats, use func(i int
 // opened (partial.FileChecker.CheckFD), which ends every view.
 func (s *Store) checkFD() error {
 	if err := s.checker().CheckFD(); err != nil {
-		return fmt.Errorf("rerank: %w", err)
+		return fmt.Errorf("%w", err)
 	}
 	return nil
 }
@@ -457,7 +457,7 @@ func (s *Store) viewMmapGuarded(labels []int32, st *FetchStats, use func(i int, 
 		err = s.viewMmap(labels, st, use)
 	}()
 	if fault != nil {
-		return fmt.Errorf("rerank: %w", fault)
+		return fmt.Errorf("%w", fault)
 	}
 	return err
 }
@@ -506,7 +506,7 @@ func (s *Store) viewPread(b *bufs, labels []int32, st *FetchStats, use func(int,
 	for i, l := range labels {
 		off := s.Base + int64(l)*s.Stride
 		if _, err := partial.ReadAtContext(b.ctx, s.file, buf, off, nil); err != nil {
-			return fmt.Errorf("rerank: %s: vector %d: %w", s.Path, l, err)
+			return fmt.Errorf("%s: vector %d: %w", s.Path, l, err)
 		}
 		use(i, buf)
 		if st != nil {
@@ -524,7 +524,7 @@ func (s *Store) viewMmap(labels []int32, st *FetchStats, use func(int, []byte)) 
 			break
 		}
 		if err := s.mm.WillNeed(s.Base+int64(l)*s.Stride, n); err != nil {
-			return fmt.Errorf("rerank: %s: madvise: %w", s.Path, err)
+			return fmt.Errorf("%s: madvise: %w", s.Path, err)
 		}
 	}
 	if err := s.mm.Acquire(); err != nil {
@@ -543,7 +543,7 @@ func (s *Store) viewMmap(labels []int32, st *FetchStats, use func(int, []byte)) 
 		}
 		b, err := s.mm.View(s.Base+int64(l)*s.Stride, n)
 		if err != nil {
-			return fmt.Errorf("rerank: %s: vector %d: %w", s.Path, l, err)
+			return fmt.Errorf("%s: vector %d: %w", s.Path, l, err)
 		}
 		use(i, b)
 	}
@@ -633,7 +633,7 @@ func (s *Store) viewDirect(b *bufs, labels []int32, st *FetchStats, use func(int
 	berr := s.direct.ReadBatchEach(reqs, func(j int) {
 		q := &reqs[j]
 		if q.Err != nil {
-			failed = cmp.Or(failed, fmt.Errorf("rerank: %s: %w", s.Path, q.Err))
+			failed = cmp.Or(failed, fmt.Errorf("%s: %w", s.Path, q.Err))
 			return
 		}
 		sp := spans[j]
@@ -678,7 +678,7 @@ func (s *Store) viewBatch(b *bufs, labels []int32, st *FetchStats, use func(int,
 		}
 	}
 	if err != nil {
-		return fmt.Errorf("rerank: %s: %w", s.Path, err)
+		return fmt.Errorf("%s: %w", s.Path, err)
 	}
 	for j, sp := range spans {
 		b := reqs[j].Buf

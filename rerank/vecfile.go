@@ -41,7 +41,7 @@ const (
 
 // ErrVectors marks problems with a vector file (errors.Is); their
 // messages name the file and say what is wrong in it.
-var ErrVectors = errors.New("rerank: bad vector file")
+var ErrVectors = errors.New("bad vector file")
 
 // VecHeader is a .vec file's header.
 type VecHeader struct {

@@ -14,6 +14,7 @@ import (
 
 	"github.com/faiss-sidecar/faiss-sidecar/internal/testfixtures"
 	"github.com/faiss-sidecar/faiss-sidecar/rerank"
+	"github.com/stretchr/testify/assert"
 )
 
 type searchFixture = testfixtures.Search
@@ -159,6 +160,10 @@ func TestSearchCLIErrors(t *testing.T) {
 		code, out, errOut := runCLI(c.args...)
 		if code != c.code || !strings.Contains(errOut, c.msg) || strings.Count(errOut, "\n") != 1 || out != "" {
 			t.Errorf("%v: exit %d stdout %q stderr %q, want exit %d and %q", c.args, code, out, errOut, c.code, c.msg)
+		}
+		// A user reads these: no Go package names them.
+		for _, p := range []string{"hnswsearch:", "engine:", "quant:", "rerank:", "partial:", "faissfmt:", "vecio:", "s3:"} {
+			assert.NotContains(t, errOut, p, "%v", c.args)
 		}
 	}
 }

@@ -66,7 +66,7 @@ func TestCorruptVectorFiles(t *testing.T) {
 		{bench("--queries", write("late-q.fvecs", queries, map[int]uint32{49: 33}, 132), "--max-queries", "2", "--vectors", "v.fvecs"),
 			"late-q.fvecs: record 49 says d=33, the first says d=32"},
 		{search("--queries", write("cut-q.fvecs", queries[:len(queries)-2], nil, 132), "--vectors", "v.fvecs"),
-			"cut-q.fvecs: 6598 bytes are not whole records of d=32 (132 bytes each): 130 bytes past the last whole one (truncated?)"},
+			"cut-q.fvecs: record 49 is cut short: 130 of its 132 bytes (truncated?)"},
 		{search("--queries", "fortran.npy", "--vectors", "v.fvecs"),
 			"fortran.npy: Fortran-order (column-major) arrays are not supported"},
 		{search("--queries", "q.txt", "--vectors", "v.fvecs"),

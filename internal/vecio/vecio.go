@@ -212,7 +212,7 @@ func CheckVecs(r io.ReaderAt, size int64, name string, elem int) (dim int, count
 				return 0, 0, err
 			}
 		}
-		return int(d), count, nil
+		return int(d), count, vecsTail(r, size, rec, d, name)
 	}
 	per := max(1, scanChunk/rec)
 	buf := make([]byte, min(per, count)*rec)
@@ -225,7 +225,21 @@ func CheckVecs(r io.ReaderAt, size int64, name string, elem int) (dim int, count
 			return 0, 0, err
 		}
 	}
-	return int(d), count, nil
+	return int(d), count, vecsTail(r, size, rec, d, name)
+}
+
+// vecsTail is checkTail for the bytes of r past its whole records (nil
+// when there are none).
+func vecsTail(r io.ReaderAt, size, rec, d int64, name string) error {
+	if size%rec == 0 {
+		return nil
+	}
+	var h [4]byte
+	head := h[:min(4, size%rec)]
+	if err := readFull(r, head, size/rec*rec); err != nil {
+		return fmt.Errorf("%s: reading record %d: %w", name, size/rec, err)
+	}
+	return checkTail(name, head, size, rec, d)
 }
 
 // readFull is r.ReadAt(b, off) that takes a whole read ending with io.EOF
@@ -248,12 +262,26 @@ func vecsRecord(name string, d int64, elem int, size int64) (int64, error) {
 	case d > (size-4)/int64(elem):
 		return 0, formatErr(name, "record 0 says d=%d, more values than the file's %d bytes hold", d, size)
 	}
-	rec := 4 + d*int64(elem)
-	if size%rec != 0 {
-		return 0, formatErr(name, "%d bytes are not whole records of d=%d (%d bytes each): %d bytes past the last whole one (truncated?)",
-			size, d, rec, size%rec)
+	return 4 + d*int64(elem), nil
+}
+
+// checkTail explains, once every whole record's header agreed, why size
+// bytes are not whole records of rec bytes: a last record cut short (its
+// header, head, says d: the file was truncated), one whose header
+// disagrees, or bytes after the last record. head is the 4 bytes after
+// the last whole record, or fewer when fewer remain.
+func checkTail(name string, head []byte, size, rec, d int64) error {
+	n, tail := size/rec, size%rec
+	if len(head) == 4 {
+		switch got := int64(int32(binary.LittleEndian.Uint32(head))); {
+		case got != d:
+			return formatErr(name, "record %d says d=%d, the first says d=%d", n, got, d)
+		default:
+			return formatErr(name, "record %d is cut short: %d of its %d bytes (truncated?)", n, tail, rec)
+		}
 	}
-	return rec, nil
+	return formatErr(name, "%d bytes after the last whole record of d=%d (record %d, %d bytes each) are not a record",
+		tail, d, n-1, rec)
 }
 
 // checkRecords checks the headers of the records b holds (record first on,
@@ -306,8 +334,12 @@ func parseVecs(path string, b []byte, elem int, reserve func(*Matrix, int), add 
 	if err != nil {
 		return nil, err
 	}
-	if err := checkRecords(path, b, 0, rec, d); err != nil {
+	whole := int64(len(b)) / rec * rec
+	if err := checkRecords(path, b[:whole], 0, rec, d); err != nil {
 		return nil, err
+	}
+	if whole < int64(len(b)) {
+		return nil, checkTail(path, b[whole:min(whole+4, int64(len(b)))], int64(len(b)), rec, d)
 	}
 	m.N, m.Dim = int(int64(len(b))/rec), int(d)
 	reserve(m, m.N*m.Dim)

@@ -62,7 +62,7 @@ func TestParse(t *testing.T) {
 		msg  string
 	}{
 		{"q.fvecs", fvecs([]float32{1, 2})[:9], "record 0 says d=2, more values than the file's 9 bytes hold"},
-		{"q.fvecs", append(fvecs([]float32{1, 2}), fvecs([]float32{1})...), "20 bytes are not whole records of d=2 (12 bytes each): 8 bytes past the last whole one"},
+		{"q.fvecs", append(fvecs([]float32{1, 2}), fvecs([]float32{1})...), "record 1 says d=1, the first says d=2"},
 		{"q.fvecs", append(fvecs([]float32{1, 2}), fvecs([]float32{1, 2, 3})[:12]...), "record 1 says d=3, the first says d=2"},
 		{"q.fvecs", []byte{0xff, 0xff, 0xff, 0x7f}, "record 0 says d=2147483647, more values"},
 		{"q.npy", npy("<f8", "(1, 2)", make([]byte, 16)), "dtype <f8 is not supported"},
@@ -193,7 +193,11 @@ func TestVecsRecordHeaders(t *testing.T) {
 			{"record5", vecsFile(ext, 2000, 32, map[int]int32{5: 31, 1999: 33}), "record 5 says d=31, the first says d=32"},
 			{"last", vecsFile(ext, 2000, 32, map[int]int32{1999: 33}), "record 1999 says d=33, the first says d=32"},
 			{"negative", vecsFile(ext, 2000, 32, map[int]int32{1000: -32}), "record 1000 says d=-32, the first says d=32"},
-			{"truncated", good[:len(good)-3], "are not whole records of d=32"},
+			{"truncated", good[:len(good)-3], fmt.Sprintf("record 1999 is cut short: %d of its %d bytes (truncated?)", 4+32*elem-3, 4+32*elem)},
+			// The file is too long, not truncated: the record whose header
+			// says so is named, before the size is judged.
+			{"longer", append(vecsFile(ext, 2000, 32, map[int]int32{1999: 33}), make([]byte, elem)...), "record 1999 says d=33, the first says d=32"},
+			{"extra", append(bytes.Clone(good), 0, 0), fmt.Sprintf("2 bytes after the last whole record of d=32 (record 1999, %d bytes each) are not a record", 4+32*elem)},
 			{"zero", vecsFile(ext, 3, 32, map[int]int32{0: 0}), "record 0 says d=0; a dimension is at least 1"},
 			{"below", vecsFile(ext, 3, 32, map[int]int32{0: -7}), "record 0 says d=-7; a dimension is at least 1"},
 			{"huge", vecsFile(ext, 3, 32, map[int]int32{0: 1 << 30}), "record 0 says d=1073741824, more values than"},
@@ -206,6 +210,9 @@ func TestVecsRecordHeaders(t *testing.T) {
 				require.ErrorIs(t, err, ErrFormat, "%s%s %s", c.name, ext, how)
 				assert.True(t, strings.HasPrefix(err.Error(), name+": "), "%s%s %s: %v", c.name, ext, how, err)
 				assert.ErrorContains(t, err, c.msg, "%s%s %s", c.name, ext, how)
+				if !strings.Contains(c.msg, "truncated") {
+					assert.NotContains(t, err.Error(), "truncated", "%s%s %s", c.name, ext, how)
+				}
 			}
 			_, err := Parse(p, c.b)
 			named(err, p, "Parse")

@@ -594,7 +594,7 @@ func (c *Cached) read(ctx context.Context, p []byte, off int64, t *partial.Tally
 	}
 	if len(p) > 0 && fresh == nil && c.bypass(off, int64(len(p))) {
 		if err := c.readInner(ctx, p, off, t); err != nil {
-			return 0, fmt.Errorf("partial: %s: reading %d bytes at offset %d: %w", c.name, len(p), off, err)
+			return 0, fmt.Errorf("%s: reading %d bytes at offset %d: %w", c.name, len(p), off, err)
 		}
 		st.misses.Add(1)
 		t.CountLookup(false, int64(len(p)))
@@ -659,13 +659,13 @@ func (c *Cached) block(ctx context.Context, blk int64, t *partial.Tally, fresh *
 			if slot >= 0 {
 				c.slots.untake(slot)
 			}
-			return nil, -1, fmt.Errorf("partial: %s: reading block of %d bytes at offset %d: %w", c.name, len(buf), start, err)
+			return nil, -1, fmt.Errorf("%s: reading block of %d bytes at offset %d: %w", c.name, len(buf), start, err)
 		}
 		return buf, slot, nil
 	})
 	if err != nil && b == nil && hit { // a wait given up
 		start, _ := c.g.span(blk)
-		return nil, fmt.Errorf("partial: %s: block at offset %d: %w", c.name, start, err)
+		return nil, fmt.Errorf("%s: block at offset %d: %w", c.name, start, err)
 	}
 	c.count(blk, hit, len(b), t)
 	return b, err
@@ -897,7 +897,7 @@ func (c *Cached) Warm(off, n int64) error {
 		start, _ := c.g.span(b)
 		_, end := c.g.span(e)
 		if _, err := c.inner.ReadAt(buf[:end-start], start); err != nil {
-			return fmt.Errorf("partial: %s: filling %d bytes at offset %d: %w", c.name, end-start, start, err)
+			return fmt.Errorf("%s: filling %d bytes at offset %d: %w", c.name, end-start, start, err)
 		}
 		for k := b; k <= e; k++ {
 			if c.table.lookup(k) {

@@ -129,7 +129,7 @@ func newClient(endpoint string) (*s3.Client, string, error) {
 	cfg, err := config.LoadDefaultConfig(ctx)
 	if err != nil {
 		// The loader's errors name files and profiles, never secrets.
-		return nil, "", fmt.Errorf("s3: loading the AWS configuration: %w", err)
+		return nil, "", fmt.Errorf("loading the AWS configuration: %w", err)
 	}
 	if cfg.Region == "" {
 		cfg.Region = DefaultRegion

@@ -59,7 +59,7 @@ func (o *Object) ReadAll(align int64) ([]byte, error) {
 		}
 	}
 	if first != nil {
-		return nil, fmt.Errorf("s3: %s: download: %w", o.name, first)
+		return nil, fmt.Errorf("%s: download: %w", o.name, first)
 	}
 	return b, nil
 }

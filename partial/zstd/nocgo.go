@@ -9,7 +9,7 @@ import (
 
 const zstdAvailable = false
 
-var errNoZstd = fmt.Errorf("partial: zstd needs cgo: %w", errors.ErrUnsupported)
+var errNoZstd = fmt.Errorf("zstd needs cgo: %w", errors.ErrUnsupported)
 
 func zstdDecompress(dst, src []byte) (int, error) { return 0, errNoZstd }
 

@@ -54,7 +54,7 @@ func CompressSeekable(dst io.Writer, src io.Reader, frameSize, level int, progre
 			res.Out += int64(len(out))
 			res.Frames++
 			if res.Frames > maxSeekFrames {
-				return res, fmt.Errorf("partial: zstd: more than %d frames; use a larger frame size", maxSeekFrames)
+				return res, fmt.Errorf("more than %d frames; use a larger frame size", maxSeekFrames)
 			}
 			if progress != nil {
 				progress(res.In)

@@ -45,7 +45,7 @@ func seekTable(r interface {
 	ReadAt([]byte, int64) (int, error)
 }, size int64, name string) ([]zframe, int64, error) {
 	if size < 8+seekFooterSize {
-		return nil, 0, fmt.Errorf("partial: zstd: %s: too small for a seek table", name)
+		return nil, 0, fmt.Errorf("%s: too small for a seek table", name)
 	}
 	var foot [seekFooterSize]byte
 	if _, err := r.ReadAt(foot[:], size-seekFooterSize); err != nil {
@@ -54,22 +54,22 @@ func seekTable(r interface {
 	if binary.LittleEndian.Uint32(foot[5:]) != seekableMagic {
 		var head [4]byte
 		if _, err := r.ReadAt(head[:], 0); err == nil && HasMagic(head[:]) {
-			return nil, 0, fmt.Errorf("partial: zstd: %s starts with a zstd frame but has no seek table at its end: "+
+			return nil, 0, fmt.Errorf("%s starts with a zstd frame but has no seek table at its end: "+
 				"it is truncated, or plain zstd rather than the seekable format (faiss-sidecar compress writes that; or decompress it)", name)
 		}
-		return nil, 0, fmt.Errorf("partial: zstd: %s is not zstd-compressed: no zstd frame at its start, no seek table at its end (last 4 bytes are not 0x8F92EAB1)", name)
+		return nil, 0, fmt.Errorf("%s is not zstd-compressed: no zstd frame at its start, no seek table at its end (last 4 bytes are not 0x8F92EAB1)", name)
 	}
 	n := int64(binary.LittleEndian.Uint32(foot[0:]))
 	desc := foot[4]
 	if desc&reservedBitMask != 0 {
-		return nil, 0, fmt.Errorf("partial: zstd: %s: seek table descriptor %#x has reserved bits set", name, desc)
+		return nil, 0, fmt.Errorf("%s: seek table descriptor %#x has reserved bits set", name, desc)
 	}
 	entry := int64(8)
 	if desc&checksumFlag != 0 {
 		entry = 12
 	}
 	if n > maxSeekFrames || n*entry+seekFooterSize+8 > size {
-		return nil, 0, fmt.Errorf("partial: zstd: %s: seek table claims %d frames, more than the file holds", name, n)
+		return nil, 0, fmt.Errorf("%s: seek table claims %d frames, more than the file holds", name, n)
 	}
 	tableLen := n*entry + seekFooterSize
 	start := size - tableLen - 8
@@ -78,7 +78,7 @@ func seekTable(r interface {
 		return nil, 0, err
 	}
 	if binary.LittleEndian.Uint32(hdr[0:]) != skippableMagic || int64(binary.LittleEndian.Uint32(hdr[4:])) != tableLen {
-		return nil, 0, fmt.Errorf("partial: zstd: %s: seek table frame header at byte %d is malformed", name, start)
+		return nil, 0, fmt.Errorf("%s: seek table frame header at byte %d is malformed", name, start)
 	}
 	frames := make([]zframe, 0, n)
 	var cOff, dOff int64
@@ -89,19 +89,19 @@ func seekTable(r interface {
 			f.sum, f.hasSum = binary.LittleEndian.Uint32(e[8:]), true
 		}
 		if f.dSize > maxFrameDecomp {
-			return nil, 0, fmt.Errorf("partial: zstd: %s: frame %d decompresses to %d bytes, more than 1 GiB", name, i, f.dSize)
+			return nil, 0, fmt.Errorf("%s: frame %d decompresses to %d bytes, more than 1 GiB", name, i, f.dSize)
 		}
 		cOff += f.cSize
 		dOff += f.dSize
 		if cOff > start {
-			return nil, 0, fmt.Errorf("partial: zstd: %s: frame %d ends at byte %d, past the seek table at %d", name, i, cOff, start)
+			return nil, 0, fmt.Errorf("%s: frame %d ends at byte %d, past the seek table at %d", name, i, cOff, start)
 		}
 		if f.dSize > 0 { // skippable and empty frames hold no data
 			frames = append(frames, f)
 		}
 	}
 	if cOff != start {
-		return nil, 0, fmt.Errorf("partial: zstd: %s: frames cover %d bytes but the seek table starts at byte %d", name, cOff, start)
+		return nil, 0, fmt.Errorf("%s: frames cover %d bytes but the seek table starts at byte %d", name, cOff, start)
 	}
 	return frames, dOff, nil
 }
@@ -184,7 +184,7 @@ type File struct {
 // budget bytes is made). Without cgo it fails with errors.ErrUnsupported.
 func Open(path string, cache *blockcache.Cache, budget int64) (*File, error) {
 	if !zstdAvailable {
-		return nil, fmt.Errorf("partial: zstd backend needs cgo (built without it): %w", errors.ErrUnsupported)
+		return nil, fmt.Errorf("the zstd backend needs cgo (built without it): %w", errors.ErrUnsupported)
 	}
 	raw, err := partial.OpenFile(path)
 	if err != nil {
@@ -259,13 +259,13 @@ func (z *File) frame(i int, t *partial.Tally) ([]byte, error) {
 		dst := make([]byte, f.dSize)
 		n, err := zstdDecompress(dst, src)
 		if err != nil {
-			return nil, fmt.Errorf("partial: zstd: %s: frame %d at byte %d: %w", z.name, i, f.cOff, err)
+			return nil, fmt.Errorf("%s: frame %d at byte %d: %w", z.name, i, f.cOff, err)
 		}
 		if int64(n) != f.dSize {
-			return nil, fmt.Errorf("partial: zstd: %s: frame %d at byte %d decompressed to %d bytes, the seek table says %d", z.name, i, f.cOff, n, f.dSize)
+			return nil, fmt.Errorf("%s: frame %d at byte %d decompressed to %d bytes, the seek table says %d", z.name, i, f.cOff, n, f.dSize)
 		}
 		if sum := uint32(xxhash.Sum64(dst)); f.hasSum && sum != f.sum {
-			return nil, fmt.Errorf("partial: zstd: %s: frame %d at byte %d: checksum %#08x does not match the seek table's %#08x", z.name, i, f.cOff, sum, f.sum)
+			return nil, fmt.Errorf("%s: frame %d at byte %d: checksum %#08x does not match the seek table's %#08x", z.name, i, f.cOff, sum, f.sum)
 		}
 		return dst, nil
 	})
