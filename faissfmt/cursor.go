@@ -89,7 +89,7 @@ func readFull(r io.ReaderAt, b []byte, off int64, field string) error {
 	if err == nil || err == io.EOF {
 		err = io.ErrUnexpectedEOF
 	}
-	return fmt.Errorf("faissfmt: reading %s (%d bytes at offset %d): %w", field, len(b), off, err)
+	return fmt.Errorf("reading %s (%d bytes at offset %d): %w", field, len(b), off, err)
 }
 
 func (c *cursor) u64(field string) (uint64, error) {

@@ -10,10 +10,10 @@ import (
 // with errors.Is. Failures of the underlying io.ReaderAt are not format
 // errors: they are returned wrapped with the field and offset being read.
 var (
-	ErrFormat      = errors.New("faissfmt: bad FAISS file")
-	ErrTruncated   = errors.New("faissfmt: file truncated")
-	ErrUnsupported = errors.New("faissfmt: unsupported index type")
-	ErrInvalid     = errors.New("faissfmt: invalid field value")
+	ErrFormat      = errors.New("bad FAISS file")
+	ErrTruncated   = errors.New("file truncated")
+	ErrUnsupported = errors.New("unsupported index type")
+	ErrInvalid     = errors.New("invalid field value")
 )
 
 // FormatError describes one problem in a FAISS file: which field, at which

@@ -146,7 +146,7 @@ func (h *HNSW) CheckNeighbors(r io.ReaderAt) error {
 // file order.
 func (h *HNSW) CheckNeighborBytes(nb []byte) error {
 	if int64(len(nb)) != h.Neighbors.Len {
-		return fmt.Errorf("faissfmt: CheckNeighborBytes got %d bytes, the neighbors section has %d", len(nb), h.Neighbors.Len)
+		return fmt.Errorf("CheckNeighborBytes got %d bytes, the neighbors section has %d", len(nb), h.Neighbors.Len)
 	}
 	n := h.nodes.n
 	parts := int64(min(runtime.GOMAXPROCS(0), 16))
@@ -224,7 +224,7 @@ func CheckFooterCRCBytes(data []byte, f *File) error {
 		return nil
 	}
 	if int64(len(data)) < f.Size-8 {
-		return fmt.Errorf("faissfmt: CheckFooterCRCBytes got %d bytes of a %d-byte file", len(data), f.Size)
+		return fmt.Errorf("CheckFooterCRCBytes got %d bytes of a %d-byte file", len(data), f.Size)
 	}
 	return f.footerMismatch(crc32.ChecksumIEEE(data[:f.Size-8]))
 }

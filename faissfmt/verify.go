@@ -330,7 +330,7 @@ func (v *verifier) footer() error {
 // whether it matches. f must have a footer.
 func VerifyFooterCRC(r io.ReaderAt, f *File) (computed uint32, ok bool, err error) {
 	if f.Footer == nil {
-		return 0, false, fmt.Errorf("faissfmt: file has no Lucene footer")
+		return 0, false, fmt.Errorf("file has no Lucene footer")
 	}
 	crc, err := footerCRC(r, f.Size, nil)
 	return crc, err == nil && uint64(crc) == f.Footer.Checksum, err
