@@ -19,6 +19,7 @@ import (
 	"github.com/faiss-sidecar/faiss-sidecar/engine"
 	"github.com/faiss-sidecar/faiss-sidecar/hnswsearch"
 	"github.com/faiss-sidecar/faiss-sidecar/internal/filekind"
+	"github.com/faiss-sidecar/faiss-sidecar/partial/s3"
 	"github.com/faiss-sidecar/faiss-sidecar/partial/storage"
 )
 
@@ -724,15 +725,29 @@ func (r *Registry) Switch(ctx context.Context, name string, sw SwitchSpec) error
 	defer cancel()
 	e.setCancel(cancel)
 	defer e.setCancel(nil)
-	if old.failed.Load() != nil || oldFileChanged(ctx, old) {
-		verify = 0 // the old handle cannot answer: its file changed (this switch is the reload)
-	}
 	e.state.Store("switching")
 	fail := func(err error) error {
 		err = relabel(err, old.names) // check queries' errors name the files too
 		e.state.Store("serving")
 		e.lastErr.Store(err.Error())
 		return err
+	}
+	if old.failed.Load() == nil {
+		switch err := old.checkFileContext(ctx); {
+		case isFileChanged(err):
+			old.markFailed(err)
+			verify = 0 // the old handle cannot answer: its file changed (this switch is the reload)
+		case errors.Is(err, s3.ErrRequestFailed):
+			// The store failed for good: opening the object anew would
+			// wait as long again before failing the same way.
+			return fail(err)
+		case err != nil:
+			if derr := switchDone(ctx, e); derr != nil {
+				return fail(derr)
+			}
+		}
+	} else {
+		verify = 0
 	}
 	h, err := r.open(ctx, e, spec)
 	if h != nil {

@@ -286,26 +286,29 @@ func TestS3StallLoadSwitchWarmupDeadline(t *testing.T) {
 }
 
 // TestS3StoreFailsWarmupReason: a warm-up whose object store stops
-// answering for good (its attempts used up before switch_timeout) answers
-// 502 object_storage_error with a sentence naming the object as the
-// client sent it and what happened, without package names or the AWS
-// SDK's text.
+// answering (every request, HEADs included) for good, its attempts used
+// up before switch_timeout, answers 502 object_storage_error once, with a
+// sentence naming the object as the client sent it and what happened,
+// without package names or the AWS SDK's text; it does not wait as long
+// again to check the object.
 func TestS3StoreFailsWarmupReason(t *testing.T) {
-	fp := s3test.NewFaultProxy(t)
-	useS3Defaults(t, s3.Options{Endpoint: fp.URL, Timeout: 150 * time.Millisecond, MaxAttempts: 2, Backoff: 2 * time.Millisecond})
+	sp := newStallProxy(t, s3test.Endpoint(t))
+	const perRequest = 2 * time.Second // 2 attempts of 1 s
+	useS3Defaults(t, s3.Options{Endpoint: sp.url, Timeout: time.Second, MaxAttempts: 2, Backoff: time.Millisecond})
 	const large = "hnsw_flat_large.faiss"
 	_, ts, bucket := s3Server(t, Config{}, large)
-	t.Cleanup(fp.Stop)
 	url := "s3://" + bucket + "/idx/" + large
 	r := call(t, ts, "PUT", "/indexes/s", `{"path":"`+url+`","mode":"memory_efficient","cache_bytes":65536}`)
 	require.Equal(t, 200, r.Status, r.Raw)
-	stall(fp)
-	r = call(t, ts, "POST", "/indexes/s/_warmup", "")
+	sp.stalled.Store(true)
+	r, took := timedDo(t, ts.URL, "POST", "/indexes/s/_warmup", "")
+	sp.stalled.Store(false)
 	require.Equal(t, 502, r.Status, r.Raw)
-	assert.JSONEq(t, `{"error":{"type":"object_storage_error","reason":"`+url+`: the object store did not answer within 150ms (2 attempts)"},"status":502}`, r.Raw)
+	assert.JSONEq(t, `{"error":{"type":"object_storage_error","reason":"`+url+`: the object store did not answer within 1s (2 attempts)"},"status":502}`, r.Raw)
 	for _, bad := range []string{"s3:", "partial:", "hnswsearch:", "operation error", "StatusCode", "context deadline"} {
-		assert.NotContains(t, strings.ReplaceAll(r.Raw, url, ""), bad)
+		assert.NotContains(t, strings.ReplaceAll(r.Raw, url, "URL"), bad)
 	}
+	assert.Less(t, took, perRequest+perRequest*3/4, "the warm-up answered after %v: the store was asked again", took)
 }
 
 // TestS3StallDeleteCancels: a DELETE of an index whose warm-up or switch
@@ -437,4 +440,25 @@ func TestShutdownWithStalledLoads(t *testing.T) {
 			t.Fatal("a stalled load, switch or warm-up never ended")
 		}
 	}
+}
+
+// TestS3StoreFailsSwitchOnce: a switch of an index whose object store
+// stopped answering (every request, HEADs included) answers 502 once the
+// first request has used up its attempts (the check of the old object),
+// naming the object, rather than waiting that long again for the open.
+func TestS3StoreFailsSwitchOnce(t *testing.T) {
+	sp := newStallProxy(t, s3test.Endpoint(t))
+	const perRequest = 2 * time.Second // 2 attempts of 1 s
+	useS3Defaults(t, s3.Options{Endpoint: sp.url, Timeout: time.Second, MaxAttempts: 2, Backoff: time.Millisecond})
+	const large = "hnsw_flat_large.faiss"
+	_, ts, bucket := s3Server(t, Config{Limits: Limits{SwitchTimeout: time.Minute}}, large)
+	url := "s3://" + bucket + "/idx/" + large
+	r := call(t, ts, "PUT", "/indexes/s", `{"path":"`+url+`","mode":"memory_efficient","cache_bytes":65536}`)
+	require.Equal(t, 200, r.Status, r.Raw)
+	sp.stalled.Store(true)
+	r, took := timedDo(t, ts.URL, "PUT", "/indexes/s/_mode", `{"mode":"full"}`)
+	sp.stalled.Store(false)
+	assert.Equal(t, 502, r.Status, r.Raw)
+	assert.Contains(t, r.Raw, url+": the object store did not answer within 1s (2 attempts)")
+	assert.Less(t, took, perRequest+perRequest*3/4, "the switch answered after %v: the store was asked again", took)
 }

@@ -136,6 +136,7 @@ func TestReasonForUsers(t *testing.T) {
 	fp.Set(func(_ int64, _ http.ResponseWriter, r *http.Request) bool { s3test.Stall(r, time.Hour); return true })
 	_, err = o.ReadAt(make([]byte, 10), 500_000)
 	require.ErrorIs(t, err, s3.ErrRequestFailed)
+	assert.ErrorIs(t, err, partial.ErrStoreFailed, "the storage layers above see the store failed")
 	r, ok := s3.Reason(err)
 	require.True(t, ok, "%v", err)
 	assert.Equal(t, u+": the object store did not answer within 100ms (2 attempts)", r)

@@ -524,8 +524,10 @@ func Reason(err error) (reason string, ok bool) {
 	return re.user, true
 }
 
-func (e *requestError) Error() string   { return e.msg }
-func (e *requestError) Unwrap() []error { return []error{ErrRequestFailed, e.err} }
+func (e *requestError) Error() string { return e.msg }
+func (e *requestError) Unwrap() []error {
+	return []error{ErrRequestFailed, partial.ErrStoreFailed, e.err}
+}
 
 // fail is the error of a request that failed for good: the object, the
 // request, the attempts and the server's status or the connection's error
