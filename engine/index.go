@@ -9,6 +9,7 @@ import (
 	"github.com/faiss-sidecar/faiss-sidecar/partial"
 	"github.com/faiss-sidecar/faiss-sidecar/partial/blockcache"
 	"github.com/faiss-sidecar/faiss-sidecar/partial/recordcache"
+	"github.com/faiss-sidecar/faiss-sidecar/partial/s3"
 	"github.com/faiss-sidecar/faiss-sidecar/quant"
 	"github.com/faiss-sidecar/faiss-sidecar/rerank"
 )
@@ -154,7 +155,20 @@ func (x *Index) RerankDim() int {
 // Warm pulls the graph, then the vectors up to the storage's cache budget
 // (the block cache's current one; none on memory, mmap and uncached
 // direct), into the cache or the page cache with large sequential reads.
-func (x *Index) Warm() error {
+func (x *Index) Warm() error { return x.WarmContext(nil) }
+
+// WarmContext is Warm whose object-store requests give up when ctx ends
+// (nil: never), with an error wrapping context.Cause(ctx). Warm-ups of
+// one index at once share the latest one's context.
+func (x *Index) WarmContext(ctx context.Context) error {
+	if b := s3.Bind(ctx); b != nil {
+		defer b.Release()
+		for _, st := range []partial.Storage{x.st, x.vst} {
+			if o := objectOf(st); o != nil {
+				defer o.Bind(b)()
+			}
+		}
+	}
 	limit := x.cacheBytes
 	switch {
 	case x.Cache() != nil:

@@ -261,7 +261,7 @@ func machineRoom(m int64) int64 { return m - max(m/10, 4<<20) }
 // estimateLists is hnswsearch.EstimatePinnedLists of the plan's index, read
 // as Probe reads it (a batch of 512 small reads).
 func (p *Plan) estimateLists() (int64, error) {
-	o := storage.Options{Backend: "pread", CacheBytes: 1 << 20}
+	o := storage.Options{Backend: "pread", CacheBytes: 1 << 20, Binding: p.bind}
 	switch {
 	case p.backend == "zstd":
 		o.Backend = "zstd"

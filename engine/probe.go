@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/faiss-sidecar/faiss-sidecar/faissfmt"
+	"github.com/faiss-sidecar/faiss-sidecar/partial/s3"
 	"github.com/faiss-sidecar/faiss-sidecar/partial/storage"
 )
 
@@ -11,8 +12,11 @@ import (
 // for zstd, the file itself otherwise) without loading it, to learn its
 // sizes and small arrays before committing memory to it. The engine opens
 // the storage so that the search package names no backend.
-func Probe(path, backend string) (*faissfmt.File, error) {
-	o := storage.Options{Backend: "pread", CacheBytes: 1 << 20}
+func Probe(path, backend string) (*faissfmt.File, error) { return probe(path, backend, nil) }
+
+// probe is Probe whose object-store requests end with bind.
+func probe(path, backend string, bind *s3.Binding) (*faissfmt.File, error) {
+	o := storage.Options{Backend: "pread", CacheBytes: 1 << 20, Binding: bind}
 	if backend == "zstd" {
 		o.Backend = "zstd"
 	}

@@ -144,15 +144,15 @@ func (x *Index) remoteRerank(rs *RerankSpec) (s *rerank.Store, ok bool, err erro
 // parallel reads in flight (≤ 0: rerank.DefaultParallel).
 func OpenVectors(path, strategy string, parallel int) (*rerank.Store, error) {
 	if storage.IsRemote(path) {
-		return openVectorObject(path, path)
+		return openVectorObject(path, path, nil)
 	}
 	return rerank.OpenParallel(path, strategy, parallel)
 }
 
 // openVectorObject opens the vector file in the s3:// object at path with
 // strategy batch, naming it name in errors.
-func openVectorObject(path, name string) (*rerank.Store, error) {
-	o, err := s3.Open(path, s3.Options{})
+func openVectorObject(path, name string, bind *s3.Binding) (*rerank.Store, error) {
+	o, err := s3.Open(path, s3.Options{Binding: bind})
 	if err != nil {
 		return nil, err
 	}
@@ -166,8 +166,8 @@ func openVectorObject(path, name string) (*rerank.Store, error) {
 // Plan.Open, which builds its storage on it and reuses the parse. So an
 // open costs the object's first GET, the arrays', the storage header's and
 // the search's first lists, not twice that.
-func probeRemote(spec Spec) (*faissfmt.File, *s3.Object, error) {
-	obj, err := s3.Open(spec.Path, s3.Options{})
+func probeRemote(spec Spec, bind *s3.Binding) (*faissfmt.File, *s3.Object, error) {
+	obj, err := s3.Open(spec.Path, s3.Options{Binding: bind})
 	if err != nil {
 		return nil, nil, err
 	}

@@ -62,3 +62,55 @@ func TestS3OnDiskStallEndsAtDeadline(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, want, got)
 }
+
+// TestS3StallLoadAndWarmEndWithContext: over an object store that stops
+// answering (its S3 timeout a minute long), an open in each mode ends
+// soon after Spec.Ctx's deadline with an error wrapping
+// context.DeadlineExceeded, as does WarmContext of an index already open,
+// which serves again once the store answers.
+func TestS3StallLoadAndWarmEndWithContext(t *testing.T) {
+	bucket := s3test.Bucket(t)
+	u := s3test.PutFile(t, bucket, "stall/large.faiss", "../testdata/fixtures/hnsw_flat_large.faiss")
+	fp := s3test.NewFaultProxy(t)
+	prev := s3.SetDefaults(s3.Options{Endpoint: fp.URL, Timeout: time.Minute, MaxAttempts: 5})
+	t.Cleanup(func() { s3.SetDefaults(prev) })
+	stall := func() {
+		fp.Set(func(_ int64, _ http.ResponseWriter, r *http.Request) bool { s3test.Stall(r, time.Hour); return true })
+	}
+	within := func(t *testing.T, what string, f func(ctx context.Context) error) {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+		defer cancel()
+		gets := fp.GETs.Load()
+		start := time.Now()
+		errc := make(chan error, 1)
+		go func() { errc <- f(ctx) }()
+		select {
+		case err := <-errc:
+			assert.ErrorIs(t, err, context.DeadlineExceeded, what)
+			assert.Less(t, time.Since(start), time.Second, "%s ended after %v", what, time.Since(start))
+		case <-time.After(20 * time.Second):
+			t.Fatalf("%s: no end 20 s after its deadline", what)
+		}
+		assert.Greater(t, fp.GETs.Load(), gets, "%s asked the store nothing: the stall was not tested", what)
+	}
+	stall()
+	for _, mode := range []string{"memory_efficient", "full", engine.ModeOnDisk} {
+		within(t, "open "+mode, func(ctx context.Context) error {
+			x, _, err := engine.Open(engine.Spec{Path: u, Mode: mode, GuideDir: t.TempDir(), Ctx: ctx})
+			if err == nil {
+				x.Close()
+			}
+			return err
+		})
+	}
+
+	fp.Clear()
+	x, _, err := engine.Open(engine.Spec{Path: u, Mode: "memory_efficient", CacheBytes: 1 << 20})
+	require.NoError(t, err)
+	defer x.Close()
+	stall()
+	within(t, "warm", x.WarmContext)
+	fp.Clear()
+	require.NoError(t, x.Warm(), "the object serves again, its reads no longer bound to the warm-up")
+}

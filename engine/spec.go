@@ -227,7 +227,10 @@ type Plan struct {
 	probed  os.FileInfo // the file Prepare probed, nil if stat failed
 	// obj is an s3:// index's object as Prepare probed it, open until
 	// Plan.Open builds its storage on it (probeRemote).
-	obj        *s3.Object
+	obj *s3.Object
+	// bind is Spec.Ctx bound to the objects Prepare opens (s3.Binding),
+	// released when Prepare returns: their reads end with the load.
+	bind       *s3.Binding
 	opts       hnswsearch.Options
 	cacheBytes int64
 	need, heap int64
@@ -288,17 +291,21 @@ func Prepare(spec Spec) (_ *Plan, err error) {
 	sem, _ := hnswsearch.ParseSemantics(spec.Semantics)
 	ker, _ := hnswsearch.ParseKernel(spec.Kernel)
 	probed, _ := os.Stat(spec.Path)
+	// An object store's requests made by parsers and planners, which pass
+	// no context, end with spec.Ctx (a load's deadline, a DELETE).
+	bind := s3.Bind(spec.Ctx)
+	defer bind.Release()
 	var pf *faissfmt.File
 	var obj *s3.Object
 	if storage.IsRemote(spec.Path) && backend != "memory" {
-		pf, obj, err = probeRemote(spec)
+		pf, obj, err = probeRemote(spec, bind)
 	} else {
-		pf, err = Probe(spec.Path, backend)
+		pf, err = probe(spec.Path, backend, bind)
 	}
 	if err != nil {
 		return nil, err
 	}
-	p := &Plan{spec: spec, backend: backend, probe: pf, probed: probed, obj: obj, orig: orig}
+	p := &Plan{spec: spec, backend: backend, probe: pf, probed: probed, obj: obj, orig: orig, bind: bind}
 	defer func() {
 		if err != nil { // the plan is not returned: nothing will open it
 			p.dropObject()
@@ -517,9 +524,16 @@ func (p *Plan) Spec() Spec { return p.spec }
 // and rerank vectors.
 func (p *Plan) Open() (*Index, error) {
 	spec := p.spec
+	// The open's object-store requests (parse, guide build, downloads,
+	// rerank vectors) end with spec.Ctx; reads after it, with their own.
+	bind := s3.Bind(spec.Ctx)
+	defer bind.Release()
 	obj := p.takeObject()
+	if obj != nil {
+		obj.Bind(bind)
+	}
 	st, err := storage.Open(spec.Path, storage.Options{Backend: p.backend, CacheBytes: p.cacheBytes, BlockSize: spec.CacheBlock,
-		AlignOffset: hnswsearch.AlignOffset(p.probe), CacheDir: spec.CacheDir, CacheDirBytes: spec.CacheDirBytes, Object: obj})
+		AlignOffset: hnswsearch.AlignOffset(p.probe), CacheDir: spec.CacheDir, CacheDirBytes: spec.CacheDirBytes, Object: obj, Binding: bind})
 	if err != nil {
 		if errors.Is(err, partial.ErrBadOption) {
 			return nil, asBadSpec(err)
@@ -535,7 +549,7 @@ func (p *Plan) Open() (*Index, error) {
 	}
 	opts := p.opts
 	if err == nil {
-		err = x.openVectors(p, &opts)
+		err = x.openVectors(p, &opts, bind)
 	}
 	if err == nil && spec.Mode == ModeOnDisk {
 		if err = x.openGuide(p); err == nil {
@@ -571,7 +585,7 @@ func (p *Plan) Open() (*Index, error) {
 		return nil, err
 	}
 	if rs := spec.Rerank; rs != nil {
-		if err := x.openRerank(rs); err != nil {
+		if err := x.openRerank(rs, bind); err != nil {
 			x.Close()
 			return nil, err
 		}
@@ -631,12 +645,12 @@ func checkSpace(space string, x *hnswsearch.Index) error {
 	return nil
 }
 
-func (x *Index) openRerank(rs *RerankSpec) error {
+func (x *Index) openRerank(rs *RerankSpec, bind *s3.Binding) error {
 	s, shared, err := x.remoteRerank(rs)
 	switch name := cmp.Or(rs.Label, rs.Path); {
 	case shared || err != nil:
 	case storage.IsRemote(rs.Path):
-		s, err = openVectorObject(rs.Path, name)
+		s, err = openVectorObject(rs.Path, name, bind)
 	default:
 		s, err = rerank.OpenAs(rs.Path, name, rs.Strategy)
 	}

@@ -9,6 +9,7 @@ import (
 	"github.com/faiss-sidecar/faiss-sidecar/faissfmt"
 	"github.com/faiss-sidecar/faiss-sidecar/hnswsearch"
 	"github.com/faiss-sidecar/faiss-sidecar/partial"
+	"github.com/faiss-sidecar/faiss-sidecar/partial/s3"
 	"github.com/faiss-sidecar/faiss-sidecar/partial/storage"
 	"github.com/faiss-sidecar/faiss-sidecar/quant"
 	"github.com/faiss-sidecar/faiss-sidecar/rerank"
@@ -115,13 +116,13 @@ func (p *Plan) splitBudgetCache() {
 }
 
 // openVectors opens the planned vector file and sets o.Vectors.
-func (x *Index) openVectors(p *Plan, o *hnswsearch.Options) error {
+func (x *Index) openVectors(p *Plan, o *hnswsearch.Options, bind *s3.Binding) error {
 	l := p.vlayout
 	if l == nil {
 		return nil
 	}
 	vst, err := storage.Open(p.spec.VectorsPath, storage.Options{Backend: vectorsBackend(p.backend), CacheBytes: p.vcache,
-		BlockSize: p.spec.CacheBlock, AlignOffset: l.Base})
+		BlockSize: p.spec.CacheBlock, AlignOffset: l.Base, Binding: bind})
 	if err != nil {
 		return fmt.Errorf("%s: %w", p.spec.VectorsLabel, err)
 	}

@@ -84,6 +84,11 @@ func guard[St any](x *Index, s *scratch, dst []Result, run func([]Result) ([]Res
 func (x *Index) Warm(maxBytes int64) (err error) {
 	defer x.recoverFault(debug.SetPanicOnFault(true), &err)
 	err = x.warm(maxBytes)
+	if errors.Is(err, partial.ErrStoreFailed) {
+		// A check of an object store that just failed to answer would
+		// wait as long again (a replaced object fails its reads already).
+		return err
+	}
 	if c, ok := x.st.(partial.FileChecker); ok {
 		if cerr := c.CheckFile(); errors.Is(cerr, partial.ErrFileChanged) {
 			return cerr

@@ -19,6 +19,7 @@ import (
 	"github.com/faiss-sidecar/faiss-sidecar/engine"
 	"github.com/faiss-sidecar/faiss-sidecar/hnswsearch"
 	"github.com/faiss-sidecar/faiss-sidecar/internal/filekind"
+	"github.com/faiss-sidecar/faiss-sidecar/partial/s3"
 	"github.com/faiss-sidecar/faiss-sidecar/partial/storage"
 )
 
@@ -37,6 +38,10 @@ type entry struct {
 	deleted  atomic.Bool
 	cancelMu sync.Mutex
 	cancel   context.CancelFunc
+	// life ends when the index is deleted, with notFound as its cause:
+	// the loads, switches and warm-ups under way give up their reads.
+	life context.Context
+	end  context.CancelCauseFunc
 	// building is the progress of an on_disk guide being built for a load
 	// or switch: bytes read and total (nil when none is).
 	building atomic.Pointer[[2]int64]
@@ -92,7 +97,61 @@ type Registry struct {
 	memMu   sync.Mutex // serialises budget checks with the reservations they make
 	// reserved is what admitted opens hold until their handle counts it.
 	reserved atomic.Int64
+	// base ends at the end of a shutdown's grace period (Server.Serve),
+	// with errShuttingDown as its cause: loads, switches and warm-ups
+	// then give up (nil before a server serves).
+	base atomic.Pointer[context.Context]
 }
+
+// opContext is the context of a load, switch or warm-up of e under ctx:
+// it ends at timeout, when e is deleted (cause notFound) and at the end
+// of a shutdown's grace period (cause errShuttingDown). Its reads from an
+// object store give up then (engine binds it to them), so the work ends
+// and its client is answered within a moment (opEnded says what).
+func (r *Registry) opContext(ctx context.Context, e *entry, timeout time.Duration) (context.Context, context.CancelFunc) {
+	ctx, cancelTimeout := context.WithTimeout(ctx, timeout)
+	ctx, cancel := context.WithCancelCause(ctx)
+	var stops []func() bool
+	ends := []context.Context{e.life}
+	if b := r.base.Load(); b != nil {
+		ends = append(ends, *b)
+	}
+	for _, end := range ends {
+		if end != nil {
+			stops = append(stops, context.AfterFunc(end, func() { cancel(context.Cause(end)) }))
+		}
+	}
+	return ctx, func() {
+		for _, stop := range stops {
+			stop()
+		}
+		cancel(nil)
+		cancelTimeout()
+	}
+}
+
+// opEnded is the answer of a load, switch or warm-up whose context
+// (opContext) has ended, nil while it goes on: the cause's own (the index
+// deleted, the server shutting down), else timeout at the deadline.
+func opEnded(ctx context.Context, timeout *apiError) error {
+	if ctx.Err() == nil {
+		return nil
+	}
+	var ae *apiError
+	switch cause := context.Cause(ctx); {
+	case errors.As(cause, &ae):
+		return ae
+	case errors.Is(cause, context.DeadlineExceeded):
+		return timeout
+	}
+	return nil
+}
+
+// The answers of a load and a warm-up past switch_timeout.
+var (
+	errLoadTimeout   = &apiError{504, "load_timeout", "load abandoned: it did not finish within the switch timeout (switch_timeout)"}
+	errWarmupTimeout = &apiError{504, "warmup_timeout", "warm-up abandoned: it did not finish within the switch timeout (switch_timeout); the index keeps serving"}
+)
 
 // NewRegistry serves indexes from files under roots within budget bytes
 // (with no root, every local path is refused: a server of S3 objects).
@@ -515,6 +574,13 @@ func (r *Registry) openUnguarded(ctx context.Context, e *entry, spec LoadSpec) (
 
 // Load serves spec under name; a name already served is a 409.
 func (r *Registry) Load(name string, spec LoadSpec) error {
+	return r.LoadContext(context.Background(), name, spec)
+}
+
+// LoadContext is Load abandoned when ctx ends, after
+// Limits.SwitchTimeout (504 load_timeout), on a DELETE (409
+// index_deleted) or at the end of a shutdown's grace period (503).
+func (r *Registry) LoadContext(ctx context.Context, name string, spec LoadSpec) error {
 	if err := checkName(name); err != nil {
 		return err
 	}
@@ -525,15 +591,14 @@ func (r *Registry) Load(name string, spec LoadSpec) error {
 	}
 	defer r.regrow() // after the reservation is given back, whatever the outcome
 	e := &entry{name: name, adm: indexAdmission(r.limits)}
+	e.life, e.end = context.WithCancelCause(context.Background())
 	e.state.Store("loading")
 	e.mu.Lock()
 	r.setLocked(name, e)
 	r.mu.Unlock()
 	defer e.mu.Unlock()
-	ctx, cancel := context.WithTimeout(context.Background(), r.limits.SwitchTimeout)
+	ctx, cancel := r.opContext(ctx, e, r.limits.SwitchTimeout)
 	defer cancel()
-	e.setCancel(cancel) // a DELETE stops a guide build
-	defer e.setCancel(nil)
 	h, err := r.open(ctx, e, spec)
 	if h != nil {
 		defer r.reserved.Add(-h.reserved) // counted by the handle from here on, or retired
@@ -541,8 +606,11 @@ func (r *Registry) Load(name string, spec LoadSpec) error {
 	if err == nil && e.deleted.Load() {
 		h.retire()
 	}
-	if e.deleted.Load() {
+	switch {
+	case e.deleted.Load():
 		err = &apiError{409, "index_deleted", fmt.Sprintf("index %q was deleted while it loaded", name)}
+	case err != nil && opEnded(ctx, errLoadTimeout) != nil:
+		err = opEnded(ctx, errLoadTimeout) // what ended it, not the read it interrupted
 	}
 	if err != nil {
 		r.mu.Lock()
@@ -572,6 +640,7 @@ func (r *Registry) Delete(name string, wait time.Duration) error {
 		return notFound(name)
 	}
 	e.cancelSwitch()
+	e.end(notFound(name))
 	if h := e.cur.Swap(nil); h != nil {
 		h.retire()
 		deadline := time.Now().Add(wait)
@@ -652,10 +721,7 @@ func (r *Registry) Switch(ctx context.Context, name string, sw SwitchSpec) error
 		}
 		verify = *v
 	}
-	if old.failed.Load() != nil || oldFileChanged(old) {
-		verify = 0 // the old handle cannot answer: its file changed (this switch is the reload)
-	}
-	ctx, cancel := context.WithTimeout(ctx, r.limits.SwitchTimeout)
+	ctx, cancel := r.opContext(ctx, e, r.limits.SwitchTimeout)
 	defer cancel()
 	e.setCancel(cancel)
 	defer e.setCancel(nil)
@@ -665,6 +731,23 @@ func (r *Registry) Switch(ctx context.Context, name string, sw SwitchSpec) error
 		e.state.Store("serving")
 		e.lastErr.Store(err.Error())
 		return err
+	}
+	if old.failed.Load() == nil {
+		switch err := old.checkFileContext(ctx); {
+		case isFileChanged(err):
+			old.markFailed(err)
+			verify = 0 // the old handle cannot answer: its file changed (this switch is the reload)
+		case errors.Is(err, s3.ErrRequestFailed):
+			// The store failed for good: opening the object anew would
+			// wait as long again before failing the same way.
+			return fail(err)
+		case err != nil:
+			if derr := switchDone(ctx, e); derr != nil {
+				return fail(derr)
+			}
+		}
+	} else {
+		verify = 0
 	}
 	h, err := r.open(ctx, e, spec)
 	if h != nil {
@@ -684,11 +767,14 @@ func (r *Registry) Switch(ctx context.Context, name string, sw SwitchSpec) error
 		return abandon(err)
 	}
 	if sw.Warm {
-		if err := h.warm(); err != nil {
+		if err := h.x.WarmContext(ctx); err != nil {
+			if derr := switchDone(ctx, e); derr != nil {
+				err = derr
+			}
 			return abandon(err)
 		}
 	}
-	if err := sameAnswers(func() error { return switchDone(ctx, e) }, old, h, verify); err != nil {
+	if err := sameAnswers(ctx, func() error { return switchDone(ctx, e) }, old, h, verify); err != nil {
 		if derr := switchDone(ctx, e); derr != nil {
 			err = derr // deleted or timed out meanwhile: say that, not what it caused
 		}
@@ -709,12 +795,18 @@ func switchDone(ctx context.Context, e *entry) error {
 	switch {
 	case e.deleted.Load():
 		return notFound(e.name)
-	case errors.Is(ctx.Err(), context.DeadlineExceeded):
+	case ctx.Err() == nil:
+		return nil
+	}
+	var ae *apiError
+	switch cause := context.Cause(ctx); {
+	case errors.As(cause, &ae): // shutting down
+		return ae
+	case errors.Is(cause, context.DeadlineExceeded):
 		return &apiError{504, "switch_timeout", "switch abandoned: it did not finish within the switch timeout; the old mode keeps serving"}
-	case ctx.Err() != nil:
+	default:
 		return &apiError{409, "switch_cancelled", "switch cancelled; the old mode keeps serving"}
 	}
-	return nil
 }
 
 // sameShape refuses a switch to a file that clients cannot query as before:
@@ -731,12 +823,12 @@ func sameShape(a, b *handle) error {
 
 // sameAnswers runs n random queries on both handles and requires identical
 // ids and distances; before each it asks stop whether to give up.
-func sameAnswers(stop func() error, a, b *handle, n int) error {
+func sameAnswers(ctx context.Context, stop func() error, a, b *handle, n int) error {
 	if n <= 0 || a.x.NTotal() == 0 {
 		return nil
 	}
 	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 1))
-	p := hnswsearch.Params{K: 10}
+	p := hnswsearch.Params{K: 10, Ctx: ctx} // a stalled store's reads end with the switch
 	var ra, rb []hnswsearch.Result
 	q := make([]float32, a.x.Dim())
 	qb := make([]byte, a.x.Dim())
@@ -759,7 +851,7 @@ func sameAnswers(stop func() error, a, b *handle, n int) error {
 		}
 		ra, _, ea = a.x.Search(hq, p, ra[:0])
 		rb, _, eb = b.x.Search(hq, p, rb[:0])
-		if eb == nil && (isFileChanged(ea) || (ea == nil && !slices.Equal(ra, rb) && oldFileChanged(a))) {
+		if eb == nil && (isFileChanged(ea) || (ea == nil && !slices.Equal(ra, rb) && oldFileChanged(ctx, a))) {
 			return nil // the old file changed meanwhile: the new handle is its reload
 		}
 		if ea != nil || eb != nil {
@@ -775,14 +867,11 @@ func sameAnswers(stop func() error, a, b *handle, n int) error {
 // oldFileChanged reports whether h's file changed since it was opened,
 // marking h failed if so (its searches then answer 503 until the switch
 // that found it replaces it).
-func oldFileChanged(h *handle) bool {
-	err := h.checkFile()
+func oldFileChanged(ctx context.Context, h *handle) bool {
+	err := h.checkFileContext(ctx)
 	if !isFileChanged(err) {
 		return false
 	}
 	h.markFailed(err)
 	return true
 }
-
-// warm pulls the graph, then the vectors, into the cache or page cache.
-func (h *handle) warm() error { return h.x.Warm() }

@@ -28,6 +28,7 @@ import (
 	"github.com/faiss-sidecar/faiss-sidecar/internal/buildinfo"
 	"github.com/faiss-sidecar/faiss-sidecar/internal/sysmem"
 	"github.com/faiss-sidecar/faiss-sidecar/partial/diskcache"
+	"github.com/faiss-sidecar/faiss-sidecar/partial/s3"
 	"github.com/faiss-sidecar/faiss-sidecar/partial/storage"
 )
 
@@ -431,7 +432,14 @@ func (s *Server) fail(c *gin.Context, err error) {
 	status, typ := errStatus(err)
 	setRetryAfter(c.Writer, err)
 	c.Abort()
-	sendJSON(c, status, errorBody(status, typ, shortReason(err.Error())))
+	reason := err.Error()
+	if r, ok := s3.Reason(err); ok && status == 502 {
+		// The client reads what failed in a sentence; the log keeps the
+		// request and the SDK's error.
+		s.log.Warn("object store request failed", "path", c.Request.URL.Path, "error", err)
+		reason = r
+	}
+	sendJSON(c, status, errorBody(status, typ, shortReason(reason)))
 }
 
 // maxReason is the longest error reason sent: encoding/json quotes the
@@ -1000,7 +1008,7 @@ func (s *Server) warmup(c *gin.Context) {
 		s.fail(c, err)
 		return
 	}
-	_, l, err := s.Reg.acquire(c.Param("name"))
+	e, l, err := s.Reg.acquire(c.Param("name"))
 	if err != nil {
 		s.fail(c, err)
 		return
@@ -1008,8 +1016,16 @@ func (s *Server) warmup(c *gin.Context) {
 	defer l.release()
 	h := l.h
 	s.extendWrite(c, s.limits.SwitchTimeout)
+	// Bounded by switch_timeout, ended by a DELETE of the index (404) or
+	// a shutdown (503), not by the client going away.
+	ctx, cancel := s.Reg.opContext(context.Background(), e, s.limits.SwitchTimeout)
+	defer cancel()
 	start := time.Now()
-	if err := h.warm(); err != nil {
+	if err := h.x.WarmContext(ctx); err != nil {
+		if ended := opEnded(ctx, errWarmupTimeout); ended != nil {
+			s.fail(c, ended)
+			return
+		}
 		if isFileChanged(err) {
 			h.markFailed(err)
 		}
@@ -1115,6 +1131,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener, grace time.Duration
 	// stalled object store), so they answer and the server stops.
 	base, cancelBase := context.WithCancelCause(context.Background())
 	defer cancelBase(nil)
+	s.Reg.base.Store(&base) // loads, switches and warm-ups end with it too
 	srv := &http.Server{Addr: addr, Handler: lim.closeForWaiting(s.Handler()), ConnState: lim.connState,
 		ReadHeaderTimeout: 10 * time.Second, ReadTimeout: s.cfg.RequestTimeout,
 		WriteTimeout: s.cfg.RequestTimeout + answerGrace, IdleTimeout: 2 * time.Minute,

@@ -2,6 +2,7 @@ package partial
 
 import (
 	"context"
+	"errors"
 	"io"
 )
 
@@ -74,6 +75,11 @@ func ReadBatchContext(ctx context.Context, b BatchReader, reqs []ReadReq) error 
 	}
 	return b.ReadBatch(reqs)
 }
+
+// ErrStoreFailed matches the error of a request to a remote store (an
+// object store) that failed for good: its attempts used up, or refused.
+// Asking the same store again at once would fail the same way.
+var ErrStoreFailed = errors.New("the store failed the request")
 
 // Interrupted is the error of a read given up because ctx ended, or nil
 // while ctx goes on: wraps context.Cause(ctx).

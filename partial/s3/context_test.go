@@ -78,3 +78,88 @@ func TestReadAtContextEnds(t *testing.T) {
 	_, err = o.ReadAtContext(context.Background(), p, 500_000, nil)
 	assert.NoError(t, err, "the object serves again")
 }
+
+// TestBindingEndsPlainReads: an object's requests made by callers that
+// pass no context (ReadAt, the open itself) end with a binding's context
+// while it is bound (Options.Binding, Object.Bind), and wait as before
+// once it is released; a context passed to a read is its own.
+func TestBindingEndsPlainReads(t *testing.T) {
+	bucket := s3test.Bucket(t)
+	u := s3test.Put(t, bucket, "bind.bin", make([]byte, 1<<20))
+	fp := s3test.NewFaultProxy(t)
+	stall := func() {
+		fp.Set(func(_ int64, _ http.ResponseWriter, r *http.Request) bool { s3test.Stall(r, time.Hour); return true })
+	}
+	opts := s3.Options{Endpoint: fp.URL, HeadBytes: 4096, Timeout: time.Minute, MaxAttempts: 5}
+
+	stall()
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	_, err := s3.Open(u, s3.Options{Endpoint: opts.Endpoint, HeadBytes: 4096, Timeout: time.Minute, MaxAttempts: 5, Binding: s3.Bind(ctx)})
+	assert.ErrorIs(t, err, context.DeadlineExceeded)
+	assert.Less(t, time.Since(start), time.Second, "the open ended after %v", time.Since(start))
+
+	fp.Clear()
+	o, err := s3.Open(u, opts)
+	require.NoError(t, err)
+	defer o.Close()
+	stall()
+	ctx, cancel = context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	b := s3.Bind(ctx)
+	done := o.Bind(b)
+	start = time.Now()
+	_, err = o.ReadAt(make([]byte, 10), 500_000)
+	assert.ErrorIs(t, err, context.DeadlineExceeded)
+	assert.False(t, errors.Is(err, s3.ErrRequestFailed), "%v", err)
+	assert.Less(t, time.Since(start), time.Second, "the read ended after %v", time.Since(start))
+
+	// Released (or unbound), the binding's end is no longer the reads'.
+	b.Release()
+	done()
+	fp.Clear()
+	_, err = o.ReadAt(make([]byte, 10), 500_000)
+	assert.NoError(t, err)
+}
+
+// TestReasonForUsers: a request that failed for good has a reason for
+// users naming the object and what happened, without the SDK's text; the
+// error itself keeps it for logs.
+func TestReasonForUsers(t *testing.T) {
+	bucket := s3test.Bucket(t)
+	u := s3test.Put(t, bucket, "reason.bin", make([]byte, 1<<20))
+	fp := s3test.NewFaultProxy(t)
+	o, err := s3.Open(u, s3.Options{Endpoint: fp.URL, HeadBytes: 4096, Timeout: 100 * time.Millisecond, MaxAttempts: 2, Backoff: time.Millisecond})
+	require.NoError(t, err)
+	defer o.Close()
+	fp.Set(func(_ int64, _ http.ResponseWriter, r *http.Request) bool { s3test.Stall(r, time.Hour); return true })
+	_, err = o.ReadAt(make([]byte, 10), 500_000)
+	require.ErrorIs(t, err, s3.ErrRequestFailed)
+	assert.ErrorIs(t, err, partial.ErrStoreFailed, "the storage layers above see the store failed")
+	r, ok := s3.Reason(err)
+	require.True(t, ok, "%v", err)
+	assert.Equal(t, u+": the object store did not answer within 100ms (2 attempts)", r)
+	assert.Contains(t, err.Error(), "GetObject", "the error keeps the SDK's text for logs")
+
+	fp.Set(func(_ int64, w http.ResponseWriter, _ *http.Request) bool {
+		w.WriteHeader(http.StatusForbidden)
+		return true
+	})
+	_, err = o.ReadAt(make([]byte, 10), 500_000)
+	r, ok = s3.Reason(err)
+	require.True(t, ok, "%v", err)
+	assert.Equal(t, u+": the object store refused the request: 403 Forbidden (1 attempt)", r)
+
+	fp.Set(func(_ int64, w http.ResponseWriter, _ *http.Request) bool {
+		w.WriteHeader(http.StatusInternalServerError)
+		return true
+	})
+	_, err = o.ReadAt(make([]byte, 10), 500_000)
+	r, ok = s3.Reason(err)
+	require.True(t, ok, "%v", err)
+	assert.Equal(t, u+": the object store answered 500 InternalServerError (2 attempts)", r)
+
+	_, ok = s3.Reason(errors.New("other"))
+	assert.False(t, ok)
+}

@@ -9,6 +9,7 @@ import (
 	"io/fs"
 	"math/rand/v2"
 	"net"
+	"net/http"
 	"slices"
 	"strconv"
 	"strings"
@@ -58,6 +59,43 @@ type Options struct {
 	// Backoff is the first retry's delay (default 50ms; doubled per retry,
 	// at most 2s, with jitter).
 	Backoff time.Duration
+	// Binding, when set, is the context of the open's requests and of
+	// later reads given no context, until it is released (see Binding).
+	Binding *Binding
+}
+
+// Binding is a context for the requests of callers that pass none (a
+// parser, a warm-up, a guide build reading through plain ReadAt): bound
+// to an object (Options.Binding, Object.Bind), its requests given no
+// context give up when the binding's context ends, until Release. So a
+// load or a warm-up ends at its deadline without a context in every read.
+type Binding struct {
+	ctx      context.Context
+	released atomic.Bool
+}
+
+// Bind is a binding of ctx (nil for a nil ctx: no binding).
+func Bind(ctx context.Context) *Binding {
+	if ctx == nil {
+		return nil
+	}
+	return &Binding{ctx: ctx}
+}
+
+// Release ends the binding: its objects' reads given no context wait
+// again as long as their attempts allow.
+func (b *Binding) Release() {
+	if b != nil {
+		b.released.Store(true)
+	}
+}
+
+// context is b's context while it is bound, else nil.
+func (b *Binding) context() context.Context {
+	if b == nil || b.released.Load() {
+		return nil
+	}
+	return b.ctx
 }
 
 // defaults are what SetDefaults set: the zero fields of every Open's
@@ -114,6 +152,7 @@ type Object struct {
 	life        backendkit.Life
 	sem, server chan struct{}
 	changed     atomic.Pointer[changedError]
+	bound       atomic.Pointer[Binding] // the context of requests given none
 
 	requests, bytesRequested atomic.Int64 // ReadAt calls
 	gets, bytesRead          atomic.Int64 // GETs that answered (open's included), bytes they carried
@@ -144,6 +183,7 @@ func Open(url string, opts Options) (*Object, error) {
 	}
 	o := &Object{name: url, bucket: bucket, key: key, c: c, o: opts, server: serverSem(host)}
 	o.sem = make(chan struct{}, o.o.Parallel)
+	o.bound.Store(opts.Binding)
 	if err := o.open(); err != nil {
 		return nil, err
 	}
@@ -219,7 +259,7 @@ const MaxObjectSize = 4 << 40
 // unusable is the error of an open whose answer cannot be served from
 // (ErrRequestFailed: the store's fault, a server's 502).
 func (o *Object) unusable(what string) error {
-	return &requestError{msg: fmt.Sprintf("s3: %s: the server %s", o.name, what), err: errors.New(what)}
+	return &requestError{msg: fmt.Sprintf("s3: %s: the server %s", o.name, what), user: o.name + ": the object store " + what, err: errors.New(what)}
 }
 
 // totalSize reads the object's size from a ranged GET's Content-Range
@@ -237,6 +277,14 @@ func totalSize(out *s3.GetObjectOutput) (int64, error) {
 		return 0, errors.New("neither Content-Range nor Content-Length in the answer")
 	}
 	return *out.ContentLength, nil
+}
+
+// Bind makes b the context of the object's requests given none (a
+// warm-up's), until done is called; a binding made meanwhile by another
+// caller stays until its own done.
+func (o *Object) Bind(b *Binding) (done func()) {
+	prev := o.bound.Swap(b)
+	return func() { o.bound.CompareAndSwap(b, prev) }
 }
 
 // Name is the object's s3:// path.
@@ -328,7 +376,9 @@ const (
 // counted in the process's metrics (method, GET latency, error kind).
 func (o *Object) retry(ctx context.Context, method int, what string, do func(ctx context.Context) error) error {
 	if ctx == nil {
-		ctx = context.Background()
+		if ctx = o.bound.Load().context(); ctx == nil {
+			ctx = context.Background()
+		}
 	}
 	var err error
 	// A stalled server (answering nothing) costs each attempt its whole
@@ -458,18 +508,57 @@ var ErrRequestFailed = errors.New("s3: request failed")
 // requestError is a request that failed for good; it matches
 // ErrRequestFailed and the request's own error.
 type requestError struct {
-	msg string
-	err error
+	msg  string
+	user string // the same for users: no package names, no SDK text
+	err  error
 }
 
-func (e *requestError) Error() string   { return e.msg }
-func (e *requestError) Unwrap() []error { return []error{ErrRequestFailed, e.err} }
+// Reason is, for an error of a request that failed for good, a sentence
+// for users naming the object and what happened, without the SDK's text
+// (which the error itself keeps, for logs); ok is false for other errors.
+func Reason(err error) (reason string, ok bool) {
+	var re *requestError
+	if !errors.As(err, &re) || re.user == "" {
+		return "", false
+	}
+	return re.user, true
+}
+
+func (e *requestError) Error() string { return e.msg }
+func (e *requestError) Unwrap() []error {
+	return []error{ErrRequestFailed, partial.ErrStoreFailed, e.err}
+}
 
 // fail is the error of a request that failed for good: the object, the
 // request, the attempts and the server's status or the connection's error
 // (never a credential: those travel only in the signature).
 func (o *Object) fail(what string, attempts int, err error) error {
-	return &requestError{msg: fmt.Sprintf("s3: %s: %s failed after %d attempt(s): %v", o.name, what, attempts, err), err: err}
+	return &requestError{msg: fmt.Sprintf("s3: %s: %s failed after %d attempt(s): %v", o.name, what, attempts, err),
+		user: o.name + ": " + o.failure(attempts, err), err: err}
+}
+
+// failure says for users what became of a request's attempts.
+func (o *Object) failure(attempts int, err error) string {
+	n := fmt.Sprintf("%d attempts", attempts)
+	if attempts == 1 {
+		n = "1 attempt"
+	}
+	var ae smithy.APIError
+	var ne net.Error
+	s := status(err)
+	code := http.StatusText(s)
+	if errors.As(err, &ae) && ae.ErrorCode() != "" {
+		code = ae.ErrorCode() // AccessDenied, SlowDown, …
+	}
+	switch {
+	case s >= 500:
+		return fmt.Sprintf("the object store answered %d %s (%s)", s, code, n)
+	case s != 0:
+		return fmt.Sprintf("the object store refused the request: %d %s (%s)", s, code, n)
+	case errors.Is(err, context.DeadlineExceeded), errors.As(err, &ne) && ne.Timeout():
+		return fmt.Sprintf("the object store did not answer within %v (%s)", o.o.Timeout, n)
+	}
+	return fmt.Sprintf("the object store could not be reached (%s)", n)
 }
 
 // status is the HTTP status of a request's error, 0 when none came back.
