@@ -263,9 +263,12 @@ func TestSeparateVectorsRecords(t *testing.T) {
 	fortran := filepath.Join(dir, "fortran.npy")
 	require.NoError(t, os.WriteFile(fortran, append(binary.LittleEndian.AppendUint16([]byte("\x93NUMPY\x01\x00"), uint16(len(hdr))),
 		append([]byte(hdr), make([]byte, n*32*4)...)...), 0o644))
+	text := filepath.Join(dir, "text.npy")
+	require.NoError(t, os.WriteFile(text, []byte("# not vectors, not an array\n"), 0o644))
 	for _, c := range []struct {
 		path, label, msg string
 	}{
+		{text, "text.npy", "text.npy: neither a .vec, an .fvecs, an .npy nor a FAISS file with flat vectors: not a FAISS index file: its first 4 bytes are no FAISS index type this program knows"},
 		{corrupt("attack.fvecs", map[int]uint32{5: 31, n - 1: 33}, 0), "attack.fvecs", "attack.fvecs: record 5 says d=31, the first says d=32"},
 		{corrupt("last.fvecs", map[int]uint32{n - 1: 33}, 0), "data/last.fvecs", "data/last.fvecs: record 1999 says d=33, the first says d=32"},
 		{corrupt("cut.fvecs", nil, 7), "cut.fvecs", "cut.fvecs: record 1999 is cut short: 125 of its 132 bytes (truncated?)"},

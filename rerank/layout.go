@@ -95,7 +95,7 @@ func ReadLayout(f io.ReaderAt, size int64, path string) (Layout, error) {
 	}
 	ff, err := faissfmt.Open(f, size)
 	if err != nil {
-		return Layout{}, fmt.Errorf("%s: neither a .vec, an .fvecs, an .npy nor a FAISS file with flat vectors: %w", path, err)
+		return Layout{}, &vectorsError{fmt.Errorf("%s: neither a .vec, an .fvecs, an .npy nor a FAISS file with flat vectors: %w", path, err)}
 	}
 	return FAISSLayout(ff, path)
 }
