@@ -50,7 +50,7 @@ func CheckFileContext(ctx context.Context, fc FileChecker) error {
 // ReadAtContext reads p at off from r under ctx: through ContextReader
 // when r has it and ctx is not nil, else through TallyReader (t not nil)
 // or ReadAt. The type checks cost a few nanoseconds; callers on a hot path
-// resolve the interface once (see ContextReaderOf).
+// assert ContextReader once when they open (as hnswsearch's readAt does).
 func ReadAtContext(ctx context.Context, r io.ReaderAt, p []byte, off int64, t *Tally) (int, error) {
 	if ctx != nil {
 		if cr, ok := r.(ContextReader); ok {
