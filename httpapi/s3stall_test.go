@@ -108,20 +108,8 @@ func TestShutdownWithStalledReads(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, s.Reg.Load("s", LoadSpec{Path: "s3://" + bucket + "/idx/" + large, Mode: "memory_efficient", CacheBytes: 65536}))
 
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	addr := freeAddr(t)
 	const grace = time.Second
-	done := make(chan error, 1)
-	go func() { done <- s.ListenAndServe(ctx, addr, grace) }()
-	url := "http://" + addr
-	require.Eventually(t, func() bool {
-		r, err := http.Get(url + "/_health")
-		if err == nil {
-			r.Body.Close()
-		}
-		return err == nil
-	}, 5*time.Second, 10*time.Millisecond)
+	url, shutdown := serveForShutdown(t, s, grace)
 
 	sp.stalled.Store(true)
 	answered := make(chan resp, 1)
@@ -138,16 +126,7 @@ func TestShutdownWithStalledReads(t *testing.T) {
 	}()
 	require.Eventually(t, func() bool { return sp.held.Load() > 0 }, 5*time.Second, 5*time.Millisecond, "the search never reached the store")
 	time.Sleep(1500 * time.Millisecond) // the file watcher's HEAD stalls too
-	start := time.Now()
-	cancel()
-	select {
-	case err := <-done:
-		took := time.Since(start)
-		assert.NoError(t, err)
-		assert.Less(t, took, grace+time.Second, "shutdown took %v", took)
-	case <-time.After(grace + 15*time.Second):
-		t.Fatal("the server did not stop")
-	}
+	shutdown()
 	select {
 	case r := <-answered:
 		if r.Status != 0 {
@@ -156,6 +135,39 @@ func TestShutdownWithStalledReads(t *testing.T) {
 		}
 	case <-time.After(5 * time.Second):
 		t.Fatal("the stalled search never ended")
+	}
+}
+
+// serveForShutdown serves s on a free port with the given grace period
+// until shutdown, which cancels the server's context and checks that it
+// stops without an error within a second of the grace period.
+func serveForShutdown(t *testing.T, s *Server, grace time.Duration) (url string, shutdown func()) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	addr := freeAddr(t)
+	done := make(chan error, 1)
+	go func() { done <- s.ListenAndServe(ctx, addr, grace) }()
+	url = "http://" + addr
+	require.Eventually(t, func() bool {
+		r, err := http.Get(url + "/_health")
+		if err == nil {
+			r.Body.Close()
+		}
+		return err == nil
+	}, 5*time.Second, 10*time.Millisecond)
+	return url, func() {
+		t.Helper()
+		start := time.Now()
+		cancel()
+		select {
+		case err := <-done:
+			took := time.Since(start)
+			assert.NoError(t, err)
+			assert.Less(t, took, grace+time.Second, "shutdown took %v", took)
+		case <-time.After(grace + 15*time.Second):
+			t.Fatal("the server did not stop")
+		}
 	}
 }
 
@@ -383,20 +395,8 @@ func TestShutdownWithStalledLoads(t *testing.T) {
 	for _, n := range []string{"s", "w"} {
 		require.NoError(t, s.Reg.Load(n, LoadSpec{Path: path, Mode: "memory_efficient", CacheBytes: 65536}))
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	addr := freeAddr(t)
 	const grace = time.Second
-	done := make(chan error, 1)
-	go func() { done <- s.ListenAndServe(ctx, addr, grace) }()
-	url := "http://" + addr
-	require.Eventually(t, func() bool {
-		r, err := http.Get(url + "/_health")
-		if err == nil {
-			r.Body.Close()
-		}
-		return err == nil
-	}, 5*time.Second, 10*time.Millisecond)
+	url, shutdown := serveForShutdown(t, s, grace)
 
 	sp.stalled.Store(true)
 	calls := []struct{ method, path, body string }{
@@ -421,16 +421,7 @@ func TestShutdownWithStalledLoads(t *testing.T) {
 	held := sp.held.Load()
 	require.Eventually(t, func() bool { return sp.held.Load() > held+10 }, 5*time.Second, 5*time.Millisecond, "nothing reached the store")
 	time.Sleep(500 * time.Millisecond)
-	start := time.Now()
-	cancel()
-	select {
-	case err := <-done:
-		took := time.Since(start)
-		assert.NoError(t, err)
-		assert.Less(t, took, grace+time.Second, "shutdown took %v", took)
-	case <-time.After(grace + 15*time.Second):
-		t.Fatal("the server did not stop")
-	}
+	shutdown()
 	for range calls {
 		select {
 		case r := <-answered:

@@ -69,7 +69,7 @@ func TestWarmupBody(t *testing.T) {
 		`{"timeout":"1s"}`: `unknown field "timeout"`,
 		`[]`:               "the body must be a JSON object, got an array",
 		`{}{}`:             "data after the object",
-		`null`:             "",
+		`null`:             "the body must be a JSON object, not null",
 	} {
 		r := call(t, ts, "POST", "/indexes/j/_warmup", body)
 		assert.Equal(t, 400, r.Status, "%q: %s", body, r.Raw)
@@ -114,6 +114,8 @@ func TestNullWhereValueRequired(t *testing.T) {
 	// An empty list is a list: a filter of no ids allows nothing.
 	r = call(t, ts, "POST", "/indexes/j/_search", `{"vector":`+vec+`,"filter":{"ids":[]}}`)
 	assert.Equal(t, 200, r.Status, r.Raw)
+	assert.Contains(t, r.Body, "hits", r.Raw)
+	assert.Empty(t, r.Body["hits"], r.Raw)
 }
 
 // TestFileChangedInWords: a served file replaced at its path answers 503

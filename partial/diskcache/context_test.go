@@ -31,16 +31,36 @@ func (o ctxObject) ReadAtContext(ctx context.Context, p []byte, off int64, _ *pa
 	return len(p), nil
 }
 
+// stalledCache is a cache over a 4-block object whose reads wait until
+// obj.gate is closed.
+func stalledCache(t *testing.T, seed byte) ([]byte, *fakeObject, *Cache) {
+	t.Helper()
+	data := pattern(4*testBS, seed)
+	obj := newFake("s3://b/k", "e1", data)
+	obj.gate = make(chan struct{})
+	c := open(t, ctxObject{obj}, t.TempDir(), 1<<20)
+	t.Cleanup(func() { c.Close() })
+	return data, obj, c
+}
+
+// fetching waits until block is being fetched with waiters callers
+// waiting for that fetch.
+func fetching(t *testing.T, c *Cache, block int64, waiters int) {
+	t.Helper()
+	require.Eventually(t, func() bool {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		cl := c.inflight[block]
+		return cl != nil && cl.waiters == waiters
+	}, 5*time.Second, time.Millisecond)
+}
+
 // TestContextEndsFetchAndWait: over a stalled object, a read under a
 // context gives up at its deadline, whether it fetches the block itself or
 // waits for another caller's fetch (one with no deadline); that caller
 // still gets its bytes once the object answers.
 func TestContextEndsFetchAndWait(t *testing.T) {
-	data := pattern(4*testBS, 3)
-	obj := newFake("s3://b/k", "e1", data)
-	obj.gate = make(chan struct{})
-	c := open(t, ctxObject{obj}, t.TempDir(), 1<<20)
-	defer c.Close()
+	data, obj, c := stalledCache(t, 3)
 
 	// Fetching itself.
 	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
@@ -57,11 +77,7 @@ func TestContextEndsFetchAndWait(t *testing.T) {
 		_, err := c.ReadAt(p, testBS+5)
 		loaded <- err
 	}()
-	require.Eventually(t, func() bool {
-		c.mu.Lock()
-		defer c.mu.Unlock()
-		return c.inflight[1] != nil
-	}, 5*time.Second, time.Millisecond)
+	fetching(t, c, 1, 0)
 	ctx, cancel = context.WithTimeout(context.Background(), 100*time.Millisecond)
 	defer cancel()
 	start = time.Now()
@@ -76,11 +92,7 @@ func TestContextEndsFetchAndWait(t *testing.T) {
 // TestWaiterFetchesWhenFetcherGivesUp: a read waiting for a fetch whose
 // caller gave up at its own deadline fetches the block itself.
 func TestWaiterFetchesWhenFetcherGivesUp(t *testing.T) {
-	data := pattern(4*testBS, 5)
-	obj := newFake("s3://b/k", "e1", data)
-	obj.gate = make(chan struct{})
-	c := open(t, ctxObject{obj}, t.TempDir(), 1<<20)
-	defer c.Close()
+	data, obj, c := stalledCache(t, 5)
 	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
 	defer cancel()
 	gaveUp := make(chan error, 1)
@@ -88,23 +100,14 @@ func TestWaiterFetchesWhenFetcherGivesUp(t *testing.T) {
 		_, err := c.ReadAtContext(ctx, make([]byte, 10), 2*testBS, nil)
 		gaveUp <- err
 	}()
-	require.Eventually(t, func() bool {
-		c.mu.Lock()
-		defer c.mu.Unlock()
-		return c.inflight[2] != nil
-	}, 5*time.Second, time.Millisecond)
+	fetching(t, c, 2, 0)
 	waited := make(chan error, 1)
 	p := make([]byte, 50)
 	go func() {
 		_, err := c.ReadAtContext(context.Background(), p, 2*testBS+7, nil)
 		waited <- err
 	}()
-	require.Eventually(t, func() bool {
-		c.mu.Lock()
-		defer c.mu.Unlock()
-		cl := c.inflight[2]
-		return cl != nil && cl.waiters == 1
-	}, 5*time.Second, time.Millisecond)
+	fetching(t, c, 2, 1)
 	assert.ErrorIs(t, <-gaveUp, context.DeadlineExceeded)
 	close(obj.gate)
 	require.NoError(t, <-waited)

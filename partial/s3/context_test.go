@@ -142,23 +142,22 @@ func TestReasonForUsers(t *testing.T) {
 	assert.Equal(t, u+": the object store did not answer within 100ms (2 attempts)", r)
 	assert.Contains(t, err.Error(), "GetObject", "the error keeps the SDK's text for logs")
 
-	fp.Set(func(_ int64, w http.ResponseWriter, _ *http.Request) bool {
-		w.WriteHeader(http.StatusForbidden)
-		return true
-	})
-	_, err = o.ReadAt(make([]byte, 10), 500_000)
-	r, ok = s3.Reason(err)
-	require.True(t, ok, "%v", err)
-	assert.Equal(t, u+": the object store refused the request: 403 Forbidden (1 attempt)", r)
-
-	fp.Set(func(_ int64, w http.ResponseWriter, _ *http.Request) bool {
-		w.WriteHeader(http.StatusInternalServerError)
-		return true
-	})
-	_, err = o.ReadAt(make([]byte, 10), 500_000)
-	r, ok = s3.Reason(err)
-	require.True(t, ok, "%v", err)
-	assert.Equal(t, u+": the object store answered 500 InternalServerError (2 attempts)", r)
+	for _, c := range []struct {
+		status int
+		want   string
+	}{
+		{http.StatusForbidden, "the object store refused the request: 403 Forbidden (1 attempt)"},
+		{http.StatusInternalServerError, "the object store answered 500 InternalServerError (2 attempts)"},
+	} {
+		fp.Set(func(_ int64, w http.ResponseWriter, _ *http.Request) bool {
+			w.WriteHeader(c.status)
+			return true
+		})
+		_, err = o.ReadAt(make([]byte, 10), 500_000)
+		r, ok = s3.Reason(err)
+		require.True(t, ok, "%v", err)
+		assert.Equal(t, u+": "+c.want, r)
+	}
 
 	_, ok = s3.Reason(errors.New("other"))
 	assert.False(t, ok)
