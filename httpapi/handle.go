@@ -10,11 +10,6 @@ import (
 	"sync/atomic"
 
 	"github.com/faiss-sidecar/faiss-sidecar/engine"
-	"github.com/faiss-sidecar/faiss-sidecar/faissfmt"
-	"github.com/faiss-sidecar/faiss-sidecar/hnswsearch"
-	"github.com/faiss-sidecar/faiss-sidecar/partial"
-	"github.com/faiss-sidecar/faiss-sidecar/partial/s3"
-	"github.com/faiss-sidecar/faiss-sidecar/rerank"
 )
 
 // LoadSpec says how to open an index (the body of PUT /indexes/{name}).
@@ -111,7 +106,7 @@ func (h *handle) usable() error {
 func (h *handle) failure(err error) error { return relabel(h.failureUnnamed(err), h.names) }
 
 func (h *handle) failureUnnamed(err error) error {
-	if errors.Is(err, hnswsearch.ErrCorrupt) {
+	if errors.Is(err, engine.ErrCorrupt) {
 		return &apiError{422, "corrupt_index", fmt.Sprintf(
 			"index file %s is corrupt: %v; mode full checks every neighbor list when it loads", h.spec.Path, err)}
 	}
@@ -131,11 +126,11 @@ func (h *handle) checkFile() error { return h.x.CheckFile() }
 func (h *handle) checkFileContext(ctx context.Context) error { return h.x.CheckFileContext(ctx) }
 
 // errFileChanged is what storage reports when a served file changed.
-var errFileChanged = partial.ErrFileChanged
+var errFileChanged = engine.ErrFileChanged
 
 // changeDetail is the numbers behind a file change (device:inode, times):
 // the server's log keeps them, the client's answer says it in words.
-func changeDetail(err error) string { return partial.ChangeDetail(err) }
+func changeDetail(err error) string { return engine.ChangeDetail(err) }
 
 // acquire takes a lease unless the handle is retired.
 func (h *handle) acquire() (lease, bool) {
@@ -188,23 +183,23 @@ func errStatus(err error) (int, string) {
 		return ae.Status, ae.Type
 	case errors.Is(err, engine.ErrNotServable):
 		return 422, "index_not_servable"
-	case errors.Is(err, engine.ErrBadRequest), errors.Is(err, hnswsearch.ErrBudget):
+	case errors.Is(err, engine.ErrBadRequest), errors.Is(err, engine.ErrBudget):
 		return 400, "bad_request"
-	case errors.Is(err, hnswsearch.ErrBadQuery):
+	case errors.Is(err, engine.ErrBadQuery):
 		return 400, "bad_query"
-	case errors.Is(err, partial.ErrBadOption), errors.Is(err, hnswsearch.ErrBadOption):
+	case errors.Is(err, engine.ErrBadStorageOption), errors.Is(err, engine.ErrBadOption):
 		return 400, "bad_request"
-	case errors.Is(err, faissfmt.ErrFormat), errors.Is(err, rerank.ErrVectors):
+	case errors.Is(err, engine.ErrFormat), errors.Is(err, engine.ErrVectors):
 		return 422, "bad_index_file"
-	case errors.Is(err, hnswsearch.ErrDeadline):
+	case errors.Is(err, engine.ErrDeadline):
 		return 504, "search_timeout"
 	case errors.Is(err, context.Canceled): // a read given up: the client went away
 		return 499, "client_closed_request"
 	case errors.Is(err, errFileChanged):
 		return 503, "index_file_changed"
-	case errors.Is(err, hnswsearch.ErrCorrupt): // found by a query where the load did not look
+	case errors.Is(err, engine.ErrCorrupt): // found by a query where the load did not look
 		return 422, "corrupt_index"
-	case errors.Is(err, s3.ErrRequestFailed): // the object store did not answer, or refused
+	case errors.Is(err, engine.ErrObjectStore): // the object store did not answer, or refused
 		return 502, "object_storage_error"
 	case errors.Is(err, fs.ErrNotExist), strings.Contains(err.Error(), "no such file"):
 		return 404, "file_not_found"

@@ -13,7 +13,6 @@ import (
 	"unicode/utf8"
 
 	"github.com/faiss-sidecar/faiss-sidecar/engine"
-	"github.com/faiss-sidecar/faiss-sidecar/hnswsearch"
 )
 
 // Limits bound what requests may ask of the server, so that no request can
@@ -21,12 +20,12 @@ import (
 // defaults of withDefaults, which is where every default lives.
 type Limits struct {
 	// MaxEfSearch bounds method_parameters.ef_search and an index's
-	// ef_search (default 100000; hnswsearch.MaxEfSearch at most).
+	// ef_search (default 100000; engine.MaxEfSearch at most).
 	MaxEfSearch int `json:"max_ef_search"`
 	// MaxRadialResults caps a radial query's hits (max_distance or
 	// min_score), as OpenSearch's index.knn.max_radial_search_results
 	// does (default engine.DefaultMaxRadialResults; at most
-	// hnswsearch.MaxRangeResults); it counts as k in MaxRequestWork.
+	// engine.MaxRangeResults); it counts as k in MaxRequestWork.
 	MaxRadialResults int `json:"max_radial_results"`
 	// MaxMsearchVectors bounds the vectors of one _msearch (default 1000).
 	MaxMsearchVectors int `json:"max_msearch_vectors"`
@@ -99,11 +98,11 @@ func (l Limits) Check() error {
 			return fmt.Errorf("%s %d is negative (0: the default)", f.name, f.v)
 		}
 	}
-	if l.MaxEfSearch > hnswsearch.MaxEfSearch {
-		return fmt.Errorf("max_ef_search %d is above %d", l.MaxEfSearch, hnswsearch.MaxEfSearch)
+	if l.MaxEfSearch > engine.MaxEfSearch {
+		return fmt.Errorf("max_ef_search %d is above %d", l.MaxEfSearch, engine.MaxEfSearch)
 	}
-	if l.MaxRadialResults > hnswsearch.MaxRangeResults {
-		return fmt.Errorf("max_radial_results %d is above %d", l.MaxRadialResults, hnswsearch.MaxRangeResults)
+	if l.MaxRadialResults > engine.MaxRangeResults {
+		return fmt.Errorf("max_radial_results %d is above %d", l.MaxRadialResults, engine.MaxRangeResults)
 	}
 	return nil
 }
@@ -130,10 +129,10 @@ const DefaultK = engine.DefaultK
 // withDefaults fills the zero fields for a machine (or memory cgroup) of
 // total bytes (0: unknown).
 func (l Limits) withDefaults(total int64) Limits {
-	if l.MaxEfSearch <= 0 || l.MaxEfSearch > hnswsearch.MaxEfSearch {
-		l.MaxEfSearch = min(100000, hnswsearch.MaxEfSearch)
+	if l.MaxEfSearch <= 0 || l.MaxEfSearch > engine.MaxEfSearch {
+		l.MaxEfSearch = min(100000, engine.MaxEfSearch)
 	}
-	if l.MaxRadialResults <= 0 || l.MaxRadialResults > hnswsearch.MaxRangeResults {
+	if l.MaxRadialResults <= 0 || l.MaxRadialResults > engine.MaxRangeResults {
 		l.MaxRadialResults = engine.DefaultMaxRadialResults
 	}
 	if l.MaxMsearchVectors <= 0 {

@@ -17,10 +17,7 @@ import (
 	"time"
 
 	"github.com/faiss-sidecar/faiss-sidecar/engine"
-	"github.com/faiss-sidecar/faiss-sidecar/hnswsearch"
 	"github.com/faiss-sidecar/faiss-sidecar/internal/filekind"
-	"github.com/faiss-sidecar/faiss-sidecar/partial/s3"
-	"github.com/faiss-sidecar/faiss-sidecar/partial/storage"
 )
 
 // cacheFloor is the smallest a cache shrinks to when the budget is tight.
@@ -210,7 +207,7 @@ func (r *Registry) resolve(p string) (string, error) {
 	if len(p) > maxPathBytes {
 		return "", badRequest("path of %d bytes is longer than %d", len(p), maxPathBytes)
 	}
-	if storage.IsRemote(p) {
+	if engine.IsRemote(p) {
 		return r.resolveObject(p)
 	}
 	if strings.IndexByte(p, 0) >= 0 {
@@ -511,7 +508,7 @@ func (r *Registry) openUnguarded(ctx context.Context, e *entry, spec LoadSpec) (
 		es.MachineBudget, es.Room = true, max(r.room(), 1)
 	}
 	plan, err := engine.Prepare(es)
-	if err != nil && es.Room > 0 && errors.Is(err, hnswsearch.ErrBudget) {
+	if err != nil && es.Room > 0 && errors.Is(err, engine.ErrBudget) {
 		// What the node has free is too little: the node is full, as for
 		// any load that does not fit (admit), not the request wrong. When
 		// the whole budget was free, it can never fit: a 400.
@@ -737,7 +734,7 @@ func (r *Registry) Switch(ctx context.Context, name string, sw SwitchSpec) error
 		case isFileChanged(err):
 			old.markFailed(err)
 			verify = 0 // the old handle cannot answer: its file changed (this switch is the reload)
-		case errors.Is(err, s3.ErrRequestFailed):
+		case errors.Is(err, engine.ErrObjectStore):
 			// The store failed for good: opening the object anew would
 			// wait as long again before failing the same way.
 			return fail(err)
@@ -828,8 +825,8 @@ func sameAnswers(ctx context.Context, stop func() error, a, b *handle, n int) er
 		return nil
 	}
 	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 1))
-	p := hnswsearch.Params{K: 10, Ctx: ctx} // a stalled store's reads end with the switch
-	var ra, rb []hnswsearch.Result
+	const k = 10
+	var ra, rb []engine.Neighbor
 	q := make([]float32, a.x.Dim())
 	qb := make([]byte, a.x.Dim())
 	for i := range n {
@@ -837,20 +834,22 @@ func sameAnswers(ctx context.Context, stop func() error, a, b *handle, n int) er
 			return err
 		}
 		var ea, eb error
-		var hq hnswsearch.Query
+		var vec []float32
+		var code []byte
 		if a.x.Binary() {
 			for j := range qb {
 				qb[j] = byte(rng.Uint32())
 			}
-			hq.Code = qb
+			code = qb
 		} else {
 			for j := range q {
 				q[j] = float32(rng.NormFloat64())
 			}
-			hq.Vector = q
+			vec = q
 		}
-		ra, _, ea = a.x.Search(hq, p, ra[:0])
-		rb, _, eb = b.x.Search(hq, p, rb[:0])
+		// ctx: a stalled store's reads end with the switch
+		ra, ea = a.x.CheckSearch(ctx, vec, code, k, ra[:0])
+		rb, eb = b.x.CheckSearch(ctx, vec, code, k, rb[:0])
 		if eb == nil && (isFileChanged(ea) || (ea == nil && !slices.Equal(ra, rb) && oldFileChanged(ctx, a))) {
 			return nil // the old file changed meanwhile: the new handle is its reload
 		}

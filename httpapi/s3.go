@@ -7,8 +7,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/faiss-sidecar/faiss-sidecar/partial"
-	"github.com/faiss-sidecar/faiss-sidecar/partial/s3"
+	"github.com/faiss-sidecar/faiss-sidecar/engine"
 )
 
 // allowBuckets sets the S3 buckets whose objects (s3://BUCKET/KEY) the
@@ -16,7 +15,7 @@ import (
 // roots' confinement.
 func (r *Registry) allowBuckets(buckets []string) error {
 	for _, b := range buckets {
-		if err := s3.CheckBucket(b); err != nil {
+		if err := engine.CheckS3Bucket(b); err != nil {
 			return fmt.Errorf("s3 bucket allow-list: %w", err)
 		}
 	}
@@ -29,9 +28,9 @@ func (r *Registry) allowBuckets(buckets []string) error {
 // outside the data roots is). It asks nothing of the object store: whether
 // the object exists is the open's answer (404 file_not_found).
 func (r *Registry) resolveObject(p string) (string, error) {
-	bucket, _, err := s3.ParseURL(p)
+	bucket, _, err := engine.ParseS3URL(p)
 	if err != nil {
-		return "", badRequest("path %s", strings.TrimPrefix(err.Error(), partial.ErrBadOption.Error()+": "))
+		return "", badRequest("path %s", strings.TrimPrefix(err.Error(), engine.ErrBadStorageOption.Error()+": "))
 	}
 	if len(r.buckets) == 0 {
 		return "", &apiError{403, "forbidden_path", fmt.Sprintf(
@@ -100,12 +99,12 @@ func (c *s3Collector) Describe(ch chan<- *prometheus.Desc) {
 }
 
 func (c *s3Collector) Collect(ch chan<- prometheus.Metric) {
-	m := s3.ReadMetrics()
+	m := engine.ReadS3Metrics()
 	ch <- prometheus.MustNewConstMetric(c.requests, prometheus.CounterValue, float64(m.GETs), "GET")
 	ch <- prometheus.MustNewConstMetric(c.requests, prometheus.CounterValue, float64(m.HEADs), "HEAD")
 	ch <- prometheus.MustNewConstMetric(c.bytes, prometheus.CounterValue, float64(m.ReceivedBytes))
 	ch <- prometheus.MustNewConstMetric(c.retries, prometheus.CounterValue, float64(m.Retries))
-	for _, k := range s3.ErrorKinds {
+	for _, k := range engine.S3ErrorKinds {
 		ch <- prometheus.MustNewConstMetric(c.errors, prometheus.CounterValue, float64(m.Errors[k]), k)
 	}
 	h := m.GETLatency

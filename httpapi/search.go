@@ -13,8 +13,6 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"github.com/faiss-sidecar/faiss-sidecar/engine"
-	"github.com/faiss-sidecar/faiss-sidecar/hnswsearch"
-	"github.com/faiss-sidecar/faiss-sidecar/partial/storage"
 )
 
 // IntParam is an integer request field that tells an absent field (Set
@@ -142,7 +140,7 @@ func (s *Server) plan(h *handle, k IntParam, rad radial, mp *MethodParameters, f
 	case !k.Set:
 		r.K = DefaultK
 	case k.Null:
-		return queryPlan{}, badRequest("k is null; give a number in [1, %d] or leave k out (default %d)", hnswsearch.MaxK, DefaultK)
+		return queryPlan{}, badRequest("k is null; give a number in [1, %d] or leave k out (default %d)", engine.MaxK, DefaultK)
 	}
 	if mp != nil {
 		r.EfSearch, r.EfSearchSet = mp.EfSearch, true
@@ -271,7 +269,7 @@ func (s *Server) search(c *gin.Context) {
 	if err != nil {
 		s.queryFailed(e, l, err)
 		switch {
-		case errors.Is(err, hnswsearch.ErrDeadline):
+		case errors.Is(err, engine.ErrDeadline):
 			err = errTimeout
 		case errors.Is(err, errShuttingDown):
 			err = errShuttingDown
@@ -414,7 +412,7 @@ var noCancel context.CancelFunc = func() {}
 // index, its vector file or its rerank vectors.
 func (h *handle) readsObjects() bool {
 	sp := &h.spec
-	return storage.IsRemote(sp.Path) || storage.IsRemote(sp.VectorsPath) || sp.Rerank != nil && storage.IsRemote(sp.Rerank.VectorsPath)
+	return engine.IsRemote(sp.Path) || engine.IsRemote(sp.VectorsPath) || sp.Rerank != nil && engine.IsRemote(sp.Rerank.VectorsPath)
 }
 
 // errTimeout answers a request whose search outlived request_timeout.
@@ -502,7 +500,7 @@ func (s *Server) msearch(c *gin.Context) {
 				s.queryFailed(e, l, o.err)
 				stop(h.failure(o.err))
 				return
-			case errors.Is(o.err, hnswsearch.ErrDeadline):
+			case errors.Is(o.err, engine.ErrDeadline):
 				stop(errTimeout)
 				return
 			case errors.Is(o.err, errShuttingDown):

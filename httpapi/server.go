@@ -25,11 +25,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/faiss-sidecar/faiss-sidecar/engine"
 	"github.com/faiss-sidecar/faiss-sidecar/internal/buildinfo"
 	"github.com/faiss-sidecar/faiss-sidecar/internal/sysmem"
-	"github.com/faiss-sidecar/faiss-sidecar/partial/diskcache"
-	"github.com/faiss-sidecar/faiss-sidecar/partial/s3"
-	"github.com/faiss-sidecar/faiss-sidecar/partial/storage"
 )
 
 // Config configures a Server.
@@ -39,7 +37,7 @@ type Config struct {
 	MemoryBudget   int64         // bytes for all indexes; 0 = defaultNodeBudget (the machine's memory, or its cgroup's limit, less the server's own)
 	GuideDir       string        // on_disk guide files ("": beside each index)
 	CacheDir       string        // local disk cache of every s3:// index ("": none; partial/diskcache)
-	CacheDirBytes  int64         // its budget (0: diskcache.DefaultBudget)
+	CacheDirBytes  int64         // its budget (0: engine.DefaultCacheDirBytes)
 	Token          string        // bearer token required when not empty
 	MaxBodyBytes   int64         // default 16 MiB
 	RequestTimeout time.Duration // default 30 s
@@ -51,7 +49,7 @@ type Config struct {
 // Server is the HTTP API.
 type Server struct {
 	cfg             Config
-	releaseCacheDir func() error // the claim on cfg.CacheDir (diskcache.Claim)
+	releaseCacheDir func() error // the claim on cfg.CacheDir (engine.ClaimCacheDir)
 	total           int64        // the machine's memory, or its cgroup's limit (sysmem.Total; 0: unknown)
 	Reg             *Registry
 	log             *slog.Logger
@@ -242,7 +240,7 @@ func New(cfg Config) (*Server, error) {
 	reg.guideDir = cfg.GuideDir
 	reg.cacheDir, reg.cacheDirBytes = cfg.CacheDir, cfg.CacheDirBytes
 	if cfg.CacheDir != "" { // held for the server's life: another process on it fails at start, not on loads
-		if s.releaseCacheDir, err = diskcache.Claim(cfg.CacheDir, cfg.CacheDirBytes); err != nil {
+		if s.releaseCacheDir, err = engine.ClaimCacheDir(cfg.CacheDir, cfg.CacheDirBytes); err != nil {
 			return nil, fmt.Errorf("cache_dir %s: %w", cfg.CacheDir, err)
 		}
 	}
@@ -433,7 +431,7 @@ func (s *Server) fail(c *gin.Context, err error) {
 	setRetryAfter(c.Writer, err)
 	c.Abort()
 	reason := err.Error()
-	if r, ok := s3.Reason(err); ok && status == 502 {
+	if r, ok := engine.ObjectStoreReason(err); ok && status == 502 {
 		// The client reads what failed in a sentence; the log keeps the
 		// request and the SDK's error.
 		s.log.Warn("object store request failed", "path", c.Request.URL.Path, "error", err)
@@ -925,7 +923,7 @@ func (s *Server) getIndex(c *gin.Context) {
 	// A local file is checked at once (a stat); an object is not (a HEAD,
 	// which a stalled store would hold for its attempts): its reads are
 	// pinned to its ETag and the file watcher checks it.
-	if l.h.failed.Load() == nil && !storage.IsRemote(l.h.spec.Path) {
+	if l.h.failed.Load() == nil && !engine.IsRemote(l.h.spec.Path) {
 		if err := l.h.checkFile(); isFileChanged(err) {
 			l.h.markFailed(err)
 		}
