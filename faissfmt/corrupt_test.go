@@ -36,8 +36,8 @@ func mustOpen(t testing.TB, b []byte) *File {
 // cutPoints lists prefix lengths that end inside every field and section:
 // every byte of a file of at most 4 KiB with -tags long; otherwise every
 // byte of the first 256, each section's edges and middle, and in a small
-// file every 16th byte besides (each open of a cut costs ~0.5 ms under
-// -race: every byte of the 24 small fixtures took 21 s).
+// file every 16th byte besides (every byte of every small fixture is
+// tens of seconds under -race).
 func cutPoints(f *File, size int64) []int64 {
 	var cuts []int64
 	if size <= 4096 && longtests.On {

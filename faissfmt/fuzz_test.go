@@ -13,7 +13,7 @@ import (
 // Seeds: every fixture (FAISS 1.7.3's and FAISS 1.15's), small CAGRA and
 // null-storage variants of the 1.7.3 ones with truncated and corrupted
 // copies (fuzzSeeds), plus any crasher go test -fuzz keeps in
-// testdata/fuzz/FuzzOpen (none so far). Neither may panic, and an accepted
+// testdata/fuzz/FuzzOpen. Neither may panic, and an accepted
 // file must keep all its sections inside the file. Run it with
 // -fuzzminimizetime 1s: minimizing each multi-kilobyte input that finds new
 // coverage otherwise takes the whole -fuzztime (0 execs/sec reported).

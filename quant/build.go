@@ -40,10 +40,9 @@ type BuildOptions struct {
 	// of it plus the codes' bytes (at least one vector each). The sample
 	// is given back to the system before encoding starts; its centroids
 	// (at most half its bytes) stay until the build ends, and are given
-	// back then. Under a small memory budget the defaults (16 MiB of
-	// sample, two 8 MiB reads) outgrew a memory cgroup of a tenth of
-	// fashion-mnist. A reader's own buffers (an object's read-ahead) are
-	// the reader's.
+	// back then. The defaults (16 MiB of sample, two 8 MiB reads) can
+	// outgrow a small memory budget on their own. A reader's own buffers
+	// (an object's read-ahead) are the reader's.
 	MemoryBytes int64
 	// Seed chooses the 32x random rotation (default a fixed constant, so
 	// builds of one file are reproducible).

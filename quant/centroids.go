@@ -14,8 +14,8 @@ import (
 // 32x and 16x codes centre each vector on the nearest of K centroids rather than
 // on one mean: the estimate's error grows with ‖o − c‖·‖q − c‖, so on data
 // of many tight clusters one centre for all leaves errors larger than the
-// gaps between a query's neighbours (recall@10 0.12 on 1,600 clusters),
-// while a centre per cluster shrinks both norms to the clusters' spread.
+// gaps between a query's neighbours, while a centre per cluster shrinks
+// both norms to the clusters' spread (docs/quantization.md).
 //
 // The centroids come from two-level k-means on the training sample: √K
 // coarse centroids, then each coarse cell's sample points split into fine

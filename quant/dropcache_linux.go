@@ -19,8 +19,8 @@ func dropRange(f *os.File, off, n int64) { _ = unix.Fadvise(int(f.Fd()), off, n,
 
 // writeBack writes n bytes of f at off to the device, waits for them, and
 // drops them from the page cache: dirty pages cannot be reclaimed until
-// written, and a guide written whole before one sync held its size in
-// dirty pages, charged to the process's memory cgroup beside the guide
+// written, and a guide written whole before one sync would hold its size
+// in dirty pages, charged to the process's memory cgroup beside the guide
 // itself. A file system without sync_file_range (ENOSYS, EINVAL, ESPIPE,
 // EOPNOTSUPP) keeps its pages until the final sync: nil. Any other error
 // is a write that failed, and must be returned: the kernel counts it

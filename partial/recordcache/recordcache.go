@@ -104,10 +104,10 @@ func New(n, size int, budget int64) (*Cache, error) {
 
 // populateAhead backs the pages just past the first fill before its stores
 // reach them, on a goroutine of its own: a store into a fresh page faults,
-// 11 µs a 4 KiB page on this machine's VM, 0.2 ms a query while a 41 MB
-// cache first fills, in the searches' own time. Populating changes no
-// byte, so it may run beside stores. Where the kernel cannot (before Linux
-// 5.14, or without mmap) it stops at its first try; stores never wait for it.
+// and while the cache first fills those faults would be paid in the
+// searches' own time. Populating changes no byte, so it may run beside
+// stores. Where the kernel cannot (before Linux 5.14, or without mmap) it
+// stops at its first try; stores never wait for it.
 func (c *Cache) populateAhead(ahead <-chan int) {
 	page := int64(os.Getpagesize())
 	for s := range ahead {

@@ -39,7 +39,7 @@ func benchFile(b *testing.B, size int64) string {
 // BenchmarkRead4K: random 4 KiB-aligned reads of 4 KiB, warm (everything
 // cached or in the page cache), one goroutine. Compare backends side by side:
 //
-//	go test -run='^$' -bench=Read4K ./partial
+//	go test -run='^$' -bench=Read4K ./partial/storage
 func BenchmarkRead4K(b *testing.B) {
 	const size = 64 << 20
 	path := benchFile(b, size)
