@@ -257,6 +257,7 @@ func New(cfg Config) (*Server, error) {
 		e.Handle(m, "/", s.root)
 		e.Handle(m, "/_health", s.health)
 		e.Handle(m, "/metrics", gin.WrapH(promhttp.HandlerFor(s.metrics.reg, promhttp.HandlerOpts{})))
+		e.Handle(m, "/_openapi", s.openAPI) // docs/openapi.yaml
 	}
 	if cfg.Pprof {
 		for _, m := range []string{http.MethodGet, http.MethodHead, http.MethodPost} { // POST: pprof/symbol
