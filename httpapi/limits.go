@@ -1,16 +1,9 @@
 package httpapi
 
 import (
-	"context"
 	"fmt"
-	"net/http"
 	"runtime"
-	"strconv"
-	"strings"
-	"sync/atomic"
 	"time"
-	"unicode"
-	"unicode/utf8"
 
 	"github.com/faiss-sidecar/faiss-sidecar/engine"
 )
@@ -172,126 +165,4 @@ func (l Limits) withDefaults(total int64) Limits {
 		l.SwitchTimeout = 5 * time.Minute
 	}
 	return l
-}
-
-// admission bounds the searches in flight: a slot each, a bounded queue of
-// requests waiting for one, and load shed past that (429 + Retry-After)
-// rather than goroutines and bodies piling up without limit.
-type admission struct {
-	slots   chan struct{}
-	waiting atomic.Int64
-	maxWait int64
-}
-
-func newAdmission(slots, queue int) *admission {
-	return &admission{slots: make(chan struct{}, slots), maxWait: int64(queue)}
-}
-
-// errOverloaded is the shed-load answer; fail adds Retry-After to it.
-var errOverloaded = &apiError{429, "too_many_requests", "too many searches in flight; retry later"}
-
-// enter takes a slot, waiting in the queue until ctx ends or deadline.
-func (a *admission) enter(ctx context.Context, deadline time.Time) error {
-	select {
-	case a.slots <- struct{}{}:
-		return nil
-	default:
-	}
-	if a.waiting.Add(1) > a.maxWait {
-		a.waiting.Add(-1)
-		return errOverloaded
-	}
-	defer a.waiting.Add(-1)
-	t := time.NewTimer(time.Until(deadline))
-	defer t.Stop()
-	select {
-	case a.slots <- struct{}{}:
-		return nil
-	case <-ctx.Done():
-		return errOverloaded
-	case <-t.C:
-		return errOverloaded
-	}
-}
-
-// tryEnter takes a slot only if one is free (an _msearch's extra workers).
-func (a *admission) tryEnter() bool {
-	select {
-	case a.slots <- struct{}{}:
-		return true
-	default:
-		return false
-	}
-}
-
-func (a *admission) exit() { <-a.slots }
-
-// budget is a count of bytes or work shared by the requests in flight.
-type budget struct {
-	used atomic.Int64
-	max  int64
-}
-
-// take charges n, or reports false (charging nothing) when that would go
-// past max.
-func (b *budget) take(n int64) bool {
-	if b.used.Add(n) > b.max {
-		b.used.Add(-n)
-		return false
-	}
-	return true
-}
-
-func (b *budget) give(n int64) { b.used.Add(-n) }
-
-// fits reports whether n more would fit now (charging nothing).
-func (b *budget) fits(n int64) bool { return b.used.Load()+n <= b.max }
-
-// retryAfter is the Retry-After a shed request is given, in seconds.
-const retryAfter = "1"
-
-// setRetryAfter tells a shed client when to come back.
-func setRetryAfter(w http.ResponseWriter, err error) {
-	if err == errOverloaded || err == errBodiesBusy || err == errWorkBusy || err == errHeavyBusy {
-		w.Header().Set("Retry-After", retryAfter)
-	}
-}
-
-// maxNameBytes is the longest index name, as OpenSearch's.
-const maxNameBytes = 255
-
-// checkName enforces a safe index name, like OpenSearch's: valid UTF-8, at
-// most 255 bytes, none of / \ * ? " < > | , # or white space or control
-// characters, not "." or "..", not starting with _, - or +.
-func checkName(name string) error {
-	bad := func(why string) error {
-		shown := name
-		if len(shown) > 80 { // a long name is not echoed whole
-			shown = strings.ToValidUTF8(shown[:80], "") + "…"
-		}
-		return badRequest("invalid index name %s: %s", strconv.QuoteToASCII(shown), why)
-	}
-	switch {
-	case name == "":
-		return bad("empty")
-	case !utf8.ValidString(name):
-		return bad("not valid UTF-8")
-	case len(name) > maxNameBytes:
-		return bad(fmt.Sprintf("%d bytes, at most %d", len(name), maxNameBytes))
-	case name == "." || name == "..":
-		return bad("reserved")
-	case strings.IndexAny(name[:1], "_-+") == 0:
-		return bad("must not start with _, - or +")
-	}
-	for _, r := range name {
-		// Cf: invisible (zero-width, bidi) characters; the other default
-		// ignorables (U+034F, Hangul fillers, variation selectors) are
-		// invisible too.
-		if strings.ContainsRune(`/\*?"<>|,#:`, r) || unicode.IsSpace(r) || unicode.IsControl(r) ||
-			unicode.Is(unicode.Cf, r) || unicode.Is(unicode.Other_Default_Ignorable_Code_Point, r) ||
-			unicode.Is(unicode.Variation_Selector, r) || r == utf8.RuneError {
-			return bad("character " + strconv.QuoteRuneToASCII(r) + " is not allowed")
-		}
-	}
-	return nil
 }

@@ -20,6 +20,7 @@ type relabelled struct {
 }
 
 func (e *relabelled) Error() string { return e.msg }
+
 func (e *relabelled) Unwrap() error { return e.err }
 
 // relabel rewords err's message with names: what the layers below name a
