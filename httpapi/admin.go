@@ -14,7 +14,7 @@ import (
 
 // root names the service and its build (GET /).
 func (s *Server) root(c *gin.Context) {
-	sendJSON(c, 200, gin.H{"name": buildinfo.Name, "version": buildinfo.Version(), "build": buildinfo.Get()})
+	sendJSON(c, http.StatusOK, gin.H{"name": buildinfo.Name, "version": buildinfo.Version(), "build": buildinfo.Get()})
 }
 
 func (s *Server) health(c *gin.Context) {
@@ -25,7 +25,7 @@ func (s *Server) health(c *gin.Context) {
 			failed++
 		}
 	}
-	sendJSON(c, 200, gin.H{"status": "ok", "version": buildinfo.Version(), "indexes": len(hs), "failed_indexes": failed,
+	sendJSON(c, http.StatusOK, gin.H{"status": "ok", "version": buildinfo.Version(), "indexes": len(hs), "failed_indexes": failed,
 		"memory_used_bytes": used, "memory_budget_bytes": s.Reg.budget})
 }
 
@@ -81,7 +81,7 @@ func (s *Server) listIndexes(c *gin.Context) {
 			l.release()
 		}
 	}
-	sendJSON(c, 200, gin.H{"indexes": out})
+	sendJSON(c, http.StatusOK, gin.H{"indexes": out})
 }
 
 func (s *Server) getIndex(c *gin.Context) {
@@ -99,7 +99,7 @@ func (s *Server) getIndex(c *gin.Context) {
 			l.h.markFailed(err)
 		}
 	}
-	sendJSON(c, 200, s.indexInfo(e, l.h))
+	sendJSON(c, http.StatusOK, s.indexInfo(e, l.h))
 }
 
 func (s *Server) loadIndex(c *gin.Context) {
@@ -127,7 +127,7 @@ func (s *Server) deleteIndex(c *gin.Context) {
 		return
 	}
 	s.metrics.forget(name)
-	sendJSON(c, 200, gin.H{"acknowledged": true, "index": name})
+	sendJSON(c, http.StatusOK, gin.H{"acknowledged": true, "index": name})
 }
 
 func (s *Server) switchMode(c *gin.Context) {
@@ -147,9 +147,9 @@ func (s *Server) switchMode(c *gin.Context) {
 		// served (any name a client sends, or one deleted meanwhile, whose
 		// series are gone) counts nowhere.
 		switch status, typ := errStatus(err); {
-		case status == 404 && s.Reg.get(name) == nil:
+		case status == http.StatusNotFound && s.Reg.get(name) == nil:
 			s.log.Info("mode switch of an index not served", "index", name, "error", err)
-		case status == 400 || status == 429 || typ == "switch_in_progress":
+		case status == http.StatusBadRequest || status == http.StatusTooManyRequests || typ == "switch_in_progress":
 			s.metrics.switches.WithLabelValues(name, "refused").Inc()
 			s.log.Info("mode switch refused", "index", name, "error", err)
 		default:
@@ -201,7 +201,7 @@ func (s *Server) warmup(c *gin.Context) {
 		s.fail(c, h.failure(err))
 		return
 	}
-	sendJSON(c, 200, gin.H{"acknowledged": true, "took_ms": time.Since(start).Milliseconds()})
+	sendJSON(c, http.StatusOK, gin.H{"acknowledged": true, "took_ms": time.Since(start).Milliseconds()})
 }
 
 // extendWrite lets a request that may run up to d (loads, switches,

@@ -27,7 +27,7 @@ func indexAdmission(l Limits) *admission {
 }
 
 // errOverloaded is the shed-load answer; fail adds Retry-After to it.
-var errOverloaded = &apiError{429, "too_many_requests", "too many searches in flight; retry later"}
+var errOverloaded = errTooMany("too_many_requests", "too many searches in flight; retry later")
 
 // enter takes a slot, waiting in the queue until ctx ends or deadline.
 func (a *admission) enter(ctx context.Context, deadline time.Time) error {
@@ -128,11 +128,11 @@ func (s *Server) uncharge(ch charge) {
 
 // errWorkBusy sheds a request whose work would take the requests in flight
 // past max_work_in_flight.
-var errWorkBusy = &apiError{429, "too_many_requests", "too much search work in flight (max_work_in_flight); retry later"}
+var errWorkBusy = errTooMany("too_many_requests", "too much search work in flight (max_work_in_flight); retry later")
 
 // errHeavyBusy sheds a heavy search when the heavy lane and its queue are
 // full.
-var errHeavyBusy = &apiError{429, "too_many_requests", "too many heavy searches in flight (a query's work of at least heavy_query_work; max_heavy_searches run at once); retry later"}
+var errHeavyBusy = errTooMany("too_many_requests", "too many heavy searches in flight (a query's work of at least heavy_query_work; max_heavy_searches run at once); retry later")
 
 // retryAfter is the Retry-After a shed request is given, in seconds.
 const retryAfter = "1"

@@ -62,7 +62,7 @@ const (
 
 // errBodiesBusy sheds a request whose body would take the bodies being
 // read past max_bodies_in_flight.
-var errBodiesBusy = &apiError{429, "too_many_requests", "too many request bodies being read at once; retry later"}
+var errBodiesBusy = errTooMany("too_many_requests", "too many request bodies being read at once; retry later")
 
 // bodyGrace is how long a request body may take before min_body_rate
 // applies to it.
@@ -149,8 +149,8 @@ func (s *Server) chargeDecode(v any, b *body) (int64, error) {
 	}
 	switch {
 	case size+bound > s.bodyMem.max:
-		return 0, &apiError{413, "request_too_large", fmt.Sprintf(
-			"the request's vectors may take %d bytes once decoded, beside its %d-byte body: more than max_bodies_in_flight (%d)", bound, size, s.bodyMem.max)}
+		return 0, errTooLarge("request_too_large", fmt.Sprintf(
+			"the request's vectors may take %d bytes once decoded, beside its %d-byte body: more than max_bodies_in_flight (%d)", bound, size, s.bodyMem.max))
 	case !s.bodyMem.take(bound):
 		return 0, errBodiesBusy
 	}
@@ -269,14 +269,14 @@ func (s *Server) read(c *gin.Context, b *body) (err error) {
 		case err != nil:
 			var mbe *http.MaxBytesError
 			if errors.As(err, &mbe) {
-				return &apiError{413, "body_too_large", fmt.Sprintf("request body exceeds %d bytes", mbe.Limit)}
+				return errTooLarge("body_too_large", fmt.Sprintf("request body exceeds %d bytes", mbe.Limit))
 			}
 			if ne, ok := err.(net.Error); ok && ne.Timeout() {
 				if slow {
-					return &apiError{408, "request_timeout", fmt.Sprintf("the request body arrived slower than %d bytes a second (min_body_rate; %d bytes in %v)",
-						s.limits.MinBodyRate, len(buf), time.Since(start).Round(time.Millisecond))}
+					return errRequestTimeout(fmt.Sprintf("the request body arrived slower than %d bytes a second (min_body_rate; %d bytes in %v)",
+						s.limits.MinBodyRate, len(buf), time.Since(start).Round(time.Millisecond)))
 				}
-				return &apiError{408, "request_timeout", "the request body did not arrive within the request timeout"}
+				return errRequestTimeout("the request body did not arrive within the request timeout")
 			}
 			return badRequest("reading the request body: %v", err)
 		}
@@ -310,7 +310,7 @@ func decodeJSON(b []byte, v any) error {
 	switch err := checkBody(b, v); {
 	case errors.As(err, &ke):
 		if ke.Duplicate {
-			return &apiError{400, "duplicate_field", ke.Error()}
+			return errBadRequest("duplicate_field", ke.Error())
 		}
 		return badRequest("%v", ke)
 	case err != nil:

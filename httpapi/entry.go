@@ -54,7 +54,7 @@ func (e *entry) lease() (lease, error) {
 	for {
 		h := e.cur.Load()
 		if h == nil {
-			return lease{}, notFound(e.name)
+			return lease{}, errIndexNotFound(e.name)
 		}
 		if l, ok := h.acquire(); ok {
 			return l, nil

@@ -52,14 +52,14 @@ func (h *handle) failure(err error) error { return relabel(h.failureUnnamed(err)
 
 func (h *handle) failureUnnamed(err error) error {
 	if errors.Is(err, engine.ErrCorrupt) {
-		return &apiError{422, "corrupt_index", fmt.Sprintf(
-			"index file %s is corrupt: %v; mode full checks every neighbor list when it loads", h.spec.Path, err)}
+		return errUnprocessable("corrupt_index", fmt.Sprintf(
+			"index file %s is corrupt: %v; mode full checks every neighbor list when it loads", h.spec.Path, err))
 	}
 	if !isFileChanged(err) {
 		return err
 	}
-	return &apiError{503, "index_file_changed", fmt.Sprintf(
-		"a file this index serves (%s) changed after it was loaded: %v; reload it with PUT /indexes/{name}/_mode or DELETE it", h.spec.Path, err)}
+	return errUnavailable("index_file_changed", fmt.Sprintf(
+		"a file this index serves (%s) changed after it was loaded: %v; reload it with PUT /indexes/{name}/_mode or DELETE it", h.spec.Path, err))
 }
 
 // checkFile compares h's files (index and rerank vectors) with what was

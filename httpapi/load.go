@@ -10,8 +10,8 @@ import (
 
 // The answers of a load and a warm-up past switch_timeout.
 var (
-	errLoadTimeout   = &apiError{504, "load_timeout", "load abandoned: it did not finish within the switch timeout (switch_timeout)"}
-	errWarmupTimeout = &apiError{504, "warmup_timeout", "warm-up abandoned: it did not finish within the switch timeout (switch_timeout); the index keeps serving"}
+	errLoadTimeout   = errGatewayTimeout("load_timeout", "load abandoned: it did not finish within the switch timeout (switch_timeout)")
+	errWarmupTimeout = errGatewayTimeout("warmup_timeout", "warm-up abandoned: it did not finish within the switch timeout (switch_timeout); the index keeps serving")
 )
 
 // Load serves spec under name; a name already served is a 409.
@@ -29,7 +29,7 @@ func (r *Registry) LoadContext(ctx context.Context, name string, spec LoadSpec) 
 	r.mu.Lock()
 	if _, ok := r.all()[name]; ok {
 		r.mu.Unlock()
-		return &apiError{409, "index_exists", fmt.Sprintf("index %q is loaded or being loaded; switch it with PUT /indexes/%s/_mode or DELETE it first", name, name)}
+		return errConflict("index_exists", fmt.Sprintf("index %q is loaded or being loaded; switch it with PUT /indexes/%s/_mode or DELETE it first", name, name))
 	}
 	defer r.regrow() // after the reservation is given back, whatever the outcome
 	e := &entry{name: name, adm: indexAdmission(r.limits)}
@@ -50,7 +50,7 @@ func (r *Registry) LoadContext(ctx context.Context, name string, spec LoadSpec) 
 	}
 	switch {
 	case e.deleted.Load():
-		err = &apiError{409, "index_deleted", fmt.Sprintf("index %q was deleted while it loaded", name)}
+		err = errConflict("index_deleted", fmt.Sprintf("index %q was deleted while it loaded", name))
 	case err != nil && opEnded(ctx, errLoadTimeout) != nil:
 		err = opEnded(ctx, errLoadTimeout) // what ended it, not the read it interrupted
 	}
@@ -131,11 +131,10 @@ func (r *Registry) openUnguarded(ctx context.Context, e *entry, spec LoadSpec) (
 		// What the node has free is too little: the node is full, as for
 		// any load that does not fit (admit), not the request wrong. When
 		// the whole budget was free, it can never fit: a 400.
-		status := 429
 		if es.Room >= r.budget {
-			status = 400
+			return nil, errBadRequest("memory_budget_exceeded", err.Error())
 		}
-		return nil, &apiError{status, "memory_budget_exceeded", err.Error()}
+		return nil, errTooMany("memory_budget_exceeded", err.Error())
 	}
 	if err != nil {
 		return nil, err

@@ -16,7 +16,7 @@ func (s *Server) recoverPanics(c *gin.Context) {
 	defer func() {
 		if p := recover(); p != nil {
 			s.log.Error("panic serving request", "path", c.Request.URL.Path, "panic", fmt.Sprint(p))
-			s.fail(c, &apiError{500, "internal_error", "internal error"})
+			s.fail(c, errInternal())
 		}
 	}()
 	c.Next()
@@ -64,7 +64,7 @@ func (s *Server) limitBody(c *gin.Context) {
 	limit := s.bodyLimit(c)
 	if n := c.Request.ContentLength; n > limit {
 		c.Header("Connection", "close")
-		s.fail(c, &apiError{413, "body_too_large", fmt.Sprintf("request body of %d bytes exceeds %d bytes", n, limit)})
+		s.fail(c, errTooLarge("body_too_large", fmt.Sprintf("request body of %d bytes exceeds %d bytes", n, limit)))
 		return
 	}
 	if c.Request.ContentLength != 0 && !readsBody(c) {
@@ -98,6 +98,6 @@ func (s *Server) auth(c *gin.Context) {
 		return
 	}
 	if subtle.ConstantTimeCompare([]byte(c.GetHeader("Authorization")), s.bearer) != 1 {
-		s.fail(c, &apiError{401, "unauthorized", "a valid bearer token is required"})
+		s.fail(c, errUnauthorized("a valid bearer token is required"))
 	}
 }

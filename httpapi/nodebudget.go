@@ -34,12 +34,12 @@ func (r *Registry) admit(need, beside int64) error {
 	}
 	// What could never fit is a 400: retrying is no use.
 	if need > r.budget {
-		return &apiError{400, "memory_budget_exceeded", fmt.Sprintf(
-			"memory budget exceeded: the index needs %d bytes, more than the node's whole budget of %d (ask for less, or raise the server's memory_budget)", need, r.budget)}
+		return errBadRequest("memory_budget_exceeded", fmt.Sprintf(
+			"memory budget exceeded: the index needs %d bytes, more than the node's whole budget of %d (ask for less, or raise the server's memory_budget)", need, r.budget))
 	}
 	if need+beside > r.budget {
-		return &apiError{400, "memory_budget_exceeded", fmt.Sprintf(
-			"memory budget exceeded: the new mode needs %d bytes beside the %d the current one holds until the switch ends, more than the node's whole budget of %d (DELETE the index and load it in the new mode, or ask for less)", need, beside, r.budget)}
+		return errBadRequest("memory_budget_exceeded", fmt.Sprintf(
+			"memory budget exceeded: the new mode needs %d bytes beside the %d the current one holds until the switch ends, more than the node's whole budget of %d (DELETE the index and load it in the new mode, or ask for less)", need, beside, r.budget))
 	}
 	used, hs := r.usage()
 	if used+need <= r.budget {
@@ -47,9 +47,9 @@ func (r *Registry) admit(need, beside int64) error {
 	}
 	cs, give := shrinkable(hs) // if what they can give is not enough, none is shrunk
 	if used+need-give > r.budget {
-		return &apiError{429, "memory_budget_exceeded", fmt.Sprintf(
+		return errTooMany("memory_budget_exceeded", fmt.Sprintf(
 			"memory budget exceeded: need %d bytes, %d of %d in use by loaded indexes, and their caches could give back only %d (down to %d bytes each)",
-			need, used, r.budget, give, cacheFloor)}
+			need, used, r.budget, give, cacheFloor))
 	}
 	slices.SortFunc(cs, func(a, b heldCache) int { return cmp.Compare(b.b, a.b) })
 	for _, c := range cs {
@@ -64,9 +64,9 @@ func (r *Registry) admit(need, beside int64) error {
 		}
 	}
 	if used+need > r.budget {
-		return &apiError{429, "memory_budget_exceeded", fmt.Sprintf(
+		return errTooMany("memory_budget_exceeded", fmt.Sprintf(
 			"memory budget exceeded: need %d bytes, %d of %d in use by loaded indexes (caches already shrunk to %d bytes where possible)",
-			need, used, r.budget, cacheFloor)}
+			need, used, r.budget, cacheFloor))
 	}
 	return nil
 }

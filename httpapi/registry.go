@@ -86,7 +86,7 @@ func (r *Registry) setLocked(name string, e *entry) {
 func (r *Registry) acquire(name string) (*entry, lease, error) {
 	e := r.get(name)
 	if e == nil {
-		return nil, lease{}, notFound(name)
+		return nil, lease{}, errIndexNotFound(name)
 	}
 	l, err := e.lease()
 	return e, l, err
@@ -104,10 +104,10 @@ func (r *Registry) Delete(name string, wait time.Duration) error {
 	}
 	r.mu.Unlock()
 	if !ok {
-		return notFound(name)
+		return errIndexNotFound(name)
 	}
 	e.cancelSwitch()
-	e.end(notFound(name))
+	e.end(errIndexNotFound(name))
 	if h := e.cur.Swap(nil); h != nil {
 		h.retire()
 		deadline := time.Now().Add(wait)

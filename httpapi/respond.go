@@ -3,6 +3,7 @@ package httpapi
 import (
 	"encoding/json"
 	"fmt"
+	"net/http"
 	"strconv"
 	"strings"
 	"sync"
@@ -24,7 +25,7 @@ var jsonContentType = []string{"application/json; charset=utf-8"}
 func sendJSON(c *gin.Context, status int, obj any) {
 	b, err := json.Marshal(obj)
 	if err != nil {
-		status, b = 500, []byte(`{"error":{"type":"internal_error","reason":"internal error"},"status":500}`)
+		status, b = http.StatusInternalServerError, []byte(`{"error":{"type":"internal_error","reason":"internal error"},"status":500}`)
 	}
 	c.Writer.Header()["Content-Type"] = jsonContentType
 	c.Status(status)
@@ -34,7 +35,7 @@ func sendJSON(c *gin.Context, status int, obj any) {
 // writeJSON sends b, a JSON document ending in a newline, with status 200.
 func writeJSON(c *gin.Context, b []byte) {
 	c.Writer.Header()["Content-Type"] = jsonContentType
-	c.Status(200)
+	c.Status(http.StatusOK)
 	c.Writer.Write(b)
 }
 
@@ -48,7 +49,7 @@ func (s *Server) fail(c *gin.Context, err error) {
 	setRetryAfter(c.Writer, err)
 	c.Abort()
 	reason := err.Error()
-	if r, ok := engine.ObjectStoreReason(err); ok && status == 502 {
+	if r, ok := engine.ObjectStoreReason(err); ok && status == http.StatusBadGateway {
 		// The client reads what failed in a sentence; the log keeps the
 		// request and the SDK's error.
 		s.log.Warn("object store request failed", "path", c.Request.URL.Path, "error", err)

@@ -69,20 +69,20 @@ func (r *Registry) resolve(p string) (string, error) {
 	// server's spelling of it: the data root's location is the server's.
 	sent := p
 	if len(r.roots) == 0 {
-		return "", &apiError{403, "forbidden_path", fmt.Sprintf("%s: no data root is configured on this server: only s3:// objects are served", sent)}
+		return "", errForbiddenPath(fmt.Sprintf("%s: no data root is configured on this server: only s3:// objects are served", sent))
 	}
 	if !filepath.IsAbs(p) {
 		p = filepath.Join(r.roots[0], p)
 	}
 	p = filepath.Clean(p)
-	outside := &apiError{403, "forbidden_path", fmt.Sprintf("%s is outside the data roots", sent)}
+	outside := errForbiddenPath(fmt.Sprintf("%s is outside the data roots", sent))
 	if !within(r.roots, p) && !within(r.given, p) {
 		return "", outside
 	}
 	real, err := filepath.EvalSymlinks(p)
 	if err != nil {
 		if os.IsNotExist(err) && r.missingInside(p) {
-			return "", &apiError{404, "file_not_found", fmt.Sprintf("no file at %s", sent)}
+			return "", errNotFound("file_not_found", fmt.Sprintf("no file at %s", sent))
 		}
 		return "", outside
 	}
@@ -91,7 +91,7 @@ func (r *Registry) resolve(p string) (string, error) {
 	}
 	fi, err := os.Stat(real)
 	if err != nil {
-		return "", &apiError{403, "forbidden_path", fmt.Sprintf("cannot stat %s", sent)}
+		return "", errForbiddenPath(fmt.Sprintf("cannot stat %s", sent))
 	}
 	if !fi.Mode().IsRegular() {
 		return "", badRequest("%s is %s, not a regular file", sent, filekind.Of(fi.Mode()))
@@ -109,12 +109,12 @@ func (r *Registry) resolveObject(p string) (string, error) {
 		return "", badRequest("path %s", strings.TrimPrefix(err.Error(), engine.ErrBadStorageOption.Error()+": "))
 	}
 	if len(r.buckets) == 0 {
-		return "", &apiError{403, "forbidden_path", fmt.Sprintf(
-			"%s: no S3 bucket is allowed on this server; allow one with serve --s3-bucket %s (or \"s3_buckets\" in the config file)", p, bucket)}
+		return "", errForbiddenPath(fmt.Sprintf(
+			"%s: no S3 bucket is allowed on this server; allow one with serve --s3-bucket %s (or \"s3_buckets\" in the config file)", p, bucket))
 	}
 	if !slices.Contains(r.buckets, bucket) {
-		return "", &apiError{403, "forbidden_path", fmt.Sprintf(
-			"%s: bucket %q is not in the allowed S3 buckets (--s3-bucket, \"s3_buckets\")", p, bucket)}
+		return "", errForbiddenPath(fmt.Sprintf(
+			"%s: bucket %q is not in the allowed S3 buckets (--s3-bucket, \"s3_buckets\")", p, bucket))
 	}
 	return p, nil
 }

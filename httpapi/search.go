@@ -149,7 +149,7 @@ func queryContext(c *gin.Context, h *handle, deadline time.Time) (context.Contex
 var noCancel context.CancelFunc = func() {}
 
 // errTimeout answers a request whose search outlived request_timeout.
-var errTimeout = &apiError{504, "search_timeout", "the search did not finish within the request timeout; the rest of its work was dropped"}
+var errTimeout = errGatewayTimeout("search_timeout", "the search did not finish within the request timeout; the rest of its work was dropped")
 
 func (s *Server) msearch(c *gin.Context) {
 	var req MSearchRequest
@@ -213,7 +213,7 @@ func (s *Server) msearch(c *gin.Context) {
 				if errors.Is(context.Cause(ctx), errShuttingDown) {
 					stop(errShuttingDown)
 				} else {
-					stop(&apiError{499, "client_closed_request", "the client went away"})
+					stop(errClientClosed())
 				}
 				return
 			}
@@ -222,7 +222,7 @@ func (s *Server) msearch(c *gin.Context) {
 				defer func() {
 					if p := recover(); p != nil {
 						s.log.Error("panic in an _msearch query", "index", e.name, "panic", fmt.Sprint(p))
-						o.err = &apiError{500, "internal_error", "internal error"}
+						o.err = errInternal()
 					}
 				}()
 				o.hits, o.prof, o.err = s.searchOne(h, &qp, req.Vectors[i], nil)
@@ -338,7 +338,7 @@ func (s *Server) bind(c *gin.Context, req any, hold *reqHold) (e *entry, deadlin
 	}
 	deadline = time.Now().Add(s.cfg.RequestTimeout)
 	if e = s.Reg.get(c.Param("name")); e == nil {
-		s.fail(c, notFound(c.Param("name")))
+		s.fail(c, errIndexNotFound(c.Param("name")))
 		return nil, deadline, false
 	}
 	if err := e.adm.enter(c.Request.Context(), deadline); err != nil {

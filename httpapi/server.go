@@ -112,10 +112,10 @@ func New(cfg Config) (*Server, error) {
 	api.PUT("/indexes/:name/_mode", s.named(s.switchMode))
 	api.POST("/indexes/:name/_warmup", s.named(s.warmup))
 	e.NoRoute(func(c *gin.Context) {
-		s.fail(c, &apiError{404, "no_route", fmt.Sprintf("no endpoint %s %s", c.Request.Method, c.Request.URL.Path)})
+		s.fail(c, errNotFound("no_route", fmt.Sprintf("no endpoint %s %s", c.Request.Method, c.Request.URL.Path)))
 	})
 	e.NoMethod(func(c *gin.Context) {
-		s.fail(c, &apiError{405, "method_not_allowed", fmt.Sprintf("%s is not allowed on %s", c.Request.Method, c.Request.URL.Path)})
+		s.fail(c, errMethodNotAllowed(fmt.Sprintf("%s is not allowed on %s", c.Request.Method, c.Request.URL.Path)))
 	})
 	e.HandleMethodNotAllowed = true
 	s.engine = e
@@ -208,4 +208,4 @@ const shutdownAnswer = time.Second
 
 // errShuttingDown is the cause of requests cancelled at the end of a
 // shutdown's grace period.
-var errShuttingDown = &apiError{503, "shutting_down", "the server is shutting down and cancelled this request at the end of its grace period"}
+var errShuttingDown = errUnavailable("shutting_down", "the server is shutting down and cancelled this request at the end of its grace period")

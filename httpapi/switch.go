@@ -45,22 +45,22 @@ const defaultVerifyQueries = 8
 func (r *Registry) Switch(ctx context.Context, name string, sw SwitchSpec) error {
 	e := r.get(name)
 	if e == nil {
-		return notFound(name)
+		return errIndexNotFound(name)
 	}
 	if !e.mu.TryLock() {
-		return &apiError{409, "switch_in_progress", fmt.Sprintf("index %q is being loaded or switched; retry when GET /indexes/%s shows it serving", name, name)}
+		return errConflict("switch_in_progress", fmt.Sprintf("index %q is being loaded or switched; retry when GET /indexes/%s shows it serving", name, name))
 	}
 	defer e.mu.Unlock()
 	defer r.regrow() // after the reservation is given back and the old handle retired
 	old := e.cur.Load()
 	if old == nil || e.deleted.Load() {
-		return notFound(name)
+		return errIndexNotFound(name)
 	}
 	// The check queries read the old handle: a lease keeps it open should
 	// a DELETE retire it meanwhile.
 	ol, ok := old.acquire()
 	if !ok {
-		return notFound(name)
+		return errIndexNotFound(name)
 	}
 	defer ol.release()
 	change := engine.Change{Mode: sw.Mode, Backend: sw.Backend, CacheBytes: sw.CacheBytes, MemoryBudget: sw.MemoryBudget,
@@ -153,7 +153,7 @@ func (r *Registry) Switch(ctx context.Context, name string, sw SwitchSpec) error
 func switchDone(ctx context.Context, e *entry) error {
 	switch {
 	case e.deleted.Load():
-		return notFound(e.name)
+		return errIndexNotFound(e.name)
 	case ctx.Err() == nil:
 		return nil
 	}
@@ -162,9 +162,9 @@ func switchDone(ctx context.Context, e *entry) error {
 	case errors.As(cause, &ae): // shutting down
 		return ae
 	case errors.Is(cause, context.DeadlineExceeded):
-		return &apiError{504, "switch_timeout", "switch abandoned: it did not finish within the switch timeout; the old mode keeps serving"}
+		return errGatewayTimeout("switch_timeout", "switch abandoned: it did not finish within the switch timeout; the old mode keeps serving")
 	default:
-		return &apiError{409, "switch_cancelled", "switch cancelled; the old mode keeps serving"}
+		return errConflict("switch_cancelled", "switch cancelled; the old mode keeps serving")
 	}
 }
 
@@ -173,9 +173,9 @@ func switchDone(ctx context.Context, e *entry) error {
 func sameShape(a, b *handle) error {
 	x, y := a.x, b.x
 	if x.Dim() != y.Dim() || x.Binary() != y.Binary() || x.Metric() != y.Metric() {
-		return &apiError{409, "index_shape_changed", fmt.Sprintf(
+		return errConflict("index_shape_changed", fmt.Sprintf(
 			"switch aborted: %s now holds d=%d %s (binary %v), the served index has d=%d %s (binary %v); load it under another name or DELETE first",
-			b.spec.Path, y.Dim(), y.Metric(), y.Binary(), x.Dim(), x.Metric(), x.Binary())}
+			b.spec.Path, y.Dim(), y.Metric(), y.Binary(), x.Dim(), x.Metric(), x.Binary()))
 	}
 	return nil
 }
@@ -216,10 +216,10 @@ func sameAnswers(ctx context.Context, stop func() error, a, b *handle, n int) er
 			return nil // the old file changed meanwhile: the new handle is its reload
 		}
 		if ea != nil || eb != nil {
-			return &apiError{409, "switch_verification_failed", fmt.Sprintf("switch aborted: check query %d failed: old: %v, new: %v; the old mode keeps serving", i, ea, eb)}
+			return errConflict("switch_verification_failed", fmt.Sprintf("switch aborted: check query %d failed: old: %v, new: %v; the old mode keeps serving", i, ea, eb))
 		}
 		if !slices.Equal(ra, rb) {
-			return &apiError{409, "switch_verification_failed", fmt.Sprintf("switch aborted: check query %d gives different results in the new mode; the old mode keeps serving", i)}
+			return errConflict("switch_verification_failed", fmt.Sprintf("switch aborted: check query %d gives different results in the new mode; the old mode keeps serving", i))
 		}
 	}
 	return nil
