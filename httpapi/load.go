@@ -87,24 +87,49 @@ func (r *Registry) openUnguarded(ctx context.Context, e *entry, spec LoadSpec) (
 	// handle keeps the names for its later errors (handle.failure).
 	names := r.dirNames()
 	defer func() { err = relabel(err, names) }()
-	path, err := r.resolve(spec.Path)
+	es, err := r.engineSpec(ctx, e, spec, &names)
 	if err != nil {
 		return nil, err
 	}
-	names = sortNames(append(names, serverName{path, spec.Path}))
-	if spec.EfSearch < 0 || spec.EfSearch > r.limits.MaxEfSearch {
-		return nil, badRequest("ef_search=%d is out of range [1, %d] (0 or absent: the file's)", spec.EfSearch, r.limits.MaxEfSearch)
+	defer e.building.Store(nil)
+	plan, err := r.prepare(es)
+	if err != nil {
+		return nil, err
 	}
-	es := spec.engineSpec()
+	spec = servedSpec(spec, plan)
+	x, need, err := r.reserveAndOpen(e, plan)
+	if err != nil {
+		return nil, err
+	}
+	h := &handle{spec: spec, path: es.Path, x: x, reserved: need, names: names}
+	h.resident.Store(need)
+	for _, c := range h.caches() {
+		h.planned = append(h.planned, c.Budget())
+	}
+	return h, nil
+}
+
+// engineSpec is spec for the engine: its paths resolved inside the data
+// roots (their names added to names as they are), its ef_search checked,
+// the server's directories and e's guide-build progress set.
+func (r *Registry) engineSpec(ctx context.Context, e *entry, spec LoadSpec, names *[]serverName) (es engine.Spec, err error) {
+	path, err := r.resolve(spec.Path)
+	if err != nil {
+		return es, err
+	}
+	*names = sortNames(append(*names, serverName{path, spec.Path}))
+	if spec.EfSearch < 0 || spec.EfSearch > r.limits.MaxEfSearch {
+		return es, badRequest("ef_search=%d is out of range [1, %d] (0 or absent: the file's)", spec.EfSearch, r.limits.MaxEfSearch)
+	}
+	es = spec.engineSpec()
 	es.Path, es.GuideDir, es.Ctx = path, r.guideDir, ctx
 	es.CacheDir, es.CacheDirBytes = r.cacheDir, r.cacheDirBytes
 	es.Progress = func(done, total int64) { e.building.Store(&[2]int64{done, total}) }
-	defer e.building.Store(nil)
 	if spec.VectorsPath != "" {
 		if es.VectorsPath, err = r.resolve(spec.VectorsPath); err != nil {
-			return nil, err
+			return es, err
 		}
-		names = sortNames(append(names, serverName{es.VectorsPath, spec.VectorsPath}))
+		*names = sortNames(append(*names, serverName{es.VectorsPath, spec.VectorsPath}))
 	}
 	if rs := spec.Rerank; rs != nil {
 		es.Rerank = &engine.RerankSpec{Label: rs.VectorsPath, Strategy: rs.Strategy, Oversample: rs.OversampleFactor}
@@ -112,12 +137,12 @@ func (r *Registry) openUnguarded(ctx context.Context, e *entry, spec LoadSpec) (
 		case rs.VectorsPath == "" && spec.Mode == engine.ModeOnDisk:
 			// on_disk's default: the index's own full-precision vectors
 		case rs.VectorsPath == "":
-			return nil, badRequest("rerank.vectors_path is required in mode %s (the full-precision vectors to rescore with)", spec.Mode)
+			return es, badRequest("rerank.vectors_path is required in mode %s (the full-precision vectors to rescore with)", spec.Mode)
 		default:
 			if es.Rerank.Path, err = r.resolve(rs.VectorsPath); err != nil {
-				return nil, err
+				return es, err
 			}
-			names = sortNames(append(names, serverName{es.Rerank.Path, rs.VectorsPath}))
+			*names = sortNames(append(*names, serverName{es.Rerank.Path, rs.VectorsPath}))
 		}
 	}
 	if es.Mode == engine.ModeOnDisk && es.MemoryBudget == 0 && r.budget > 0 {
@@ -126,6 +151,13 @@ func (r *Registry) openUnguarded(ctx context.Context, e *entry, spec LoadSpec) (
 		// command serving one index is under the machine's.
 		es.MachineBudget, es.Room = true, max(r.room(), 1)
 	}
+	return es, nil
+}
+
+// prepare has the engine check and plan es. A plan that does not fit in
+// the node's free memory is refused as admit refuses a load: 429, or 400
+// when it would not fit in the whole budget.
+func (r *Registry) prepare(es engine.Spec) (*engine.Plan, error) {
 	plan, err := engine.Prepare(es)
 	if err != nil && es.Room > 0 && errors.Is(err, engine.ErrBudget) {
 		// What the node has free is too little: the node is full, as for
@@ -136,9 +168,12 @@ func (r *Registry) openUnguarded(ctx context.Context, e *entry, spec LoadSpec) (
 		}
 		return nil, errTooMany("memory_budget_exceeded", err.Error())
 	}
-	if err != nil {
-		return nil, err
-	}
+	return plan, err
+}
+
+// servedSpec is spec as plan serves it: the backend, compression and
+// rerank source it chose, which GET shows and a switch starts from.
+func servedSpec(spec LoadSpec, plan *engine.Plan) LoadSpec {
 	spec.Backend = plan.Backend()
 	spec.Compression = plan.Spec().Compression
 	if rs := plan.Spec().Rerank; rs != nil {
@@ -151,10 +186,16 @@ func (r *Registry) openUnguarded(ctx context.Context, e *entry, spec LoadSpec) (
 		}
 		spec.Rerank = &RerankSpec{VectorsPath: vp, Strategy: rs.Strategy, OversampleFactor: rs.Oversample}
 	}
-	// The bytes are reserved, not the lock held, while the index opens: an
-	// open that builds a guide (or blocks on a file) must not stall every
-	// other load and switch on the node.
-	need := plan.NeedBytes()
+	return spec
+}
+
+// reserveAndOpen reserves plan's bytes in the node's budget (admit) and
+// opens the index; need is what stays reserved for it. The bytes are
+// reserved, not the lock held, while the index opens: an open that builds
+// a guide (or blocks on a file) must not stall every other load and
+// switch on the node.
+func (r *Registry) reserveAndOpen(e *entry, plan *engine.Plan) (x *engine.Index, need int64, err error) {
+	need = plan.NeedBytes()
 	var beside int64 // a switch: the handle it replaces counts until then, its caches at least at the floor
 	if old := e.cur.Load(); old != nil {
 		_, give := shrinkable([]*handle{old})
@@ -168,21 +209,15 @@ func (r *Registry) openUnguarded(ctx context.Context, e *entry, spec LoadSpec) (
 	r.memMu.Unlock()
 	if err != nil {
 		plan.Discard()
-		return nil, err
+		return nil, 0, err
 	}
-	x, err := plan.Open()
-	if err != nil {
+	if x, err = plan.Open(); err != nil {
 		r.reserved.Add(-need)
-		return nil, err
+		return nil, 0, err
 	}
 	if spare := min(x.SpareBytes(), need); spare > 0 { // planned, not held: the node's again
 		r.reserved.Add(-spare)
 		need -= spare
 	}
-	h := &handle{spec: spec, path: path, x: x, reserved: need, names: names}
-	h.resident.Store(need)
-	for _, c := range h.caches() {
-		h.planned = append(h.planned, c.Budget())
-	}
-	return h, nil
+	return x, need, nil
 }

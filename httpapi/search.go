@@ -4,9 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/gin-gonic/gin"
@@ -129,10 +127,6 @@ func (s *Server) queryFailed(e *entry, l lease, err error) {
 	}
 }
 
-// msearchWorkers is how many goroutines an _msearch may use, each holding
-// a search slot.
-const msearchWorkers = 4
-
 // queryContext is a search request's context for its queries on h: it
 // ends at deadline, when the client goes away, or when a shutdown's grace
 // period ends, and with it every read the queries wait on (a stalled
@@ -151,158 +145,6 @@ var noCancel context.CancelFunc = func() {}
 // errTimeout answers a request whose search outlived request_timeout.
 var errTimeout = errGatewayTimeout("search_timeout", "the search did not finish within the request timeout; the rest of its work was dropped")
 
-func (s *Server) msearch(c *gin.Context) {
-	var req MSearchRequest
-	var hold reqHold
-	defer s.done(&hold)
-	e, deadline, ok := s.bind(c, &req, &hold)
-	if !ok {
-		return
-	}
-	l := hold.l
-	slots := 1 // bind's; the extra workers' are given back below
-	defer func() {
-		for range slots - 1 {
-			s.adm.exit()
-		}
-	}()
-	h := l.h
-	ctx := c.Request.Context()
-	n := len(req.Vectors)
-	qp, err := s.plan(h, req.K, radial{req.MaxDistance, req.MinScore}, req.MethodParameters, req.Filter, req.Rescore)
-	var ch charge
-	switch {
-	case err != nil:
-	case n == 0:
-		err = badRequest("vectors must hold at least one vector")
-	case n > s.limits.MaxMsearchVectors:
-		err = badRequest("_msearch has %d vectors, at most %d (max_msearch_vectors)", n, s.limits.MaxMsearchVectors)
-	default:
-		ch, err = s.checkWork(ctx, qp, n, deadline)
-	}
-	if err != nil {
-		s.fail(c, err)
-		return
-	}
-	defer s.uncharge(ch)
-	qctx, cancel := queryContext(c, h, deadline)
-	defer cancel()
-	qp.SetDeadline(deadline)
-	qp.SetContext(qctx)
-	start := time.Now()
-	type one struct {
-		hits []Hit
-		prof Profile
-		err  error
-	}
-	out := make([]one, n)
-	var next atomic.Int64
-	var stopped atomic.Pointer[error] // the first error that ends the whole request
-	stop := func(err error) { stopped.CompareAndSwap(nil, &err) }
-	work := func() {
-		for {
-			i := int(next.Add(1) - 1)
-			if i >= n || stopped.Load() != nil {
-				return
-			}
-			if time.Now().After(deadline) {
-				stop(errTimeout)
-				return
-			}
-			if ctx.Err() != nil {
-				if errors.Is(context.Cause(ctx), errShuttingDown) {
-					stop(errShuttingDown)
-				} else {
-					stop(errClientClosed())
-				}
-				return
-			}
-			o := &out[i]
-			func() {
-				defer func() {
-					if p := recover(); p != nil {
-						s.log.Error("panic in an _msearch query", "index", e.name, "panic", fmt.Sprint(p))
-						o.err = errInternal()
-					}
-				}()
-				o.hits, o.prof, o.err = s.searchOne(h, &qp, req.Vectors[i], nil)
-			}()
-			switch {
-			case o.err == nil:
-			case isFileChanged(o.err):
-				s.queryFailed(e, l, o.err)
-				stop(h.failure(o.err))
-				return
-			case errors.Is(o.err, engine.ErrDeadline):
-				stop(errTimeout)
-				return
-			case errors.Is(o.err, errShuttingDown):
-				stop(errShuttingDown)
-				return
-			}
-		}
-	}
-	for !ch.heavy && slots < min(n, msearchWorkers) && s.adm.tryEnter() { // a heavy request runs on one core
-		slots++
-	}
-	var wg sync.WaitGroup
-	for range slots - 1 {
-		wg.Go(work)
-	}
-	work()
-	wg.Wait()
-	if p := stopped.Load(); p != nil {
-		s.fail(c, *p)
-		return
-	}
-	took := time.Since(start)
-	failed := 0
-	size := 64 // the envelope and its closing "]}\n"
-	for i := range out {
-		size += 16 + hitBytes*len(out[i].hits)
-	}
-	b := make([]byte, 0, size) // one allocation, not a doubling series of them
-	b = append(b, `{"took":`...)
-	b = appendTook(b, took)
-	b = append(b, `,"responses":[`...)
-	for i := range out {
-		o := &out[i]
-		if i > 0 {
-			b = append(b, ',')
-		}
-		if o.err != nil {
-			failed++
-			st, typ := errStatus(o.err)
-			eb, _ := json.Marshal(gin.H{"type": typ, "reason": o.err.Error(), "status": st})
-			b = append(append(append(b, `{"error":`...), eb...), '}')
-			continue
-		}
-		b = appendHits(append(b, `{"hits":`...), o.hits)
-		if qp.Radial() {
-			b = appendTruncated(b, o.prof.Truncated)
-		}
-		if req.Profile {
-			pj, err := json.Marshal(o.prof)
-			if err != nil {
-				s.fail(c, err)
-				return
-			}
-			b = append(append(b, `,"profile":`...), pj...)
-		}
-		b = append(b, '}')
-	}
-	b = append(b, "]}\n"...)
-	for range failed {
-		e.stats.failed(l.stripe)
-	}
-	if n > failed {
-		s.queryDone(e, l, took, n, nil)
-	}
-	writeJSON(c, b)
-}
-
-// bind decodes the body into req and takes a lease on the index the path
-// names; on failure it has answered the request and ok is false.
 // reqHold is what a search request holds while it runs: its body, a
 // search slot and a lease on the index; Server.done gives them back.
 type reqHold struct {

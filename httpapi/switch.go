@@ -63,22 +63,9 @@ func (r *Registry) Switch(ctx context.Context, name string, sw SwitchSpec) error
 		return errIndexNotFound(name)
 	}
 	defer ol.release()
-	change := engine.Change{Mode: sw.Mode, Backend: sw.Backend, CacheBytes: sw.CacheBytes, MemoryBudget: sw.MemoryBudget,
-		EfSearch: sw.EfSearch, Semantics: sw.Semantics, Kernel: sw.Kernel, Compression: sw.Compression}
-	spec := old.spec
-	spec.setEngineSpec(change.Apply(old.spec.engineSpec()))
-	if old.spec.Mode == engine.ModeOnDisk && spec.Mode != engine.ModeOnDisk && spec.Rerank != nil && (spec.Rerank.VectorsPath == spec.Path || spec.Rerank.VectorsPath == spec.VectorsPath) {
-		spec.Rerank = nil // on_disk's own rerank source goes with it
-	}
-	verify := defaultVerifyQueries
-	if change.ChangesResults(old.spec.engineSpec()) {
-		verify = 0
-	}
-	if v := sw.VerifyQueries; v != nil {
-		if *v < 0 || *v > r.limits.MaxVerifyQueries {
-			return badRequest("verify_queries=%d is out of range [0, %d] (max_verify_queries)", *v, r.limits.MaxVerifyQueries)
-		}
-		verify = *v
+	spec, verify, err := r.switchSpec(old.spec, sw)
+	if err != nil {
+		return err
 	}
 	ctx, cancel := r.opContext(ctx, e, r.limits.SwitchTimeout)
 	defer cancel()
@@ -91,22 +78,8 @@ func (r *Registry) Switch(ctx context.Context, name string, sw SwitchSpec) error
 		e.lastErr.Store(err.Error())
 		return err
 	}
-	if old.failed.Load() == nil {
-		switch err := old.checkFileContext(ctx); {
-		case isFileChanged(err):
-			old.markFailed(err)
-			verify = 0 // the old handle cannot answer: its file changed (this switch is the reload)
-		case errors.Is(err, engine.ErrObjectStore):
-			// The store failed for good: opening the object anew would
-			// wait as long again before failing the same way.
-			return fail(err)
-		case err != nil:
-			if derr := switchDone(ctx, e); derr != nil {
-				return fail(derr)
-			}
-		}
-	} else {
-		verify = 0
+	if verify, err = checkOld(ctx, e, old, verify); err != nil {
+		return fail(err)
 	}
 	h, err := r.open(ctx, e, spec)
 	if h != nil {
@@ -118,35 +91,85 @@ func (r *Registry) Switch(ctx context.Context, name string, sw SwitchSpec) error
 		}
 		return fail(err)
 	}
-	abandon := func(err error) error {
+	if err := verifySwitch(ctx, e, old, h, sw.Warm, verify); err != nil {
 		h.retire()
 		return fail(err)
-	}
-	if err := sameShape(old, h); err != nil {
-		return abandon(err)
-	}
-	if sw.Warm {
-		if err := h.x.WarmContext(ctx); err != nil {
-			if derr := switchDone(ctx, e); derr != nil {
-				err = derr
-			}
-			return abandon(err)
-		}
-	}
-	if err := sameAnswers(ctx, func() error { return switchDone(ctx, e) }, old, h, verify); err != nil {
-		if derr := switchDone(ctx, e); derr != nil {
-			err = derr // deleted or timed out meanwhile: say that, not what it caused
-		}
-		return abandon(err)
-	}
-	if err := switchDone(ctx, e); err != nil {
-		return abandon(err)
 	}
 	e.cur.Store(h)
 	old.retire()
 	e.state.Store("serving")
 	e.lastErr.Store("")
 	return nil
+}
+
+// switchSpec is the spec old changed by sw, and how many check queries
+// the switch runs.
+func (r *Registry) switchSpec(old LoadSpec, sw SwitchSpec) (LoadSpec, int, error) {
+	change := engine.Change{Mode: sw.Mode, Backend: sw.Backend, CacheBytes: sw.CacheBytes, MemoryBudget: sw.MemoryBudget,
+		EfSearch: sw.EfSearch, Semantics: sw.Semantics, Kernel: sw.Kernel, Compression: sw.Compression}
+	spec := old
+	spec.setEngineSpec(change.Apply(old.engineSpec()))
+	if old.Mode == engine.ModeOnDisk && spec.Mode != engine.ModeOnDisk && spec.Rerank != nil && (spec.Rerank.VectorsPath == spec.Path || spec.Rerank.VectorsPath == spec.VectorsPath) {
+		spec.Rerank = nil // on_disk's own rerank source goes with it
+	}
+	verify := defaultVerifyQueries
+	if change.ChangesResults(old.engineSpec()) {
+		verify = 0
+	}
+	if v := sw.VerifyQueries; v != nil {
+		if *v < 0 || *v > r.limits.MaxVerifyQueries {
+			return spec, 0, badRequest("verify_queries=%d is out of range [0, %d] (max_verify_queries)", *v, r.limits.MaxVerifyQueries)
+		}
+		verify = *v
+	}
+	return spec, verify, nil
+}
+
+// checkOld checks the old handle's file before the new handle opens, and
+// returns how many check queries the switch still runs: none when the
+// file changed (the old handle cannot answer; this switch is its reload).
+// An object store that failed for good fails the switch: opening the
+// object anew would wait as long again before failing the same way.
+func checkOld(ctx context.Context, e *entry, old *handle, verify int) (int, error) {
+	if old.failed.Load() != nil {
+		return 0, nil
+	}
+	switch err := old.checkFileContext(ctx); {
+	case isFileChanged(err):
+		old.markFailed(err)
+		return 0, nil
+	case errors.Is(err, engine.ErrObjectStore):
+		return verify, err
+	case err != nil:
+		if derr := switchDone(ctx, e); derr != nil {
+			return verify, derr
+		}
+	}
+	return verify, nil
+}
+
+// verifySwitch checks that h may replace old: the same shape, warm when
+// asked, the same answers to verify check queries, and the switch not
+// ended meanwhile (then why it ended, not what that caused).
+func verifySwitch(ctx context.Context, e *entry, old, h *handle, warm bool, verify int) error {
+	if err := sameShape(old, h); err != nil {
+		return err
+	}
+	if warm {
+		if err := h.x.WarmContext(ctx); err != nil {
+			if derr := switchDone(ctx, e); derr != nil {
+				return derr
+			}
+			return err
+		}
+	}
+	if err := sameAnswers(ctx, func() error { return switchDone(ctx, e) }, old, h, verify); err != nil {
+		if derr := switchDone(ctx, e); derr != nil {
+			return derr // deleted or timed out meanwhile: say that, not what it caused
+		}
+		return err
+	}
+	return switchDone(ctx, e)
 }
 
 // switchDone reports why a switch must be abandoned now, if it must.
