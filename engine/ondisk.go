@@ -250,14 +250,6 @@ func rerankPath(spec *Spec) string {
 	return spec.Rerank.Path
 }
 
-// machineRoom is what an index and what its caller holds beside it
-// (Spec.Beside) may take of a machine with m bytes (0: unknown): the rest,
-// a tenth and at least 4 MiB, is the process's own: the Go runtime beside
-// the heap, page tables, I/O rings, the binary's pages. Inside a tenth of
-// fashion-mnist (19.7 MB) on_disk's anonymous memory peaked 3.2 MB above
-// its budget and the benchmark's queries and ground truth.
-func machineRoom(m int64) int64 { return m - max(m/10, 4<<20) }
-
 // estimateLists is hnswsearch.EstimatePinnedLists of the plan's index, read
 // as Probe reads it (a batch of 512 small reads).
 func (p *Plan) estimateLists() (int64, error) {

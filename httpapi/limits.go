@@ -37,10 +37,10 @@ type Limits struct {
 	// MaxWorkInFlight bounds the work (as MaxRequestWork counts it) of all
 	// searches running at once (default 2 × MaxRequestWork); past it a
 	// request is shed with 429. MaxBodiesInFlight bounds the bytes of
-	// request bodies being read or held at once (default ownShare: 64 MiB
-	// on a machine or cgroup of 1 GiB or more, less on a smaller one), so slow
-	// or large bodies cannot add up; they are read before a search slot is
-	// taken.
+	// request bodies being read or held at once (default engine.OwnShare:
+	// 64 MiB on a machine or cgroup of 1 GiB or more, less on a smaller
+	// one), so slow or large bodies cannot add up; they are read before a
+	// search slot is taken.
 	MaxWorkInFlight   int64 `json:"max_work_in_flight"`
 	MaxBodiesInFlight int64 `json:"max_bodies_in_flight"`
 	// HeavyQueryWork is the effort of one query (max(k or shortlist,
@@ -138,7 +138,7 @@ func (l Limits) withDefaults(total int64) Limits {
 		l.MaxWorkInFlight = 2 * l.MaxRequestWork
 	}
 	if l.MaxBodiesInFlight <= 0 {
-		l.MaxBodiesInFlight = ownShare(total)
+		l.MaxBodiesInFlight = engine.OwnShare(total)
 	}
 	if l.MaxConcurrentSearches <= 0 {
 		l.MaxConcurrentSearches = max(16, 4*runtime.GOMAXPROCS(0))
@@ -153,7 +153,7 @@ func (l Limits) withDefaults(total int64) Limits {
 		l.MinBodyRate = 256 << 10
 	}
 	if l.MaxConnections <= 0 {
-		l.MaxConnections = int(ownShare(total) / connectionBytes)
+		l.MaxConnections = int(engine.OwnShare(total) / connectionBytes)
 	}
 	if l.HeavyQueryWork <= 0 {
 		l.HeavyQueryWork = 8192

@@ -3,7 +3,6 @@ package httpapi
 import (
 	"context"
 	"fmt"
-	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -11,7 +10,6 @@ import (
 	"time"
 
 	"github.com/gin-gonic/gin"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/faiss-sidecar/faiss-sidecar/engine"
 	"github.com/faiss-sidecar/faiss-sidecar/internal/sysmem"
@@ -38,29 +36,12 @@ type Server struct {
 
 // New builds a Server.
 func New(cfg Config) (*Server, error) {
-	if cfg.MaxBodyBytes <= 0 {
-		cfg.MaxBodyBytes = 16 << 20
-	}
-	if cfg.RequestTimeout <= 0 {
-		cfg.RequestTimeout = 30 * time.Second
-	}
-	if cfg.Logger == nil {
-		cfg.Logger = slog.New(slog.NewJSONHandler(io.Discard, nil))
-	}
 	total := sysmem.Total()
-	cfg.Limits = cfg.Limits.withDefaults(total)
+	cfg = cfg.withDefaults(total)
 	if len(cfg.DataRoots) == 0 && len(cfg.S3Buckets) == 0 {
 		return nil, fmt.Errorf("at least one data root (or S3 bucket) is needed")
 	}
-	// No load beyond what the machine has beside the server's own memory:
-	// it would be killed, every index with it.
-	if room := defaultNodeBudget(total); cfg.MemoryBudget == 0 || (room > 0 && cfg.MemoryBudget > room) {
-		if cfg.MemoryBudget != 0 {
-			cfg.Logger.Warn("memory_budget is more than this machine can give its indexes; using what it can",
-				"memory_budget", cfg.MemoryBudget, "machine_bytes", total, "server_own_bytes", ownBytes(total), "using", room)
-		}
-		cfg.MemoryBudget = room
-	}
+	cfg.MemoryBudget = cfg.nodeBudget(total)
 	if belowOwn(total) {
 		cfg.Logger.Warn("this machine's memory, or its cgroup's limit, is less than the server's own: its indexes get an eighth of it, and under load the server's own pages may be paged in and out",
 			"machine_bytes", total, "server_own_bytes", ownBytes(total))
@@ -88,37 +69,7 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Token != "" {
 		s.bearer = []byte("Bearer " + cfg.Token)
 	}
-	gin.SetMode(gin.ReleaseMode)
-	e := gin.New()
-	e.RedirectTrailingSlash = false // a JSON 404, not an HTML redirect
-	e.Use(s.recoverPanics, s.accessLog, s.limitBody)
-	for _, m := range []string{"GET", "HEAD"} { // HEAD for probes that only look at the status
-		e.Handle(m, "/", s.root)
-		e.Handle(m, "/_health", s.health)
-		e.Handle(m, "/metrics", gin.WrapH(promhttp.HandlerFor(s.metrics.reg, promhttp.HandlerOpts{})))
-	}
-	if cfg.Pprof {
-		for _, m := range []string{http.MethodGet, http.MethodHead, http.MethodPost} { // POST: pprof/symbol
-			e.Handle(m, "/debug/pprof/*path", s.auth, pprofHandler)
-		}
-	}
-	api := e.Group("/", s.auth)
-	api.GET("/indexes", s.listIndexes)
-	api.GET("/indexes/:name", s.named(s.getIndex))
-	api.PUT("/indexes/:name", s.named(s.loadIndex))
-	api.DELETE("/indexes/:name", s.named(s.deleteIndex))
-	api.POST("/indexes/:name/_search", s.named(s.search))
-	api.POST("/indexes/:name/_msearch", s.named(s.msearch))
-	api.PUT("/indexes/:name/_mode", s.named(s.switchMode))
-	api.POST("/indexes/:name/_warmup", s.named(s.warmup))
-	e.NoRoute(func(c *gin.Context) {
-		s.fail(c, errNotFound("no_route", fmt.Sprintf("no endpoint %s %s", c.Request.Method, c.Request.URL.Path)))
-	})
-	e.NoMethod(func(c *gin.Context) {
-		s.fail(c, errMethodNotAllowed(fmt.Sprintf("%s is not allowed on %s", c.Request.Method, c.Request.URL.Path)))
-	})
-	e.HandleMethodNotAllowed = true
-	s.engine = e
+	s.engine = s.routes()
 	go s.watchFiles()
 	return s, nil
 }
