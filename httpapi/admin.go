@@ -59,7 +59,6 @@ func (s *Server) indexInfo(e *entry, h *handle) gin.H {
 		info["rerank"] = gin.H{"vectors_path": h.spec.Rerank.VectorsPath, "strategy": x.RerankStrategy(), "oversample_factor": h.spec.Rerank.OversampleFactor}
 	}
 	if gi, ok := x.Guide(); ok {
-		gi.Path, gi.Rebuilt, gi.NotSaved = rename(gi.Path, h.names), rename(gi.Rebuilt, h.names), rename(gi.NotSaved, h.names)
 		info["compression"] = gi.Level
 		info["guide"] = gi
 	}

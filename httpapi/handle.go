@@ -29,9 +29,6 @@ type handle struct {
 	// failed holds why the handle stopped answering (its file changed under
 	// it); set once, it stays until the handle is replaced.
 	failed atomic.Pointer[error]
-	// names are the server's paths of its files and directories and what
-	// errors call them (relabel).
-	names []serverName
 }
 
 // markFailed records that h's file changed; it reports whether this call
@@ -48,9 +45,7 @@ func (h *handle) usable() error {
 
 // failure turns an error that says h's file changed into the 503 every
 // such query answers with; other errors pass through.
-func (h *handle) failure(err error) error { return relabel(h.failureUnnamed(err), h.names) }
-
-func (h *handle) failureUnnamed(err error) error {
+func (h *handle) failure(err error) error {
 	if errors.Is(err, engine.ErrCorrupt) {
 		return errUnprocessable("corrupt_index", fmt.Sprintf(
 			"index file %s is corrupt: %v; mode full checks every neighbor list when it loads", h.spec.Path, err))

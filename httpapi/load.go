@@ -79,15 +79,11 @@ func (r *Registry) open(ctx context.Context, e *entry, spec LoadSpec) (h *handle
 }
 
 // openUnguarded is open without its recover.
-func (r *Registry) openUnguarded(ctx context.Context, e *entry, spec LoadSpec) (_ *handle, err error) {
+func (r *Registry) openUnguarded(ctx context.Context, e *entry, spec LoadSpec) (*handle, error) {
 	if spec.Mode == "" {
 		spec.Mode = "memory_efficient"
 	}
-	// Errors name the files as the client sent them (relabel); the
-	// handle keeps the names for its later errors (handle.failure).
-	names := r.dirNames()
-	defer func() { err = relabel(err, names) }()
-	es, err := r.engineSpec(ctx, e, spec, &names)
+	es, err := r.engineSpec(ctx, e, spec)
 	if err != nil {
 		return nil, err
 	}
@@ -101,7 +97,7 @@ func (r *Registry) openUnguarded(ctx context.Context, e *entry, spec LoadSpec) (
 	if err != nil {
 		return nil, err
 	}
-	h := &handle{spec: spec, path: es.Path, x: x, reserved: need, names: names}
+	h := &handle{spec: spec, path: es.Path, x: x, reserved: need}
 	h.resident.Store(need)
 	for _, c := range h.caches() {
 		h.planned = append(h.planned, c.Budget())
@@ -110,26 +106,29 @@ func (r *Registry) openUnguarded(ctx context.Context, e *entry, spec LoadSpec) (
 }
 
 // engineSpec is spec for the engine: its paths resolved inside the data
-// roots (their names added to names as they are), its ef_search checked,
-// the server's directories and e's guide-build progress set.
-func (r *Registry) engineSpec(ctx context.Context, e *entry, spec LoadSpec, names *[]serverName) (es engine.Spec, err error) {
+// roots, its ef_search checked, the server's directories and e's
+// guide-build progress set. The engine names every file as the client
+// sent it (its labels: spec's paths) or by the setting that holds it
+// (guide_dir), never by the server's path.
+func (r *Registry) engineSpec(ctx context.Context, e *entry, spec LoadSpec) (es engine.Spec, err error) {
 	path, err := r.resolve(spec.Path)
 	if err != nil {
 		return es, err
 	}
-	*names = sortNames(append(*names, serverName{path, spec.Path}))
 	if spec.EfSearch < 0 || spec.EfSearch > r.limits.MaxEfSearch {
 		return es, badRequest("ef_search=%d is out of range [1, %d] (0 or absent: the file's)", spec.EfSearch, r.limits.MaxEfSearch)
 	}
 	es = spec.engineSpec()
 	es.Path, es.GuideDir, es.Ctx = path, r.guideDir, ctx
+	if r.guideDir != "" {
+		es.GuideDirLabel = "guide_dir"
+	}
 	es.CacheDir, es.CacheDirBytes = r.cacheDir, r.cacheDirBytes
 	es.Progress = func(done, total int64) { e.building.Store(&[2]int64{done, total}) }
 	if spec.VectorsPath != "" {
 		if es.VectorsPath, err = r.resolve(spec.VectorsPath); err != nil {
 			return es, err
 		}
-		*names = sortNames(append(*names, serverName{es.VectorsPath, spec.VectorsPath}))
 	}
 	if rs := spec.Rerank; rs != nil {
 		es.Rerank = &engine.RerankSpec{Label: rs.VectorsPath, Strategy: rs.Strategy, Oversample: rs.OversampleFactor}
@@ -142,7 +141,6 @@ func (r *Registry) engineSpec(ctx context.Context, e *entry, spec LoadSpec, name
 			if es.Rerank.Path, err = r.resolve(rs.VectorsPath); err != nil {
 				return es, err
 			}
-			*names = sortNames(append(*names, serverName{es.Rerank.Path, rs.VectorsPath}))
 		}
 	}
 	if es.Mode == engine.ModeOnDisk && es.MemoryBudget == 0 && r.budget > 0 {

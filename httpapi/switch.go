@@ -73,7 +73,6 @@ func (r *Registry) Switch(ctx context.Context, name string, sw SwitchSpec) error
 	defer e.setCancel(nil)
 	e.state.Store("switching")
 	fail := func(err error) error {
-		err = relabel(err, old.names) // check queries' errors name the files too
 		e.state.Store("serving")
 		e.lastErr.Store(err.Error())
 		return err
