@@ -86,34 +86,35 @@ func (s *Server) read(c *gin.Context, b *body) (err error) {
 	if !s.takeBuf(b, cl) {
 		return errBodiesBusy
 	}
-	start := time.Now()
-	r := bodyRead{s: s, b: b, cl: cl, buf: b.buf.b[:0], start: start, end: start.Add(s.cfg.RequestTimeout),
-		rc: http.NewResponseController(c.Writer)}
-	defer func() { b.buf.b = r.buf }()
+	buf := b.buf.b[:0]
+	defer func() { b.buf.b = buf }()
+	start, rc := time.Now(), http.NewResponseController(c.Writer)
+	r := bodyRead{s: s, cl: cl, start: start, end: start.Add(s.cfg.RequestTimeout)}
 	// Once the body is in, no read deadline, as net/http leaves it: its
 	// background read (watching for the client going away) starts at the
 	// body's end, and a deadline passing while the handler runs would fail
 	// it and cancel the request (a 499 where a search answers 504).
 	defer func() {
 		if err == nil {
-			_ = r.rc.SetReadDeadline(time.Time{})
+			_ = rc.SetReadDeadline(time.Time{})
 		}
 	}()
 	for step := firstBodyStep; ; step = min(2*step, bodyChunk) {
 		if cl >= 0 {
-			step = min(step, int(max(cl-int64(len(r.buf)), 0))+1)
+			step = min(step, int(max(cl-int64(len(buf)), 0))+1)
 		}
-		r.setDeadline(step)
-		if err := r.grow(step); err != nil {
-			return err
+		_ = rc.SetReadDeadline(r.deadline(len(buf), step))
+		var gerr error
+		if buf, gerr = r.grow(b, buf, step); gerr != nil {
+			return gerr
 		}
-		n, err := io.ReadFull(c.Request.Body, r.buf[len(r.buf):len(r.buf)+step])
-		r.buf = r.buf[:len(r.buf)+n]
+		n, err := io.ReadFull(c.Request.Body, buf[len(buf):len(buf)+step])
+		buf = buf[:len(buf)+n]
 		switch {
 		case err == io.EOF || err == io.ErrUnexpectedEOF:
 			return nil
 		case err != nil:
-			return r.failed(err)
+			return r.failed(err, len(buf))
 		}
 	}
 }
@@ -140,54 +141,51 @@ func (s *Server) takeBuf(b *body, cl int64) bool {
 	return true
 }
 
-// bodyRead is a body being read: the bytes so far and the deadlines they
-// are read under.
+// bodyRead is the deadlines a body is read under. It holds no pointer to
+// the request's body or its buffer: escape analysis would then have the
+// request's hold, which the body is part of, allocated on the heap.
 type bodyRead struct {
 	s          *Server
-	b          *body
-	cl         int64 // the announced length; −1: none
-	buf        []byte
+	cl         int64     // the announced length; −1: none
 	start, end time.Time // end: the server's own read deadline, about
-	rc         *http.ResponseController
-	slow       bool // the last read's deadline was min_body_rate's
+	slow       bool      // the last read's deadline was min_body_rate's
 }
 
-// setDeadline sets the deadline of the next read, of step bytes: the bytes
-// so far and this step are due at the body rate, after a first second
-// (bodyGrace), and at the request timeout at the latest.
-func (r *bodyRead) setDeadline(step int) {
-	due := r.start.Add(bodyGrace + time.Duration(float64(len(r.buf)+step)/float64(r.s.limits.MinBodyRate)*float64(time.Second)))
+// deadline is the deadline of the next read, of step bytes after the have
+// read: the bytes so far and this step are due at the body rate, after a
+// first second (bodyGrace), and at the request timeout at the latest.
+func (r *bodyRead) deadline(have, step int) time.Time {
+	due := r.start.Add(bodyGrace + time.Duration(float64(have+step)/float64(r.s.limits.MinBodyRate)*float64(time.Second)))
 	if r.slow = due.Before(r.end); r.slow {
-		_ = r.rc.SetReadDeadline(due)
-	} else {
-		_ = r.rc.SetReadDeadline(r.end)
+		return due
 	}
+	return r.end
 }
 
-// grow makes room for step more bytes, charging it to the bodies in
-// flight: by doubling, never past the announced length (+1), since the
-// buffer is what is charged, and it ends up the body's size.
-func (r *bodyRead) grow(step int) error {
-	if len(r.buf)+step <= cap(r.buf) {
-		return nil
+// grow makes room in buf, b's, for step more bytes, charging it to b and
+// the bodies in flight: by doubling, never past the announced length
+// (+1), since the buffer is what is charged, and it ends up the body's
+// size.
+func (r *bodyRead) grow(b *body, buf []byte, step int) ([]byte, error) {
+	if len(buf)+step <= cap(buf) {
+		return buf, nil
 	}
-	size := max(2*cap(r.buf), len(r.buf)+step, firstBodyStep)
+	size := max(2*cap(buf), len(buf)+step, firstBodyStep)
 	if r.cl >= 0 {
 		size = min(size, int(r.cl)+1) // still ≥ len+step: step ≤ cl−len+1
 	}
-	if !r.s.bodyMem.take(int64(size - cap(r.buf))) {
-		return errBodiesBusy
+	if !r.s.bodyMem.take(int64(size - cap(buf))) {
+		return buf, errBodiesBusy
 	}
-	r.b.held += int64(size - cap(r.buf))
-	grown := make([]byte, len(r.buf), size)
-	copy(grown, r.buf)
-	r.buf = grown
-	return nil
+	b.held += int64(size - cap(buf))
+	grown := make([]byte, len(buf), size)
+	copy(grown, buf)
+	return grown, nil
 }
 
-// failed is the answer to a body whose read failed: too large, too slow
-// (min_body_rate or the request timeout), or cut off.
-func (r *bodyRead) failed(err error) error {
+// failed is the answer to a body whose read failed after have bytes: too
+// large, too slow (min_body_rate or the request timeout), or cut off.
+func (r *bodyRead) failed(err error, have int) error {
 	var mbe *http.MaxBytesError
 	if errors.As(err, &mbe) {
 		return errTooLarge("body_too_large", fmt.Sprintf("request body exceeds %d bytes", mbe.Limit))
@@ -195,7 +193,7 @@ func (r *bodyRead) failed(err error) error {
 	if ne, ok := err.(net.Error); ok && ne.Timeout() {
 		if r.slow {
 			return errRequestTimeout(fmt.Sprintf("the request body arrived slower than %d bytes a second (min_body_rate; %d bytes in %v)",
-				r.s.limits.MinBodyRate, len(r.buf), time.Since(r.start).Round(time.Millisecond)))
+				r.s.limits.MinBodyRate, have, time.Since(r.start).Round(time.Millisecond)))
 		}
 		return errRequestTimeout("the request body did not arrive within the request timeout")
 	}
