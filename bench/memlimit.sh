@@ -43,8 +43,8 @@ printf "%-6s %-28s %9s %9s %9s %12s %7s %7s %10s %10s %7s\n" limit backend QPS p
 # same budget, its guide built beforehand into bench-data/guides, outside
 # the limit, as `quantize` or a first run would; for auto, the guide of
 # the level auto picks under the budget); ondisk-first: on_disk auto
-# without --memory-budget (bench plans under the limit's, less a tenth and
-# at least 4 MiB and its queries, when that cannot hold the file), its guide
+# without --memory-budget (bench plans under the limit's, less a sixteenth
+# (8 to 64 MiB) and its queries, when that cannot hold the file), its guide
 # built inside the limit by the measured run itself, into a fresh directory.
 for frac in ${FRACS:-2 3 10}; do
   limit=$((size / frac))

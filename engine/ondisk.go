@@ -13,6 +13,7 @@ import (
 	"github.com/faiss-sidecar/faiss-sidecar/faissfmt"
 	"github.com/faiss-sidecar/faiss-sidecar/hnswsearch"
 	"github.com/faiss-sidecar/faiss-sidecar/internal/readahead"
+	"github.com/faiss-sidecar/faiss-sidecar/partial"
 	"github.com/faiss-sidecar/faiss-sidecar/partial/s3"
 	"github.com/faiss-sidecar/faiss-sidecar/partial/storage"
 	"github.com/faiss-sidecar/faiss-sidecar/quant"
@@ -250,14 +251,6 @@ func rerankPath(spec *Spec) string {
 	return spec.Rerank.Path
 }
 
-// machineRoom is what an index and what its caller holds beside it
-// (Spec.Beside) may take of a machine with m bytes (0: unknown): the rest,
-// a tenth and at least 4 MiB, is the process's own: the Go runtime beside
-// the heap, page tables, I/O rings, the binary's pages. Inside a tenth of
-// fashion-mnist (19.7 MB) on_disk's anonymous memory peaked 3.2 MB above
-// its budget and the benchmark's queries and ground truth.
-func machineRoom(m int64) int64 { return m - max(m/10, 4<<20) }
-
 // estimateLists is hnswsearch.EstimatePinnedLists of the plan's index, read
 // as Probe reads it (a batch of 512 small reads).
 func (p *Plan) estimateLists() (int64, error) {
@@ -274,6 +267,7 @@ func (p *Plan) estimateLists() (int64, error) {
 		// and served in 4 of 4 with these reads direct.
 		o = storage.Options{Backend: "direct"}
 	}
+	o.Name = p.spec.Label
 	st, err := storage.Open(p.spec.Path, o)
 	if err != nil {
 		return 0, err
@@ -329,21 +323,21 @@ func (x *Index) openGuide(p *Plan) error {
 	if err != nil {
 		return err
 	}
-	path := GuidePath(spec.GuideDir, spec.Path, p.level.String())
+	path, name := GuidePath(spec.GuideDir, spec.Path, p.level.String()), guideName(&spec, p.level.String())
 	// Any guide that cannot be used is rebuilt, and why is reported: none
 	// at the path, another file's or version's, damaged, of another level,
 	// not a regular file, or unreadable (a directory in the way).
-	c, err := quant.Load(path, src)
+	c, err := quant.LoadAs(path, name, src)
 	if err == nil && c.Level() != p.level {
-		err = fmt.Errorf("%w: %s holds a %s guide, not %s", quant.ErrStale, path, c.Level(), p.level)
+		err = fmt.Errorf("%w: %s holds a %s guide, not %s", quant.ErrStale, name, c.Level(), p.level)
 		c.Close()
 	}
-	x.guideInfo = GuideInfo{Path: path, Level: p.level.String(), Loaded: err == nil}
+	x.guideInfo = GuideInfo{Path: name, Level: p.level.String(), Loaded: err == nil}
 	if err != nil {
 		if !errors.Is(err, fs.ErrNotExist) {
 			x.guideInfo.Rebuilt = err.Error()
 		}
-		if c, x.guideInfo.NotSaved, err = buildGuide(r, off, x.file, p.level, path, src, p.buildMemory(), spec.Ctx, spec.Progress); err != nil {
+		if c, x.guideInfo.NotSaved, err = buildGuide(r, off, x.file, p.level, path, name, src, p.buildMemory(), spec.Ctx, spec.Progress); err != nil {
 			return err
 		}
 	}
@@ -411,9 +405,9 @@ func (p *Plan) OpenHeapBytes() int64 {
 // buildGuide builds f's guide at level from its vectors (read through r
 // from off, contiguous: guideSource, in one streaming pass) and writes it
 // to path atomically, creating its directory. notSaved says why it could
-// not be written. mem bounds what the build holds beside the codes
+// not be written, naming the guide name. mem bounds what the build holds beside the codes
 // (quant.BuildOptions.MemoryBytes: Plan.buildMemory); 0: the defaults.
-func buildGuide(r io.ReaderAt, off int64, f *faissfmt.File, level quant.Level, path string, src quant.SourceID,
+func buildGuide(r io.ReaderAt, off int64, f *faissfmt.File, level quant.Level, path, name string, src quant.SourceID,
 	mem int64, ctx context.Context, progress func(done, total int64)) (c *quant.Codes, notSaved string, err error) {
 	g := f.Graph
 	if o, ok := r.(*s3.Object); ok { // an object (remoteGuideSource): streamed in parallel ranged GETs
@@ -429,9 +423,9 @@ func buildGuide(r io.ReaderAt, off int64, f *faissfmt.File, level quant.Level, p
 		}
 		return nil, "", err
 	}
-	werr := os.MkdirAll(filepath.Dir(path), 0o755)
+	werr := partial.NameError(os.MkdirAll(filepath.Dir(path), 0o755), filepath.Dir(path), filepath.Dir(name))
 	if werr == nil {
-		werr = quant.Write(path, c, src)
+		werr = quant.WriteAs(path, name, c, src)
 	}
 	if werr != nil {
 		notSaved = werr.Error()
@@ -482,7 +476,7 @@ func Quantize(spec Spec, out string) (GuideInfo, error) {
 	if out == "" {
 		out = GuidePath(p.spec.GuideDir, spec.Path, p.level.String())
 	}
-	c, notSaved, err := buildGuide(r, off, f, p.level, out, src, p.buildMemory(), spec.Ctx, spec.Progress)
+	c, notSaved, err := buildGuide(r, off, f, p.level, out, out, src, p.buildMemory(), spec.Ctx, spec.Progress)
 	if err != nil {
 		return GuideInfo{}, fmt.Errorf("%s: %w", spec.Label, err)
 	}
@@ -495,7 +489,7 @@ func Quantize(spec Spec, out string) (GuideInfo, error) {
 
 // GuideInfo describes an on_disk index's guide.
 type GuideInfo struct {
-	Path  string `json:"path"`
+	Path  string `json:"path"` // as Spec's labels name it (guideName)
 	Level string `json:"compression"`
 	Bytes int64  `json:"bytes"`
 	// Loaded: read from Path; else built when the index opened.

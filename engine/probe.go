@@ -12,11 +12,12 @@ import (
 // for zstd, the file itself otherwise) without loading it, to learn its
 // sizes and small arrays before committing memory to it. The engine opens
 // the storage so that the search package names no backend.
-func Probe(path, backend string) (*faissfmt.File, error) { return probe(path, backend, nil) }
+func Probe(path, backend string) (*faissfmt.File, error) { return probe(path, path, backend, nil) }
 
-// probe is Probe whose object-store requests end with bind.
-func probe(path, backend string, bind *s3.Binding) (*faissfmt.File, error) {
-	o := storage.Options{Backend: "pread", CacheBytes: 1 << 20, Binding: bind}
+// probe is Probe naming the file label in its errors, its object-store
+// requests ending with bind.
+func probe(path, label, backend string, bind *s3.Binding) (*faissfmt.File, error) {
+	o := storage.Options{Backend: "pread", CacheBytes: 1 << 20, Binding: bind, Name: label}
 	if backend == "zstd" {
 		o.Backend = "zstd"
 	}
@@ -29,7 +30,7 @@ func probe(path, backend string, bind *s3.Binding) (*faissfmt.File, error) {
 	// the caller gives them as Options.Vectors.
 	f, err := faissfmt.OpenWith(s, s.Size(), faissfmt.OpenOptions{AllowNullStorage: true, Window: storage.ParseWindow(path)})
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
+		return nil, fmt.Errorf("%s: %w", label, err)
 	}
 	return f, nil
 }

@@ -81,7 +81,7 @@ func TestOnDiskMachineBudget(t *testing.T) {
 	spec := func(beside int64) Spec {
 		return Spec{Path: path, Mode: ModeOnDisk, GuideDir: t.TempDir(), Workers: 1, MachineBudget: true, Beside: beside}
 	}
-	const reserve = 4 << 20 // machineRoom's least: more than a tenth of these machines
+	const reserve = 8 << 20 // OwnShare's least: more than a sixteenth of these machines
 	need := st.Size() + st.Size()/4
 	holds := need + reserve
 	machineMemory = func() int64 { return holds }
@@ -153,7 +153,7 @@ func TestOnDiskMachineBudget(t *testing.T) {
 	require.ErrorIs(t, err, hnswsearch.ErrBudget)
 	assert.Contains(t, err.Error(), fmt.Sprintf("a memory budget of %d bytes is more than this machine's memory (%d bytes", 64<<20, holds))
 
-	for m, want := range map[int64]int64{7 << 20: 3 << 20, 100 << 20: 90 << 20} {
+	for m, want := range map[int64]int64{9 << 20: 1 << 20, 256 << 20: 240 << 20, 4 << 30: 4<<30 - 64<<20} {
 		assert.Equal(t, want, machineRoom(m), "machineRoom(%d)", m)
 	}
 }
@@ -169,7 +169,7 @@ func TestReplan(t *testing.T) {
 	require.NoError(t, err)
 	defer func(f func() int64) { machineMemory = f }(machineMemory)
 	need := st.Size() + st.Size()/4
-	machineMemory = func() int64 { return need + 4<<20 } // holds the file and its guide, exactly
+	machineMemory = func() int64 { return need + 8<<20 } // holds the file and its guide beside OwnShare's least, exactly
 	spec := Spec{Path: path, Mode: ModeOnDisk, GuideDir: t.TempDir(), Workers: 1, MachineBudget: true}
 	p, err := Prepare(spec)
 	require.NoError(t, err)

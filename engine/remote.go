@@ -181,7 +181,7 @@ func probeRemote(spec Spec, bind *s3.Binding) (*faissfmt.File, *s3.Object, error
 	st.Close()
 	if err != nil {
 		obj.Close()
-		return nil, nil, fmt.Errorf("%s: %w", spec.Path, err)
+		return nil, nil, fmt.Errorf("%s: %w", spec.Label, err)
 	}
 	return f, obj, nil
 }

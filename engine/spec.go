@@ -37,6 +37,9 @@ type Spec struct {
 	// or 32x. GuideDir holds guide files ("": beside the index; for an
 	// s3:// index, RemoteGuideDir).
 	Compression, GuideDir string
+	// GuideDirLabel is how messages name GuideDir ("": its path): a guide
+	// there is GuideDirLabel/NAME to them.
+	GuideDirLabel string
 	// Progress, when set, is called while an on_disk guide is built with
 	// the bytes read so far and the total; Ctx, when set, cancels the build.
 	Progress func(done, total int64)
@@ -279,7 +282,7 @@ func Prepare(spec Spec) (_ *Plan, err error) {
 	if err := checkStatic(&spec); err != nil {
 		return nil, err
 	}
-	if err := backendFits(spec.Path, backend); err != nil {
+	if err := backendFits(spec.Path, spec.Label, backend); err != nil {
 		return nil, err
 	}
 	if spec.Mode == ModeOnDisk && spec.MemoryBudget == 0 && spec.MachineBudget {
@@ -300,7 +303,7 @@ func Prepare(spec Spec) (_ *Plan, err error) {
 	if storage.IsRemote(spec.Path) && backend != "memory" {
 		pf, obj, err = probeRemote(spec, bind)
 	} else {
-		pf, err = probe(spec.Path, backend, bind)
+		pf, err = probe(spec.Path, spec.Label, backend, bind)
 	}
 	if err != nil {
 		return nil, err
@@ -481,8 +484,9 @@ func checkStatic(spec *Spec) error {
 }
 
 // backendFits refuses a backend that cannot read the file as it is stored:
-// zstd on a plain file, another backend on a zstd file.
-func backendFits(path, backend string) error {
+// zstd on a plain file, another backend on a zstd file. Errors name the
+// file label.
+func backendFits(path, label, backend string) error {
 	if storage.IsRemote(path) {
 		return nil // an object: storage.Open says which backends read it
 	}
@@ -492,11 +496,11 @@ func backendFits(path, backend string) error {
 	}
 	switch {
 	case err != nil:
-		return err
+		return partial.NameError(err, path, label)
 	case backend == "zstd" && !z:
-		return mismatch("backend zstd reads files in the zstd seekable format (faiss-sidecar compress); %s is not one", filepath.Base(path))
+		return mismatch("backend zstd reads files in the zstd seekable format (faiss-sidecar compress); %s is not one", filepath.Base(label))
 	case backend != "zstd" && z:
-		return mismatch("%s is zstd-compressed data (seekable format): load it with backend zstd, or leave backend out", filepath.Base(path))
+		return mismatch("%s is zstd-compressed data (seekable format): load it with backend zstd, or leave backend out", filepath.Base(label))
 	}
 	return nil
 }
@@ -533,7 +537,8 @@ func (p *Plan) Open() (*Index, error) {
 		obj.Bind(bind)
 	}
 	st, err := storage.Open(spec.Path, storage.Options{Backend: p.backend, CacheBytes: p.cacheBytes, BlockSize: spec.CacheBlock,
-		AlignOffset: hnswsearch.AlignOffset(p.probe), CacheDir: spec.CacheDir, CacheDirBytes: spec.CacheDirBytes, Object: obj, Binding: bind})
+		AlignOffset: hnswsearch.AlignOffset(p.probe), CacheDir: spec.CacheDir, CacheDirBytes: spec.CacheDirBytes, Object: obj, Binding: bind,
+		Name: spec.Label})
 	if err != nil {
 		if errors.Is(err, partial.ErrBadOption) {
 			return nil, asBadSpec(err)

@@ -49,7 +49,7 @@ func (p *Plan) planVectors() error {
 	}
 	fi, err := os.Stat(spec.VectorsPath)
 	if err != nil {
-		return err
+		return partial.NameError(err, spec.VectorsPath, spec.VectorsLabel)
 	}
 	p.vlayout, p.vsize = l, fi.Size()
 	vb := vectorsBackend(p.backend)
@@ -122,7 +122,7 @@ func (x *Index) openVectors(p *Plan, o *hnswsearch.Options, bind *s3.Binding) er
 		return nil
 	}
 	vst, err := storage.Open(p.spec.VectorsPath, storage.Options{Backend: vectorsBackend(p.backend), CacheBytes: p.vcache,
-		BlockSize: p.spec.CacheBlock, AlignOffset: l.Base, Binding: bind})
+		BlockSize: p.spec.CacheBlock, AlignOffset: l.Base, Binding: bind, Name: p.spec.VectorsLabel})
 	if err != nil {
 		return fmt.Errorf("%s: %w", p.spec.VectorsLabel, err)
 	}
@@ -141,7 +141,7 @@ func (x *Index) openVectors(p *Plan, o *hnswsearch.Options, bind *s3.Binding) er
 func vectorsUnchanged(l *rerank.Layout, path, label string, st partial.Storage) error {
 	fi, err := os.Stat(path)
 	if err != nil {
-		return fmt.Errorf("%s: %w", label, err)
+		return fmt.Errorf("%s: %w", label, partial.NameError(err, path, label))
 	}
 	if l.Unchanged(fi) {
 		c, ok := st.(partial.FileChecker)

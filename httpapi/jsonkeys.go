@@ -151,61 +151,74 @@ func checkValue(d *json.Decoder, t reflect.Type, in string, nulls bool) error {
 		if t != nil && (t.Kind() == reflect.Slice || t.Kind() == reflect.Array) {
 			elem = t.Elem()
 		}
-		for i := 0; d.More(); i++ {
-			err := checkValue(d, elem, in, nulls)
-			if ne, ok := err.(*NullError); ok && ne.Field == in {
-				ne.Field = fmt.Sprintf("%s[%d]", in, i)
-			}
-			if err != nil {
-				return err
-			}
-		}
-		_, err = d.Token()
-		return err
+		return checkList(d, elem, in, nulls)
 	case json.Delim('{'):
-		var fields map[string]reflect.Type
-		var val reflect.Type // a map's values
-		if t != nil && t.Kind() == reflect.Struct {
-			fields = fieldsOf(t)
-		} else if t != nil && t.Kind() == reflect.Map {
-			val = t.Elem()
-		}
-		seen := map[string]bool{}
-		for d.More() {
-			kt, err := d.Token()
-			if err != nil {
-				return err
-			}
-			key, _ := kt.(string)
-			if seen[key] {
-				return &KeyError{Key: key, Duplicate: true, In: in}
-			}
-			seen[key] = true
-			ft, sub := val, in
-			if fields != nil {
-				var ok bool
-				if ft, ok = fields[key]; !ok {
-					for name := range fields {
-						if strings.EqualFold(name, key) {
-							return &KeyError{Key: key, In: in}
-						}
-					}
-				}
-				sub = key
-				if in != "" {
-					sub = in + "." + key
-				}
-			} else if t != nil && t.Kind() == reflect.Map {
-				sub = fmt.Sprintf("%s[%q]", in, key)
-			}
-			if err := checkValue(d, ft, sub, nulls); err != nil {
-				return err
-			}
-		}
-		_, err = d.Token()
-		return err
+		return checkObject(d, t, in, nulls)
 	}
 	return nil
+}
+
+// checkList walks the rest of a list (its '[' read) of elements decoding
+// into elem, as checkValue does.
+func checkList(d *json.Decoder, elem reflect.Type, in string, nulls bool) error {
+	for i := 0; d.More(); i++ {
+		err := checkValue(d, elem, in, nulls)
+		if ne, ok := err.(*NullError); ok && ne.Field == in {
+			ne.Field = fmt.Sprintf("%s[%d]", in, i)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	_, err := d.Token()
+	return err
+}
+
+// checkObject walks the rest of an object (its '{' read) decoding into t,
+// as checkValue does: a key given twice, or naming a field of struct t
+// only in another case, is a *KeyError.
+func checkObject(d *json.Decoder, t reflect.Type, in string, nulls bool) error {
+	var fields map[string]reflect.Type
+	var val reflect.Type // a map's values
+	if t != nil && t.Kind() == reflect.Struct {
+		fields = fieldsOf(t)
+	} else if t != nil && t.Kind() == reflect.Map {
+		val = t.Elem()
+	}
+	seen := map[string]bool{}
+	for d.More() {
+		kt, err := d.Token()
+		if err != nil {
+			return err
+		}
+		key, _ := kt.(string)
+		if seen[key] {
+			return &KeyError{Key: key, Duplicate: true, In: in}
+		}
+		seen[key] = true
+		ft, sub := val, in
+		if fields != nil {
+			var ok bool
+			if ft, ok = fields[key]; !ok {
+				for name := range fields {
+					if strings.EqualFold(name, key) {
+						return &KeyError{Key: key, In: in}
+					}
+				}
+			}
+			sub = key
+			if in != "" {
+				sub = in + "." + key
+			}
+		} else if t != nil && t.Kind() == reflect.Map {
+			sub = fmt.Sprintf("%s[%q]", in, key)
+		}
+		if err := checkValue(d, ft, sub, nulls); err != nil {
+			return err
+		}
+	}
+	_, err := d.Token()
+	return err
 }
 
 // noObjects reports whether a value of t can hold no JSON object.

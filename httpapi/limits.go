@@ -1,16 +1,9 @@
 package httpapi
 
 import (
-	"context"
 	"fmt"
-	"net/http"
 	"runtime"
-	"strconv"
-	"strings"
-	"sync/atomic"
 	"time"
-	"unicode"
-	"unicode/utf8"
 
 	"github.com/faiss-sidecar/faiss-sidecar/engine"
 )
@@ -44,10 +37,10 @@ type Limits struct {
 	// MaxWorkInFlight bounds the work (as MaxRequestWork counts it) of all
 	// searches running at once (default 2 × MaxRequestWork); past it a
 	// request is shed with 429. MaxBodiesInFlight bounds the bytes of
-	// request bodies being read or held at once (default ownShare: 64 MiB
-	// on a machine or cgroup of 1 GiB or more, less on a smaller one), so slow
-	// or large bodies cannot add up; they are read before a search slot is
-	// taken.
+	// request bodies being read or held at once (default engine.OwnShare:
+	// 64 MiB on a machine or cgroup of 1 GiB or more, less on a smaller
+	// one), so slow or large bodies cannot add up; they are read before a
+	// search slot is taken.
 	MaxWorkInFlight   int64 `json:"max_work_in_flight"`
 	MaxBodiesInFlight int64 `json:"max_bodies_in_flight"`
 	// HeavyQueryWork is the effort of one query (max(k or shortlist,
@@ -145,7 +138,7 @@ func (l Limits) withDefaults(total int64) Limits {
 		l.MaxWorkInFlight = 2 * l.MaxRequestWork
 	}
 	if l.MaxBodiesInFlight <= 0 {
-		l.MaxBodiesInFlight = ownShare(total)
+		l.MaxBodiesInFlight = engine.OwnShare(total)
 	}
 	if l.MaxConcurrentSearches <= 0 {
 		l.MaxConcurrentSearches = max(16, 4*runtime.GOMAXPROCS(0))
@@ -160,7 +153,7 @@ func (l Limits) withDefaults(total int64) Limits {
 		l.MinBodyRate = 256 << 10
 	}
 	if l.MaxConnections <= 0 {
-		l.MaxConnections = int(ownShare(total) / connectionBytes)
+		l.MaxConnections = int(engine.OwnShare(total) / connectionBytes)
 	}
 	if l.HeavyQueryWork <= 0 {
 		l.HeavyQueryWork = 8192
@@ -172,126 +165,4 @@ func (l Limits) withDefaults(total int64) Limits {
 		l.SwitchTimeout = 5 * time.Minute
 	}
 	return l
-}
-
-// admission bounds the searches in flight: a slot each, a bounded queue of
-// requests waiting for one, and load shed past that (429 + Retry-After)
-// rather than goroutines and bodies piling up without limit.
-type admission struct {
-	slots   chan struct{}
-	waiting atomic.Int64
-	maxWait int64
-}
-
-func newAdmission(slots, queue int) *admission {
-	return &admission{slots: make(chan struct{}, slots), maxWait: int64(queue)}
-}
-
-// errOverloaded is the shed-load answer; fail adds Retry-After to it.
-var errOverloaded = &apiError{429, "too_many_requests", "too many searches in flight; retry later"}
-
-// enter takes a slot, waiting in the queue until ctx ends or deadline.
-func (a *admission) enter(ctx context.Context, deadline time.Time) error {
-	select {
-	case a.slots <- struct{}{}:
-		return nil
-	default:
-	}
-	if a.waiting.Add(1) > a.maxWait {
-		a.waiting.Add(-1)
-		return errOverloaded
-	}
-	defer a.waiting.Add(-1)
-	t := time.NewTimer(time.Until(deadline))
-	defer t.Stop()
-	select {
-	case a.slots <- struct{}{}:
-		return nil
-	case <-ctx.Done():
-		return errOverloaded
-	case <-t.C:
-		return errOverloaded
-	}
-}
-
-// tryEnter takes a slot only if one is free (an _msearch's extra workers).
-func (a *admission) tryEnter() bool {
-	select {
-	case a.slots <- struct{}{}:
-		return true
-	default:
-		return false
-	}
-}
-
-func (a *admission) exit() { <-a.slots }
-
-// budget is a count of bytes or work shared by the requests in flight.
-type budget struct {
-	used atomic.Int64
-	max  int64
-}
-
-// take charges n, or reports false (charging nothing) when that would go
-// past max.
-func (b *budget) take(n int64) bool {
-	if b.used.Add(n) > b.max {
-		b.used.Add(-n)
-		return false
-	}
-	return true
-}
-
-func (b *budget) give(n int64) { b.used.Add(-n) }
-
-// fits reports whether n more would fit now (charging nothing).
-func (b *budget) fits(n int64) bool { return b.used.Load()+n <= b.max }
-
-// retryAfter is the Retry-After a shed request is given, in seconds.
-const retryAfter = "1"
-
-// setRetryAfter tells a shed client when to come back.
-func setRetryAfter(w http.ResponseWriter, err error) {
-	if err == errOverloaded || err == errBodiesBusy || err == errWorkBusy || err == errHeavyBusy {
-		w.Header().Set("Retry-After", retryAfter)
-	}
-}
-
-// maxNameBytes is the longest index name, as OpenSearch's.
-const maxNameBytes = 255
-
-// checkName enforces a safe index name, like OpenSearch's: valid UTF-8, at
-// most 255 bytes, none of / \ * ? " < > | , # or white space or control
-// characters, not "." or "..", not starting with _, - or +.
-func checkName(name string) error {
-	bad := func(why string) error {
-		shown := name
-		if len(shown) > 80 { // a long name is not echoed whole
-			shown = strings.ToValidUTF8(shown[:80], "") + "…"
-		}
-		return badRequest("invalid index name %s: %s", strconv.QuoteToASCII(shown), why)
-	}
-	switch {
-	case name == "":
-		return bad("empty")
-	case !utf8.ValidString(name):
-		return bad("not valid UTF-8")
-	case len(name) > maxNameBytes:
-		return bad(fmt.Sprintf("%d bytes, at most %d", len(name), maxNameBytes))
-	case name == "." || name == "..":
-		return bad("reserved")
-	case strings.IndexAny(name[:1], "_-+") == 0:
-		return bad("must not start with _, - or +")
-	}
-	for _, r := range name {
-		// Cf: invisible (zero-width, bidi) characters; the other default
-		// ignorables (U+034F, Hangul fillers, variation selectors) are
-		// invisible too.
-		if strings.ContainsRune(`/\*?"<>|,#:`, r) || unicode.IsSpace(r) || unicode.IsControl(r) ||
-			unicode.Is(unicode.Cf, r) || unicode.Is(unicode.Other_Default_Ignorable_Code_Point, r) ||
-			unicode.Is(unicode.Variation_Selector, r) || r == utf8.RuneError {
-			return bad("character " + strconv.QuoteRuneToASCII(r) + " is not allowed")
-		}
-	}
-	return nil
 }

@@ -1,30 +1,20 @@
 package httpapi
 
 import (
-	"os"
-	"runtime/debug"
 	"time"
+
+	"github.com/faiss-sidecar/faiss-sidecar/engine"
 )
 
-// The server's own memory, beside its indexes, on a machine (or memory
-// cgroup) of total bytes is three shares of ownShare(total) each:
+// ownBytes is what the server keeps for itself beside its indexes on a
+// machine (or memory cgroup) of total bytes: three engine.OwnShare shares,
 //   - what lives outside the Go heap: the binary's pages, thread stacks,
 //     the kernel's socket buffers for the connections (charged to a cgroup
 //     too);
 //   - the request bodies in flight (Limits.MaxBodiesInFlight's default);
 //   - the heap's slack beyond those bodies: decoded queries, result pools,
 //     responses being written.
-//
-// A share is a sixteenth of the machine, between 8 and 64 MiB: from 1 GiB
-// up, the 64 MiB each they were before, when they were fixed and the node
-// budget (0: the machine) left them nothing. Inside a memory cgroup of a
-// third of fashion-mnist (65.6 MB), a server given on_disk without a
-// memory_budget then took the 47 MB 4x guide, paged its own binary in and
-// out for 100 s under 8 clients, and was killed.
-func ownShare(total int64) int64 { return min(max(total/16, 8<<20), 64<<20) }
-
-// ownBytes is what the server keeps for itself on a machine of total bytes.
-func ownBytes(total int64) int64 { return 3 * ownShare(total) }
+func ownBytes(total int64) int64 { return 3 * engine.OwnShare(total) }
 
 // defaultNodeBudget is the node's memory budget when none is set
 // (memory_budget 0): the machine's memory (0: unknown, no budget) less
@@ -52,24 +42,25 @@ func belowOwn(total int64) bool { return total > 0 && total-ownBytes(total) < to
 // requests, each within the limits, could take what a cgroup's indexes need
 // and have the process killed.
 func heapLimit(total, used, bodies int64) int64 {
-	return max(total-used-ownShare(total), bodies+ownShare(total))
+	return max(total-used-engine.OwnShare(total), bodies+engine.OwnShare(total))
 }
 
 // limitHeap keeps the runtime's memory limit at heapLimit as indexes load,
 // switch and unload, checked once a second, until the server stops, then
-// puts back the limit it found. GOMEMLIMIT, when set, wins.
+// puts back the limit it found. It sets it through Config.SetMemoryLimit:
+// without one it leaves the runtime alone.
 func (s *Server) limitHeap() {
-	total := s.total
-	if total <= 0 || os.Getenv("GOMEMLIMIT") != "" {
+	set, total := s.cfg.SetMemoryLimit, s.total
+	if set == nil || total <= 0 {
 		return
 	}
-	prev := debug.SetMemoryLimit(-1)
-	defer debug.SetMemoryLimit(prev)
+	prev := set(-1)
+	defer set(prev)
 	t := time.NewTicker(time.Second)
 	defer t.Stop()
 	for {
 		used, _ := s.Reg.usage()
-		debug.SetMemoryLimit(heapLimit(total, used, s.limits.MaxBodiesInFlight))
+		set(heapLimit(total, used, s.limits.MaxBodiesInFlight))
 		select {
 		case <-s.stop:
 			return

@@ -9,17 +9,18 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/faiss-sidecar/faiss-sidecar/engine"
 	"github.com/faiss-sidecar/faiss-sidecar/internal/sysmem"
 )
 
 func TestHeapLimit(t *testing.T) {
 	const big = 1000 << 20 // from 1 GiB up, each share is 64 MiB
-	assert.Equal(t, int64(64<<20), ownShare(big+1<<30))
+	assert.Equal(t, int64(64<<20), engine.OwnShare(big+1<<30))
 	assert.Equal(t, int64(700<<20-64<<20), heapLimit(big+1<<30, 300<<20+1<<30, 64<<20), "what the indexes leave")
 	assert.Equal(t, int64(64<<20+64<<20), heapLimit(big+1<<30, big+1<<30-90<<20, 64<<20), "never below the bodies admitted and the slack")
 	assert.Equal(t, int64(64<<20+64<<20), heapLimit(big+1<<30, 2*big+1<<30, 64<<20), "indexes over the machine: the floor")
 	// A cgroup of 64 MiB: shares of 8 MiB.
-	assert.Equal(t, int64(8<<20), ownShare(64<<20))
+	assert.Equal(t, int64(8<<20), engine.OwnShare(64<<20))
 	assert.Equal(t, int64(64<<20-40<<20-8<<20), heapLimit(64<<20, 40<<20, 8<<20))
 	assert.Equal(t, int64(16<<20), heapLimit(64<<20, 60<<20, 8<<20))
 }
@@ -69,7 +70,7 @@ func TestLimitHeapFollowsIndexes(t *testing.T) {
 	if total <= 0 || os.Getenv("GOMEMLIMIT") != "" {
 		t.Skip("no memory total here, or GOMEMLIMIT set")
 	}
-	s, _ := newTestServer(t, Config{})
+	s, _ := newTestServer(t, Config{SetMemoryLimit: debug.SetMemoryLimit})
 	prev := debug.SetMemoryLimit(-1)
 	stopped := make(chan struct{})
 	go func() { s.limitHeap(); close(stopped) }()

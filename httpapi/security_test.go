@@ -3,8 +3,6 @@ package httpapi
 import (
 	"bytes"
 	"encoding/binary"
-	"errors"
-	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -280,17 +278,43 @@ func corruptLevel0(t *testing.T, src []byte) []byte {
 	return b
 }
 
-// TestRelabel: relabel rewords the server's paths, longest first, and
-// keeps the error's kind.
-func TestRelabel(t *testing.T) {
-	inner := &apiError{422, "bad_index_file", "/srv/data/a.faiss.guide: /srv/data/a.faiss is bad; /srv/guides/x.guide too"}
-	err := relabel(fmt.Errorf("wrapped: %w", inner), sortNames([]serverName{{"/srv/guides", "guide_dir"}, {"/srv/data/a.faiss", "a.faiss"}}))
-	assert.Equal(t, "wrapped: a.faiss.guide: a.faiss is bad; guide_dir/x.guide too", err.Error())
-	var ae *apiError
-	require.ErrorAs(t, err, &ae)
-	status, typ := errStatus(err)
-	assert.Equal(t, 422, status)
-	assert.Equal(t, "bad_index_file", typ)
-	plain := errors.New("nothing to say")
-	assert.Same(t, plain, relabel(plain, []serverName{{"/srv", "x"}}))
+// TestDamagedGuideNamedAsSent: the layers below the server name a file as
+// the client sent it, or by the setting that holds it, since they are
+// given that name when they open it: a damaged guide, beside the index or
+// in the guide directory, is reported rebuilt under that name, never the
+// server's path.
+func TestDamagedGuideNamedAsSent(t *testing.T) {
+	src, err := os.ReadFile(filepath.Join("..", "testdata", "ondisk", "clustered_l2.faiss"))
+	require.NoError(t, err)
+	root, guides := t.TempDir(), t.TempDir()
+	require.NoError(t, os.MkdirAll(filepath.Join(root, "sub"), 0o755))
+	require.NoError(t, os.WriteFile(filepath.Join(root, "sub", "c.faiss"), src, 0o644))
+	junk := []byte("not a guide, and long enough to hold a header's worth of bytes: " + strings.Repeat("x", 256))
+	require.NoError(t, os.WriteFile(filepath.Join(root, "sub", "c.faiss.4x.guide"), junk, 0o644))
+	rebuilt := func(r resp) string {
+		t.Helper()
+		require.Equal(t, 200, r.Status, r.Raw)
+		g, _ := r.Body["guide"].(map[string]any)
+		require.NotNil(t, g, r.Raw)
+		assert.Equal(t, false, g["loaded"], r.Raw)
+		reason, _ := g["rebuilt"].(string)
+		return reason
+	}
+	_, ts := newTestServer(t, Config{DataRoots: []string{root}})
+	r := call(t, ts, "PUT", "/indexes/c", `{"path":"sub/c.faiss","mode":"on_disk","compression":"4x"}`)
+	assert.True(t, strings.HasPrefix(rebuilt(r), "sub/c.faiss.4x.guide: "), r.Raw)
+	assert.NotContains(t, r.Raw, root)
+
+	_, ts = newTestServer(t, Config{DataRoots: []string{root}, GuideDir: guides})
+	r = call(t, ts, "PUT", "/indexes/c", `{"path":"sub/c.faiss","mode":"on_disk","compression":"8x"}`)
+	require.Equal(t, 200, r.Status, r.Raw)
+	require.Equal(t, 200, call(t, ts, "DELETE", "/indexes/c", "").Status)
+	built, err := filepath.Glob(filepath.Join(guides, "*.8x.guide"))
+	require.NoError(t, err)
+	require.Len(t, built, 1)
+	require.NoError(t, os.WriteFile(built[0], junk, 0o644))
+	r = call(t, ts, "PUT", "/indexes/c", `{"path":"sub/c.faiss","mode":"on_disk","compression":"8x"}`)
+	assert.True(t, strings.HasPrefix(rebuilt(r), "guide_dir/"+filepath.Base(built[0])+": "), r.Raw)
+	assert.NotContains(t, r.Raw, guides)
+	assert.NotContains(t, r.Raw, root)
 }

@@ -57,7 +57,8 @@ const ownedRings = 2
 // in flight (0: DefaultDirectParallel; negative is an error). It fails with
 // an error naming the filesystem's refusal when O_DIRECT is not supported
 // (e.g. tmpfs).
-func OpenDirect(path string, parallel int) (*Direct, error) {
+func OpenDirect(path string, parallel int, opts ...OpenOption) (*Direct, error) {
+	name := NameOf(path, opts...)
 	if parallel < 0 {
 		return nil, fmt.Errorf("%w: direct parallelism %d is negative", ErrBadOption, parallel)
 	}
@@ -67,20 +68,20 @@ func OpenDirect(path string, parallel int) (*Direct, error) {
 	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_DIRECT|unix.O_CLOEXEC, 0)
 	if err != nil {
 		if errors.Is(err, unix.EINVAL) {
-			return nil, fmt.Errorf("the filesystem of %s refuses O_DIRECT (%v); use --backend pread or mmap", path, err)
+			return nil, fmt.Errorf("the filesystem of %s refuses O_DIRECT (%v); use --backend pread or mmap", name, err)
 		}
-		return nil, &os.PathError{Op: "open", Path: path, Err: err}
+		return nil, &os.PathError{Op: "open", Path: name, Err: err}
 	}
 	var st unix.Stat_t
 	if err := unix.Fstat(fd, &st); err != nil {
 		unix.Close(fd)
-		return nil, &os.PathError{Op: "stat", Path: path, Err: err}
+		return nil, &os.PathError{Op: "stat", Path: name, Err: err}
 	}
 	if st.Mode&unix.S_IFMT != unix.S_IFREG {
 		unix.Close(fd)
-		return nil, fmt.Errorf("%s is not a regular file", path)
+		return nil, fmt.Errorf("%s is not a regular file", name)
 	}
-	d := &Direct{fd: fd, name: path, size: st.Size, align: 4096, memAlign: 4096, parallel: parallel}
+	d := &Direct{fd: fd, name: name, size: st.Size, align: 4096, memAlign: 4096, parallel: parallel}
 	var sx unix.Statx_t
 	if err := unix.Statx(fd, "", unix.AT_EMPTY_PATH, unix.STATX_DIOALIGN, &sx); err == nil &&
 		sx.Mask&unix.STATX_DIOALIGN != 0 && sx.Dio_offset_align > 0 {
@@ -88,7 +89,7 @@ func OpenDirect(path string, parallel int) (*Direct, error) {
 	}
 	if d.align > bounceSize || d.memAlign > 4096 {
 		unix.Close(fd)
-		return nil, fmt.Errorf("%s needs alignment %d/%d, more than supported", path, d.align, d.memAlign)
+		return nil, fmt.Errorf("%s needs alignment %d/%d, more than supported", name, d.align, d.memAlign)
 	}
 	d.pool.New = func() any { b := alignedBuf(bounceSize, d.memAlign); return &b }
 	d.ring, _ = newUring(256) // falls back to pread where io_uring is unavailable
@@ -110,7 +111,7 @@ func OpenDirect(path string, parallel int) (*Direct, error) {
 		}
 		return unix.Close(fd)
 	}
-	d.w.start(path, fd, &d.life, idOf(&st))
+	d.w.start(path, name, fd, &d.life, idOf(&st))
 	return d, nil
 }
 

@@ -8,6 +8,6 @@ import (
 )
 
 // OpenDirect is only implemented on Linux.
-func OpenDirect(path string, parallel int) (Storage, error) {
+func OpenDirect(path string, parallel int, opts ...OpenOption) (Storage, error) {
 	return nil, fmt.Errorf("direct I/O on this OS: %w", errors.ErrUnsupported)
 }

@@ -133,7 +133,8 @@ func (e *fileChangedError) Unwrap() error { return ErrFileChanged }
 // fileWatch checks one open file against its identity at open. The owner's
 // life guards the descriptor: it is used only between acquire and release.
 type fileWatch struct {
-	path    string
+	path    string // what is checked
+	name    string // what errors call it (Named)
 	fd      int
 	life    *backendkit.Life
 	open    fileID
@@ -142,10 +143,10 @@ type fileWatch struct {
 	mu      sync.Mutex  // taking and giving up the lease
 }
 
-// start begins watching the file open as fd, whose identity at open is id,
-// taking a lease on it where it can.
-func (w *fileWatch) start(path string, fd int, l *backendkit.Life, id fileID) {
-	w.path, w.fd, w.life, w.open = path, fd, l, id
+// start begins watching the file at path, open as fd, whose identity at
+// open is id, taking a lease on it where it can; errors call it name.
+func (w *fileWatch) start(path, name string, fd int, l *backendkit.Life, id fileID) {
+	w.path, w.name, w.fd, w.life, w.open = path, name, fd, l, id
 	if w.lease() {
 		// A write between the stat at open and the lease went unannounced.
 		w.fstatCheck()
@@ -171,12 +172,12 @@ func (w *fileWatch) fstatCheck() error {
 		if e := w.changed.Load(); e != nil {
 			return e
 		}
-		return backendkit.Closed(w.path)
+		return backendkit.Closed(w.name)
 	}
 	id, err := fstatID(w.fd)
 	w.life.Release()
 	if err != nil {
-		return fmt.Errorf("%s: fstat: %w", w.path, err)
+		return fmt.Errorf("%s: fstat: %w", w.name, err)
 	}
 	if id != w.open {
 		return w.mark(w.open.change(id)+" since it was opened", w.open.diff(id))
@@ -197,14 +198,14 @@ func (w *fileWatch) checkFile() error {
 	}
 	w.verifyLease()
 	if !w.life.Acquire() {
-		return backendkit.Closed(w.path)
+		return backendkit.Closed(w.name)
 	}
 	fid, ferr := fstatID(w.fd)
 	w.life.Release()
 	pid, perr := statID(w.path)
 	switch {
 	case ferr != nil:
-		return fmt.Errorf("%s: fstat: %w", w.path, ferr)
+		return fmt.Errorf("%s: fstat: %w", w.name, ferr)
 	case errors.Is(perr, errNoFile):
 		return w.mark("the path no longer names a file (removed or renamed away) since it was opened", "")
 	case perr == nil && (pid.dev != w.open.dev || pid.ino != w.open.ino):
@@ -212,7 +213,7 @@ func (w *fileWatch) checkFile() error {
 	case fid != w.open:
 		return w.mark(w.open.change(fid)+" since it was opened", w.open.diff(fid))
 	case perr != nil:
-		return fmt.Errorf("%s: stat: %w", w.path, perr)
+		return fmt.Errorf("%s: stat: %w", w.name, perr)
 	case pid != w.open:
 		return w.mark(w.open.change(pid)+" since it was opened", w.open.diff(pid))
 	}
@@ -222,7 +223,7 @@ func (w *fileWatch) checkFile() error {
 // mark records the change (the first one seen stays) and returns the
 // sticky error; detail is for the log.
 func (w *fileWatch) mark(what, detail string) error {
-	w.changed.CompareAndSwap(nil, &fileChangedError{path: w.path, what: what, detail: detail})
+	w.changed.CompareAndSwap(nil, &fileChangedError{path: w.name, what: what, detail: detail})
 	return w.changed.Load()
 }
 

@@ -24,22 +24,23 @@ type Mmap struct {
 }
 
 // OpenMmap maps the file at path.
-func OpenMmap(path string) (*Mmap, error) {
-	f, id, err := openRegularID(path)
+func OpenMmap(path string, opts ...OpenOption) (*Mmap, error) {
+	name := NameOf(path, opts...)
+	f, id, err := openRegularID(path, name)
 	if err != nil {
 		return nil, err
 	}
-	m := &Mmap{region: region{name: path}, dev: id.dev, ino: id.ino}
+	m := &Mmap{region: region{name: name}, dev: id.dev, ino: id.ino}
 	if size := id.size; size > 0 {
 		m.data, err = unix.Mmap(int(f.Fd()), 0, int(size), unix.PROT_READ, unix.MAP_SHARED)
 		if err != nil {
 			f.Close()
-			return nil, fmt.Errorf("mmap %s: %w", path, err)
+			return nil, fmt.Errorf("mmap %s: %w", name, err)
 		}
 		if err := unix.Madvise(m.data, unix.MADV_RANDOM); err != nil {
 			unix.Munmap(m.data)
 			f.Close()
-			return nil, fmt.Errorf("madvise %s: %w", path, err)
+			return nil, fmt.Errorf("madvise %s: %w", name, err)
 		}
 	}
 	// The descriptor stays open for the file checks (CheckFD's fstat).
@@ -54,7 +55,7 @@ func OpenMmap(path string) (*Mmap, error) {
 		}
 		return err
 	}
-	m.w.start(path, int(f.Fd()), &m.life, id)
+	m.w.start(path, name, int(f.Fd()), &m.life, id)
 	return m, nil
 }
 

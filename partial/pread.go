@@ -23,15 +23,16 @@ type File struct {
 }
 
 // OpenFile opens path for positional reads.
-func OpenFile(path string) (*File, error) {
-	f, id, err := openRegularID(path)
+func OpenFile(path string, opts ...OpenOption) (*File, error) {
+	name := NameOf(path, opts...)
+	f, id, err := openRegularID(path, name)
 	if err != nil {
 		return nil, err
 	}
 	adviseRandom(f)
-	p := &File{f: f, name: path, size: id.size}
+	p := &File{f: f, name: name, size: id.size}
 	p.life.Free = func() error { p.w.stop(); return f.Close() }
-	p.w.start(path, int(f.Fd()), &p.life, id)
+	p.w.start(path, name, int(f.Fd()), &p.life, id)
 	return p, nil
 }
 
@@ -59,26 +60,27 @@ func (p *File) ReadAt(b []byte, off int64) (int, error) {
 
 // openRegular opens path for reading and returns its size; directories,
 // devices and other non-regular files are refused.
-func openRegular(path string) (*os.File, int64, error) {
-	f, id, err := openRegularID(path)
+func openRegular(path, name string) (*os.File, int64, error) {
+	f, id, err := openRegularID(path, name)
 	return f, id.size, err
 }
 
 // openRegularID is openRegular returning the open file's identity (its
-// size included), what the storage's file checks compare with.
-func openRegularID(path string) (*os.File, fileID, error) {
+// size included), what the storage's file checks compare with. Errors name
+// the file as name.
+func openRegularID(path, name string) (*os.File, fileID, error) {
 	f, err := os.Open(path)
 	if err != nil {
-		return nil, fileID{}, err
+		return nil, fileID{}, NameError(err, path, name)
 	}
 	st, err := f.Stat()
 	if err != nil {
 		f.Close()
-		return nil, fileID{}, err
+		return nil, fileID{}, NameError(err, path, name)
 	}
 	if !st.Mode().IsRegular() {
 		f.Close()
-		return nil, fileID{}, fmt.Errorf("%s is %s, not a regular file", path, filekind.Of(st.Mode()))
+		return nil, fileID{}, fmt.Errorf("%s is %s, not a regular file", name, filekind.Of(st.Mode()))
 	}
 	id, err := fstatID(int(f.Fd()))
 	if err != nil {

@@ -9,6 +9,7 @@ import (
 	"hash"
 	"hash/crc32"
 	"io"
+	"io/fs"
 	"math"
 	"os"
 	"path/filepath"
@@ -380,17 +381,21 @@ func (c *Codes) checkRows() error {
 // Write stores c as the guide file path for source src, atomically: a
 // temporary file in the same directory, fsynced, renamed over path, and
 // the directory fsynced; a crash leaves the old guide or the new one.
-func Write(path string, c *Codes, src SourceID) (err error) {
+func Write(path string, c *Codes, src SourceID) error { return WriteAs(path, path, c, src) }
+
+// WriteAs is Write naming the guide name in its errors, and the files
+// beside it in name's directory (the caller's name for path's).
+func WriteAs(path, name string, c *Codes, src SourceID) (err error) {
 	dir := filepath.Dir(path)
 	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp*")
 	if err != nil {
-		return fmt.Errorf("writing guide %s: %w", path, err)
+		return fmt.Errorf("writing guide %s: %w", name, renamedIn(err, dir, filepath.Dir(name)))
 	}
 	defer func() {
 		if err != nil {
 			f.Close()
 			os.Remove(f.Name())
-			err = fmt.Errorf("writing guide %s: %w", path, err)
+			err = fmt.Errorf("writing guide %s: %w", name, renamedIn(err, dir, filepath.Dir(name)))
 		}
 	}()
 	// Readable as index files usually are (CreateTemp makes it 0600), so
@@ -460,7 +465,7 @@ func IsGuide(head []byte) bool { return len(head) >= 8 && string(head[:8]) == gu
 // ReadInfo reads a guide's header (checked, including its size against
 // the file's) without the codes, for inspect. Use Load to check the rest.
 func ReadInfo(path string) (Info, error) {
-	f, st, err := openRegular(path)
+	f, st, err := openRegular(path, path)
 	if err != nil {
 		return Info{}, err
 	}
@@ -487,13 +492,16 @@ func (h *header) info(path string, size int64) Info {
 // from src: ErrStale when its source identity differs, ErrCorrupt when it
 // is damaged (both wrapped in an error naming the file). Every byte is
 // checked against the checksum before the Codes are returned.
-func Load(path string, src SourceID) (*Codes, error) {
-	f, st, err := openRegular(path)
+func Load(path string, src SourceID) (*Codes, error) { return LoadAs(path, path, src) }
+
+// LoadAs is Load naming the guide name in its errors.
+func LoadAs(path, name string, src SourceID) (*Codes, error) {
+	f, st, err := openRegular(path, name)
 	if err != nil {
 		return nil, err
 	}
 	defer f.Close()
-	c, err := decode(f, st.Size(), path, &src)
+	c, err := decode(f, st.Size(), name, &src)
 	if err == nil {
 		dropCache(f)
 	}
@@ -502,20 +510,54 @@ func Load(path string, src SourceID) (*Codes, error) {
 
 // openRegular opens a guide file without blocking: a FIFO or a device at
 // the path is ErrCorrupt, not an open that waits for a writer.
-func openRegular(path string) (*os.File, os.FileInfo, error) {
+func openRegular(path, name string) (*os.File, os.FileInfo, error) {
 	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
 	if err != nil {
-		return nil, nil, fmt.Errorf("%w", err)
+		return nil, nil, fmt.Errorf("%w", renamed(err, path, name))
 	}
 	st, err := f.Stat()
 	if err == nil && !st.Mode().IsRegular() {
-		err = fmt.Errorf("%w: %s is %s, not a regular file", ErrCorrupt, path, filekind.Of(st.Mode()))
+		err = fmt.Errorf("%w: %s is %s, not a regular file", ErrCorrupt, name, filekind.Of(st.Mode()))
 	}
 	if err != nil {
 		f.Close()
-		return nil, nil, fmt.Errorf("%w", err)
+		return nil, nil, fmt.Errorf("%w", renamed(err, path, name))
 	}
 	return f, st, nil
+}
+
+// renamed is err, of an operation on the file at path, naming it name
+// when err is an *fs.PathError (what package os returns).
+func renamed(err error, path, name string) error {
+	return rename(err, func(p string) string {
+		if p == path {
+			return name
+		}
+		return p
+	})
+}
+
+// renamedIn is err, of an operation on files in dir, naming them in
+// nameDir (the caller's name for dir).
+func renamedIn(err error, dir, nameDir string) error {
+	return rename(err, func(p string) string {
+		if filepath.Dir(p) == dir {
+			return filepath.Join(nameDir, filepath.Base(p))
+		}
+		return p
+	})
+}
+
+// rename is err with the paths of an *fs.PathError or an *os.LinkError
+// (what package os returns) mapped by name.
+func rename(err error, name func(string) string) error {
+	switch e := err.(type) {
+	case *fs.PathError:
+		return &fs.PathError{Op: e.Op, Path: name(e.Path), Err: e.Err}
+	case *os.LinkError:
+		return &os.LinkError{Op: e.Op, Old: name(e.Old), New: name(e.New), Err: e.Err}
+	}
+	return err
 }
 
 // decode reads a guide of size bytes from r; src nil skips the staleness

@@ -182,6 +182,30 @@ func TestWriteAtomic(t *testing.T) {
 	require.Len(t, ents, 1, "only the guide; no temporary left")
 }
 
+// TestNamedGuide: LoadAs and WriteAs name the guide, and files beside it,
+// as their caller does, not by the path they open; errors keep their kinds.
+func TestNamedGuide(t *testing.T) {
+	ds := fixture(t, "flat_l2")
+	src := srcOf(t, ds)
+	c := ds.build(t, Level4x)
+	dir := t.TempDir()
+	_, err := LoadAs(filepath.Join(dir, "missing.guide"), "guides/missing.guide", src)
+	require.ErrorIs(t, err, os.ErrNotExist)
+	assert.Contains(t, err.Error(), "guides/missing.guide")
+	assert.NotContains(t, err.Error(), dir)
+	junk := filepath.Join(dir, "junk.guide")
+	require.NoError(t, os.WriteFile(junk, bytes.Repeat([]byte("junk"), 64), 0o644))
+	_, err = LoadAs(junk, "guides/junk.guide", src)
+	require.ErrorIs(t, err, ErrCorrupt)
+	assert.Contains(t, err.Error(), "guides/junk.guide: ")
+	assert.NotContains(t, err.Error(), dir)
+	err = WriteAs(filepath.Join(dir, "nodir", "x.guide"), "guides/nodir/x.guide", c, src)
+	require.ErrorIs(t, err, os.ErrNotExist)
+	assert.Contains(t, err.Error(), "writing guide guides/nodir/x.guide: ")
+	assert.Contains(t, err.Error(), "guides/nodir/.x.guide.tmp", "the temporary file, in the caller's directory")
+	assert.NotContains(t, err.Error(), dir)
+}
+
 // TestIdentify: the identity changes with any sampled byte, the size or
 // the mtime, and ranges outside the file are refused.
 func TestIdentify(t *testing.T) {

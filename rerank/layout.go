@@ -10,6 +10,7 @@ import (
 
 	"github.com/faiss-sidecar/faiss-sidecar/faissfmt"
 	"github.com/faiss-sidecar/faiss-sidecar/internal/vecio"
+	"github.com/faiss-sidecar/faiss-sidecar/partial"
 )
 
 // Layout says where vector i's float32 values lie in a file:
@@ -48,12 +49,12 @@ func OpenLayout(path string) (Layout, error) { return OpenLayoutAs(path, path) }
 func OpenLayoutAs(path, name string) (Layout, error) {
 	f, err := os.Open(path)
 	if err != nil {
-		return Layout{}, err
+		return Layout{}, partial.NameError(err, path, name)
 	}
 	defer f.Close()
 	st, err := f.Stat()
 	if err != nil {
-		return Layout{}, err
+		return Layout{}, partial.NameError(err, path, name)
 	}
 	l, err := ReadLayout(f, st.Size(), name)
 	l.Path, l.fi = path, st

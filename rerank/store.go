@@ -232,13 +232,13 @@ func openStore(path, name, strategy string, parallel int) (*Store, error) {
 	s := &Store{Layout: l, strategy: strategy}
 	switch strategy {
 	case "direct":
-		s.direct, err = partial.OpenDirect(path, parallel)
+		s.direct, err = partial.OpenDirect(path, parallel, partial.Named(name))
 	case "mmap-willneed", "mmap":
-		s.mm, err = partial.OpenMmap(path)
+		s.mm, err = partial.OpenMmap(path, partial.Named(name))
 	case "pread":
-		s.file, err = partial.OpenFile(path)
+		s.file, err = partial.OpenFile(path, partial.Named(name))
 	case StrategyBatch:
-		s.file, err = partial.OpenFile(path)
+		s.file, err = partial.OpenFile(path, partial.Named(name))
 		s.batch, s.ownBatch = s.file, true
 	default:
 		return nil, fmt.Errorf("unknown strategy %q (known: %s)", strategy, strings.Join(Strategies, ", "))

@@ -15,11 +15,14 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"runtime/debug"
 	"sort"
 	"strconv"
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/gin-gonic/gin"
 
 	"github.com/faiss-sidecar/faiss-sidecar/httpapi"
 	"github.com/faiss-sidecar/faiss-sidecar/internal/buildinfo"
@@ -260,9 +263,18 @@ func runServe(args []string, stdout, stderr io.Writer) error {
 		}
 		cfg.Indexes["demo"] = httpapi.LoadSpec{Path: path, Mode: "full"}
 	}
+	// The process-wide settings are the binary's: gin's mode, and the
+	// runtime's memory limit, which the server keeps at what its indexes
+	// leave the heap unless GOMEMLIMIT sets one.
+	gin.SetMode(gin.ReleaseMode)
+	var setMemoryLimit func(int64) int64
+	if os.Getenv("GOMEMLIMIT") == "" {
+		setMemoryLimit = debug.SetMemoryLimit
+	}
 	srv, err := httpapi.New(httpapi.Config{DataRoots: cfg.DataRoots, S3Buckets: cfg.S3Buckets, MemoryBudget: cfg.MemoryBudget, GuideDir: cfg.GuideDir,
 		CacheDir: cfg.CacheDir, CacheDirBytes: cfg.CacheDirBytes, Token: cfg.Token,
-		MaxBodyBytes: cfg.MaxBodyBytes, RequestTimeout: reqTimeout, Pprof: cfg.Pprof, Logger: log, Limits: cfg.Limits})
+		MaxBodyBytes: cfg.MaxBodyBytes, RequestTimeout: reqTimeout, Pprof: cfg.Pprof, Logger: log, Limits: cfg.Limits,
+		SetMemoryLimit: setMemoryLimit})
 	if err != nil {
 		return err
 	}

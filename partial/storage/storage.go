@@ -58,6 +58,9 @@ type Options struct {
 	// Binding is the context of the requests an object opened here makes
 	// for callers that pass none (s3.Binding): a load's deadline.
 	Binding *s3.Binding
+	// Name is what the storage's errors call a local file ("": its path):
+	// the name its caller knows it by (partial.Named).
+	Name string
 }
 
 // keptObject is an object whose Close leaves it open (Options.KeepObject).
@@ -186,14 +189,15 @@ func Open(path string, o Options) (partial.Storage, error) {
 	if IsRemote(path) {
 		return openRemote(path, o)
 	}
+	named, name := partial.Named(o.Name), partial.NameOf(path, partial.Named(o.Name))
 	if o.Backend == "s3" {
-		return nil, fmt.Errorf("%w: backend s3 reads s3://BUCKET/KEY paths; %s is a local path", partial.ErrBadOption, path)
+		return nil, fmt.Errorf("%w: backend s3 reads s3://BUCKET/KEY paths; %s is a local path", partial.ErrBadOption, name)
 	}
 	backend := o.Backend
 	if backend == "" || backend == "auto" {
 		var err error
 		if backend, err = AutoBackend(path, DefaultPlainBackend); err != nil {
-			return nil, err
+			return nil, partial.NameError(err, path, name)
 		}
 	}
 	budget := o.CacheBudget(backend)
@@ -202,26 +206,26 @@ func Open(path string, o Options) (partial.Storage, error) {
 	}
 	switch backend {
 	case "memory":
-		return partial.OpenMemoryAligned(path, o.AlignOffset)
+		return partial.OpenMemoryAligned(path, o.AlignOffset, named)
 	case "mmap":
-		return partial.OpenMmap(path)
+		return partial.OpenMmap(path, named)
 	case "pread":
-		f, err := partial.OpenFile(path)
+		f, err := partial.OpenFile(path, named)
 		if err != nil {
 			return nil, err
 		}
-		return blockcache.NewCachedAligned(path, f, o.Cache, budget, o.BlockSize, o.AlignOffset)
+		return blockcache.NewCachedAligned(name, f, o.Cache, budget, o.BlockSize, o.AlignOffset)
 	case "direct":
-		d, err := partial.OpenDirect(path, o.DirectParallel)
+		d, err := partial.OpenDirect(path, o.DirectParallel, named)
 		if err != nil {
 			return nil, err
 		}
 		if o.Cache == nil && budget == 0 {
 			return d, nil
 		}
-		return blockcache.NewCached(path, d, o.Cache, budget, o.BlockSize)
+		return blockcache.NewCached(name, d, o.Cache, budget, o.BlockSize)
 	case "zstd":
-		return zstd.Open(path, o.Cache, budget)
+		return zstd.Open(path, o.Cache, budget, named)
 	}
 	return nil, UnknownBackend(o.Backend)
 }

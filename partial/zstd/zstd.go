@@ -182,15 +182,17 @@ type File struct {
 
 // Open opens a zstd seekable file; cache may be nil (a private cache of
 // budget bytes is made). Without cgo it fails with errors.ErrUnsupported.
-func Open(path string, cache *blockcache.Cache, budget int64) (*File, error) {
+// Errors name the file as opts say (partial.Named).
+func Open(path string, cache *blockcache.Cache, budget int64, opts ...partial.OpenOption) (*File, error) {
 	if !zstdAvailable {
 		return nil, fmt.Errorf("the zstd backend needs cgo (built without it): %w", errors.ErrUnsupported)
 	}
-	raw, err := partial.OpenFile(path)
+	name := partial.NameOf(path, opts...)
+	raw, err := partial.OpenFile(path, opts...)
 	if err != nil {
 		return nil, err
 	}
-	frames, size, err := seekTable(raw, raw.Size(), path)
+	frames, size, err := seekTable(raw, raw.Size(), name)
 	if err != nil {
 		raw.Close()
 		return nil, err
@@ -204,7 +206,7 @@ func Open(path string, cache *blockcache.Cache, budget int64) (*File, error) {
 	default:
 		cache = blockcache.New(budget)
 	}
-	z := &File{raw: raw, name: path, frames: frames, size: size, cache: cache}
+	z := &File{raw: raw, name: name, frames: frames, size: size, cache: cache}
 	z.blocks = cache.Register(int64(len(frames)))
 	z.life.Free = func() error { z.blocks.Forget(); return raw.Close() }
 	return z, nil

@@ -1,47 +1,10 @@
 package httpapi
 
 import (
-	"fmt"
-	"slices"
-	"strings"
-
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/faiss-sidecar/faiss-sidecar/engine"
 )
-
-// allowBuckets sets the S3 buckets whose objects (s3://BUCKET/KEY) the
-// registry serves: for object paths, the allow-list replaces the data
-// roots' confinement.
-func (r *Registry) allowBuckets(buckets []string) error {
-	for _, b := range buckets {
-		if err := engine.CheckS3Bucket(b); err != nil {
-			return fmt.Errorf("s3 bucket allow-list: %w", err)
-		}
-	}
-	r.buckets = slices.Clone(buckets)
-	return nil
-}
-
-// resolveObject checks an s3://BUCKET/KEY path: well formed (a 400 saying
-// why), and in an allowed bucket (a 403 naming the bucket, as a path
-// outside the data roots is). It asks nothing of the object store: whether
-// the object exists is the open's answer (404 file_not_found).
-func (r *Registry) resolveObject(p string) (string, error) {
-	bucket, _, err := engine.ParseS3URL(p)
-	if err != nil {
-		return "", badRequest("path %s", strings.TrimPrefix(err.Error(), engine.ErrBadStorageOption.Error()+": "))
-	}
-	if len(r.buckets) == 0 {
-		return "", &apiError{403, "forbidden_path", fmt.Sprintf(
-			"%s: no S3 bucket is allowed on this server; allow one with serve --s3-bucket %s (or \"s3_buckets\" in the config file)", p, bucket)}
-	}
-	if !slices.Contains(r.buckets, bucket) {
-		return "", &apiError{403, "forbidden_path", fmt.Sprintf(
-			"%s: bucket %q is not in the allowed S3 buckets (--s3-bucket, \"s3_buckets\")", p, bucket)}
-	}
-	return p, nil
-}
 
 // s3Collector exports, when scraped, the process's S3 request metrics
 // (partial/s3's counters, summed over every object the server reads) and,

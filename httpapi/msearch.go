@@ -1,0 +1,232 @@
+package httpapi
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/faiss-sidecar/faiss-sidecar/engine"
+)
+
+// msearchWorkers is how many goroutines an _msearch may use, each holding
+// a search slot.
+const msearchWorkers = 4
+
+func (s *Server) msearch(c *gin.Context) {
+	var req MSearchRequest
+	var hold reqHold
+	defer s.done(&hold)
+	e, deadline, ok := s.bind(c, &req, &hold)
+	if !ok {
+		return
+	}
+	l := hold.l
+	qp, ch, err := s.planMsearch(c.Request.Context(), l.h, &req, deadline)
+	if err != nil {
+		s.fail(c, err)
+		return
+	}
+	defer s.uncharge(ch)
+	qctx, cancel := queryContext(c, l.h, deadline)
+	defer cancel()
+	qp.SetDeadline(deadline)
+	qp.SetContext(qctx)
+	start := time.Now()
+	r := &msearchRun{s: s, e: e, l: l, qp: &qp, vecs: req.Vectors, ctx: c.Request.Context(), deadline: deadline,
+		out: make([]msearchAnswer, len(req.Vectors))}
+	defer r.exit()
+	if err := r.run(ch.heavy); err != nil {
+		s.fail(c, err)
+		return
+	}
+	took := time.Since(start)
+	b, failed, err := msearchBody(took, r.out, qp.Radial(), req.Profile)
+	if err != nil {
+		s.fail(c, err)
+		return
+	}
+	for range failed {
+		e.stats.failed(l.stripe)
+	}
+	if n := len(r.out); n > failed {
+		s.queryDone(e, l, took, n, nil)
+	}
+	writeJSON(c, b)
+}
+
+// planMsearch validates an _msearch's parameters and number of vectors
+// against h and the limits, and charges its work (checkWork).
+func (s *Server) planMsearch(ctx context.Context, h *handle, req *MSearchRequest, deadline time.Time) (queryPlan, charge, error) {
+	qp, err := s.plan(h, req.K, radial{req.MaxDistance, req.MinScore}, req.MethodParameters, req.Filter, req.Rescore)
+	switch n := len(req.Vectors); {
+	case err != nil:
+		return qp, charge{}, err
+	case n == 0:
+		return qp, charge{}, badRequest("vectors must hold at least one vector")
+	case n > s.limits.MaxMsearchVectors:
+		return qp, charge{}, badRequest("_msearch has %d vectors, at most %d (max_msearch_vectors)", n, s.limits.MaxMsearchVectors)
+	}
+	ch, err := s.checkWork(ctx, qp, len(req.Vectors), deadline)
+	return qp, ch, err
+}
+
+// msearchAnswer is one query's answer: its hits, or the error that failed
+// it alone.
+type msearchAnswer struct {
+	hits []Hit
+	prof Profile
+	err  error
+}
+
+// msearchRun answers an _msearch's queries on a few workers, each taking
+// the next query; an error that ends the whole request (a deadline, a
+// shutdown, a changed file) stops them all.
+type msearchRun struct {
+	s        *Server
+	e        *entry
+	l        lease
+	qp       *queryPlan
+	vecs     []Vector
+	ctx      context.Context
+	deadline time.Time
+	out      []msearchAnswer
+	extra    int // search slots taken beyond bind's, given back by exit
+	next     atomic.Int64
+	stopped  atomic.Pointer[error] // the first error that ends the request
+}
+
+// run answers every query, on up to msearchWorkers goroutines (a heavy
+// request on one core), and returns the error that ended the request, if
+// one did.
+func (r *msearchRun) run(heavy bool) error {
+	for !heavy && r.extra+1 < min(len(r.out), msearchWorkers) && r.s.adm.tryEnter() {
+		r.extra++
+	}
+	var wg sync.WaitGroup
+	for range r.extra {
+		wg.Go(r.work)
+	}
+	r.work()
+	wg.Wait()
+	if p := r.stopped.Load(); p != nil {
+		return *p
+	}
+	return nil
+}
+
+// exit gives back the extra workers' search slots.
+func (r *msearchRun) exit() {
+	for range r.extra {
+		r.s.adm.exit()
+	}
+}
+
+// work answers the next query until none is left or the request ends.
+func (r *msearchRun) work() {
+	for {
+		i := int(r.next.Add(1) - 1)
+		if i >= len(r.out) || r.stopped.Load() != nil {
+			return
+		}
+		if err := r.ended(); err != nil {
+			r.stop(err)
+			return
+		}
+		o := &r.out[i]
+		r.answer(o, r.vecs[i])
+		if err := r.fatal(o.err); err != nil {
+			r.stop(err)
+			return
+		}
+	}
+}
+
+func (r *msearchRun) stop(err error) { r.stopped.CompareAndSwap(nil, &err) }
+
+// ended says why the request must stop before its next query, if it must:
+// its deadline passed, the server is shutting down, or the client left.
+func (r *msearchRun) ended() error {
+	switch {
+	case time.Now().After(r.deadline):
+		return errTimeout
+	case r.ctx.Err() == nil:
+		return nil
+	case errors.Is(context.Cause(r.ctx), errShuttingDown):
+		return errShuttingDown
+	}
+	return errClientClosed()
+}
+
+// answer runs one query into o; a panic fails that query alone.
+func (r *msearchRun) answer(o *msearchAnswer, vec Vector) {
+	defer func() {
+		if p := recover(); p != nil {
+			r.s.log.Error("panic in an _msearch query", "index", r.e.name, "panic", fmt.Sprint(p))
+			o.err = errInternal()
+		}
+	}()
+	o.hits, o.prof, o.err = r.s.searchOne(r.l.h, r.qp, vec, nil)
+}
+
+// fatal is the request's answer when a query's error ends the whole
+// request (the index's file changed, the deadline passed, the server is
+// shutting down); nil when err fails that query alone, or is nil.
+func (r *msearchRun) fatal(err error) error {
+	switch {
+	case err == nil:
+		return nil
+	case isFileChanged(err):
+		r.s.queryFailed(r.e, r.l, err)
+		return r.l.h.failure(err)
+	case errors.Is(err, engine.ErrDeadline):
+		return errTimeout
+	case errors.Is(err, errShuttingDown):
+		return errShuttingDown
+	}
+	return nil
+}
+
+// msearchBody is an _msearch's answer: each query's hits or error, in the
+// order of the vectors; failed counts the errors.
+func msearchBody(took time.Duration, out []msearchAnswer, radial, profile bool) (b []byte, failed int, err error) {
+	size := 64 // the envelope and its closing "]}\n"
+	for i := range out {
+		size += 16 + hitBytes*len(out[i].hits)
+	}
+	b = make([]byte, 0, size) // one allocation, not a doubling series of them
+	b = append(b, `{"took":`...)
+	b = appendTook(b, took)
+	b = append(b, `,"responses":[`...)
+	for i := range out {
+		o := &out[i]
+		if i > 0 {
+			b = append(b, ',')
+		}
+		if o.err != nil {
+			failed++
+			st, typ := errStatus(o.err)
+			eb, _ := json.Marshal(gin.H{"type": typ, "reason": o.err.Error(), "status": st})
+			b = append(append(append(b, `{"error":`...), eb...), '}')
+			continue
+		}
+		b = appendHits(append(b, `{"hits":`...), o.hits)
+		if radial {
+			b = appendTruncated(b, o.prof.Truncated)
+		}
+		if profile {
+			pj, err := json.Marshal(o.prof)
+			if err != nil {
+				return nil, failed, err
+			}
+			b = append(append(b, `,"profile":`...), pj...)
+		}
+		b = append(b, '}')
+	}
+	return append(b, "]}\n"...), failed, nil
+}
