@@ -104,11 +104,19 @@ func (s *Server) checkWork(ctx context.Context, qp queryPlan, n int, deadline ti
 		return charge{}, badRequest("request asks for %d queries × max(k, shortlist or radial cap, ef_search) %d = %d, above the limit of %d (max_request_work)",
 			n, qp.Work(), w, s.limits.MaxRequestWork)
 	}
+	return s.takeWork(ctx, w, qp.Effort(), deadline)
+}
+
+// takeWork charges work w (within MaxRequestWork, checked by the caller)
+// to max_work_in_flight, shedding the request when that is reached, and
+// puts it in the heavy lane when its heaviest query's effort is at least
+// HeavyQueryWork, waiting there until deadline.
+func (s *Server) takeWork(ctx context.Context, w, effort int64, deadline time.Time) (charge, error) {
 	if !s.workMem.take(w) {
 		return charge{}, errWorkBusy
 	}
 	ch := charge{work: w}
-	if qp.Effort() >= s.limits.HeavyQueryWork {
+	if effort >= s.limits.HeavyQueryWork {
 		if err := s.heavy.enter(ctx, deadline); err != nil {
 			s.workMem.give(w)
 			return charge{}, errHeavyBusy

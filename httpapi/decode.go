@@ -81,8 +81,11 @@ func (s *Server) chargeDecode(v any, b *body) (int64, error) {
 	if multi && arrays > int64(s.limits.MaxMsearchVectors)+2 {
 		return 0, badRequest("_msearch has more than %d vectors (max_msearch_vectors): the body holds %d arrays", s.limits.MaxMsearchVectors, arrays)
 	}
-	bound := arrays*vectorHeader + (arrays+int64(bytes.Count(raw, []byte{','})))*valueBytes
 	size := int64(len(raw))
+	bound := arrays*vectorHeader + (arrays+int64(bytes.Count(raw, []byte{','})))*valueBytes
+	if bytes.Contains(raw, []byte(`"filters"`)) {
+		bound += int64(bytes.Count(raw, []byte{'{'}))*objectBytes + size // a filter and a name per index
+	}
 	if size+bound <= s.bodyMem.max && b.held+bound > s.bodyMem.max {
 		exact := &bodyBuf{b: make([]byte, size)}
 		copy(exact.b, raw)
@@ -106,6 +109,9 @@ func (s *Server) chargeDecode(v any, b *body) (int64, error) {
 const (
 	vectorHeader = int64(unsafe.Sizeof(Vector{}))
 	valueBytes   = int64(unsafe.Sizeof(Vector{}[0]))
+	// objectBytes is what an object may make (a filters entry: its map
+	// slot and filter).
+	objectBytes = 96
 )
 
 // decodedBytes is what a decoded request body holds beyond its struct:
@@ -117,9 +123,16 @@ func decodedBytes(v any) int64 {
 		}
 		return int64(cap(f.IDs)) * int64(unsafe.Sizeof(f.IDs[0]))
 	}
+	search := func(r *SearchRequest) int64 {
+		n := int64(cap(r.Vector))*valueBytes + ids(r.Filter)
+		for k, f := range r.Filters {
+			n += objectBytes + int64(len(k)) + ids(f)
+		}
+		return n
+	}
 	switch r := v.(type) {
 	case *SearchRequest:
-		return int64(cap(r.Vector))*valueBytes + ids(r.Filter)
+		return search(r)
 	case *MSearchRequest:
 		n := int64(cap(r.Vectors)) * vectorHeader
 		for _, x := range r.Vectors {

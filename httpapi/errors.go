@@ -52,6 +52,17 @@ func errIndexNotFound(name string) *apiError {
 	return errNotFound("index_not_found", fmt.Sprintf("no index named %q", name))
 }
 
+// errAliasesNotFound answers for an alias an index does not have.
+func errAliasesNotFound(reason string) *apiError {
+	return errNotFound("aliases_not_found", reason)
+}
+
+// errInvalidAliasName refuses an alias name (OpenSearch's type): one an
+// index may not have, or an index's.
+func errInvalidAliasName(reason string) *apiError {
+	return errBadRequest("invalid_alias_name", reason)
+}
+
 func errMethodNotAllowed(reason string) *apiError {
 	return &apiError{http.StatusMethodNotAllowed, "method_not_allowed", reason}
 }

@@ -31,6 +31,10 @@ func (r *Registry) LoadContext(ctx context.Context, name string, spec LoadSpec) 
 		r.mu.Unlock()
 		return errConflict("index_exists", fmt.Sprintf("index %q is loaded or being loaded; switch it with PUT /indexes/%s/_mode or DELETE it first", name, name))
 	}
+	if _, ok := r.snapshot().aliases[name]; ok {
+		r.mu.Unlock()
+		return errBadRequest("invalid_index_name", fmt.Sprintf("%q is an alias: an index may not have an alias's name (POST /_aliases removes it)", name))
+	}
 	defer r.regrow() // after the reservation is given back, whatever the outcome
 	e := &entry{name: name, adm: indexAdmission(r.limits)}
 	e.life, e.end = context.WithCancelCause(context.Background())

@@ -79,6 +79,8 @@ func readsBody(c *gin.Context) bool {
 	switch c.FullPath() {
 	case "/indexes/:name":
 		return c.Request.Method == http.MethodPut
+	case "/_aliases":
+		return c.Request.Method == http.MethodPost
 	case "/indexes/:name/_mode", "/indexes/:name/_search", "/indexes/:name/_msearch":
 		return true
 	}

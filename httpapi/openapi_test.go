@@ -340,6 +340,34 @@ func TestOpenAPIValidation(t *testing.T) {
 		{method: "POST", path: "/indexes/i/_msearch", body: `{"vector":` + q + `}`, status: 400, typ: "bad_request", off: true},
 		{method: "POST", path: "/indexes/nope/_msearch", body: `{"vectors":[` + q + `]}`, status: 404, typ: "index_not_found"},
 
+		// Aliases: all or none, OpenSearch's error types.
+		{method: "POST", path: "/_aliases", body: `{"actions":[{"add":{"indices":["i","ch"],"alias":"pair"}},{"add":{"index":"i*","aliases":["solo"]}}]}`, status: 200},
+		{method: "POST", path: "/_aliases", body: `{"actions":[{"remove":{"index":"i","alias":"solo"}}]}`, status: 200},
+		{method: "GET", path: "/_aliases", status: 200},
+		{method: "GET", path: "/_aliases", noAuth: true, status: 401, typ: "unauthorized", off: true},
+		{method: "POST", path: "/_aliases", body: `{"actions":[{"add":{"index":"nope","alias":"x"}}]}`, status: 404, typ: "index_not_found"},
+		{method: "POST", path: "/_aliases", body: `{"actions":[{"remove":{"index":"i","alias":"zz"}}]}`, status: 404, typ: "aliases_not_found"},
+		{method: "POST", path: "/_aliases", body: `{"actions":[{"add":{"index":"i","alias":"f"}}]}`, status: 400, typ: "invalid_alias_name"},
+		{method: "POST", path: "/_aliases", body: `{"actions":[{"add":{"index":"i"}}]}`, status: 400, typ: "bad_request"},
+		{method: "POST", path: "/_aliases", body: `{"actions":[]}`, status: 400, typ: "bad_request", off: true},
+		{method: "POST", path: "/_aliases", body: `{"actions":[{"add":{"index":"i","alias":"x","routing":"1"}}]}`, status: 400, typ: "bad_request", off: true},
+		{method: "POST", path: "/_aliases", body: `{"actions":[{"add":{"index":"i","alias":"x"}}]}`, noAuth: true, status: 401, typ: "unauthorized", off: true},
+		{method: "POST", path: "/_aliases", body: `{"x":"` + strings.Repeat("a", 70000) + `"}`, status: 413, typ: "body_too_large", off: true},
+		{method: "PUT", path: "/indexes/pair", body: `{"path":"hnsw_flat_l2.faiss"}`, status: 400, typ: "invalid_index_name"},
+
+		// Searches of many indexes: lists, patterns, aliases, filters,
+		// partial failure, radial.
+		{method: "POST", path: "/indexes/i,ch/_search", body: `{"vector":` + q + `,"k":3}`, status: 200},
+		{method: "POST", path: "/indexes/pair/_search", body: `{"vector":` + q + `,"k":3,"filter":{"ids":[1,2,3]},"filters":{"ch":{"ids":[]}},"profile":true}`, status: 200},
+		{method: "POST", path: "/indexes/i,nope/_search", body: `{"vector":` + q + `,"k":3}`, status: 200},
+		{method: "POST", path: "/indexes/i,nope/_search", body: `{"vector":` + q + `,"k":3,"allow_partial_results":false}`, status: 404, typ: "index_not_found"},
+		{method: "POST", path: "/indexes/i*/_search", body: `{"vector":` + q + `,"max_distance":1e9,"profile":true}`, status: 200},
+		{method: "POST", path: "/indexes/_all/_search", body: `{"vector":` + q + `}`, status: 400, typ: "bad_request"},
+		{method: "POST", path: "/indexes/nothing*/_search", body: `{"vector":` + q + `}`, status: 200},
+		{method: "POST", path: "/indexes/i,ch/_search", body: `{"vector":` + q + `,"filters":{"zz":{"ids":[1]}}}`, status: 400, typ: "bad_request"},
+		{method: "POST", path: "/indexes/i,,ch/_search", body: `{"vector":` + q + `}`, status: 400, typ: "bad_request"},
+		{method: "POST", path: "/indexes/i,ch/_search", body: `{"vector":` + q + `,"filters":{"i":null}}`, status: 400, typ: "bad_request", off: true},
+
 		// Switches and warm-ups.
 		{method: "PUT", path: "/indexes/i/_mode", body: `{"mode":"full","verify_queries":4}`, status: 200},
 		{method: "PUT", path: "/indexes/f/_mode", body: `{"ef_search":-1,"warm":true}`, status: 200},
@@ -383,6 +411,9 @@ func TestOpenAPIValidation(t *testing.T) {
 	assert.Contains(t, string(body), `"state":"failed"`)
 	sc.run(ts, token, apiCase{method: "POST", path: "/indexes/ch/_search", body: `{"vector":` + q + `}`, status: 503, typ: "index_file_changed"})
 	sc.run(ts, token, apiCase{method: "POST", path: "/indexes/ch/_msearch", body: `{"vectors":[` + q + `]}`, status: 503, typ: "index_file_changed"})
+	body = sc.run(ts, token, apiCase{method: "POST", path: "/indexes/pair/_search", body: `{"vector":` + q + `}`, status: 200})
+	assert.Contains(t, string(body), `"failures":[{"index":"ch","reason":{"type":"index_file_changed"`)
+	sc.run(ts, token, apiCase{method: "POST", path: "/indexes/pair/_search", body: `{"vector":` + q + `,"allow_partial_results":false}`, status: 503, typ: "index_file_changed"})
 	require.NoError(t, os.WriteFile(filepath.Join(root, "changing.faiss"), src, 0o644))
 	sc.run(ts, token, apiCase{method: "PUT", path: "/indexes/ch/_mode", body: `{}`, status: 200})
 
@@ -405,6 +436,7 @@ func TestOpenAPIValidation(t *testing.T) {
 		{method: "PUT", path: "/indexes/t", body: `{"path":"hnsw_flat_large.faiss","mode":"full"}`, status: 200},
 		{method: "POST", path: "/indexes/t/_search", body: `{"vector":` + qLarge + `}`, status: 504, typ: "search_timeout"},
 		{method: "POST", path: "/indexes/t/_msearch", body: `{"vectors":[` + qLarge + `,` + qLarge + `]}`, status: 504, typ: "search_timeout"},
+		{method: "POST", path: "/indexes/t,t*/_search", body: `{"vector":` + qLarge + `}`, status: 504, typ: "search_timeout"},
 		{method: "PUT", path: "/indexes/t/_mode", body: `{"mode":"memory_efficient","verify_queries":1000}`, status: 504, typ: "switch_timeout"},
 	} {
 		sc.run(tsC, "", c)

@@ -25,12 +25,13 @@ type Registry struct {
 	cacheDir      string
 	cacheDirBytes int64
 
-	// entries is never changed in place: a load or delete stores a changed
-	// copy (under mu), so a lookup is one atomic load with no lock (a read
-	// lock writes a counter every core shares, on every request).
-	mu      sync.Mutex
-	entries atomic.Pointer[map[string]*entry]
-	memMu   sync.Mutex // serialises budget checks with the reservations they make
+	// state is never changed in place: a load, delete or alias change
+	// stores a changed copy (under mu), so a lookup is one atomic load with
+	// no lock (a read lock writes a counter every core shares, on every
+	// request), and a search sees the indexes and aliases of one moment.
+	mu    sync.Mutex
+	state atomic.Pointer[served]
+	memMu sync.Mutex // serialises budget checks with the reservations they make
 	// reserved is what admitted opens hold until their handle counts it.
 	reserved atomic.Int64
 	// base ends at the end of a shutdown's grace period (Server.Serve),
@@ -43,7 +44,7 @@ type Registry struct {
 // (with no root, every local path is refused: a server of S3 objects).
 func NewRegistry(roots []string, budget int64) (*Registry, error) {
 	r := &Registry{budget: budget, limits: Limits{}.withDefaults(0)}
-	r.entries.Store(&map[string]*entry{})
+	r.state.Store(&served{entries: map[string]*entry{}})
 	for _, root := range roots {
 		if err := CheckDataRoot(root); err != nil {
 			return nil, err
@@ -68,18 +69,31 @@ func (r *Registry) get(name string) *entry {
 }
 
 // all is the served indexes by name; read-only.
-func (r *Registry) all() map[string]*entry { return *r.entries.Load() }
+func (r *Registry) all() map[string]*entry { return r.state.Load().entries }
 
-// setLocked serves e under name, or stops serving name when e is nil (r.mu
-// held).
+// snapshot is what the registry serves now, indexes and aliases; read-only.
+func (r *Registry) snapshot() *served { return r.state.Load() }
+
+// served is the indexes and aliases of one moment.
+type served struct {
+	entries map[string]*entry // by name, those being loaded included
+	// aliases maps an alias to its indexes, sorted by name; an alias has
+	// at least one.
+	aliases map[string][]string
+}
+
+// setLocked serves e under name, or stops serving name when e is nil,
+// taking it out of its aliases in the same step (r.mu held).
 func (r *Registry) setLocked(name string, e *entry) {
-	m := maps.Clone(r.all())
+	cur := r.snapshot()
+	next := &served{entries: maps.Clone(cur.entries), aliases: cur.aliases}
 	if e == nil {
-		delete(m, name)
+		delete(next.entries, name)
+		next.aliases = withoutIndexes(cur.aliases, map[string]bool{name: true})
 	} else {
-		m[name] = e
+		next.entries[name] = e
 	}
-	r.entries.Store(&m)
+	r.state.Store(next)
 }
 
 // acquire returns the handle serving name with a lease on it.
@@ -106,8 +120,16 @@ func (r *Registry) Delete(name string, wait time.Duration) error {
 	if !ok {
 		return errIndexNotFound(name)
 	}
+	r.unload(e, wait)
+	return nil
+}
+
+// unload ends e, already taken out of the served set and marked deleted: a
+// switch in progress is cancelled, and the handle closes after its
+// in-flight queries (unload waits for them up to wait).
+func (r *Registry) unload(e *entry, wait time.Duration) {
 	e.cancelSwitch()
-	e.end(errIndexNotFound(name))
+	e.end(errIndexNotFound(e.name))
 	if h := e.cur.Swap(nil); h != nil {
 		h.retire()
 		deadline := time.Now().Add(wait)
@@ -116,7 +138,6 @@ func (r *Registry) Delete(name string, wait time.Duration) error {
 		}
 	}
 	r.regrow()
-	return nil
 }
 
 // opContext is the context of a load, switch or warm-up of e under ctx:

@@ -2,6 +2,8 @@ package httpapi
 
 import (
 	"encoding/json"
+	"maps"
+	"slices"
 
 	"github.com/faiss-sidecar/faiss-sidecar/engine"
 )
@@ -68,7 +70,8 @@ type Rescore struct {
 	OversampleFactor float64 `json:"oversample_factor"`
 }
 
-// SearchRequest is the body of POST /indexes/{name}/_search.
+// SearchRequest is the body of POST /indexes/{targets}/_search, and of
+// each search of POST /_msearch.
 type SearchRequest struct {
 	Vector           Vector            `json:"vector"`
 	K                IntParam          `json:"k"`
@@ -78,6 +81,32 @@ type SearchRequest struct {
 	Filter           *IDFilter         `json:"filter"`
 	Rescore          *Rescore          `json:"rescore"`
 	Profile          bool              `json:"profile"`
+	// Filters gives named targets each their own allow-list, in place of
+	// Filter; an empty one skips that index.
+	Filters map[string]*IDFilter `json:"filters"`
+	// AllowPartialResults false makes a target's failure the answer of a
+	// search of many (absent: true, the others' hits answered with it).
+	AllowPartialResults *bool `json:"allow_partial_results"`
+}
+
+// filterOf is the allow-list of target name: its own in Filters, else
+// Filter (nil: none).
+func (r *SearchRequest) filterOf(name string) *IDFilter {
+	if f, ok := r.Filters[name]; ok {
+		return f
+	}
+	return r.Filter
+}
+
+// checkFilters refuses a Filters key that names none of the search's
+// targets (isTarget), the first in name order.
+func (r *SearchRequest) checkFilters(isTarget func(string) bool) error {
+	for _, k := range slices.Sorted(maps.Keys(r.Filters)) {
+		if !isTarget(k) {
+			return badRequest("filters names %s, which is not one of the indexes this search targets", quoteName(k))
+		}
+	}
+	return nil
 }
 
 // MSearchRequest is the body of POST /indexes/{name}/_msearch.

@@ -33,10 +33,12 @@ func (s *Server) routes() *gin.Engine {
 	api.GET("/indexes/:name", s.named(s.getIndex))
 	api.PUT("/indexes/:name", s.named(s.loadIndex))
 	api.DELETE("/indexes/:name", s.named(s.deleteIndex))
-	api.POST("/indexes/:name/_search", s.named(s.search))
+	api.POST("/indexes/:name/_search", s.targeted(s.searchTargets))
 	api.POST("/indexes/:name/_msearch", s.named(s.msearch))
 	api.PUT("/indexes/:name/_mode", s.named(s.switchMode))
 	api.POST("/indexes/:name/_warmup", s.named(s.warmup))
+	api.GET("/_aliases", s.getAliases)
+	api.POST("/_aliases", s.postAliases)
 	e.NoRoute(func(c *gin.Context) {
 		s.fail(c, errNotFound("no_route", fmt.Sprintf("no endpoint %s %s", c.Request.Method, c.Request.URL.Path)))
 	})

@@ -50,7 +50,16 @@ func (s *Server) search(c *gin.Context) {
 	}
 	l := hold.l
 	h := l.h
-	qp, err := s.plan(h, req.K, radial{req.MaxDistance, req.MinScore}, req.MethodParameters, req.Filter, req.Rescore)
+	var err error
+	filter := req.Filter
+	if req.Filters != nil { // its one target's own allow-list, if it has one
+		err = req.checkFilters(func(n string) bool { return n == e.name })
+		filter = req.filterOf(e.name)
+	}
+	var qp queryPlan
+	if err == nil {
+		qp, err = s.plan(h, req.K, radial{req.MaxDistance, req.MinScore}, req.MethodParameters, filter, req.Rescore)
+	}
 	var ch charge
 	if err == nil {
 		ch, err = s.checkWork(c.Request.Context(), qp, 1, deadline)
