@@ -40,6 +40,8 @@ func (s *Server) decode(c *gin.Context, v any, b *body) error {
 				*r = MSearchRequest{}
 				err = decodeJSON(raw, v)
 			}
+		case *msearchLines:
+			err = s.parseMsearch(raw, r)
 		default:
 			err = decodeJSON(raw, v)
 		}
@@ -74,7 +76,8 @@ func (s *Server) decode(c *gin.Context, v any, b *body) error {
 func (s *Server) chargeDecode(v any, b *body) (int64, error) {
 	raw := b.buf.b
 	_, multi := v.(*MSearchRequest)
-	if _, single := v.(*SearchRequest); !single && !multi {
+	_, lines := v.(*msearchLines)
+	if _, single := v.(*SearchRequest); !single && !multi && !lines {
 		return 0, nil
 	}
 	arrays := int64(bytes.Count(raw, []byte{'['}))
@@ -83,7 +86,16 @@ func (s *Server) chargeDecode(v any, b *body) (int64, error) {
 	}
 	size := int64(len(raw))
 	bound := arrays*vectorHeader + (arrays+int64(bytes.Count(raw, []byte{','})))*valueBytes
-	if bytes.Contains(raw, []byte(`"filters"`)) {
+	if lines {
+		// Each search: its request, header and plan; each object (a
+		// filters entry) its map slot and filter; and the names the lines
+		// hold, at most the body's bytes.
+		n := int64(bytes.Count(raw, []byte{'\n'})) + 1
+		if n > 2*int64(s.limits.MaxMsearchVectors)+1 {
+			return 0, badRequest("_msearch has more than %d searches (max_msearch_vectors): the body holds %d lines", s.limits.MaxMsearchVectors, n)
+		}
+		bound += n*searchBytes + int64(bytes.Count(raw, []byte{'{'}))*objectBytes + size
+	} else if bytes.Contains(raw, []byte(`"filters"`)) {
 		bound += int64(bytes.Count(raw, []byte{'{'}))*objectBytes + size // a filter and a name per index
 	}
 	if size+bound <= s.bodyMem.max && b.held+bound > s.bodyMem.max {
@@ -109,8 +121,10 @@ func (s *Server) chargeDecode(v any, b *body) (int64, error) {
 const (
 	vectorHeader = int64(unsafe.Sizeof(Vector{}))
 	valueBytes   = int64(unsafe.Sizeof(Vector{}[0]))
-	// objectBytes is what an object may make (a filters entry: its map
-	// slot and filter).
+	// searchBytes is what one search of an NDJSON _msearch takes beside
+	// its vector: its request, header and plan; objectBytes what an object
+	// may make (a filters entry: its map slot and filter).
+	searchBytes = int64(unsafe.Sizeof(SearchRequest{})+unsafe.Sizeof(msearchHead{})+unsafe.Sizeof(multiSearch{})) + 256
 	objectBytes = 96
 )
 
@@ -133,6 +147,12 @@ func decodedBytes(v any) int64 {
 	switch r := v.(type) {
 	case *SearchRequest:
 		return search(r)
+	case *msearchLines:
+		n := int64(cap(r.reqs)) * searchBytes
+		for i := range r.reqs {
+			n += search(&r.reqs[i]) + int64(len(r.heads[i].Index))
+		}
+		return n
 	case *MSearchRequest:
 		n := int64(cap(r.Vectors)) * vectorHeader
 		for _, x := range r.Vectors {

@@ -81,7 +81,7 @@ func readsBody(c *gin.Context) bool {
 		return c.Request.Method == http.MethodPut
 	case "/_aliases":
 		return c.Request.Method == http.MethodPost
-	case "/indexes/:name/_mode", "/indexes/:name/_search", "/indexes/:name/_msearch":
+	case "/indexes/:name/_mode", "/indexes/:name/_search", "/indexes/:name/_msearch", "/_msearch":
 		return true
 	}
 	return false

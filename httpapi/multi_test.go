@@ -476,3 +476,99 @@ func TestMultiTargetRadial(t *testing.T) {
 		}
 	}
 }
+
+// ndjson joins lines into an NDJSON body.
+func ndjson(lines ...string) string { return strings.Join(lines, "\n") + "\n" }
+
+// TestMsearchNDJSON: POST /_msearch answers its searches in order, each
+// with its status: a search of many as _search answers it, a single index
+// as its own _search does, a failing one its own error; its lines are held
+// to _search's rules, and their number to max_msearch_vectors.
+func TestMsearchNDJSON(t *testing.T) {
+	shards := loadSegments(t)
+	l2 := shards["l2"]
+	_, ts := newSegmentServer(t, Config{Limits: Limits{MaxMsearchVectors: 4}})
+	for i := range 3 {
+		loadSegment(t, ts, fmt.Sprintf("l2-%d", i), "l2", i)
+	}
+	require.Equal(t, 200, call(t, ts, "POST", "/_aliases", `{"actions":[{"add":{"indices":["l2-1","l2-2"],"alias":"s"}}]}`).Status)
+	body := ndjson(
+		`{"index":"l2-*"}`, searchBodyK(l2.Queries[0], 10, ""),
+		`{"index":"nope"}`, searchBodyK(l2.Queries[1], 10, ""),
+		`{"index":["l2-0"]}`, searchBodyK(l2.Queries[2], 5, ""),
+		`{"index":["s","l2-0"]}`, searchBodyK(l2.Queries[3], 10, `,"filters":{"l2-2":{"ids":[]}}`),
+	)
+	r := call(t, ts, "POST", "/_msearch", body, "Content-Type", "application/x-ndjson")
+	require.Equal(t, 200, r.Status, r.Raw)
+	var got struct {
+		Took      float64           `json:"took"`
+		Responses []json.RawMessage `json:"responses"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(r.Raw), &got))
+	require.Len(t, got.Responses, 4)
+	var a multiAnswer
+	require.NoError(t, json.Unmarshal(got.Responses[0], &a))
+	assertHits(t, mergeWant("l2", faissPer(l2, "l2-", []int{0, 1, 2}, 0, false), 10), a.Hits, "first")
+	assert.Equal(t, "200", string(mustField(t, string(got.Responses[0]), "status")))
+	assert.JSONEq(t, `{"error":{"type":"index_not_found","reason":"no index named \"nope\""},"status":404}`, string(got.Responses[1]))
+	single := string(got.Responses[2])
+	assert.NotContains(t, single, "_shards")
+	assert.NotContains(t, single, "_index")
+	assert.Contains(t, single, `"status":200}`)
+	one := call(t, ts, "POST", "/indexes/l2-0/_search", searchBodyK(l2.Queries[2], 5, ""))
+	assert.Equal(t, string(mustField(t, one.Raw, "hits")), string(mustField(t, single, "hits")), "a single index answers as its own _search")
+	require.NoError(t, json.Unmarshal(got.Responses[3], &a))
+	assertHits(t, mergeWant("l2", faissPer(l2, "l2-", []int{0, 1}, 3, false), 10), a.Hits, "alias and a name")
+	assert.Equal(t, 1, a.Shards.Skipped)
+
+	// Any content type; the last newline may be left out.
+	r = call(t, ts, "POST", "/_msearch", strings.TrimSuffix(ndjson(`{"index":"l2-0"}`, searchBodyK(l2.Queries[0], 1, "")), "\n"), "Content-Type", "text/plain")
+	assert.Equal(t, 200, r.Status, r.Raw)
+
+	// Each line as strictly as a _search body; the request fails naming it.
+	for bad, why := range map[string]string{
+		ndjson(`{"index":"l2-0"}`, searchBodyK(l2.Queries[0], 1, `,"kk":1`)):                  "line 2: unknown field",
+		ndjson(`{"index":"l2-0"}`, `{"vector":[1],"k":1,"k":2}`):                              "duplicate_field",
+		ndjson(`{"index":"l2-0"}`, `{"vector":[1],"filter":null}`):                            "line 2: filter must be an object, not null",
+		ndjson(`{"index":"l2-0","x":1}`, searchBodyK(l2.Queries[0], 1, "")):                   "line 1: unknown field",
+		ndjson(`{"index":null}`, searchBodyK(l2.Queries[0], 1, "")):                           "line 1: index is null",
+		ndjson(`{}`, searchBodyK(l2.Queries[0], 1, "")):                                       "line 1: the header names no index",
+		ndjson(`{"index":"a,,b"}`, searchBodyK(l2.Queries[0], 1, "")):                         "line 1: invalid",
+		ndjson(`{"index":"l2-0"}`):                                                            "line 1 is a header without its body",
+		ndjson(`{"index":"l2-0"}`, ``, `{"index":"l2-0"}`, searchBodyK(l2.Queries[0], 1, "")): "line 2 is empty",
+		ndjson(`{"index":"l2-0"}`, searchBodyK(l2.Queries[0], 1, ""), `[1,2]`, `{}`):          "line 3",
+		strings.Repeat(ndjson(`{"index":"l2-0"}`, searchBodyK(l2.Queries[0], 1, "")), 5):      "max_msearch_vectors",
+		"": "empty",
+	} {
+		r := call(t, ts, "POST", "/_msearch", bad)
+		assert.Equal(t, 400, r.Status, "%.80q: %s", bad, r.Raw)
+		assert.Contains(t, r.Raw, why, "%.80q", bad)
+	}
+	r = call(t, ts, "POST", "/_msearch", strings.Repeat(ndjson(`{"index":"l2-0"}`, searchBodyK(l2.Queries[0], 1, "")), 4))
+	assert.Equal(t, 200, r.Status, "max_msearch_vectors searches: %s", r.Raw)
+
+	// Past the request timeout, each search answers its own 504.
+	_, tsT := newSegmentServer(t, Config{RequestTimeout: time.Nanosecond})
+	loadSegment(t, tsT, "l2-0", "l2", 0)
+	r = call(t, tsT, "POST", "/_msearch", ndjson(`{"index":"l2-0"}`, searchBodyK(l2.Queries[0], 1, ""), `{"index":"l2-*"}`, searchBodyK(l2.Queries[0], 1, "")))
+	require.Equal(t, 200, r.Status, r.Raw)
+	assert.Equal(t, 2, strings.Count(r.Raw, `"status":504`), r.Raw)
+}
+
+// TestMultiTargetIndexBound: one request names at most maxIndexSearches
+// indexes, counting each search's: a pattern over many indexes in every
+// search of an _msearch is refused before anything is searched.
+func TestMultiTargetIndexBound(t *testing.T) {
+	shards := loadSegments(t)
+	_, ts := newSegmentServer(t, Config{})
+	n := maxIndexSearches/1000 + 1
+	for i := range n {
+		loadSegment(t, ts, fmt.Sprintf("s-%d", i), "l2", 2)
+	}
+	pair := ndjson(`{"index":"s-*"}`, searchBodyK(shards["l2"].Queries[0], 1, `,"filter":{"ids":[]}`))
+	r := call(t, ts, "POST", "/_msearch", strings.Repeat(pair, 1000))
+	assert.Equal(t, 400, r.Status, r.Raw)
+	assert.Contains(t, r.Raw, fmt.Sprintf("at most %d", maxIndexSearches))
+	r = call(t, ts, "POST", "/_msearch", strings.Repeat(pair, maxIndexSearches/n))
+	assert.Equal(t, 200, r.Status, r.Raw)
+}

@@ -368,6 +368,16 @@ func TestOpenAPIValidation(t *testing.T) {
 		{method: "POST", path: "/indexes/i,,ch/_search", body: `{"vector":` + q + `}`, status: 400, typ: "bad_request"},
 		{method: "POST", path: "/indexes/i,ch/_search", body: `{"vector":` + q + `,"filters":{"i":null}}`, status: 400, typ: "bad_request", off: true},
 
+		// _msearch: NDJSON header and body lines.
+		{method: "POST", path: "/_msearch", ctype: "application/x-ndjson", body: `{"index":"pair"}` + "\n" + `{"vector":` + q + `,"k":2,"profile":true}` + "\n" +
+			`{"index":["i"]}` + "\n" + `{"vector":` + q2 + `,"k":2,"profile":true}` + "\n" +
+			`{"index":"nope"}` + "\n" + `{"vector":` + q + `}` + "\n" +
+			`{"index":"i,ch"}` + "\n" + `{"vector":` + q + `,"max_distance":1e9}` + "\n", status: 200},
+		{method: "POST", path: "/_msearch", ctype: "application/x-ndjson", body: `{"index":"i"}` + "\n" + `{"vector":` + q + `,"kk":1}` + "\n", status: 400, typ: "bad_request"},
+		{method: "POST", path: "/_msearch", ctype: "application/x-ndjson", body: `{"index":"i"}` + "\n", status: 400, typ: "bad_request"},
+		{method: "POST", path: "/_msearch", ctype: "application/x-ndjson", body: `{"index":"i"}` + "\n" + `{"vector":[` + strings.Repeat("1,", 40000) + `1]}` + "\n", status: 413, typ: "body_too_large"},
+		{method: "POST", path: "/_msearch", ctype: "application/x-ndjson", noAuth: true, body: `{"index":"i"}` + "\n" + `{"vector":` + q + `}` + "\n", status: 401, typ: "unauthorized", off: true},
+
 		// Switches and warm-ups.
 		{method: "PUT", path: "/indexes/i/_mode", body: `{"mode":"full","verify_queries":4}`, status: 200},
 		{method: "PUT", path: "/indexes/f/_mode", body: `{"ef_search":-1,"warm":true}`, status: 200},
@@ -414,6 +424,9 @@ func TestOpenAPIValidation(t *testing.T) {
 	body = sc.run(ts, token, apiCase{method: "POST", path: "/indexes/pair/_search", body: `{"vector":` + q + `}`, status: 200})
 	assert.Contains(t, string(body), `"failures":[{"index":"ch","reason":{"type":"index_file_changed"`)
 	sc.run(ts, token, apiCase{method: "POST", path: "/indexes/pair/_search", body: `{"vector":` + q + `,"allow_partial_results":false}`, status: 503, typ: "index_file_changed"})
+	body = sc.run(ts, token, apiCase{method: "POST", path: "/_msearch", ctype: "application/x-ndjson",
+		body: `{"index":"ch"}` + "\n" + `{"vector":` + q + `}` + "\n" + `{"index":"pair"}` + "\n" + `{"vector":` + q + `}` + "\n", status: 200})
+	assert.Contains(t, string(body), `"status":503}`)
 	require.NoError(t, os.WriteFile(filepath.Join(root, "changing.faiss"), src, 0o644))
 	sc.run(ts, token, apiCase{method: "PUT", path: "/indexes/ch/_mode", body: `{}`, status: 200})
 
@@ -437,6 +450,7 @@ func TestOpenAPIValidation(t *testing.T) {
 		{method: "POST", path: "/indexes/t/_search", body: `{"vector":` + qLarge + `}`, status: 504, typ: "search_timeout"},
 		{method: "POST", path: "/indexes/t/_msearch", body: `{"vectors":[` + qLarge + `,` + qLarge + `]}`, status: 504, typ: "search_timeout"},
 		{method: "POST", path: "/indexes/t,t*/_search", body: `{"vector":` + qLarge + `}`, status: 504, typ: "search_timeout"},
+		{method: "POST", path: "/_msearch", ctype: "application/x-ndjson", body: `{"index":"t"}` + "\n" + `{"vector":` + qLarge + `}` + "\n", status: 200},
 		{method: "PUT", path: "/indexes/t/_mode", body: `{"mode":"memory_efficient","verify_queries":1000}`, status: 504, typ: "switch_timeout"},
 	} {
 		sc.run(tsC, "", c)

@@ -37,6 +37,7 @@ func (s *Server) routes() *gin.Engine {
 	api.POST("/indexes/:name/_msearch", s.named(s.msearch))
 	api.PUT("/indexes/:name/_mode", s.named(s.switchMode))
 	api.POST("/indexes/:name/_warmup", s.named(s.warmup))
+	api.POST("/_msearch", s.msearchAll)
 	api.GET("/_aliases", s.getAliases)
 	api.POST("/_aliases", s.postAliases)
 	e.NoRoute(func(c *gin.Context) {
