@@ -18,7 +18,7 @@ import (
 var (
 	fuzzMethods = []string{"GET", "PUT", "POST", "DELETE", "HEAD", "PATCH", "OPTIONS"}
 	fuzzPaths   = []string{"/indexes/%s", "/indexes/%s/_search", "/indexes/%s/_msearch", "/indexes/%s/_mode",
-		"/indexes/%s/_warmup", "/indexes", "/_health", "/metrics", "/", "/%s"}
+		"/indexes/%s/_warmup", "/indexes", "/_health", "/metrics", "/", "/%s", "/_msearch", "/_aliases", "/indexes/f,%s*/_search"}
 )
 
 // documented5xx are the 5xx answers a request may get by design: an index
@@ -66,6 +66,9 @@ func FuzzHandler(f *testing.F) {
 		{2, 1, "f", `{"vector":` + q + `,"min_score":0.2,"method_parameters":{"ef_search":64}}`},
 		{2, 1, "f", `{"vector":` + q + `,"k":3,"min_score":-1e39,"max_distance":null}`},
 		{2, 2, "f", `{"vectors":[` + q + `,` + q + `],"max_distance":1e38}`},
+		{2, 10, "", `{"index":"f,g*"}` + "\n" + `{"vector":` + q + `,"k":3,"filters":{"f":{"ids":[1]}}}` + "\n" + `{"index":["nope"]}` + "\n" + `{"vector":` + q + `}`},
+		{2, 11, "", `{"actions":[{"add":{"index":"f","alias":"s"}},{"remove":{"index":"*","alias":"s*"}}]}`},
+		{2, 12, "x", `{"vector":` + q + `,"min_score":0.2,"allow_partial_results":false}`},
 	}
 	for _, sd := range seeds {
 		f.Add(sd.m, sd.p, sd.name, []byte(sd.body))
