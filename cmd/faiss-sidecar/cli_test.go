@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"io"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -535,4 +536,46 @@ func TestReadmeExamples(t *testing.T) {
 		require.NoError(t, err)
 		assert.GreaterOrEqual(t, rec, fx.Recall-0.01, "%v: %s", args, out)
 	}
+}
+
+// TestServeConfigAliases: the config file's aliases are set once its
+// indexes are loaded; one naming no index stops the start.
+func TestServeConfigAliases(t *testing.T) {
+	root := t.TempDir()
+	b, err := os.ReadFile(filepath.Join(fixtures, "opensearch_0_165_vec.faiss"))
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(filepath.Join(root, "v.faiss"), b, 0o644))
+	cfg := filepath.Join(t.TempDir(), "config.json")
+	require.NoError(t, os.WriteFile(cfg, []byte(`{"data_roots":["`+root+`"],
+		"indexes":{"seg-0":{"path":"v.faiss"},"seg-1":{"path":"v.faiss"}},"aliases":{"shard":["seg-0","seg-1"],"one":["seg-1"]}}`), 0o644))
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	serveContext = func() (context.Context, context.CancelFunc) { return ctx, cancel }
+	addr := freeAddr(t)
+	var stdout, stderr syncBuffer
+	done := make(chan int)
+	go func() { done <- run([]string{"serve", "--config", cfg, "--listen", addr}, &stdout, &stderr) }()
+	var got []byte
+	for i := 0; i < 200 && got == nil; i++ {
+		if r, err := http.Get("http://" + addr + "/_aliases"); err == nil {
+			got, _ = io.ReadAll(r.Body)
+			r.Body.Close()
+		} else {
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	require.NotNil(t, got, "server did not come up: %s", stderr.String())
+	assert.JSONEq(t, `{"seg-0":{"aliases":{"shard":{}}},"seg-1":{"aliases":{"one":{},"shard":{}}}}`, string(got))
+	cancel()
+	select {
+	case code := <-done:
+		require.Equal(t, 0, code, stderr.String())
+	case <-time.After(10 * time.Second):
+		t.Fatal("serve did not shut down")
+	}
+
+	require.NoError(t, os.WriteFile(cfg, []byte(`{"data_roots":["`+root+`"],"indexes":{"seg-0":{"path":"v.faiss"}},"aliases":{"shard":["seg-0","seg-9"]}}`), 0o644))
+	code, _, errOut := runCLI("serve", "--config", cfg, "--listen", freeAddr(t))
+	assert.Equal(t, 1, code)
+	assert.Contains(t, errOut, `aliases: actions[0].add: no index named "seg-9"`)
 }

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net"
 	"net/http"
 	neturl "net/url"
@@ -16,6 +17,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"runtime/debug"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -54,6 +56,8 @@ type serveConfig struct {
 	Pprof          bool                        `json:"pprof"`
 	LogLevel       string                      `json:"log_level"`
 	Indexes        map[string]httpapi.LoadSpec `json:"indexes"`
+	// Aliases (alias → its indexes) are set once the indexes are loaded.
+	Aliases map[string][]string `json:"aliases"`
 	// Request limits (max_ef_search, max_msearch_vectors, max_request_work,
 	// max_concurrent_searches, max_queued_searches, max_verify_queries).
 	httpapi.Limits
@@ -290,6 +294,16 @@ func runServe(args []string, stdout, stderr io.Writer) error {
 			return fmt.Errorf("index %s: %w", n, err)
 		}
 		log.Info("index loaded", "index", n, "path", cfg.Indexes[n].Path)
+	}
+	if len(cfg.Aliases) > 0 {
+		var acts []httpapi.AliasAction
+		for _, a := range slices.Sorted(maps.Keys(cfg.Aliases)) {
+			acts = append(acts, httpapi.AliasAction{Add: &httpapi.AliasSpec{Indices: cfg.Aliases[a], Alias: a}})
+		}
+		if _, err := srv.Reg.UpdateAliases(acts); err != nil {
+			return fmt.Errorf("aliases: %w", err)
+		}
+		log.Info("aliases set", "aliases", cfg.Aliases)
 	}
 	if useDemo {
 		fmt.Fprintf(stderr, "serving the demo index: curl -s http://%s/indexes/demo; curl -s -XPOST http://%s/indexes/demo/_search -d '{\"vector\":[%s],\"k\":3}'\n",
