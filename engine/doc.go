@@ -3,8 +3,9 @@
 // is checked and planned (Prepare: backend, probe, memory budget, what the
 // load will hold) without committing memory, then opened (Plan.Open:
 // storage, parse, search index, rerank vectors, space type); an Index
-// answers queries (Plan, Query, Rescore), warms, reports and checks its
-// files. The front ends translate flags and JSON into these and back; every
+// answers queries through one pipeline (Plan, then Search, whose answer
+// is in FAISS's shape, the command line's; Query puts it in the REST
+// API's), warms, reports and checks its files. The front ends translate flags and JSON into these and back; every
 // default and limit of loading and querying lives here or in the package
 // it names.
 package engine

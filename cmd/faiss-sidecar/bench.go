@@ -16,11 +16,8 @@ import (
 	"time"
 
 	"github.com/faiss-sidecar/faiss-sidecar/engine"
-	"github.com/faiss-sidecar/faiss-sidecar/hnswsearch"
-	"github.com/faiss-sidecar/faiss-sidecar/internal/distance"
 	"github.com/faiss-sidecar/faiss-sidecar/internal/vecio"
 	"github.com/faiss-sidecar/faiss-sidecar/partial"
-	"github.com/faiss-sidecar/faiss-sidecar/rerank"
 )
 
 func runBench(args []string, stdout, stderr io.Writer) error {
@@ -108,9 +105,99 @@ func peakRSS() int64 {
 }
 
 func runBenchSearch(args []string, stdout io.Writer) error {
+	b, err := parseBenchSearch(args)
+	if err != nil {
+		return err
+	}
+	l, qs, gt, err := b.open()
+	if err != nil {
+		return err
+	}
+	defer l.Close()
+	if len(qs) == 0 {
+		return fmt.Errorf("%s: no queries", b.queries)
+	}
+	qp, err := l.x.Plan(b.req)
+	if err != nil {
+		return err
+	}
+	if l.x.HasRerank() {
+		if err := b.rr.addRescoreQueries(l.x, qs); err != nil {
+			return err
+		}
+	}
+	search := func(i int, sc *engine.Scratch) ([]engine.Result, engine.Profile, error) {
+		return l.x.Search(&qp, qs[i], sc)
+	}
+	first, firstQuery, err := b.warm(len(qs), search)
+	if err != nil {
+		return err
+	}
+	res := b.describe(l, &qp, len(qs))
+	if b.cpuProfile != "" {
+		stop, err := startCPUProfile(b.cpuProfile)
+		if err != nil {
+			return err
+		}
+		defer stop()
+	}
+	devBefore, _, _ := processIO()
+	tot, elapsed, err := b.measure(len(qs), search, first, &firstQuery)
+	if err != nil {
+		return err
+	}
+	if b.memProfile != "" {
+		if err := writeHeapProfile(b.memProfile); err != nil {
+			return err
+		}
+	}
+	devAfter, _, _ := processIO()
+	if gt != nil {
+		rec := recall(first, gt, b.req.K)
+		res.Recall = &rec
+	}
+	res.FirstQueryUs = float64(firstQuery.Nanoseconds()) / 1e3
+	res.DevicePerQuery = float64(devAfter-devBefore) / float64(len(tot.lat))
+	res.PeakRSS = peakRSS()
+	res.Seconds = elapsed.Seconds()
+	tot.report(&res, l.x.HasRerank())
+	if vs := l.x.VectorCache(); vs.Slots > 0 {
+		res.VectorCache = vs
+	}
+	res.ResidentBytes = l.x.HeldBytes()
+	if st, ok := l.x.StorageStats(); ok {
+		res.ResidentBytes += st.ResidentBytes
+		res.StorageStats = st
+	}
+	if b.asJSON {
+		return printJSON(stdout, res)
+	}
+	fmt.Fprintf(stdout, "%s (%s/%s, %s, %s kernel): %s, k=%d ef=%d: %.0f QPS, p50 %.1f µs, p99 %.1f µs, %.0f distances/query, %.0f bytes read/query",
+		b.index, b.ix.mode, l.x.Backend(), b.ix.semantics, res.KernelImpl, plural(b.threads, "thread"), b.req.K, res.EfSearch, res.QPS, res.P50us, res.P99us, res.NDisMean, res.BytesPerQuery)
+	if res.Recall != nil {
+		fmt.Fprintf(stdout, ", recall@%d %.4f", b.req.K, *res.Recall)
+	}
+	fmt.Fprintln(stdout)
+	return nil
+}
+
+// benchSearch is one run of `bench INDEX`: its flags and its request.
+type benchSearch struct {
+	ix                     indexFlags
+	rr                     rerankFlags
+	req                    engine.Request
+	index, queries, gt     string
+	cpuProfile, memProfile string
+	threads, maxQueries    int
+	duration               time.Duration
+	fresh, asJSON          bool
+}
+
+// parseBenchSearch reads and checks bench's flags; nothing is opened.
+func parseBenchSearch(args []string) (*benchSearch, error) {
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
-	var ix indexFlags
-	ix.register(fs)
+	b := new(benchSearch)
+	b.ix.register(fs)
 	queries, k, ef := queryFlags(fs)
 	threads := fs.Int("threads", 1, "goroutines searching concurrently")
 	gt := fs.String("gt", "", "ground-truth neighbor ids (.ivecs, or an integer .npy) for recall@k")
@@ -120,165 +207,137 @@ func runBenchSearch(args []string, stdout io.Writer) error {
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the measured passes to this file")
 	memProfile := fs.String("memprofile", "", "write a heap profile (what is live after the measured passes) to this file")
 	asJSON := fs.Bool("json", false, "print one JSON object")
-	var rr rerankFlags
-	rr.register(fs)
+	b.rr.register(fs)
 	pos, err := parseArgs(fs, args)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if err := checkArgs("bench", pos, "INDEX"); err != nil {
-		return err
+		return nil, err
 	}
 	if err := required("bench", "queries", *queries); err != nil {
-		return err
+		return nil, err
 	}
-	if err := checkQuery(*k, *ef); err != nil {
-		return err
+	b.req = queryRequest(*k, *ef)
+	if err := checkRequest(b.req); err != nil {
+		return nil, err
 	}
 	switch {
 	case *threads < 1:
-		return usagef("--threads must be ≥ 1")
+		return nil, usagef("--threads must be ≥ 1")
 	case *maxQueries < 0:
-		return usagef("--max-queries %d is negative (0: all)", *maxQueries)
+		return nil, usagef("--max-queries %d is negative (0: all)", *maxQueries)
 	case *duration <= 0:
-		return usagef("--duration %v must be positive", *duration)
+		return nil, usagef("--duration %v must be positive", *duration)
 	}
-	if err := rr.validate(); err != nil {
-		return err
+	if err := b.rr.validate(); err != nil {
+		return nil, err
 	}
-	if err := checkGuideDir(ix.guideDir); err != nil {
-		return err
+	if err := checkGuideDir(b.ix.guideDir); err != nil {
+		return nil, err
 	}
-	ix.workers = *threads                                                    // the memory plan counts the queries that run at once
-	pi, qm, err := ix.prepareWithQueries(pos[0], *queries, *maxQueries, &rr) // the engine's refusals of the flags before any input is read
+	b.index, b.queries, b.gt = pos[0], *queries, *gt
+	b.cpuProfile, b.memProfile = *cpuProfile, *memProfile
+	b.threads, b.maxQueries, b.duration = *threads, *maxQueries, *duration
+	b.fresh, b.asJSON = *fresh, *asJSON
+	return b, nil
+}
+
+// open plans the index, reads the queries and the ground truth (checked
+// before the index opens: a guide build may come first), then opens it.
+func (b *benchSearch) open() (*loadedIndex, []engine.Query, *vecio.Matrix, error) {
+	b.ix.workers = b.threads                                                        // the memory plan counts the queries that run at once
+	pi, qm, err := b.ix.prepareWithQueries(b.index, b.queries, b.maxQueries, &b.rr) // the engine's refusals of the flags before any input is read
 	if err != nil {
-		return err
+		return nil, nil, nil, err
 	}
-	var gtIDs *vecio.Matrix // read and checked before the index opens (a guide build may come first)
-	if *gt != "" {
-		if gtIDs, err = vecio.Read(*gt, qm.N, vecio.GroundTruth); err != nil {
+	var gt *vecio.Matrix
+	if b.gt != "" {
+		if gt, err = vecio.Read(b.gt, qm.N, vecio.GroundTruth); err != nil {
 			pi.discard()
-			return err
+			return nil, nil, nil, err
 		}
-		if m := gtIDs; m.I64 == nil || m.N < qm.N || m.Dim < *k {
+		if m := gt; m.I64 == nil || m.N < qm.N || m.Dim < b.req.K {
 			pi.discard()
-			return fmt.Errorf("%s: need ≥ %d rows of ≥ %d integer ids", *gt, qm.N, *k)
+			return nil, nil, nil, fmt.Errorf("%s: need ≥ %d rows of ≥ %d integer ids", b.gt, qm.N, b.req.K)
 		}
-		ix.beside += gtIDs.Bytes()
+		b.ix.beside += gt.Bytes()
 	}
-	l, qs, err := ix.openFor(pi, *queries, qm)
+	l, qs, err := b.ix.openFor(pi, b.queries, qm)
 	if err != nil {
-		return err
+		return nil, nil, nil, err
 	}
-	defer l.Close()
-	if len(qs) == 0 {
-		return fmt.Errorf("%s: no queries", *queries)
+	return l, qs, gt, nil
+}
+
+// searchFunc runs query i of the benchmark in sc (nil: its own buffers).
+type searchFunc func(i int, sc *engine.Scratch) ([]engine.Result, engine.Profile, error)
+
+// warm runs the warm-up pass over n queries, whose rows recall is computed
+// from, and times the first query; with --fresh it runs nothing (the
+// measured pass fills the rows in).
+func (b *benchSearch) warm(n int, search searchFunc) (first [][]engine.Result, firstQuery time.Duration, err error) {
+	first = make([][]engine.Result, n)
+	if b.fresh {
+		return first, 0, nil
 	}
-	req := engine.FAISSRequest{K: *k, EfSearch: *ef}
-	rescore := l.x.HasRerank()
-	var fq [][]float32
-	if rescore {
-		if fq, err = rr.floatQueries(l.x, qs, l.x.RerankDim()); err != nil {
-			return err
-		}
-	}
-	// one query, rescored when the index has rerank vectors: what both passes time.
-	search := func(i int64, sc *engine.Scratch, fs *rerank.FetchStats) ([]hnswsearch.Result, hnswsearch.Stats, error) {
-		var rq []float32
-		if fq != nil {
-			rq = fq[i]
-		}
-		return l.x.SearchFAISS(qs[i], rq, req, sc, fs)
-	}
-	// Warm-up pass (also the results recall is computed from); with
-	// --fresh, the measured pass's results instead.
-	first := make([]hnswsearch.BatchResult, len(qs))
-	var firstQuery time.Duration
-	for i := range qs {
-		if *fresh {
-			break // the measured pass fills first
-		}
-		r := &first[i]
+	for i := range n {
 		t0 := time.Now()
-		if r.Hits, r.Stats, r.Err = search(int64(i), nil, nil); r.Err != nil {
-			return fmt.Errorf("query %d: %w", i, r.Err)
+		if first[i], _, err = search(i, nil); err != nil {
+			return nil, 0, fmt.Errorf("query %d: %w", i, err)
 		}
 		if i == 0 {
 			firstQuery = time.Since(t0)
 		}
 	}
-	res := searchBenchResult{Index: pos[0], Mode: ix.mode, Backend: l.x.Backend(), Semantics: ix.semantics, Kernel: ix.kernel,
-		KernelImpl: distance.FastImpl, Threads: *threads, Queries: len(qs), K: *k, EfSearch: *ef, OpenMs: float64(l.openDur.Microseconds()) / 1e3}
+	return first, firstQuery, nil
+}
+
+// describe is the result's description of the run, before it is measured.
+func (b *benchSearch) describe(l *loadedIndex, qp *engine.QueryPlan, n int) searchBenchResult {
+	res := searchBenchResult{Index: b.index, Mode: b.ix.mode, Backend: l.x.Backend(), Semantics: b.ix.semantics, Kernel: b.ix.kernel,
+		KernelImpl: engine.KernelImpl(b.ix.kernel), Threads: b.threads, Queries: n, K: b.req.K, EfSearch: b.req.EfSearch,
+		OpenMs: float64(l.openDur.Microseconds()) / 1e3}
 	if res.EfSearchStored = l.x.StoredEfSearch(); res.EfSearch == 0 {
 		res.EfSearch = l.x.EfSearch() // the stored value, or --index-ef-search
 	}
-	if ix.kernel == "exact" {
-		res.KernelImpl = "sequential"
+	if l.x.HasRerank() {
+		res.Rerank, res.Shortlist = l.x.RerankStrategy(), qp.Shortlist()
 	}
-	if rescore {
-		res.Rerank, res.Shortlist = l.x.RerankStrategy(), l.x.ShortlistSize(*k, req.Oversample)
-	}
-	if *cpuProfile != "" {
-		f, err := os.Create(*cpuProfile)
-		if err != nil {
-			return err
-		}
-		defer f.Close()
-		if err := pprof.StartCPUProfile(f); err != nil {
-			return err
-		}
-		defer pprof.StopCPUProfile()
-	}
-	// Measured passes: workers take queries round-robin until the duration.
+	return res
+}
+
+// measure runs the measured passes: --threads workers take the n queries
+// round-robin until --duration has passed (one pass with --fresh, which
+// fills first and firstQuery), each summing what its queries report.
+func (b *benchSearch) measure(n int, search searchFunc, first [][]engine.Result, firstQuery *time.Duration) (benchTotals, time.Duration, error) {
 	var (
-		next     atomic.Int64
-		wg       sync.WaitGroup
-		mu       sync.Mutex
-		lat      []time.Duration
-		ndis     int64
-		bytesRd  int64
-		readsN   int64
-		io       partial.Tally
-		fetch    rerank.FetchStats
-		searches int64
-		pinned   int64
-		vcBytes  int64
-		vcHits   int64
-		batches  int64
-		ahead    int64
-		lahead   int64
-		lused    int64
-		expanded int64
-		runErr   error
+		next   atomic.Int64
+		wg     sync.WaitGroup
+		mu     sync.Mutex
+		tot    benchTotals
+		runErr error
 	)
-	total := int64(len(qs))
-	devBefore, _, _ := processIO()
+	total := int64(n)
 	start := time.Now()
-	deadline := start.Add(*duration)
-	for range *threads {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			var my []time.Duration
-			var nd, br, rd, pin, vcb, vch, bat, ahd, exp, lah, lus int64
-			var myIO partial.Tally
-			var myFetch rerank.FetchStats
+	deadline := start.Add(b.duration)
+	for range b.threads {
+		wg.Go(func() {
+			var my benchTotals
 			var sc engine.Scratch
-			var dst []hnswsearch.Result
 			for {
 				i := next.Add(1) - 1
-				if i >= total && (*fresh || time.Now().After(deadline)) {
+				if i >= total && (b.fresh || time.Now().After(deadline)) {
 					break
 				}
 				t0 := time.Now()
-				var st hnswsearch.Stats
-				var err error
-				dst, st, err = search(i%total, &sc, &myFetch)
-				my = append(my, time.Since(t0))
-				if *fresh && err == nil {
-					first[i].Hits = slices.Clone(dst)
+				hits, prof, err := search(int(i%total), &sc)
+				d := time.Since(t0)
+				my.lat = append(my.lat, d)
+				if b.fresh && err == nil {
+					first[i] = slices.Clone(hits)
 					if i == 0 {
-						firstQuery = my[len(my)-1]
+						*firstQuery = d
 					}
 				}
 				if err != nil {
@@ -287,125 +346,141 @@ func runBenchSearch(args []string, stdout io.Writer) error {
 					mu.Unlock()
 					break
 				}
-				nd += int64(st.NDis)
-				br += st.BytesRead
-				rd += st.Reads
-				myIO.CacheHits += st.IO.CacheHits
-				myIO.CacheMisses += st.IO.CacheMisses
-				myIO.DeviceBytes += st.IO.DeviceBytes
-				myIO.DeviceReads += st.IO.DeviceReads
-				pin += st.BytesPinned
-				vcb += st.BytesVectorCache
-				vch += st.VectorCacheHits
-				bat += st.Batches
-				ahd += st.ReadAhead
-				lah += st.ListsAhead
-				lus += st.ListsAheadUsed
-				exp += int64(st.Expanded)
+				my.add(&prof)
 			}
 			mu.Lock()
-			lat = append(lat, my...)
-			ndis += nd
-			bytesRd += br
-			readsN += rd
-			io.CacheHits += myIO.CacheHits
-			io.CacheMisses += myIO.CacheMisses
-			io.DeviceBytes += myIO.DeviceBytes
-			io.DeviceReads += myIO.DeviceReads
-			fetch.Vectors += myFetch.Vectors
-			fetch.Reads += myFetch.Reads
-			fetch.BytesRead += myFetch.BytesRead
-			fetch.CacheHits += myFetch.CacheHits
-			fetch.Decoded += myFetch.Decoded
-			pinned += pin
-			vcBytes += vcb
-			vcHits += vch
-			batches += bat
-			ahead += ahd
-			lahead += lah
-			lused += lus
-			expanded += exp
-			searches += int64(len(my))
+			tot.merge(&my)
 			mu.Unlock()
-		}()
+		})
 	}
 	wg.Wait()
-	elapsed := time.Since(start)
-	if runErr != nil {
-		return runErr
+	return tot, time.Since(start), runErr
+}
+
+// benchTotals sums what the measured queries report: one worker's, then
+// every worker's.
+type benchTotals struct {
+	lat                                        []time.Duration
+	ndis, bytesRead, reads                     int64
+	cacheHits, cacheMisses, devBytes, devReads int64
+	pinned, vcBytes, vcHits, batches, ahead    int64
+	listsAhead, listsAheadUsed, expanded       int64
+	fetch                                      engine.FetchStats
+}
+
+// add counts one query's profile (its latency is in lat already).
+func (t *benchTotals) add(p *engine.Profile) {
+	t.ndis += int64(p.NDis)
+	t.bytesRead += p.BytesRead
+	t.reads += p.Reads
+	t.cacheHits += p.IO.CacheHits
+	t.cacheMisses += p.IO.CacheMisses
+	t.devBytes += p.IO.DeviceBytes
+	t.devReads += p.IO.DeviceReads
+	t.pinned += p.BytesPinned
+	t.vcBytes += p.BytesVectorCache
+	t.vcHits += p.VectorCacheHits
+	t.batches += p.Batches
+	t.ahead += p.ReadAhead
+	t.listsAhead += p.ListsAhead
+	t.listsAheadUsed += p.ListsAheadUsed
+	t.expanded += int64(p.Expanded)
+	if f := p.Rerank; f != nil {
+		t.fetch.Vectors += f.Vectors
+		t.fetch.Reads += f.Reads
+		t.fetch.BytesRead += f.BytesRead
+		t.fetch.CacheHits += f.CacheHits
+		t.fetch.Decoded += f.Decoded
 	}
-	if *memProfile != "" {
-		if err := writeHeapProfile(*memProfile); err != nil {
-			return err
+}
+
+// merge adds u's sums to t's.
+func (t *benchTotals) merge(u *benchTotals) {
+	t.lat = append(t.lat, u.lat...)
+	t.ndis += u.ndis
+	t.bytesRead += u.bytesRead
+	t.reads += u.reads
+	t.cacheHits += u.cacheHits
+	t.cacheMisses += u.cacheMisses
+	t.devBytes += u.devBytes
+	t.devReads += u.devReads
+	t.pinned += u.pinned
+	t.vcBytes += u.vcBytes
+	t.vcHits += u.vcHits
+	t.batches += u.batches
+	t.ahead += u.ahead
+	t.listsAhead += u.listsAhead
+	t.listsAheadUsed += u.listsAheadUsed
+	t.expanded += u.expanded
+	t.fetch.Vectors += u.fetch.Vectors
+	t.fetch.Reads += u.fetch.Reads
+	t.fetch.BytesRead += u.fetch.BytesRead
+	t.fetch.CacheHits += u.fetch.CacheHits
+	t.fetch.Decoded += u.fetch.Decoded
+}
+
+// report fills res's throughput, latencies and per-query figures from
+// the sums (res.Seconds set); rescored adds the rerank's reads.
+func (t *benchTotals) report(res *searchBenchResult, rescored bool) {
+	searches := float64(len(t.lat))
+	slices.Sort(t.lat)
+	res.Searches = len(t.lat)
+	res.QPS = searches / res.Seconds
+	res.P50us = float64(t.lat[len(t.lat)/2]) / 1e3
+	res.P99us = float64(t.lat[len(t.lat)*99/100]) / 1e3
+	res.NDisMean = float64(t.ndis) / searches
+	res.BytesPerQuery = float64(t.bytesRead) / searches
+	res.ReadsPerQuery = float64(t.reads) / searches
+	res.HitsPerQuery = float64(t.cacheHits) / searches
+	res.MissPerQuery = float64(t.cacheMisses) / searches
+	res.DevBytesPerQ = float64(t.devBytes) / searches
+	res.DevReadsPerQ = float64(t.devReads) / searches
+	if rescored {
+		res.RerankReadsPerQ = float64(t.fetch.Reads) / searches
+		res.RerankBytesPerQ = float64(t.fetch.BytesRead) / searches
+		res.RerankCacheHitsPerQ = float64(t.fetch.CacheHits) / searches
+		res.RerankDecodedPerQ = float64(t.fetch.Decoded) / searches
+	}
+	res.PinnedPerQ = float64(t.pinned) / searches
+	res.VecCachePerQ = float64(t.vcBytes) / searches
+	res.BatchesPerQ = float64(t.batches) / searches
+	res.ReadAheadPerQ = float64(t.ahead) / searches
+	res.ListsAheadPerQ = float64(t.listsAhead) / searches
+	res.ListsAheadUsedPerQ = float64(t.listsAheadUsed) / searches
+	res.ExpandedPerQ = float64(t.expanded) / searches
+	if t.ndis > 0 {
+		res.VecCacheHitPct = 100 * float64(t.vcHits) / float64(t.ndis)
+	}
+}
+
+// recall is recall@k of the rows against the ground truth's first k ids.
+func recall(rows [][]engine.Result, gt *vecio.Matrix, k int) float64 {
+	hits := 0
+	for i, r := range rows {
+		want := map[int64]bool{}
+		for _, id := range gt.RowI64(i)[:k] {
+			want[id] = true
+		}
+		for _, h := range r[:min(k, len(r))] {
+			if want[h.ID] {
+				hits++
+			}
 		}
 	}
-	devAfter, _, _ := processIO()
-	if gtIDs != nil {
-		hits := 0
-		for i, r := range first {
-			want := map[int64]bool{}
-			for _, id := range gtIDs.RowI64(i)[:*k] {
-				want[id] = true
-			}
-			for _, h := range r.Hits[:min(*k, len(r.Hits))] {
-				if want[h.ID] {
-					hits++
-				}
-			}
-		}
-		rec := float64(hits) / float64(len(qs)**k)
-		res.Recall = &rec
+	return float64(hits) / float64(len(rows)*k)
+}
+
+// startCPUProfile writes a CPU profile to path until stop is called.
+func startCPUProfile(path string) (stop func(), err error) {
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, err
 	}
-	slices.Sort(lat)
-	res.FirstQueryUs = float64(firstQuery.Nanoseconds()) / 1e3
-	res.DevicePerQuery = float64(devAfter-devBefore) / float64(searches)
-	res.PeakRSS = peakRSS()
-	res.Searches = int(searches)
-	res.Seconds = elapsed.Seconds()
-	res.QPS = float64(searches) / elapsed.Seconds()
-	res.P50us = float64(lat[len(lat)/2]) / 1e3
-	res.P99us = float64(lat[len(lat)*99/100]) / 1e3
-	res.NDisMean = float64(ndis) / float64(searches)
-	res.BytesPerQuery = float64(bytesRd) / float64(searches)
-	res.ReadsPerQuery = float64(readsN) / float64(searches)
-	res.HitsPerQuery = float64(io.CacheHits) / float64(searches)
-	res.MissPerQuery = float64(io.CacheMisses) / float64(searches)
-	res.DevBytesPerQ = float64(io.DeviceBytes) / float64(searches)
-	res.DevReadsPerQ = float64(io.DeviceReads) / float64(searches)
-	if rescore {
-		res.RerankReadsPerQ = float64(fetch.Reads) / float64(searches)
-		res.RerankBytesPerQ = float64(fetch.BytesRead) / float64(searches)
-		res.RerankCacheHitsPerQ = float64(fetch.CacheHits) / float64(searches)
-		res.RerankDecodedPerQ = float64(fetch.Decoded) / float64(searches)
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, err
 	}
-	res.PinnedPerQ = float64(pinned) / float64(searches)
-	res.VecCachePerQ = float64(vcBytes) / float64(searches)
-	res.BatchesPerQ = float64(batches) / float64(searches)
-	res.ReadAheadPerQ = float64(ahead) / float64(searches)
-	res.ListsAheadPerQ = float64(lahead) / float64(searches)
-	res.ListsAheadUsedPerQ = float64(lused) / float64(searches)
-	res.ExpandedPerQ = float64(expanded) / float64(searches)
-	if ndis > 0 {
-		res.VecCacheHitPct = 100 * float64(vcHits) / float64(ndis)
-	}
-	if vs := l.x.VectorCache(); vs.Slots > 0 {
-		res.VectorCache = vs
-	}
-	res.ResidentBytes = l.x.HeldBytes()
-	if st, ok := l.x.StorageStats(); ok {
-		res.ResidentBytes += st.ResidentBytes
-		res.StorageStats = st
-	}
-	if *asJSON {
-		return printJSON(stdout, res)
-	}
-	fmt.Fprintf(stdout, "%s (%s/%s, %s, %s kernel): %s, k=%d ef=%d: %.0f QPS, p50 %.1f µs, p99 %.1f µs, %.0f distances/query, %.0f bytes read/query",
-		pos[0], ix.mode, l.x.Backend(), ix.semantics, res.KernelImpl, plural(*threads, "thread"), *k, res.EfSearch, res.QPS, res.P50us, res.P99us, res.NDisMean, res.BytesPerQuery)
-	if res.Recall != nil {
-		fmt.Fprintf(stdout, ", recall@%d %.4f", *k, *res.Recall)
-	}
-	fmt.Fprintln(stdout)
-	return nil
+	return func() { pprof.StopCPUProfile(); f.Close() }, nil
 }
 
 // storageResult is what `bench storage --json` prints.

@@ -268,7 +268,7 @@ func (f *indexFlags) prepareWithQueries(path, queries string, limit int, rr *rer
 
 // openFor opens the prepared index and makes m, read from the query file
 // at queries, its queries.
-func (f *indexFlags) openFor(pi *preparedIndex, queries string, m *vecio.Matrix) (*loadedIndex, []hnswsearch.Query, error) {
+func (f *indexFlags) openFor(pi *preparedIndex, queries string, m *vecio.Matrix) (*loadedIndex, []engine.Query, error) {
 	l, err := f.open(pi)
 	if err != nil {
 		return nil, nil, err
@@ -284,7 +284,7 @@ func (f *indexFlags) openFor(pi *preparedIndex, queries string, m *vecio.Matrix)
 
 // queriesFor checks the rows m of the query file at path against the
 // index and makes them its queries.
-func queriesFor(path string, m *vecio.Matrix, x *engine.Index) ([]hnswsearch.Query, error) {
+func queriesFor(path string, m *vecio.Matrix, x *engine.Index) ([]engine.Query, error) {
 	if m.Dim != x.Dim() {
 		unit := "components"
 		if x.Binary() {
@@ -292,7 +292,7 @@ func queriesFor(path string, m *vecio.Matrix, x *engine.Index) ([]hnswsearch.Que
 		}
 		return nil, fmt.Errorf("%s: queries have %d values, the index expects %d %s", path, m.Dim, x.Dim(), unit)
 	}
-	qs := make([]hnswsearch.Query, m.N)
+	qs := make([]engine.Query, m.N)
 	for i := range qs {
 		switch {
 		case x.Binary() && m.U8 != nil:

@@ -11,13 +11,20 @@ import (
 
 // Flag values are checked before a command opens or reads anything; a bad
 // one is a usage error (exit status 2). The rules themselves live with the
-// code they protect (engine.CheckSpec, engine.CheckQuery, …); specFlags
+// code they protect (engine.CheckSpec, engine.Request.Check, …); specFlags
 // words the engine's field errors with the flags' names.
 
-// checkQuery checks --k and --ef-search (0: the index's) by the rule
-// every query is held to.
-func checkQuery(k, ef int) error {
-	if err := engine.CheckQuery(k, ef, ef != 0, 0); err != nil {
+// queryRequest is the engine's request for --k and --ef-search (0: the
+// index's). A binary index with rerank vectors rescores with the float
+// queries of --rerank-queries.
+func queryRequest(k, ef int) engine.Request {
+	return engine.Request{K: k, EfSearch: ef, EfSearchSet: ef != 0, RescoreBinary: true}
+}
+
+// checkRequest refuses a request by the rule every query is held to
+// (engine.Request.Check), as a usage error, before anything is opened.
+func checkRequest(r engine.Request) error {
+	if err := r.Check(); err != nil {
 		return usagef("%v", err)
 	}
 	return nil
