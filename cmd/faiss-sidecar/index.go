@@ -14,7 +14,6 @@ import (
 	"time"
 
 	"github.com/faiss-sidecar/faiss-sidecar/engine"
-	"github.com/faiss-sidecar/faiss-sidecar/hnswsearch"
 	"github.com/faiss-sidecar/faiss-sidecar/internal/vecio"
 )
 
@@ -66,7 +65,7 @@ func (f *indexFlags) register(fs *flag.FlagSet) {
 const vectorsHelp = "the vectors of a graph written without them (FAISS's IO_FLAG_SKIP_STORAGE): an .fvecs, .vec, float32 .npy or FAISS flat file, in id order"
 
 // indexEfFlag is --index-ef-search: 0 when not given, else a value
-// hnswsearch.CheckIndexEfSearch accepts (checked as the flag is parsed).
+// engine.CheckIndexEfSearch accepts (checked as the flag is parsed).
 type indexEfFlag int
 
 func (e *indexEfFlag) String() string { return strconv.Itoa(int(*e)) }
@@ -76,8 +75,8 @@ func (e *indexEfFlag) Set(s string) error {
 	if err != nil {
 		return fmt.Errorf("%q is not an integer", s)
 	}
-	if err := hnswsearch.CheckIndexEfSearch(n); err != nil {
-		return errors.New(strings.TrimPrefix(err.Error(), hnswsearch.ErrBadOption.Error()+": "))
+	if err := engine.CheckIndexEfSearch(n); err != nil {
+		return errors.New(strings.TrimPrefix(err.Error(), engine.ErrBadOption.Error()+": "))
 	}
 	*e = indexEfFlag(n)
 	return nil

@@ -21,11 +21,10 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/faiss-sidecar/faiss-sidecar/engine"
 	"github.com/faiss-sidecar/faiss-sidecar/httpapi"
 	"github.com/faiss-sidecar/faiss-sidecar/internal/buildinfo"
 	"github.com/faiss-sidecar/faiss-sidecar/partial"
-	"github.com/faiss-sidecar/faiss-sidecar/partial/diskcache"
-	"github.com/faiss-sidecar/faiss-sidecar/partial/s3"
 )
 
 //go:embed demo/demo.faiss
@@ -159,7 +158,7 @@ func runServe(args []string, stdout, stderr io.Writer) error {
 		cfg.S3Buckets = buckets
 	}
 	for _, b := range cfg.S3Buckets {
-		if err := s3.CheckBucket(b); err != nil {
+		if err := engine.CheckS3Bucket(b); err != nil {
 			return usagef("--s3-bucket / s3_buckets: %v", err)
 		}
 	}
@@ -178,7 +177,7 @@ func runServe(args []string, stdout, stderr io.Writer) error {
 	if cd.bytes != 0 {
 		cfg.CacheDirBytes = cd.bytes
 	}
-	if err := diskcache.CheckBudget(cfg.CacheDirBytes); err != nil {
+	if err := engine.CheckCacheDirBytes(cfg.CacheDirBytes); err != nil {
 		return badOption(err)
 	}
 	if *maxBody > 0 {

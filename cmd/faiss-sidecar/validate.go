@@ -5,8 +5,6 @@ import (
 	"strings"
 
 	"github.com/faiss-sidecar/faiss-sidecar/engine"
-	"github.com/faiss-sidecar/faiss-sidecar/partial"
-	"github.com/faiss-sidecar/faiss-sidecar/partial/storage"
 )
 
 // Flag values are checked before a command opens or reads anything; a bad
@@ -71,16 +69,16 @@ func (f *rerankFlags) validate() error {
 	return nil
 }
 
-// badOption turns a partial.ErrBadOption into a usage error, without the
-// package's prefix.
+// badOption turns an engine.ErrBadStorageOption into a usage error,
+// without the kind's prefix.
 func badOption(err error) error {
-	return usagef("%s", strings.TrimPrefix(err.Error(), partial.ErrBadOption.Error()+": "))
+	return usagef("%s", strings.TrimPrefix(err.Error(), engine.ErrBadStorageOption.Error()+": "))
 }
 
 // checkBackend checks a --backend name ("" or "auto": chosen by the file).
 func checkBackend(b string) error {
-	if b != "" && b != "auto" && !storage.KnownBackend(b) {
-		return badOption(storage.UnknownBackend(b))
+	if err := engine.CheckBackend(b); err != nil {
+		return badOption(err)
 	}
 	return nil
 }
