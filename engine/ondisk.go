@@ -302,15 +302,12 @@ func onDiskRerankStrategy(budget int64) string {
 // GuidePath is where an on_disk index's guide lives: beside the index
 // when dir is empty, as the index file's name + "." + level + ".guide";
 // in dir (a directory of many indexes' guides), and for an s3:// index
-// (in RemoteGuideDir when dir is empty), as sharedGuideName + "." +
-// level + ".guide".
+// (whose dir is Spec.GuideDir as Prepare fills it in), as sharedGuideName
+// + "." + level + ".guide".
 func GuidePath(dir, indexPath, level string) string {
 	name := filepath.Base(indexPath)
 	switch {
 	case storage.IsRemote(indexPath):
-		if dir == "" {
-			dir, _ = RemoteGuideDir() // planOnDisk refused a spec without one
-		}
 		name = sharedGuideName(indexPath)
 	case dir == "":
 		dir = filepath.Dir(indexPath)

@@ -35,8 +35,10 @@ type Spec struct {
 	Mode string
 	// Compression is on_disk's guide level: CompressionAuto ("" too), 4x
 	// or 32x. GuideDir holds guide files ("": beside the index; for an
-	// s3:// index, RemoteGuideDir).
-	Compression, GuideDir string
+	// s3:// index, RemoteGuideDir, the caller's default, such as the
+	// command line's user cache directory; with neither such a load is
+	// refused).
+	Compression, GuideDir, RemoteGuideDir string
 	// Progress, when set, is called while an on_disk guide is built with
 	// the bytes read so far and the total; Ctx, when set, cancels the build.
 	Progress func(done, total int64)

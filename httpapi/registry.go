@@ -80,8 +80,9 @@ type Registry struct {
 	buckets []string
 	budget  int64 // bytes; 0 = unlimited
 	limits  Limits
-	// guideDir holds on_disk guide files ("": beside each index).
-	guideDir string
+	// guideDir holds on_disk guide files ("": beside each index);
+	// remoteGuideDir an s3:// index's when guideDir is "".
+	guideDir, remoteGuideDir string
 	// cacheDir is the disk cache of s3:// indexes, of cacheDirBytes.
 	cacheDir      string
 	cacheDirBytes int64
@@ -477,7 +478,7 @@ func (r *Registry) openUnguarded(ctx context.Context, e *entry, spec LoadSpec) (
 		return nil, badRequest("ef_search=%d is out of range [1, %d] (0 or absent: the file's)", spec.EfSearch, r.limits.MaxEfSearch)
 	}
 	es := spec.engineSpec()
-	es.Path, es.GuideDir, es.Ctx = path, r.guideDir, ctx
+	es.Path, es.GuideDir, es.RemoteGuideDir, es.Ctx = path, r.guideDir, r.remoteGuideDir, ctx
 	es.CacheDir, es.CacheDirBytes = r.cacheDir, r.cacheDirBytes
 	es.Progress = func(done, total int64) { e.building.Store(&[2]int64{done, total}) }
 	defer e.building.Store(nil)

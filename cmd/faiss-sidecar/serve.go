@@ -260,7 +260,8 @@ func runServe(args []string, stdout, stderr io.Writer) error {
 		cfg.Indexes["demo"] = httpapi.LoadSpec{Path: path, Mode: "full"}
 	}
 	srv, err := httpapi.New(httpapi.Config{DataRoots: cfg.DataRoots, S3Buckets: cfg.S3Buckets, MemoryBudget: cfg.MemoryBudget, GuideDir: cfg.GuideDir,
-		CacheDir: cfg.CacheDir, CacheDirBytes: cfg.CacheDirBytes, Token: cfg.Token,
+		RemoteGuideDir: defaultRemoteGuideDir(),
+		CacheDir:       cfg.CacheDir, CacheDirBytes: cfg.CacheDirBytes, Token: cfg.Token,
 		MaxBodyBytes: cfg.MaxBodyBytes, RequestTimeout: reqTimeout, Pprof: cfg.Pprof, Logger: log, Limits: cfg.Limits})
 	if err != nil {
 		return err
