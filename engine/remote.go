@@ -172,22 +172,6 @@ func probeRemote(spec Spec, bind *s3.Binding) (*faissfmt.File, *s3.Object, error
 	return f, obj, nil
 }
 
-// takeObject hands the probed object (nil for a local file, or once
-// taken) to the storage about to be built on it, which owns it from then
-// on: a second Open of the plan opens the object again.
-func (p *Plan) takeObject() *s3.Object {
-	o := p.obj
-	p.obj = nil
-	return o
-}
-
-// Discard releases what a plan that will not be opened holds (an
-// object's connection).
-func (p *Plan) Discard() { p.dropObject() }
-
-// dropObject closes the probed object of a plan that will not be opened.
-func (p *Plan) dropObject() {
-	if o := p.takeObject(); o != nil {
-		o.Close()
-	}
-}
+// Discard releases what a plan that will not be opened holds (the
+// index's open file, or an object's connection).
+func (p *Plan) Discard() { p.src.close() }

@@ -25,10 +25,21 @@ type Mmap struct {
 
 // OpenMmap maps the file at path.
 func OpenMmap(path string) (*Mmap, error) {
-	f, id, err := openRegularID(path)
+	h, err := OpenHandle(path)
 	if err != nil {
 		return nil, err
 	}
+	return NewMmap(h)
+}
+
+// NewMmap maps the file h holds; it takes h over (closed on failure).
+func NewMmap(h *Handle) (*Mmap, error) {
+	f, id, err := h.take()
+	if err != nil {
+		return nil, err
+	}
+	adviseNormal(f)
+	path := h.name
 	m := &Mmap{region: region{name: path}, dev: id.dev, ino: id.ino}
 	if size := id.size; size > 0 {
 		m.data, err = unix.Mmap(int(f.Fd()), 0, int(size), unix.PROT_READ, unix.MAP_SHARED)
