@@ -132,7 +132,7 @@ func OpenVectors(path, strategy string, parallel int) (*rerank.Store, error) {
 	if storage.IsRemote(path) {
 		return openVectorObject(path, path, nil)
 	}
-	return rerank.OpenParallel(path, strategy, parallel)
+	return openVectorFile(path, path, strategy, parallel)
 }
 
 // openVectorObject opens the vector file in the s3:// object at path with

@@ -643,10 +643,10 @@ func (x *Index) openRerank(rs *RerankSpec, own *partial.Handle, bind *s3.Binding
 	case own != nil:
 		var l rerank.Layout
 		if l, err = rerank.FAISSLayout(x.file, name); err == nil {
-			s, err = newRerankStore(own, l, rs.Strategy)
+			s, err = newRerankStore(own, l, rs.Strategy, 0)
 		}
 	default:
-		s, err = rerank.OpenAs(rs.Path, name, rs.Strategy)
+		s, err = openVectorFile(rs.Path, name, rs.Strategy, 0)
 	}
 	if err != nil {
 		return err
@@ -675,13 +675,17 @@ func (x *Index) openRerank(rs *RerankSpec, own *partial.Handle, bind *s3.Binding
 }
 
 // newRerankStore reads the vectors l locates in the file h holds with
-// strategy; the store takes h over.
-func newRerankStore(h *partial.Handle, l rerank.Layout, strategy string) (*rerank.Store, error) {
+// strategy, the direct strategy keeping parallel reads in flight (≤ 0:
+// rerank.DefaultParallel); the store takes h over.
+func newRerankStore(h *partial.Handle, l rerank.Layout, strategy string, parallel int) (*rerank.Store, error) {
+	if parallel <= 0 {
+		parallel = rerank.DefaultParallel
+	}
 	var st partial.Storage
 	var err error
 	switch strategy {
 	case "direct":
-		st, err = partial.NewDirect(h, rerank.DefaultParallel)
+		st, err = partial.NewDirect(h, parallel)
 	case "mmap", "mmap-willneed":
 		st, err = partial.NewMmap(h)
 	default: // pread, batch
@@ -691,6 +695,22 @@ func newRerankStore(h *partial.Handle, l rerank.Layout, strategy string) (*reran
 		return nil, err
 	}
 	return rerank.NewStore(l, strategy, st)
+}
+
+// openVectorFile opens the local vector file at path (named name in
+// errors) once: its layout is read through the open file, and the
+// strategy's reads are built on it.
+func openVectorFile(path, name, strategy string, parallel int) (*rerank.Store, error) {
+	h, err := partial.OpenHandle(path)
+	if err != nil {
+		return nil, err
+	}
+	l, err := rerank.ReadLayout(h, h.Size(), name)
+	if err != nil {
+		h.Close()
+		return nil, err
+	}
+	return newRerankStore(h, l, strategy, parallel)
 }
 
 // rerankOwn is whether an on_disk index reranks with rs from its own
