@@ -310,6 +310,9 @@ func prepare(spec Spec, src *source) (_ *Plan, err error) {
 	// no context, end with spec.Ctx (a load's deadline, a DELETE).
 	bind := s3.Bind(spec.Ctx)
 	defer bind.Release()
+	if src.obj != nil { // opened for an earlier plan (Replan): this one's requests end with this load
+		src.obj.Bind(bind)
+	}
 	if err := src.probe(spec, backend, bind); err != nil {
 		return nil, err
 	}
