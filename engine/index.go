@@ -6,6 +6,7 @@ import (
 
 	"github.com/faiss-sidecar/faiss-sidecar/faissfmt"
 	"github.com/faiss-sidecar/faiss-sidecar/hnswsearch"
+	"github.com/faiss-sidecar/faiss-sidecar/internal/distance"
 	"github.com/faiss-sidecar/faiss-sidecar/partial"
 	"github.com/faiss-sidecar/faiss-sidecar/partial/blockcache"
 	"github.com/faiss-sidecar/faiss-sidecar/partial/recordcache"
@@ -68,6 +69,16 @@ func (x *Index) Options() hnswsearch.Options    { return x.idx.Options() }
 func (x *Index) PinnedBytes() int64             { return x.idx.PinnedBytes() }
 func (x *Index) AllListsPinned() bool           { return x.idx.AllListsPinned() }
 func (x *Index) VectorCache() recordcache.Stats { return x.idx.VectorCache() }
+
+// KernelImpl names the code that computes distances for a kernel name
+// (Spec.Kernel): "sequential" for exact, else the fast kernel's code on
+// this CPU (avx512, avx2 or go).
+func KernelImpl(kernel string) string {
+	if kernel == "exact" {
+		return "sequential"
+	}
+	return distance.FastImpl
+}
 
 // MetricName is the metric as the front ends show it: L2, IP or Hamming.
 func (x *Index) MetricName() string {
@@ -202,19 +213,4 @@ func (x *Index) CheckFileContext(ctx context.Context) error {
 		return x.rer.CheckFileContext(ctx)
 	}
 	return nil
-}
-
-// Search runs one query as FAISS does: q.Code for a binary index, else
-// q.Vector; k results in FAISS's order with −1 fills, internal labels
-// beside external ids. It neither rescores nor scores.
-func (x *Index) Search(q hnswsearch.Query, p hnswsearch.Params, dst []hnswsearch.Result) ([]hnswsearch.Result, hnswsearch.Stats, error) {
-	if x.idx.Binary() {
-		return x.idx.SearchBinary(q.Code, p, dst)
-	}
-	return x.idx.Search(q.Vector, p, dst)
-}
-
-// SearchBatch is Search over qs with up to workers goroutines.
-func (x *Index) SearchBatch(qs []hnswsearch.Query, p hnswsearch.Params, workers int, out []hnswsearch.BatchResult) []hnswsearch.BatchResult {
-	return x.idx.SearchBatch(qs, p, workers, out)
 }

@@ -57,7 +57,7 @@ func New(cfg Config) (*Server, error) {
 		adm:   newAdmission(cfg.Limits.MaxConcurrentSearches, cfg.Limits.MaxQueuedSearches),
 		heavy: newAdmission(cfg.Limits.MaxHeavySearches, cfg.Limits.MaxHeavySearches)}
 	reg.limits = cfg.Limits
-	reg.guideDir = cfg.GuideDir
+	reg.guideDir, reg.remoteGuideDir = cfg.GuideDir, cfg.RemoteGuideDir
 	reg.cacheDir, reg.cacheDirBytes = cfg.CacheDir, cfg.CacheDirBytes
 	if cfg.CacheDir != "" { // held for the server's life: another process on it fails at start, not on loads
 		if s.releaseCacheDir, err = engine.ClaimCacheDir(cfg.CacheDir, cfg.CacheDirBytes); err != nil {

@@ -4,7 +4,7 @@ import (
 	"flag"
 	"fmt"
 
-	"github.com/faiss-sidecar/faiss-sidecar/partial/diskcache"
+	"github.com/faiss-sidecar/faiss-sidecar/engine"
 )
 
 // cacheDirFlags are --cache-dir and --cache-dir-bytes: the local disk cache
@@ -16,5 +16,5 @@ type cacheDirFlags struct {
 
 func (f *cacheDirFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.dir, "cache-dir", "", "s3:// paths: keep the blocks fetched in this local directory, across runs (checked against the object's ETag; one process at a time)")
-	fs.Int64Var(&f.bytes, "cache-dir-bytes", 0, fmt.Sprintf("--cache-dir's budget in bytes, every object in it together (0: %d, 10 GiB)", int64(diskcache.DefaultBudget)))
+	fs.Int64Var(&f.bytes, "cache-dir-bytes", 0, fmt.Sprintf("--cache-dir's budget in bytes, every object in it together (0: %d, 10 GiB)", int64(engine.DefaultCacheDirBytes)))
 }
