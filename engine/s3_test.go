@@ -231,7 +231,7 @@ func TestRerankFromObject(t *testing.T) {
 		assert.Equal(t, want, got, "query %d", qi)
 	}
 
-	s, err := engine.OpenVectors(u, "mmap", 0)
+	s, err := engine.OpenVectors(nil, u, "mmap", 0)
 	require.NoError(t, err)
 	assert.Equal(t, rerank.StrategyBatch, s.Strategy())
 	require.NoError(t, s.Check(rx.Dim(), rx.NTotal()))

@@ -94,6 +94,8 @@ type Spec struct {
 	// cannot be served without one, and a file that holds its vectors
 	// takes none.
 	VectorsPath, VectorsLabel string
+	// Env is the process's choices: its kernels (nil: the defaults).
+	Env *Env
 }
 
 // RerankSpec configures full-precision rescoring.
@@ -315,7 +317,8 @@ func Prepare(spec Spec) (_ *Plan, err error) {
 		return nil, &tagged{msg: spec.Label + ": " + err.Error(), tags: []error{ErrNotServable}, inner: err}
 	}
 	p.opts = hnswsearch.Options{Semantics: sem, Kernel: ker, BatchReads: spec.BatchReads, ExactFilterMax: spec.ExactFilterMax,
-		IndexEfSearch: spec.EfSearch, FullMode: spec.Mode == "full", VerifyChecksum: spec.VerifyChecksum, CAGRASeed: spec.CAGRASeed}
+		IndexEfSearch: spec.EfSearch, FullMode: spec.Mode == "full", VerifyChecksum: spec.VerifyChecksum, CAGRASeed: spec.CAGRASeed,
+		NoAVX512: !spec.Env.avx512()}
 	p.cacheBytes = storage.Options{CacheBytes: spec.CacheBytes, BlockSize: spec.CacheBlock, CacheDir: spec.CacheDir}.CacheBudgetFor(storage.CacheAs(spec.Path, backend), pf.Size)
 	p.need = pf.ResidentBytes() + p.cacheBytes
 	if backend == "memory" {
@@ -650,9 +653,11 @@ func (x *Index) openRerank(rs *RerankSpec, bind *s3.Binding) error {
 	switch name := cmp.Or(rs.Label, rs.Path); {
 	case shared || err != nil:
 	case storage.IsRemote(rs.Path):
-		s, err = openVectorObject(rs.Path, name, bind)
+		s, err = openVectorObject(x.spec.Env, rs.Path, name, bind)
 	default:
-		s, err = rerank.OpenAs(rs.Path, name, rs.Strategy)
+		if s, err = rerank.OpenAs(rs.Path, name, rs.Strategy); err == nil {
+			s.SetAVX512(x.spec.Env.avx512())
+		}
 	}
 	if err != nil {
 		return err

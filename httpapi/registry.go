@@ -85,6 +85,8 @@ type Registry struct {
 	// cacheDir is the disk cache of s3:// indexes, of cacheDirBytes.
 	cacheDir      string
 	cacheDirBytes int64
+	// env is the process's kernel choice, given to every load.
+	env *engine.Env
 
 	// entries is never changed in place: a load or delete stores a changed
 	// copy (under mu), so a lookup is one atomic load with no lock (a read
@@ -479,6 +481,7 @@ func (r *Registry) openUnguarded(ctx context.Context, e *entry, spec LoadSpec) (
 	es := spec.engineSpec()
 	es.Path, es.GuideDir, es.Ctx = path, r.guideDir, ctx
 	es.CacheDir, es.CacheDirBytes = r.cacheDir, r.cacheDirBytes
+	es.Env = r.env
 	es.Progress = func(done, total int64) { e.building.Store(&[2]int64{done, total}) }
 	defer e.building.Store(nil)
 	if spec.VectorsPath != "" {

@@ -44,6 +44,9 @@ type Config struct {
 	Pprof          bool          // serve /debug/pprof (behind the token when one is set)
 	Logger         *slog.Logger
 	Limits         Limits // bounds on what requests may ask; zero fields take defaults
+	// Env is the process's kernel choice, given to every load (nil: the
+	// defaults).
+	Env *engine.Env
 }
 
 // Server is the HTTP API.
@@ -239,6 +242,7 @@ func New(cfg Config) (*Server, error) {
 	reg.limits = cfg.Limits
 	reg.guideDir = cfg.GuideDir
 	reg.cacheDir, reg.cacheDirBytes = cfg.CacheDir, cfg.CacheDirBytes
+	reg.env = cfg.Env
 	if cfg.CacheDir != "" { // held for the server's life: another process on it fails at start, not on loads
 		if s.releaseCacheDir, err = engine.ClaimCacheDir(cfg.CacheDir, cfg.CacheDirBytes); err != nil {
 			return nil, fmt.Errorf("cache_dir %s: %w", cfg.CacheDir, err)
