@@ -260,7 +260,7 @@ func machineRoom(m int64) int64 { return m - max(m/10, 4<<20) }
 // estimateLists is hnswsearch.EstimatePinnedLists of the plan's index, read
 // as Probe reads it (a batch of 512 small reads).
 func (p *Plan) estimateLists() (int64, error) {
-	o := storage.Options{Backend: "pread", CacheBytes: 1 << 20, Binding: p.bind}
+	o := storage.Options{Backend: "pread", CacheBytes: 1 << 20, Binding: p.bind, S3: p.spec.Env.s3()}
 	switch {
 	case p.backend == "zstd":
 		o.Backend = "zstd"
@@ -459,7 +459,7 @@ func Quantize(spec Spec, out string) (GuideInfo, error) {
 		return GuideInfo{}, err
 	}
 	obj := p.takeObject()
-	st, err := storage.Open(spec.Path, storage.Options{Backend: "pread", CacheBytes: 1 << 20, Object: obj})
+	st, err := storage.Open(spec.Path, storage.Options{Backend: "pread", CacheBytes: 1 << 20, Object: obj, S3: spec.Env.s3()})
 	if err != nil {
 		return GuideInfo{}, err
 	}
@@ -472,7 +472,7 @@ func Quantize(spec Spec, out string) (GuideInfo, error) {
 	}
 	var vr io.ReaderAt
 	if p.vlayout != nil {
-		vst, err := storage.Open(spec.VectorsPath, storage.Options{Backend: "pread", CacheBytes: 1 << 20})
+		vst, err := storage.Open(spec.VectorsPath, storage.Options{Backend: "pread", CacheBytes: 1 << 20, S3: spec.Env.s3()})
 		if err != nil {
 			return GuideInfo{}, err
 		}

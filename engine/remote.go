@@ -141,10 +141,10 @@ func (x *Index) remoteRerank(rs *RerankSpec) (s *rerank.Store, ok bool, err erro
 }
 
 // OpenVectors opens a rerank vector file for a front end: an s3:// object
-// with strategy batch, whatever strategy is named (the others read local
-// files), else the local file with strategy, the direct strategy keeping
-// parallel reads in flight (≤ 0: rerank.DefaultParallel); its kernel is
-// env's choice.
+// (through env's client) with strategy batch, whatever strategy is named
+// (the others read local files), else the local file with strategy, the
+// direct strategy keeping parallel reads in flight (≤ 0:
+// rerank.DefaultParallel); its kernel is env's choice.
 func OpenVectors(env *Env, path, strategy string, parallel int) (*rerank.Store, error) {
 	if storage.IsRemote(path) {
 		return openVectorObject(env, path, path, nil)
@@ -160,7 +160,7 @@ func OpenVectors(env *Env, path, strategy string, parallel int) (*rerank.Store, 
 // openVectorObject opens the vector file in the s3:// object at path with
 // strategy batch, naming it name in errors.
 func openVectorObject(env *Env, path, name string, bind *s3.Binding) (*rerank.Store, error) {
-	o, err := s3.Open(path, s3.Options{Binding: bind})
+	o, err := env.s3().Open(path, s3.Options{Binding: bind})
 	if err != nil {
 		return nil, err
 	}
@@ -180,7 +180,7 @@ func openVectorObject(env *Env, path, name string, bind *s3.Binding) (*rerank.St
 // open costs the object's first GET, the arrays', the storage header's and
 // the search's first lists, not twice that.
 func probeRemote(spec Spec, bind *s3.Binding) (*faissfmt.File, *s3.Object, error) {
-	obj, err := s3.Open(spec.Path, s3.Options{Binding: bind})
+	obj, err := spec.Env.s3().Open(spec.Path, s3.Options{Binding: bind})
 	if err != nil {
 		return nil, nil, err
 	}

@@ -94,7 +94,8 @@ type Spec struct {
 	// cannot be served without one, and a file that holds its vectors
 	// takes none.
 	VectorsPath, VectorsLabel string
-	// Env is the process's choices: its kernels (nil: the defaults).
+	// Env is the process's choices: its S3 client and kernels (nil: the
+	// defaults).
 	Env *Env
 }
 
@@ -302,7 +303,7 @@ func Prepare(spec Spec) (_ *Plan, err error) {
 	if storage.IsRemote(spec.Path) && backend != "memory" {
 		pf, obj, err = probeRemote(spec, bind)
 	} else {
-		pf, err = probe(spec.Path, backend, bind)
+		pf, err = probe(spec.Path, backend, spec.Env.s3(), bind)
 	}
 	if err != nil {
 		return nil, err
@@ -536,7 +537,7 @@ func (p *Plan) Open() (*Index, error) {
 		obj.Bind(bind)
 	}
 	st, err := storage.Open(spec.Path, storage.Options{Backend: p.backend, CacheBytes: p.cacheBytes, BlockSize: spec.CacheBlock,
-		AlignOffset: hnswsearch.AlignOffset(p.probe), CacheDir: spec.CacheDir, CacheDirBytes: spec.CacheDirBytes, Object: obj, Binding: bind})
+		AlignOffset: hnswsearch.AlignOffset(p.probe), CacheDir: spec.CacheDir, CacheDirBytes: spec.CacheDirBytes, Object: obj, Binding: bind, S3: spec.Env.s3()})
 	if err != nil {
 		if errors.Is(err, partial.ErrBadOption) {
 			return nil, asBadSpec(err)

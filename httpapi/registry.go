@@ -85,7 +85,7 @@ type Registry struct {
 	// cacheDir is the disk cache of s3:// indexes, of cacheDirBytes.
 	cacheDir      string
 	cacheDirBytes int64
-	// env is the process's kernel choice, given to every load.
+	// env is the process's S3 client and kernels, given to every load.
 	env *engine.Env
 
 	// entries is never changed in place: a load or delete stores a changed

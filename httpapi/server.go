@@ -44,8 +44,8 @@ type Config struct {
 	Pprof          bool          // serve /debug/pprof (behind the token when one is set)
 	Logger         *slog.Logger
 	Limits         Limits // bounds on what requests may ask; zero fields take defaults
-	// Env is the process's kernel choice, given to every load (nil: the
-	// defaults).
+	// Env is the process's S3 client and kernel choice, given to every
+	// load (nil: a client of the server's own, the default kernels).
 	Env *engine.Env
 }
 
@@ -243,6 +243,9 @@ func New(cfg Config) (*Server, error) {
 	reg.guideDir = cfg.GuideDir
 	reg.cacheDir, reg.cacheDirBytes = cfg.CacheDir, cfg.CacheDirBytes
 	reg.env = cfg.Env
+	if reg.env == nil { // every load of the server through one S3 client
+		reg.env = &engine.Env{S3: engine.NewS3Client(engine.S3Options{})}
+	}
 	if cfg.CacheDir != "" { // held for the server's life: another process on it fails at start, not on loads
 		if s.releaseCacheDir, err = engine.ClaimCacheDir(cfg.CacheDir, cfg.CacheDirBytes); err != nil {
 			return nil, fmt.Errorf("cache_dir %s: %w", cfg.CacheDir, err)

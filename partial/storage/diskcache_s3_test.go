@@ -35,7 +35,7 @@ func TestS3DiskCacheStack(t *testing.T) {
 	bucket := s3test.Bucket(t)
 	u := s3test.PutFile(t, bucket, "p.bin", path)
 	dir := t.TempDir()
-	o := storage.Options{CacheDir: dir}
+	o := storage.Options{CacheDir: dir, S3: s3.NewClient(s3.Options{})}
 	s, err := storage.Open(u, o)
 	require.NoError(t, err)
 	c, ok := s.(*blockcache.Cached)

@@ -58,6 +58,9 @@ type Options struct {
 	// Binding is the context of the requests an object opened here makes
 	// for callers that pass none (s3.Binding): a load's deadline.
 	Binding *s3.Binding
+	// S3 opens an s3:// path (nil: a client of the open's own, see
+	// s3.Client.Open).
+	S3 *s3.Client
 }
 
 // keptObject is an object whose Close leaves it open (Options.KeepObject).
@@ -255,7 +258,7 @@ func openRemote(path string, o Options) (_ partial.Storage, err error) {
 		if o.Object != nil && !o.KeepObject {
 			o.Object.Close() // a whole download opens its own
 		}
-		return s3.OpenMemory(path, o.AlignOffset, s3.Options{Binding: o.Binding})
+		return o.S3.OpenMemory(path, o.AlignOffset, s3.Options{Binding: o.Binding})
 	case "zstd":
 		return nil, fmt.Errorf("%w: backend zstd does not read from S3 yet (%s)", partial.ErrBadOption, path)
 	case "", "auto", "s3", "pread", "mmap", "direct":
@@ -269,7 +272,7 @@ func openRemote(path string, o Options) (_ partial.Storage, err error) {
 	bs := o.remoteBlockSize()
 	obj := o.Object
 	if obj == nil {
-		if obj, err = s3.Open(path, s3.Options{Binding: o.Binding}); err != nil {
+		if obj, err = o.S3.Open(path, s3.Options{Binding: o.Binding}); err != nil {
 			return nil, err
 		}
 	}
