@@ -2,6 +2,7 @@ package engine
 
 import (
 	"github.com/faiss-sidecar/faiss-sidecar/internal/distance"
+	"github.com/faiss-sidecar/faiss-sidecar/partial/diskcache"
 	"github.com/faiss-sidecar/faiss-sidecar/partial/s3"
 )
 
@@ -48,3 +49,13 @@ type (
 // their defaults (an endpoint, timeouts, attempts); the AWS configuration
 // is read on first use.
 func NewS3Client(o S3Options) *S3Client { return s3.NewClient(o) }
+
+// CacheDir is a disk cache directory for s3:// indexes (Spec.CacheDir),
+// shared by every index opened with the same value: its budget covers
+// them all, and it is locked while one of them is open (or Hold).
+type CacheDir = diskcache.Dir
+
+// NewCacheDir is the disk cache directory dir with a budget of budget
+// bytes (0: DefaultCacheDirBytes), touched only when an index opens on it
+// or it is held (CacheDir.Hold: a server from start).
+func NewCacheDir(dir string, budget int64) *CacheDir { return diskcache.NewDir(dir, budget) }

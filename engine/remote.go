@@ -185,7 +185,7 @@ func probeRemote(spec Spec, bind *s3.Binding) (*faissfmt.File, *s3.Object, error
 		return nil, nil, err
 	}
 	st, err := storage.Open(spec.Path, storage.Options{Backend: "pread", CacheBytes: 1 << 20, Object: obj, KeepObject: true,
-		CacheDir: spec.CacheDir, CacheDirBytes: spec.CacheDirBytes})
+		CacheDir: spec.CacheDir})
 	if err != nil {
 		obj.Close()
 		return nil, nil, err

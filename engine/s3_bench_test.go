@@ -128,7 +128,7 @@ func BenchmarkS3Latency(b *testing.B) {
 				x.Close()
 			}
 			if m.disk {
-				remote.CacheDir = b.TempDir()
+				remote.CacheDir = engine.NewCacheDir(b.TempDir(), 0)
 			}
 			gets, rounds := fp.GETs.Load(), fp.Rounds.Load()
 			b.ResetTimer()

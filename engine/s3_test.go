@@ -143,7 +143,7 @@ func TestS3OpenOnce(t *testing.T) {
 		u := s3test.PutFile(t, bucket, "once/"+name+".faiss", fixture(name+".faiss"))
 		// (Under a memory budget the open also pins lists and samples
 		// them: more reads, of the index's own storage.)
-		for _, spec := range []engine.Spec{{Path: u}, {Path: u, CacheDir: t.TempDir()}} {
+		for _, spec := range []engine.Spec{{Path: u}, {Path: u, CacheDir: engine.NewCacheDir(t.TempDir(), 0)}} {
 			before := s3.ReadMetrics()
 			p, err := engine.Prepare(spec)
 			require.NoError(t, err)

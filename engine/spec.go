@@ -48,10 +48,9 @@ type Spec struct {
 	// at what the file can fill); CacheBlock its block size (0: 4096).
 	CacheBytes int64
 	CacheBlock int
-	// CacheDir and CacheDirBytes are an s3:// object's local disk cache
-	// and its budget (storage.Options).
-	CacheDir      string
-	CacheDirBytes int64
+	// CacheDir is an s3:// object's local disk cache (NewCacheDir;
+	// storage.Options), nil for none.
+	CacheDir *CacheDir
 	// MemoryBudget > 0 (memory_efficient and on_disk) plans everything the
 	// index may hold (hnswsearch.PlanBudget) with Workers concurrent
 	// queries (0: GOMAXPROCS).
@@ -437,8 +436,10 @@ func checkStatic(spec *Spec) error {
 	if err := blockcache.CheckBlockSize(spec.CacheBlock); err != nil {
 		return fieldWrap("cache_block", err)
 	}
-	if err := diskcache.CheckBudget(spec.CacheDirBytes); err != nil {
-		return fieldWrap("cache_dir_bytes", err)
+	if spec.CacheDir != nil {
+		if err := diskcache.CheckBudget(spec.CacheDir.Budget()); err != nil {
+			return fieldWrap("cache_dir_bytes", err)
+		}
 	}
 	switch {
 	case spec.CacheBytes < 0:
@@ -537,7 +538,7 @@ func (p *Plan) Open() (*Index, error) {
 		obj.Bind(bind)
 	}
 	st, err := storage.Open(spec.Path, storage.Options{Backend: p.backend, CacheBytes: p.cacheBytes, BlockSize: spec.CacheBlock,
-		AlignOffset: hnswsearch.AlignOffset(p.probe), CacheDir: spec.CacheDir, CacheDirBytes: spec.CacheDirBytes, Object: obj, Binding: bind, S3: spec.Env.s3()})
+		AlignOffset: hnswsearch.AlignOffset(p.probe), CacheDir: spec.CacheDir, Object: obj, Binding: bind, S3: spec.Env.s3()})
 	if err != nil {
 		if errors.Is(err, partial.ErrBadOption) {
 			return nil, asBadSpec(err)

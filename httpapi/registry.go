@@ -82,9 +82,10 @@ type Registry struct {
 	limits  Limits
 	// guideDir holds on_disk guide files ("": beside each index).
 	guideDir string
-	// cacheDir is the disk cache of s3:// indexes, of cacheDirBytes.
-	cacheDir      string
-	cacheDirBytes int64
+	// cacheDir is the disk cache of s3:// indexes: its path, and the
+	// directory every load shares (nil: none).
+	cacheDir  string
+	cacheOpen *engine.CacheDir
 	// env is the process's S3 client and kernels, given to every load.
 	env *engine.Env
 
@@ -480,8 +481,7 @@ func (r *Registry) openUnguarded(ctx context.Context, e *entry, spec LoadSpec) (
 	}
 	es := spec.engineSpec()
 	es.Path, es.GuideDir, es.Ctx = path, r.guideDir, ctx
-	es.CacheDir, es.CacheDirBytes = r.cacheDir, r.cacheDirBytes
-	es.Env = r.env
+	es.CacheDir, es.Env = r.cacheOpen, r.env
 	es.Progress = func(done, total int64) { e.building.Store(&[2]int64{done, total}) }
 	defer e.building.Store(nil)
 	if spec.VectorsPath != "" {

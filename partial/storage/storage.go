@@ -43,11 +43,11 @@ type Options struct {
 	AlignOffset int64
 	// CacheDir, for an s3:// path read on demand, is a local disk cache
 	// (partial/diskcache) between the block cache and the object: blocks
-	// fetched once are kept there, across restarts, within CacheDirBytes
-	// (0: diskcache.DefaultBudget) for all objects in the directory.
-	// Ignored for local files and for backend memory (a whole download).
-	CacheDir      string
-	CacheDirBytes int64
+	// fetched once are kept there, across restarts, within its budget for
+	// all objects in the directory (shared by every storage given the same
+	// Dir). Ignored for local files, for backend memory (a whole download)
+	// and when its path is "", but for its budget's check.
+	CacheDir *diskcache.Dir
 	// Object, for an s3:// path read on demand, is its object already
 	// open (by a probe of the same path): the stack is built on it rather
 	// than opening it again. Open owns it: closing the storage, or Open
@@ -183,8 +183,10 @@ func (o Options) CacheBudgetFor(backend string, size int64) int64 {
 // o.BlockSize is set (remoteBlockSize).
 // Backend s3 refuses a local path, and zstd is not served from S3 yet.
 func Open(path string, o Options) (partial.Storage, error) {
-	if err := diskcache.CheckBudget(o.CacheDirBytes); err != nil {
-		return nil, err
+	if o.CacheDir != nil {
+		if err := diskcache.CheckBudget(o.CacheDir.Budget()); err != nil {
+			return nil, err
+		}
 	}
 	if IsRemote(path) {
 		return openRemote(path, o)
@@ -237,10 +239,18 @@ func (o Options) remoteBlockSize() int {
 	switch {
 	case o.BlockSize != 0:
 		return o.BlockSize
-	case o.CacheDir != "":
+	case o.diskCache() != nil:
 		return 4096
 	}
 	return s3.DefaultBlockSize
+}
+
+// diskCache is o's disk cache directory, nil for none.
+func (o Options) diskCache() *diskcache.Dir {
+	if o.CacheDir == nil || o.CacheDir.Path() == "" {
+		return nil
+	}
+	return o.CacheDir
 }
 
 // openRemote opens an s3:// path (see Open).
@@ -281,8 +291,8 @@ func openRemote(path string, o Options) (_ partial.Storage, err error) {
 	if o.KeepObject {
 		inner, dobj = keptObject{obj}, keptObject{obj}
 	}
-	if o.CacheDir != "" {
-		dc, err := diskcache.Open(dobj, diskcache.Options{Dir: o.CacheDir, Budget: o.CacheDirBytes, BlockSize: max(bs, s3.DefaultBlockSize)})
+	if o.diskCache() != nil {
+		dc, err := diskcache.Open(dobj, diskcache.Options{Dir: o.CacheDir, BlockSize: max(bs, s3.DefaultBlockSize)})
 		if err != nil {
 			inner.Close()
 			return nil, err
