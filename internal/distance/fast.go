@@ -31,12 +31,11 @@ func goKernels() Kernels { return Kernels{L2: l2Go4, IP: ipGo4, L2F: l2Go4F, IPF
 // false when one of those slots holds a NaN, where callers must follow
 // FAISS's scan step by step. It uses AVX2 where the CPU has it (fixed at
 // start: no choice to pass down, the answers are the same).
-func MinSlot2(dis []float32, ids []int32) (slot, runner int, ok bool) {
-	if simd {
-		return minSlot2SIMD(dis, ids)
-	}
-	return minSlot2Go(dis, ids)
-}
+func MinSlot2(dis []float32, ids []int32) (slot, runner int, ok bool) { return minSlot2(dis, ids) }
+
+// minSlot2 is MinSlot2's implementation, chosen at init by CPU feature
+// and never changed: one indirect call, as inlined into the caller.
+var minSlot2 = minSlot2Go
 
 func l2Go4(q []float32, x []byte) float32 {
 	x = x[:4*len(q)]

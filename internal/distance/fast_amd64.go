@@ -22,6 +22,12 @@ import (
 // start, never changed.
 var simd = cpu.X86.HasAVX2 && cpu.X86.HasFMA
 
+func init() {
+	if simd {
+		minSlot2 = minSlot2SIMD
+	}
+}
+
 func fast(avx512 bool) Kernels {
 	switch {
 	case !simd:
