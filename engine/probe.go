@@ -12,12 +12,12 @@ import (
 // for zstd, the file itself otherwise) without loading it, to learn its
 // sizes and small arrays before committing memory to it. The engine opens
 // the storage so that the search package names no backend.
-func Probe(path, backend string) (*faissfmt.File, error) { return probe(path, path, backend, nil) }
+func Probe(path, backend string) (*faissfmt.File, error) { return probe(path, path, backend, nil, nil) }
 
 // probe is Probe naming the file label in its errors, its object-store
-// requests ending with bind.
-func probe(path, label, backend string, bind *s3.Binding) (*faissfmt.File, error) {
-	o := storage.Options{Backend: "pread", CacheBytes: 1 << 20, Binding: bind, Name: label}
+// requests going through c and ending with bind.
+func probe(path, label, backend string, c *s3.Client, bind *s3.Binding) (*faissfmt.File, error) {
+	o := storage.Options{Backend: "pread", CacheBytes: 1 << 20, Binding: bind, S3: c, Name: label}
 	if backend == "zstd" {
 		o.Backend = "zstd"
 	}

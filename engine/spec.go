@@ -51,10 +51,9 @@ type Spec struct {
 	// at what the file can fill); CacheBlock its block size (0: 4096).
 	CacheBytes int64
 	CacheBlock int
-	// CacheDir and CacheDirBytes are an s3:// object's local disk cache
-	// and its budget (storage.Options).
-	CacheDir      string
-	CacheDirBytes int64
+	// CacheDir is an s3:// object's local disk cache (NewCacheDir;
+	// storage.Options), nil for none.
+	CacheDir *CacheDir
 	// MemoryBudget > 0 (memory_efficient and on_disk) plans everything the
 	// index may hold (hnswsearch.PlanBudget) with Workers concurrent
 	// queries (0: GOMAXPROCS).
@@ -97,6 +96,9 @@ type Spec struct {
 	// cannot be served without one, and a file that holds its vectors
 	// takes none.
 	VectorsPath, VectorsLabel string
+	// Env is the process's choices: its S3 client and kernels (nil: the
+	// defaults).
+	Env *Env
 }
 
 // RerankSpec configures full-precision rescoring.
@@ -303,7 +305,7 @@ func Prepare(spec Spec) (_ *Plan, err error) {
 	if storage.IsRemote(spec.Path) && backend != "memory" {
 		pf, obj, err = probeRemote(spec, bind)
 	} else {
-		pf, err = probe(spec.Path, spec.Label, backend, bind)
+		pf, err = probe(spec.Path, spec.Label, backend, spec.Env.s3(), bind)
 	}
 	if err != nil {
 		return nil, err
@@ -318,7 +320,8 @@ func Prepare(spec Spec) (_ *Plan, err error) {
 		return nil, &tagged{msg: spec.Label + ": " + err.Error(), tags: []error{ErrNotServable}, inner: err}
 	}
 	p.opts = hnswsearch.Options{Semantics: sem, Kernel: ker, BatchReads: spec.BatchReads, ExactFilterMax: spec.ExactFilterMax,
-		IndexEfSearch: spec.EfSearch, FullMode: spec.Mode == "full", VerifyChecksum: spec.VerifyChecksum, CAGRASeed: spec.CAGRASeed}
+		IndexEfSearch: spec.EfSearch, FullMode: spec.Mode == "full", VerifyChecksum: spec.VerifyChecksum, CAGRASeed: spec.CAGRASeed,
+		NoAVX512: !spec.Env.avx512()}
 	p.cacheBytes = storage.Options{CacheBytes: spec.CacheBytes, BlockSize: spec.CacheBlock, CacheDir: spec.CacheDir}.CacheBudgetFor(storage.CacheAs(spec.Path, backend), pf.Size)
 	p.need = pf.ResidentBytes() + p.cacheBytes
 	if backend == "memory" {
@@ -436,8 +439,10 @@ func checkStatic(spec *Spec) error {
 	if err := blockcache.CheckBlockSize(spec.CacheBlock); err != nil {
 		return fieldWrap("cache_block", err)
 	}
-	if err := diskcache.CheckBudget(spec.CacheDirBytes); err != nil {
-		return fieldWrap("cache_dir_bytes", err)
+	if spec.CacheDir != nil {
+		if err := diskcache.CheckBudget(spec.CacheDir.Budget()); err != nil {
+			return fieldWrap("cache_dir_bytes", err)
+		}
 	}
 	switch {
 	case spec.CacheBytes < 0:
@@ -537,7 +542,7 @@ func (p *Plan) Open() (*Index, error) {
 		obj.Bind(bind)
 	}
 	st, err := storage.Open(spec.Path, storage.Options{Backend: p.backend, CacheBytes: p.cacheBytes, BlockSize: spec.CacheBlock,
-		AlignOffset: hnswsearch.AlignOffset(p.probe), CacheDir: spec.CacheDir, CacheDirBytes: spec.CacheDirBytes, Object: obj, Binding: bind,
+		AlignOffset: hnswsearch.AlignOffset(p.probe), CacheDir: spec.CacheDir, Object: obj, Binding: bind, S3: spec.Env.s3(),
 		Name: spec.Label})
 	if err != nil {
 		if errors.Is(err, partial.ErrBadOption) {
@@ -655,9 +660,11 @@ func (x *Index) openRerank(rs *RerankSpec, bind *s3.Binding) error {
 	switch name := cmp.Or(rs.Label, rs.Path); {
 	case shared || err != nil:
 	case storage.IsRemote(rs.Path):
-		s, err = openVectorObject(rs.Path, name, bind)
+		s, err = openVectorObject(x.spec.Env, rs.Path, name, bind)
 	default:
-		s, err = rerank.OpenAs(rs.Path, name, rs.Strategy)
+		if s, err = rerank.OpenAs(rs.Path, name, rs.Strategy); err == nil {
+			s.SetAVX512(x.spec.Env.avx512())
+		}
 	}
 	if err != nil {
 		return err

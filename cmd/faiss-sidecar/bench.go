@@ -17,7 +17,6 @@ import (
 
 	"github.com/faiss-sidecar/faiss-sidecar/engine"
 	"github.com/faiss-sidecar/faiss-sidecar/hnswsearch"
-	"github.com/faiss-sidecar/faiss-sidecar/internal/distance"
 	"github.com/faiss-sidecar/faiss-sidecar/internal/vecio"
 	"github.com/faiss-sidecar/faiss-sidecar/partial"
 	"github.com/faiss-sidecar/faiss-sidecar/rerank"
@@ -208,7 +207,7 @@ func runBenchSearch(args []string, stdout io.Writer) error {
 		}
 	}
 	res := searchBenchResult{Index: pos[0], Mode: ix.mode, Backend: l.x.Backend(), Semantics: ix.semantics, Kernel: ix.kernel,
-		KernelImpl: distance.FastImpl, Threads: *threads, Queries: len(qs), K: *k, EfSearch: *ef, OpenMs: float64(l.openDur.Microseconds()) / 1e3}
+		KernelImpl: procEnv.KernelImpl(), Threads: *threads, Queries: len(qs), K: *k, EfSearch: *ef, OpenMs: float64(l.openDur.Microseconds()) / 1e3}
 	if res.EfSearchStored = l.x.StoredEfSearch(); res.EfSearch == 0 {
 		res.EfSearch = l.x.EfSearch() // the stored value, or --index-ef-search
 	}

@@ -20,7 +20,7 @@ var backendHelp = "storage backend: " + strings.Join(storage.Backends, ", ") + "
 // named backend ("" = auto), with cd's disk cache for an s3:// path;
 // indexes open through the engine.
 func openSource(path, backend string, cacheBytes int64, cd cacheDirFlags) (partial.Storage, error) {
-	s, err := storage.Open(path, storage.Options{Backend: backend, CacheBytes: cacheBytes, CacheDir: cd.dir, CacheDirBytes: cd.bytes})
+	s, err := storage.Open(path, storage.Options{Backend: backend, CacheBytes: cacheBytes, CacheDir: cd.value(), S3: procEnv.S3})
 	if errors.Is(err, partial.ErrBadOption) {
 		return nil, badOption(err)
 	}
