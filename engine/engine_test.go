@@ -187,14 +187,13 @@ func TestRescoreFillsAsFAISS(t *testing.T) {
 	require.NoError(t, err)
 	q, _ := f.Query(0)
 	allow := []int64{3, 7}
-	short, _, err := x.Search(hnswsearch.Query{Vector: q}, hnswsearch.Params{K: 5, Filter: allow}, nil)
+	qp, err := x.Plan(engine.Request{K: 5, Filter: allow})
 	require.NoError(t, err)
-	res, err := x.Rescore(q, short, 5, nil, nil)
+	require.Positive(t, qp.Shortlist(), "the plan rescores")
+	res, _, err := x.Search(&qp, engine.Query{Vector: q}, nil)
 	require.NoError(t, err)
-	require.Len(t, res, 2)
-	assert.ElementsMatch(t, allow, []int64{res[0].ID, res[1].ID})
-	res = x.FillFAISS(res, 5)
 	require.Len(t, res, 5)
+	assert.ElementsMatch(t, allow, []int64{res[0].ID, res[1].ID})
 	for _, r := range res[2:] {
 		assert.Equal(t, int64(-1), r.ID)
 		assert.Equal(t, int32(-1), r.Label)
@@ -267,7 +266,7 @@ func TestQueryErrors(t *testing.T) {
 		assert.ErrorIs(t, err, engine.ErrBadRequest)
 		assert.Contains(t, err.Error(), c.msg)
 	}
-	require.NoError(t, engine.CheckQuery(10, 0, false, 0), "ef 0 not given: the index's")
+	require.NoError(t, engine.Request{K: 10}.Check(), "ef 0 not given: the index's")
 	qp, err := x.Plan(engine.Request{K: 10})
 	require.NoError(t, err)
 	for _, c := range []struct {
@@ -398,17 +397,19 @@ func TestSearchBatchFAISS(t *testing.T) {
 		require.NoError(t, err)
 		x, _, err := engine.Open(engine.Spec{Path: fixture(name + ".faiss"), Semantics: "faiss-1.7.3", Kernel: "exact"})
 		require.NoError(t, err)
-		qs := make([]hnswsearch.Query, len(f.Queries))
+		qs := make([]engine.Query, len(f.Queries))
 		for i := range qs {
 			qs[i].Vector, qs[i].Code = f.Query(i)
 		}
 		for ri, run := range f.Runs {
-			r := engine.FAISSRequest{K: run.K, Filter: run.AllowIDs}
+			r := engine.Request{K: run.K, Filter: run.AllowIDs}
 			if run.EfSearch != nil {
-				r.EfSearch = *run.EfSearch
+				r.EfSearch, r.EfSearchSet = *run.EfSearch, true
 			}
+			qp, err := x.Plan(r)
+			require.NoError(t, err)
 			for _, workers := range []int{1, 3} {
-				res := x.SearchBatchFAISS(qs, nil, r, workers)
+				res := x.SearchBatch(&qp, qs, workers)
 				require.Len(t, res, len(qs))
 				for qi, br := range res {
 					require.NoError(t, br.Err)
@@ -431,7 +432,7 @@ func TestSearchBatchFAISS(t *testing.T) {
 		Rerank: &engine.RerankSpec{Path: fixture("hnsw_flat_l2.faiss"), Strategy: "pread"}})
 	require.NoError(t, err)
 	defer x.Close()
-	qs := make([]hnswsearch.Query, len(f.Queries))
+	qs := make([]engine.Query, len(f.Queries))
 	for i := range qs {
 		qs[i].Vector, _ = f.Query(i)
 	}
@@ -440,7 +441,9 @@ func TestSearchBatchFAISS(t *testing.T) {
 		if run.Exact == nil {
 			continue
 		}
-		res := x.SearchBatchFAISS(qs, nil, engine.FAISSRequest{K: run.K, Filter: run.AllowIDs, Oversample: 100}, 2)
+		qp, err := x.Plan(engine.Request{K: run.K, Filter: run.AllowIDs, Rescore: &engine.Rescore{Oversample: 100}})
+		require.NoError(t, err)
+		res := x.SearchBatch(&qp, qs, 2)
 		for qi, br := range res {
 			require.NoError(t, br.Err)
 			require.Len(t, br.Hits, run.K)
@@ -463,7 +466,9 @@ func TestSearchBatchFAISS(t *testing.T) {
 	}
 	assert.Positive(t, checked)
 	// One query with its own float query, as the CLI passes --rerank-queries.
-	rows, _, err := x.SearchFAISS(hnswsearch.Query{Vector: qs[0].Vector}, qs[0].Vector, engine.FAISSRequest{K: 5, Filter: []int64{3, 7}}, nil, nil)
+	qp, err := x.Plan(engine.Request{K: 5, Filter: []int64{3, 7}, RescoreBinary: true})
+	require.NoError(t, err)
+	rows, _, err := x.Search(&qp, engine.Query{Vector: qs[0].Vector, Rescore: qs[0].Vector}, nil)
 	require.NoError(t, err)
 	require.Len(t, rows, 5)
 	assert.ElementsMatch(t, []int64{3, 7}, []int64{rows[0].ID, rows[1].ID})
@@ -476,11 +481,15 @@ func TestSearchBatchFAISS(t *testing.T) {
 func TestSearchFAISSBinaryRerankNeedsFloats(t *testing.T) {
 	x := openBinaryWithRerank(t)
 	code := make([]byte, x.Dim())
-	_, _, err := x.SearchFAISS(hnswsearch.Query{Code: code}, nil, engine.FAISSRequest{K: 3}, nil, nil)
+	qp, err := x.Plan(engine.Request{K: 3, RescoreBinary: true})
+	require.NoError(t, err)
+	_, _, err = x.Search(&qp, engine.Query{Code: code}, nil)
 	require.ErrorIs(t, err, engine.ErrBadRequest)
 	assert.Contains(t, err.Error(), "needs float queries")
 	allow := []int64{1, 2, 3, 40}
-	rows, _, err := x.SearchFAISS(hnswsearch.Query{Code: code}, []float32{2, 2, 2, 2}, engine.FAISSRequest{K: 5, Filter: allow}, nil, nil)
+	qp, err = x.Plan(engine.Request{K: 5, Filter: allow, RescoreBinary: true})
+	require.NoError(t, err)
+	rows, _, err := x.Search(&qp, engine.Query{Code: code, Rescore: []float32{2, 2, 2, 2}}, nil)
 	require.NoError(t, err)
 	require.Len(t, rows, 5)
 	assert.Equal(t, int64(2), rows[0].ID)

@@ -35,9 +35,15 @@ func (e *Env) s3() *s3.Client {
 // avx512 reports whether e lets the kernels use AVX-512.
 func (e *Env) avx512() bool { return e == nil || !e.NoAVX512 }
 
-// KernelImpl names the fast distance kernels of the indexes opened with e
-// on this CPU: "avx512", "avx2" or "go".
-func (e *Env) KernelImpl() string { return distance.Fast(e.avx512()).Impl }
+// KernelImpl names the code that computes distances for a kernel name
+// (Spec.Kernel) in the indexes opened with e: "sequential" for exact,
+// else the fast kernels' code on this CPU ("avx512", "avx2" or "go").
+func (e *Env) KernelImpl(kernel string) string {
+	if kernel == "exact" {
+		return "sequential"
+	}
+	return distance.Fast(e.avx512()).Impl
+}
 
 // S3Client opens the objects of s3:// paths; S3Options are its settings.
 type (

@@ -203,18 +203,3 @@ func (x *Index) CheckFileContext(ctx context.Context) error {
 	}
 	return nil
 }
-
-// Search runs one query as FAISS does: q.Code for a binary index, else
-// q.Vector; k results in FAISS's order with −1 fills, internal labels
-// beside external ids. It neither rescores nor scores.
-func (x *Index) Search(q hnswsearch.Query, p hnswsearch.Params, dst []hnswsearch.Result) ([]hnswsearch.Result, hnswsearch.Stats, error) {
-	if x.idx.Binary() {
-		return x.idx.SearchBinary(q.Code, p, dst)
-	}
-	return x.idx.Search(q.Vector, p, dst)
-}
-
-// SearchBatch is Search over qs with up to workers goroutines.
-func (x *Index) SearchBatch(qs []hnswsearch.Query, p hnswsearch.Params, workers int, out []hnswsearch.BatchResult) []hnswsearch.BatchResult {
-	return x.idx.SearchBatch(qs, p, workers, out)
-}

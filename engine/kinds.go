@@ -81,7 +81,7 @@ type Neighbor struct {
 // equal slices. It is for comparing handles (a switch's check queries),
 // not for serving.
 func (x *Index) CheckSearch(ctx context.Context, vec []float32, code []byte, k int, dst []Neighbor) ([]Neighbor, error) {
-	res, _, err := x.Search(hnswsearch.Query{Vector: vec, Code: code}, hnswsearch.Params{K: k, Ctx: ctx}, nil)
+	res, _, err := x.search(Query{Vector: vec, Code: code}, hnswsearch.Params{K: k, Ctx: ctx}, nil)
 	for _, r := range res {
 		dst = append(dst, Neighbor{ID: r.ID, Distance: r.Distance, Label: r.Label})
 	}

@@ -8,7 +8,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/faiss-sidecar/faiss-sidecar/engine"
-	"github.com/faiss-sidecar/faiss-sidecar/hnswsearch"
 	"github.com/faiss-sidecar/faiss-sidecar/internal/testfixtures"
 	"github.com/faiss-sidecar/faiss-sidecar/partial"
 )
@@ -19,7 +18,9 @@ func TestReexportedKindsMatch(t *testing.T) {
 	x, _, err := engine.Open(engine.Spec{Path: fixture("hnsw_flat_l2.faiss")})
 	require.NoError(t, err)
 	defer x.Close()
-	_, _, err = x.Search(hnswsearch.Query{Vector: make([]float32, x.Dim())}, hnswsearch.Params{K: engine.MaxK + 1}, nil)
+	qp, err := x.Plan(engine.Request{K: 10})
+	require.NoError(t, err)
+	_, _, err = x.Search(&qp, engine.Query{Vector: make([]float32, x.Dim()+1)}, nil) // hnswsearch's check of the vector
 	assert.ErrorIs(t, err, engine.ErrBadQuery)
 	_, _, err = engine.ParseS3URL("s3://")
 	assert.ErrorIs(t, err, engine.ErrBadStorageOption)
@@ -41,7 +42,9 @@ func TestCheckSearchMatchesSearch(t *testing.T) {
 	f, err := testfixtures.Load(fixtures, "hnsw_flat_l2")
 	require.NoError(t, err)
 	q, _ := f.Query(0)
-	want, _, err := a.Search(hnswsearch.Query{Vector: q}, hnswsearch.Params{K: 10}, nil)
+	qp, err := a.Plan(engine.Request{K: 10})
+	require.NoError(t, err)
+	want, _, err := a.Search(&qp, engine.Query{Vector: q}, nil)
 	require.NoError(t, err)
 	ra, err := a.CheckSearch(context.Background(), q, nil, 10, nil)
 	require.NoError(t, err)

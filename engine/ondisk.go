@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/faiss-sidecar/faiss-sidecar/faissfmt"
 	"github.com/faiss-sidecar/faiss-sidecar/hnswsearch"
@@ -204,7 +205,8 @@ func (p *Plan) chooseLevel(levels []quant.Level, workers int) error {
 
 // machineBudget is the memory budget an on_disk spec without one
 // (Spec.MachineBudget set) is planned under: none (0) where the machine's
-// memory is unknown, the index is an object, or the machine's room
+// memory is unknown, the index is an object (the index file is
+// indexSize bytes), or the machine's room
 // (machineRoom) less what the caller holds beside the index (or the
 // caller's Spec.Room) holds what
 // the index would hold without a budget: its files (index, separate
@@ -217,13 +219,13 @@ func (p *Plan) chooseLevel(levels []quant.Level, workers int) error {
 // took the 47 MB 4x guide and was refused; given a guide that fits, it
 // served 48 QPS where the same level under a budget serves several times
 // that.
-func machineBudget(spec *Spec) int64 {
+func machineBudget(spec *Spec, indexSize int64) int64 {
 	m := machineMemory()
 	if m <= 0 || storage.IsRemote(spec.Path) {
 		return 0
 	}
-	var files int64
-	for _, path := range []string{spec.Path, spec.VectorsPath, rerankPath(spec)} {
+	files := indexSize
+	for _, path := range []string{spec.VectorsPath, rerankPath(spec)} {
 		if path == "" {
 			continue
 		}
@@ -251,23 +253,13 @@ func rerankPath(spec *Spec) string {
 }
 
 // estimateLists is hnswsearch.EstimatePinnedLists of the plan's index, read
-// as Probe reads it (a batch of 512 small reads).
+// as Probe reads it (a batch of 512 small reads), through the file Prepare
+// opened. Under backend direct the reads are direct too: on this machine's
+// kernel each cold 4 KiB read of the sample through the page cache brought
+// a larger folio in, charged to the process's memory cgroup while the
+// guide loads beside it.
 func (p *Plan) estimateLists() (int64, error) {
-	o := storage.Options{Backend: "pread", CacheBytes: 1 << 20, Binding: p.bind, S3: p.spec.Env.s3()}
-	switch {
-	case p.backend == "zstd":
-		o.Backend = "zstd"
-	case p.backend == "direct" && !storage.IsRemote(p.spec.Path):
-		// Not through the page cache: on this machine's kernel each cold
-		// 4 KiB read of the sample brought a larger folio in, 12–28 MB
-		// for the 512 lists of fashion-mnist, charged to the process's
-		// memory cgroup while the guide loads beside it. Inside a tenth
-		// of that file on_disk auto was killed in 4 runs of 4 that way,
-		// and served in 4 of 4 with these reads direct.
-		o = storage.Options{Backend: "direct"}
-	}
-	o.Name = p.spec.Label
-	st, err := storage.Open(p.spec.Path, o)
+	st, err := p.src.sample(p.backend, p.bind)
 	if err != nil {
 		return 0, err
 	}
@@ -295,15 +287,12 @@ func onDiskRerankStrategy(budget int64) string {
 // GuidePath is where an on_disk index's guide lives: beside the index
 // when dir is empty, as the index file's name + "." + level + ".guide";
 // in dir (a directory of many indexes' guides), and for an s3:// index
-// (in RemoteGuideDir when dir is empty), as sharedGuideName + "." +
-// level + ".guide".
+// (whose dir is Spec.GuideDir as Prepare fills it in), as sharedGuideName
+// + "." + level + ".guide".
 func GuidePath(dir, indexPath, level string) string {
 	name := filepath.Base(indexPath)
 	switch {
 	case storage.IsRemote(indexPath):
-		if dir == "" {
-			dir, _ = RemoteGuideDir() // planOnDisk refused a spec without one
-		}
 		name = sharedGuideName(indexPath)
 	case dir == "":
 		dir = filepath.Dir(indexPath)
@@ -318,7 +307,7 @@ func GuidePath(dir, indexPath, level string) string {
 // still served; why is in GuideInfo.
 func (x *Index) openGuide(p *Plan) error {
 	spec := x.spec
-	r, off, src, err := guideSource(x.st, x.file, spec.Path, x.vst, p.vlayout)
+	r, off, src, err := guideSource(x.st, x.file, spec.Path, p.src.mtime, x.vst, p.vlayout)
 	if err != nil {
 		return err
 	}
@@ -345,13 +334,10 @@ func (x *Index) openGuide(p *Plan) error {
 	return nil
 }
 
-// identify is the index file's identity a guide records.
-func identify(r io.ReaderAt, f *faissfmt.File, path string) (quant.SourceID, error) {
-	fi, err := os.Stat(path)
-	if err != nil {
-		return quant.SourceID{}, err
-	}
-	src, err := quant.IdentifyFile(r, f, fi.ModTime().UnixNano())
+// identify is the index file's identity a guide records; mtime is the
+// file's modification time as its load opened it.
+func identify(r io.ReaderAt, f *faissfmt.File, mtime time.Time) (quant.SourceID, error) {
+	src, err := quant.IdentifyFile(r, f, mtime.UnixNano())
 	if err != nil {
 		return src, fmt.Errorf("identifying the index file for its guide: %w", err)
 	}
@@ -386,12 +372,13 @@ func (p *Plan) Replan(beside int64) (*Plan, error) {
 	if !orig.MachineBudget || orig.MemoryBudget != 0 || orig.Mode != ModeOnDisk {
 		return p, nil
 	}
-	if machineBudget(&orig) == p.spec.MemoryBudget { // 0, or machineBudget's for the beside before
+	if machineBudget(&orig, p.src.size) == p.spec.MemoryBudget { // 0, or machineBudget's for the beside before
 		p.spec.Beside, p.orig.Beside = beside, beside
 		return p, nil
 	}
-	p.Discard()
-	return Prepare(orig)
+	src := p.src // planned anew on the same open file and parse
+	p.src = &source{}
+	return prepare(orig, src)
 }
 
 // OpenHeapBytes is what the Go heap may hold while the plan's index
@@ -453,15 +440,15 @@ func Quantize(spec Spec, out string) (GuideInfo, error) {
 	if err != nil {
 		return GuideInfo{}, err
 	}
-	obj := p.takeObject()
-	st, err := storage.Open(spec.Path, storage.Options{Backend: "pread", CacheBytes: 1 << 20, Object: obj, S3: spec.Env.s3()})
+	h, obj, changed := p.src.take()
+	st, err := storage.Open(spec.Path, storage.Options{Backend: "pread", CacheBytes: 1 << 20, Object: obj, File: h, S3: spec.Env.s3()})
 	if err != nil {
 		return GuideInfo{}, err
 	}
 	defer st.Close()
-	f := p.reusableProbe(obj)
+	f := p.src.reusable(h, obj, changed)
 	if f == nil {
-		if f, err = faissfmt.OpenWith(st, st.Size(), faissfmt.OpenOptions{AllowNullStorage: true, Window: storage.ParseWindow(spec.Path)}); err != nil {
+		if f, err = Parse(st, spec.Path); err != nil {
 			return GuideInfo{}, fmt.Errorf("%s: %w", spec.Label, err)
 		}
 	}
@@ -474,7 +461,7 @@ func Quantize(spec Spec, out string) (GuideInfo, error) {
 		defer vst.Close()
 		vr = vst
 	}
-	r, off, src, err := guideSource(st, f, spec.Path, vr, p.vlayout)
+	r, off, src, err := guideSource(st, f, spec.Path, p.src.mtime, vr, p.vlayout)
 	if err != nil {
 		return GuideInfo{}, err
 	}

@@ -523,9 +523,11 @@ func TestOnDiskQueryNoAllocs(t *testing.T) {
 				}
 				var fs rerank.FetchStats
 				allocs = testing.AllocsPerRun(3, func() {
-					if _, _, err := x.SearchFAISS(hnswsearch.Query{Vector: q32}, nil, engine.FAISSRequest{K: 10}, &sc, &fs); err != nil {
+					_, prof, err := x.Search(&qp, engine.Query{Vector: q32}, &sc)
+					if err != nil {
 						t.Fatal(err)
 					}
+					fs.Vectors += prof.Rerank.Vectors
 				})
 				require.Zero(t, allocs, "FAISS rows, query %d", qi)
 				require.Positive(t, fs.Vectors)

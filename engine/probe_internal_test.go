@@ -16,17 +16,23 @@ import (
 )
 
 // TestOpenReusesProbe: Plan.Open takes Prepare's parse when the file is
-// unchanged, and parses again when it was replaced in between.
+// unchanged, and parses again when it changed in between (rewritten in
+// place: the open file holds other bytes). A file replaced at its path in
+// between (a rename) is not looked up again: the load serves the file it
+// opened and probed, and its file check then says the path was replaced.
 func TestOpenReusesProbe(t *testing.T) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, "x.faiss")
-	copyFixture := func(name string) {
+	fixture := func(name string) []byte {
 		b, err := os.ReadFile(filepath.Join("..", "testdata", "fixtures", name))
 		require.NoError(t, err)
-		require.NoError(t, os.WriteFile(path+".tmp", b, 0o644))
+		return b
+	}
+	replace := func(name string) {
+		require.NoError(t, os.WriteFile(path+".tmp", fixture(name), 0o644))
 		require.NoError(t, os.Rename(path+".tmp", path))
 	}
-	copyFixture("hnsw_flat_l2.faiss")
+	replace("hnsw_flat_l2.faiss")
 	p, err := Prepare(Spec{Path: path})
 	require.NoError(t, err)
 	x, err := p.Open()
@@ -36,15 +42,25 @@ func TestOpenReusesProbe(t *testing.T) {
 
 	p, err = Prepare(Spec{Path: path})
 	require.NoError(t, err)
-	copyFixture("hnsw_flat_large.faiss")
+	require.NoError(t, os.WriteFile(path, fixture("hnsw_flat_large.faiss"), 0o644)) // the same file, other bytes
 	later := time.Now().Add(time.Second)
 	require.NoError(t, os.Chtimes(path, later, later))
 	x, err = p.Open()
 	require.NoError(t, err)
-	defer x.Close()
-	assert.NotSame(t, p.probe, x.file, "replaced file: parsed again")
+	assert.NotSame(t, p.probe, x.file, "changed file: parsed again")
 	assert.NotEqual(t, p.probe.Graph.NTotal, x.file.Graph.NTotal)
 	assert.Equal(t, x.file.Graph.NTotal, x.idx.NTotal(), "the index serves the file it opened")
+	require.NoError(t, x.CheckFile())
+	x.Close()
+
+	p, err = Prepare(Spec{Path: path})
+	require.NoError(t, err)
+	replace("hnsw_flat_l2.faiss")
+	x, err = p.Open()
+	require.NoError(t, err)
+	defer x.Close()
+	assert.Equal(t, p.probe.Graph.NTotal, x.idx.NTotal(), "replaced at its path: the load serves the file it probed")
+	assert.ErrorIs(t, x.CheckFile(), ErrFileChanged, "and its check says so")
 }
 
 // TestLoadBeyondMemory: a load needing more than the machine's memory is

@@ -4,7 +4,6 @@ import (
 	"cmp"
 	"math"
 	"slices"
-	"time"
 
 	"github.com/faiss-sidecar/faiss-sidecar/hnswsearch"
 	"github.com/faiss-sidecar/faiss-sidecar/rerank"
@@ -26,29 +25,29 @@ type radialPlan struct {
 }
 
 // isRadial reports whether r asks for a radial query.
-func (r *Request) isRadial() bool { return r.MaxDistance != nil || r.MinScore != nil }
+func (r *Request) isRadial() bool {
+	return r.MaxDistance != nil || r.MinScore != nil || r.Radius != nil
+}
 
-// planRadial checks a radial request (Request.MaxDistance or MinScore
-// instead of K) and translates it to FAISS's radius for the index's space.
+// planRadial fits a radial request (Request.MaxDistance, MinScore or
+// Radius instead of K; checked by Request.Check) to the index: the
+// distance or score becomes FAISS's radius for the index's space.
 func (x *Index) planRadial(r Request, qp *QueryPlan) error {
-	if r.MaxDistance != nil && r.MinScore != nil {
-		return badRequest("give one of k, max_distance and min_score")
-	}
 	maxRes := r.MaxResults
 	if maxRes == 0 {
 		maxRes = DefaultMaxRadialResults
-	}
-	if maxRes < 1 || maxRes > hnswsearch.MaxRangeResults {
-		return badRequest("max_results=%d is out of range [1, %d]", maxRes, hnswsearch.MaxRangeResults)
 	}
 	if r.Rescore != nil {
 		return badRequest("rescore does not apply to radial queries (an index with rerank vectors checks the radius on exact distances)")
 	}
 	var radius float32
 	var err error
-	if r.MaxDistance != nil {
+	switch {
+	case r.Radius != nil:
+		radius = *r.Radius
+	case r.MaxDistance != nil:
 		radius, err = DistanceRadius(x.space, *r.MaxDistance)
-	} else {
+	default:
 		radius, err = ScoreRadius(x.space, *r.MinScore)
 	}
 	if err != nil {
@@ -57,9 +56,6 @@ func (x *Index) planRadial(r Request, qp *QueryPlan) error {
 	rp := &radialPlan{p: hnswsearch.RangeParams{Radius: radius, EfSearch: r.EfSearch, Filter: r.Filter, MaxResults: maxRes}}
 	if !r.EfSearchSet {
 		rp.p.EfSearch = 0
-	}
-	if err := rp.p.Validate(); err != nil {
-		return err
 	}
 	if x.rer != nil && !x.Binary() {
 		if x.spec.Rerank != nil {
@@ -137,20 +133,9 @@ func ScoreRadius(space string, s float64) (float32, error) {
 	return 1/f - 1, nil
 }
 
-// RangeFAISS runs one range query as FAISS does (q.Code for a binary
-// index, else q.Vector): results in FAISS's order with external ids and
-// FAISS's distances, neither sorted nor scored nor reranked.
-func (x *Index) RangeFAISS(q hnswsearch.Query, p hnswsearch.RangeParams, dst []hnswsearch.Result) ([]hnswsearch.Result, hnswsearch.RangeStats, error) {
-	if x.idx.Binary() {
-		return x.idx.RangeSearchBinary(q.Code, p, dst)
-	}
-	return x.idx.RangeSearch(q.Vector, p, dst)
-}
-
-// queryRadial runs a radial query of plan qp and returns its hits sorted
-// as OpenSearch returns them: score descending, ties by id ascending,
-// scores compared as float32 as OpenSearch holds them.
-func (x *Index) queryRadial(qp *QueryPlan, q hnswsearch.Query, sc *Scratch, t0 time.Time) ([]Hit, Profile, error) {
+// searchRadial is Search for a radial plan: the hits in FAISS's order
+// (best first when reranked), unsorted and unscored.
+func (x *Index) searchRadial(qp *QueryPlan, q Query, sc *Scratch) ([]Result, Profile, error) {
 	var prof Profile
 	rp := qp.radial
 	res := sc.res[:0]
@@ -160,31 +145,28 @@ func (x *Index) queryRadial(qp *QueryPlan, q hnswsearch.Query, sc *Scratch, t0 t
 	p := rp.p
 	p.Deadline = qp.p.Deadline
 	p.Ctx = qp.p.Ctx
-	if rp.oversample > 0 {
+	switch {
+	case rp.oversample > 0:
 		res, st, err = x.queryRadialRerank(p, rp.oversample, q.Vector, res, &prof)
-	} else {
-		res, st, err = x.RangeFAISS(q, p, res)
+	case x.idx.Binary():
+		res, st, err = x.idx.RangeSearchBinary(q.Code, p, res)
+	default:
+		res, st, err = x.idx.RangeSearch(q.Vector, p, res)
 	}
 	prof.Stats, prof.Truncated = st.Stats, st.Truncated
-	if err != nil {
-		return nil, prof, err
-	}
-	prof.Micros = float64(time.Since(t0).Nanoseconds()) / 1e3
-	hits := grow(sc.hits, len(res))[:0]
-	defer func() { sc.hits = hits[:0] }()
-	for _, r := range res {
-		hits = append(hits, Hit{ID: r.ID, Distance: float64(r.Distance), Score: Score(x.space, r.Distance)})
-	}
-	if err := checkFinite(hits); err != nil {
-		return nil, prof, err
-	}
+	return res, prof, err
+}
+
+// sortByScore orders a radial query's hits as OpenSearch returns them:
+// score descending, ties by id ascending, scores compared as float32 as
+// OpenSearch holds them.
+func sortByScore(hits []Hit) {
 	slices.SortFunc(hits, func(a, b Hit) int {
 		if c := cmp.Compare(float32(b.Score), float32(a.Score)); c != 0 {
 			return c
 		}
 		return cmp.Compare(a.ID, b.ID)
 	})
-	return hits, prof, nil
 }
 
 // queryRadialRerank is a radial query on an index with rerank vectors

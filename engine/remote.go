@@ -5,7 +5,6 @@ import (
 	"encoding/hex"
 	"fmt"
 	"io"
-	"os"
 	"path"
 	"path/filepath"
 	"strings"
@@ -23,7 +22,7 @@ import (
 // Mode on_disk over an s3:// object. The guide is built by streaming the
 // object's vectors section in large ranged GETs, several in flight
 // (internal/readahead over the object itself, past any cache), and kept on
-// local disk: in Spec.GuideDir, or by default in RemoteGuideDir. Its
+// local disk: in Spec.GuideDir, or by default in Spec.RemoteGuideDir. Its
 // source identity is the object's size and ETag, so a replaced object's
 // guide is stale (rebuilt, never used). Shortlists are reranked from the
 // object with rerank strategy batch: each shortlist one batch of parallel
@@ -31,30 +30,17 @@ import (
 // for the graph: a vector read through it would cost a whole block), so a
 // query whose lists are pinned makes one round of reads.
 
-// RemoteGuideDir is where the guides of s3:// indexes are kept when no
-// guide directory is given: the user's cache directory (os.UserCacheDir:
-// $XDG_CACHE_HOME, else ~/.cache, on Linux) / faiss-sidecar/guides. An
-// error when the system has none (no $HOME).
-func RemoteGuideDir() (string, error) {
-	d, err := os.UserCacheDir()
-	if err != nil {
-		return "", err
-	}
-	return filepath.Join(d, "faiss-sidecar", "guides"), nil
-}
-
 // remoteGuideDir fills in an s3:// index's guide directory when the spec
-// gives none (planOnDisk).
+// gives none (planOnDisk): Spec.RemoteGuideDir, the caller's default; with
+// neither the load is refused naming guide_dir.
 func remoteGuideDir(spec *Spec) error {
 	if !storage.IsRemote(spec.Path) || spec.GuideDir != "" {
 		return nil
 	}
-	d, err := RemoteGuideDir()
-	if err != nil {
-		return fieldErr("guide_dir", "%s: the on_disk guide of an s3:// index is kept on local disk, and no {guide_dir} is given: "+
-			"the default, the user cache directory, is unavailable (%v)", spec.Label, err)
+	if spec.RemoteGuideDir == "" {
+		return fieldErr("guide_dir", "%s: the on_disk guide of an s3:// index is kept on local disk, and no {guide_dir} is given", spec.Label)
 	}
-	spec.GuideDir = d
+	spec.GuideDir = spec.RemoteGuideDir
 	return nil
 }
 
@@ -149,12 +135,7 @@ func OpenVectors(env *Env, path, strategy string, parallel int) (*rerank.Store, 
 	if storage.IsRemote(path) {
 		return openVectorObject(env, path, path, nil)
 	}
-	s, err := rerank.OpenParallel(path, strategy, parallel)
-	if err != nil {
-		return nil, err
-	}
-	s.SetAVX512(env.avx512())
-	return s, nil
+	return openVectorFile(env, path, path, strategy, parallel)
 }
 
 // openVectorObject opens the vector file in the s3:// object at path with
@@ -199,22 +180,6 @@ func probeRemote(spec Spec, bind *s3.Binding) (*faissfmt.File, *s3.Object, error
 	return f, obj, nil
 }
 
-// takeObject hands the probed object (nil for a local file, or once
-// taken) to the storage about to be built on it, which owns it from then
-// on: a second Open of the plan opens the object again.
-func (p *Plan) takeObject() *s3.Object {
-	o := p.obj
-	p.obj = nil
-	return o
-}
-
-// Discard releases what a plan that will not be opened holds (an
-// object's connection).
-func (p *Plan) Discard() { p.dropObject() }
-
-// dropObject closes the probed object of a plan that will not be opened.
-func (p *Plan) dropObject() {
-	if o := p.takeObject(); o != nil {
-		o.Close()
-	}
-}
+// Discard releases what a plan that will not be opened holds (the
+// index's open file, or an object's connection).
+func (p *Plan) Discard() { p.src.close() }

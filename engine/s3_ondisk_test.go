@@ -132,9 +132,10 @@ func TestS3OnDiskOneRound(t *testing.T) {
 
 // TestS3OnDiskGuide: a replaced object's guide is stale (rebuilt, the
 // reason reported, never used); without a guide directory an s3:// index's
-// guide goes to the user cache directory, and without one of those the
-// load is refused naming guide_dir; quantize builds the guide an open then
-// loads.
+// guide goes to the caller's default (Spec.RemoteGuideDir: the command
+// line's user cache directory, TestDefaultRemoteGuideDir), and without one
+// of those the load is refused naming guide_dir; quantize builds the guide
+// an open then loads.
 func TestS3OnDiskGuide(t *testing.T) {
 	bucket := s3test.Bucket(t)
 	local, fx := loadOnDisk(t, "clustered_l2")
@@ -176,20 +177,18 @@ func TestS3OnDiskGuide(t *testing.T) {
 	gi, _ = open()
 	assert.True(t, gi.Loaded, "the rebuilt guide is kept")
 
-	// Default directory: the user cache directory.
-	cache := t.TempDir()
-	t.Setenv("XDG_CACHE_HOME", cache)
+	// Default directory: the caller's.
+	cache := filepath.Join(t.TempDir(), "faiss-sidecar", "guides")
 	def := spec
-	def.GuideDir = ""
+	def.GuideDir, def.RemoteGuideDir = "", cache
 	x, plan, err := engine.Open(def)
 	require.NoError(t, err)
 	gd, _ := x.Guide()
 	x.Close()
-	assert.Equal(t, filepath.Join(cache, "faiss-sidecar", "guides"), filepath.Dir(gd.Path))
-	assert.Equal(t, filepath.Join(cache, "faiss-sidecar", "guides"), plan.Spec().GuideDir)
+	assert.Equal(t, cache, filepath.Dir(gd.Path))
+	assert.Equal(t, cache, plan.Spec().GuideDir)
 	assert.FileExists(t, gd.Path)
-	t.Setenv("XDG_CACHE_HOME", "")
-	t.Setenv("HOME", "")
+	def.RemoteGuideDir = ""
 	_, _, err = engine.Open(def)
 	require.ErrorIs(t, err, engine.ErrBadSpec)
 	var fe *engine.FieldError

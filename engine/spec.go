@@ -5,8 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
 	"runtime"
 	"slices"
 	"strings"
@@ -19,7 +17,6 @@ import (
 	"github.com/faiss-sidecar/faiss-sidecar/partial/diskcache"
 	"github.com/faiss-sidecar/faiss-sidecar/partial/s3"
 	"github.com/faiss-sidecar/faiss-sidecar/partial/storage"
-	"github.com/faiss-sidecar/faiss-sidecar/partial/zstd"
 	"github.com/faiss-sidecar/faiss-sidecar/quant"
 	"github.com/faiss-sidecar/faiss-sidecar/rerank"
 )
@@ -35,8 +32,10 @@ type Spec struct {
 	Mode string
 	// Compression is on_disk's guide level: CompressionAuto ("" too), 4x
 	// or 32x. GuideDir holds guide files ("": beside the index; for an
-	// s3:// index, RemoteGuideDir).
-	Compression, GuideDir string
+	// s3:// index, RemoteGuideDir, the caller's default, such as the
+	// command line's user cache directory; with neither such a load is
+	// refused).
+	Compression, GuideDir, RemoteGuideDir string
 	// GuideDirLabel is how messages name GuideDir ("": its path): a guide
 	// there is GuideDirLabel/NAME to them.
 	GuideDirLabel string
@@ -229,10 +228,9 @@ type Plan struct {
 	spec    Spec
 	backend string
 	probe   *faissfmt.File
-	probed  os.FileInfo // the file Prepare probed, nil if stat failed
-	// obj is an s3:// index's object as Prepare probed it, open until
-	// Plan.Open builds its storage on it (probeRemote).
-	obj *s3.Object
+	// src is the index's file or object as Prepare opened and probed it,
+	// open until Plan.Open builds its storage on it.
+	src *source
 	// bind is Spec.Ctx bound to the objects Prepare opens (s3.Binding),
 	// released when Prepare returns: their reads end with the load.
 	bind       *s3.Binding
@@ -260,9 +258,19 @@ var machineMemory = sysmem.Total
 // not overflow, and no machine holds more.
 const MaxMemoryBudget = 1 << 50
 
-// Prepare checks spec, probes its file (headers and small arrays only)
-// and plans its memory.
-func Prepare(spec Spec) (_ *Plan, err error) {
+// Prepare checks spec, opens and probes its file (headers and small
+// arrays only) and plans its memory. The plan holds the file open for
+// Open; Discard releases a plan that will not be opened.
+func Prepare(spec Spec) (*Plan, error) { return prepare(spec, nil) }
+
+// prepare is Prepare; src, when not nil, is the spec's file as an earlier
+// plan of the same load opened and probed it (Replan), taken over.
+func prepare(spec Spec, src *source) (_ *Plan, err error) {
+	defer func() {
+		if err != nil && src != nil { // the plan is not returned: nothing will open it
+			src.close()
+		}
+	}()
 	orig := spec
 	if spec.Label == "" {
 		spec.Label = spec.Path
@@ -277,45 +285,44 @@ func Prepare(spec Spec) (_ *Plan, err error) {
 		rs := *spec.Rerank // the plan's own: defaults are filled in
 		spec.Rerank = &rs
 	}
-	backend, err := ModeBackend(spec.Mode, spec.Backend, spec.Path)
+	backend, err := modeBackend(spec.Mode, spec.Backend, nil)
 	if err != nil {
 		return nil, err
 	}
 	if err := checkStatic(&spec); err != nil {
 		return nil, err
 	}
-	if err := backendFits(spec.Path, spec.Label, backend); err != nil {
+	if src == nil {
+		if src, err = openSource(spec.Path, spec.Label, spec.Env.s3()); err != nil {
+			return nil, err
+		}
+	}
+	if backend == "" {
+		backend = src.autoBackend()
+	}
+	if err := src.fits(backend); err != nil {
 		return nil, err
 	}
 	if spec.Mode == ModeOnDisk && spec.MemoryBudget == 0 && spec.MachineBudget {
-		spec.MemoryBudget = machineBudget(&spec)
+		spec.MemoryBudget = machineBudget(&spec, src.size)
 	}
 	if spec.MemoryBudget > 0 && spec.Backend == "" && backend != "zstd" {
 		backend = "direct" // the budget policy reads misses in batches with direct I/O
 	}
 	sem, _ := hnswsearch.ParseSemantics(spec.Semantics)
 	ker, _ := hnswsearch.ParseKernel(spec.Kernel)
-	probed, _ := os.Stat(spec.Path)
 	// An object store's requests made by parsers and planners, which pass
 	// no context, end with spec.Ctx (a load's deadline, a DELETE).
 	bind := s3.Bind(spec.Ctx)
 	defer bind.Release()
-	var pf *faissfmt.File
-	var obj *s3.Object
-	if storage.IsRemote(spec.Path) && backend != "memory" {
-		pf, obj, err = probeRemote(spec, bind)
-	} else {
-		pf, err = probe(spec.Path, spec.Label, backend, spec.Env.s3(), bind)
+	if src.obj != nil { // opened for an earlier plan (Replan): this one's requests end with this load
+		src.obj.Bind(bind)
 	}
-	if err != nil {
+	if err := src.probe(spec, backend, bind); err != nil {
 		return nil, err
 	}
-	p := &Plan{spec: spec, backend: backend, probe: pf, probed: probed, obj: obj, orig: orig, bind: bind}
-	defer func() {
-		if err != nil { // the plan is not returned: nothing will open it
-			p.dropObject()
-		}
-	}()
+	pf := src.parse
+	p := &Plan{spec: spec, backend: backend, probe: pf, src: src, orig: orig, bind: bind}
 	if err := hnswsearch.CheckSearchable(pf); err != nil { // before a download or a guide build
 		return nil, &tagged{msg: spec.Label + ": " + err.Error(), tags: []error{ErrNotServable}, inner: err}
 	}
@@ -379,6 +386,19 @@ const DefaultMemoryEfficientBackend = "mmap"
 // default (the load reports the file). Errors match ErrBadSpec and
 // partial.ErrBadOption.
 func ModeBackend(mode, backend, path string) (string, error) {
+	return modeBackend(mode, backend, func() string {
+		b, err := storage.AutoBackend(path, DefaultMemoryEfficientBackend)
+		if err != nil {
+			return DefaultMemoryEfficientBackend
+		}
+		return b
+	})
+}
+
+// modeBackend is ModeBackend choosing an unnamed backend of mode
+// memory_efficient (and on_disk) by auto; with auto nil it leaves that
+// choice, "", to a caller that has the file open (source.autoBackend).
+func modeBackend(mode, backend string, auto func() string) (string, error) {
 	bad := func(field, format string, a ...any) error {
 		return fieldWrap(field, partial.BadOptionf(format, a...))
 	}
@@ -390,12 +410,10 @@ func ModeBackend(mode, backend, path string) (string, error) {
 		return "memory", nil
 	case "", "memory_efficient", ModeOnDisk:
 		switch {
+		case backend == "" && auto == nil:
+			return "", nil
 		case backend == "":
-			b, err := storage.AutoBackend(path, DefaultMemoryEfficientBackend)
-			if err != nil {
-				return DefaultMemoryEfficientBackend, nil
-			}
-			return b, nil
+			return auto(), nil
 		case backend == "memory":
 			return "", bad("backend", "backend memory is mode full")
 		case !storage.KnownBackend(backend):
@@ -416,7 +434,7 @@ func CheckSpec(spec Spec) error {
 		rs := *spec.Rerank
 		spec.Rerank = &rs
 	}
-	if _, err := ModeBackend(spec.Mode, spec.Backend, ""); err != nil {
+	if _, err := modeBackend(spec.Mode, spec.Backend, nil); err != nil {
 		return err
 	}
 	return checkStatic(&spec)
@@ -488,28 +506,6 @@ func checkStatic(spec *Spec) error {
 	return nil
 }
 
-// backendFits refuses a backend that cannot read the file as it is stored:
-// zstd on a plain file, another backend on a zstd file. Errors name the
-// file label.
-func backendFits(path, label, backend string) error {
-	if storage.IsRemote(path) {
-		return nil // an object: storage.Open says which backends read it
-	}
-	z, err := zstd.IsSeekable(path)
-	mismatch := func(format string, a ...any) error {
-		return &tagged{msg: fmt.Sprintf(format, a...), tags: []error{ErrBackendMismatch, partial.ErrBadOption}}
-	}
-	switch {
-	case err != nil:
-		return partial.NameError(err, path, label)
-	case backend == "zstd" && !z:
-		return mismatch("backend zstd reads files in the zstd seekable format (faiss-sidecar compress); %s is not one", filepath.Base(label))
-	case backend != "zstd" && z:
-		return mismatch("%s is zstd-compressed data (seekable format): load it with backend zstd, or leave backend out", filepath.Base(label))
-	}
-	return nil
-}
-
 // Backend is the backend the plan opens.
 func (p *Plan) Backend() string { return p.backend }
 
@@ -537,12 +533,24 @@ func (p *Plan) Open() (*Index, error) {
 	// rerank vectors) end with spec.Ctx; reads after it, with their own.
 	bind := s3.Bind(spec.Ctx)
 	defer bind.Release()
-	obj := p.takeObject()
+	h, obj, changed := p.src.take()
+	// A rerank from the index file's own vectors reads them on a
+	// descriptor of its own (its strategy's), made from the load's open
+	// file rather than its path.
+	var own *partial.Handle
+	if rs := spec.Rerank; rs != nil && rs.Path == spec.Path && h != nil && !p.src.zstd && p.probe.Storage != nil {
+		var err error
+		if own, err = h.Reopen(); err != nil {
+			h.Close()
+			return nil, err
+		}
+		defer own.Close() // a no-op once a store took it over
+	}
 	if obj != nil {
 		obj.Bind(bind)
 	}
 	st, err := storage.Open(spec.Path, storage.Options{Backend: p.backend, CacheBytes: p.cacheBytes, BlockSize: spec.CacheBlock,
-		AlignOffset: hnswsearch.AlignOffset(p.probe), CacheDir: spec.CacheDir, Object: obj, Binding: bind, S3: spec.Env.s3(),
+		AlignOffset: hnswsearch.AlignOffset(p.probe), CacheDir: spec.CacheDir, Object: obj, File: h, Binding: bind, S3: spec.Env.s3(),
 		Name: spec.Label})
 	if err != nil {
 		if errors.Is(err, partial.ErrBadOption) {
@@ -551,8 +559,8 @@ func (p *Plan) Open() (*Index, error) {
 		return nil, err
 	}
 	x := &Index{spec: spec, backend: p.backend, st: st, cacheBytes: p.cacheBytes}
-	if x.file = p.reusableProbe(obj); x.file == nil {
-		x.file, err = faissfmt.OpenWith(st, st.Size(), faissfmt.OpenOptions{AllowNullStorage: true, Window: storage.ParseWindow(spec.Path)})
+	if x.file = p.src.reusable(h, obj, changed); x.file == nil { // the file changed since Prepare, or the plan opens twice
+		x.file, err = Parse(st, spec.Path)
 		if err == nil && x.file.VectorsMissing() && p.vlayout == nil {
 			err = errVectorsMissing(spec.Label) // the file changed since Prepare
 		}
@@ -595,32 +603,12 @@ func (p *Plan) Open() (*Index, error) {
 		return nil, err
 	}
 	if rs := spec.Rerank; rs != nil {
-		if err := x.openRerank(rs, bind); err != nil {
+		if err := x.openRerank(rs, own, bind); err != nil {
 			x.Close()
 			return nil, err
 		}
 	}
 	return x, nil
-}
-
-// reusableProbe is the probe's parse when the file is still the one probed
-// (same file, size and modification time, looked at after the storage
-// opened it; for an s3:// index, the storage is built on the probed
-// object, obj, which every read pins to the ETag the probe saw), so Open
-// need not parse it again; nil otherwise.
-func (p *Plan) reusableProbe(obj *s3.Object) *faissfmt.File {
-	if storage.IsRemote(p.spec.Path) {
-		if obj == nil {
-			return nil
-		}
-		return p.probe
-	}
-	now, err := os.Stat(p.spec.Path)
-	if err != nil || p.probed == nil || !os.SameFile(now, p.probed) ||
-		now.Size() != p.probed.Size() || !now.ModTime().Equal(p.probed.ModTime()) {
-		return nil
-	}
-	return p.probe
 }
 
 // Open is Prepare then Plan.Open, for a caller with no budget to charge.
@@ -655,16 +643,22 @@ func checkSpace(space string, x *hnswsearch.Index) error {
 	return nil
 }
 
-func (x *Index) openRerank(rs *RerankSpec, bind *s3.Binding) error {
+// openRerank opens the rerank vectors of rs; own, when not nil, is the
+// index file's own (rs.Path is the index's), opened from the load's file,
+// which the store takes over.
+func (x *Index) openRerank(rs *RerankSpec, own *partial.Handle, bind *s3.Binding) error {
 	s, shared, err := x.remoteRerank(rs)
 	switch name := cmp.Or(rs.Label, rs.Path); {
 	case shared || err != nil:
 	case storage.IsRemote(rs.Path):
 		s, err = openVectorObject(x.spec.Env, rs.Path, name, bind)
-	default:
-		if s, err = rerank.OpenAs(rs.Path, name, rs.Strategy); err == nil {
-			s.SetAVX512(x.spec.Env.avx512())
+	case own != nil:
+		var l rerank.Layout
+		if l, err = rerank.FAISSLayout(x.file, name); err == nil {
+			s, err = newRerankStore(x.spec.Env, own, l, rs.Strategy, 0)
 		}
+	default:
+		s, err = openVectorFile(x.spec.Env, rs.Path, name, rs.Strategy, 0)
 	}
 	if err != nil {
 		return err
@@ -690,6 +684,50 @@ func (x *Index) openRerank(rs *RerankSpec, bind *s3.Binding) error {
 	}
 	x.rer = s
 	return nil
+}
+
+// newRerankStore reads the vectors l locates in the file h holds with
+// strategy, the direct strategy keeping parallel reads in flight (≤ 0:
+// rerank.DefaultParallel), with env's kernels; the store takes h over.
+func newRerankStore(env *Env, h *partial.Handle, l rerank.Layout, strategy string, parallel int) (*rerank.Store, error) {
+	if parallel <= 0 {
+		parallel = rerank.DefaultParallel
+	}
+	var st partial.Storage
+	var err error
+	switch strategy {
+	case "direct":
+		st, err = partial.NewDirect(h, parallel)
+	case "mmap", "mmap-willneed":
+		st, err = partial.NewMmap(h)
+	default: // pread, batch
+		st, err = partial.NewFile(h)
+	}
+	if err != nil {
+		return nil, err
+	}
+	s, err := rerank.NewStore(l, strategy, st)
+	if err != nil {
+		return nil, err
+	}
+	s.SetAVX512(env.avx512())
+	return s, nil
+}
+
+// openVectorFile opens the local vector file at path (named name in
+// errors) once: its layout is read through the open file, and the
+// strategy's reads are built on it.
+func openVectorFile(env *Env, path, name, strategy string, parallel int) (*rerank.Store, error) {
+	h, err := partial.OpenHandle(path, partial.Named(name))
+	if err != nil {
+		return nil, err
+	}
+	l, err := rerank.ReadLayout(h, h.Size(), name)
+	if err != nil {
+		h.Close()
+		return nil, err
+	}
+	return newRerankStore(env, h, l, strategy, parallel)
 }
 
 // rerankOwn is whether an on_disk index reranks with rs from its own

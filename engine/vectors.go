@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"time"
 
 	"github.com/faiss-sidecar/faiss-sidecar/faissfmt"
 	"github.com/faiss-sidecar/faiss-sidecar/hnswsearch"
@@ -157,14 +158,15 @@ func vectorsUnchanged(l *rerank.Layout, path, label string, st partial.Storage) 
 
 // guideSource is where on_disk's guide reads the vectors from, as
 // quant.Build takes them (n·d float32 contiguous from off), and the
-// identity the guide file records: the index file's own vectors section,
-// or a separate vector file (its rows read as if contiguous).
-func guideSource(r io.ReaderAt, f *faissfmt.File, path string, vr io.ReaderAt, l *rerank.Layout) (io.ReaderAt, int64, quant.SourceID, error) {
+// identity the guide file records: the index file's own vectors section
+// (mtime: the file's modification time as the load opened it), or a
+// separate vector file (its rows read as if contiguous).
+func guideSource(r io.ReaderAt, f *faissfmt.File, path string, mtime time.Time, vr io.ReaderAt, l *rerank.Layout) (io.ReaderAt, int64, quant.SourceID, error) {
 	if l == nil {
 		if storage.IsRemote(path) {
 			return remoteGuideSource(r, f, path)
 		}
-		src, err := identify(r, f, path)
+		src, err := identify(r, f, mtime)
 		sec, _ := f.Storage.Section("codes")
 		return r, sec.Offset, src, err
 	}

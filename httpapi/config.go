@@ -14,6 +14,7 @@ type Config struct {
 	S3Buckets      []string      // buckets whose s3://BUCKET/KEY objects may be served (none: no object)
 	MemoryBudget   int64         // bytes for all indexes; 0 = defaultNodeBudget (the machine's memory, or its cgroup's limit, less the server's own)
 	GuideDir       string        // on_disk guide files ("": beside each index)
+	RemoteGuideDir string        // an s3:// index's guide files when GuideDir is "" (engine.Spec.RemoteGuideDir)
 	CacheDir       string        // local disk cache of every s3:// index ("": none; partial/diskcache)
 	CacheDirBytes  int64         // its budget (0: engine.DefaultCacheDirBytes)
 	Token          string        // bearer token required when not empty

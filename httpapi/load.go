@@ -119,7 +119,7 @@ func (r *Registry) engineSpec(ctx context.Context, e *entry, spec LoadSpec) (es 
 		return es, badRequest("ef_search=%d is out of range [1, %d] (0 or absent: the file's)", spec.EfSearch, r.limits.MaxEfSearch)
 	}
 	es = spec.engineSpec()
-	es.Path, es.GuideDir, es.Ctx = path, r.guideDir, ctx
+	es.Path, es.GuideDir, es.RemoteGuideDir, es.Ctx = path, r.guideDir, r.remoteGuideDir, ctx
 	if r.guideDir != "" {
 		es.GuideDirLabel = "guide_dir"
 	}

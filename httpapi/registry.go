@@ -21,8 +21,9 @@ type Registry struct {
 	buckets []string
 	budget  int64 // bytes; 0 = unlimited
 	limits  Limits
-	// guideDir holds on_disk guide files ("": beside each index).
-	guideDir string
+	// guideDir holds on_disk guide files ("": beside each index);
+	// remoteGuideDir an s3:// index's when guideDir is "".
+	guideDir, remoteGuideDir string
 	// cacheDir is the disk cache of s3:// indexes: its path, and the
 	// directory every load shares (nil: none).
 	cacheDir  string

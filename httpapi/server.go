@@ -57,7 +57,7 @@ func New(cfg Config) (*Server, error) {
 		adm:   newAdmission(cfg.Limits.MaxConcurrentSearches, cfg.Limits.MaxQueuedSearches),
 		heavy: newAdmission(cfg.Limits.MaxHeavySearches, cfg.Limits.MaxHeavySearches)}
 	reg.limits = cfg.Limits
-	reg.guideDir = cfg.GuideDir
+	reg.guideDir, reg.remoteGuideDir = cfg.GuideDir, cfg.RemoteGuideDir
 	reg.cacheDir, reg.env = cfg.CacheDir, cfg.Env
 	if reg.env == nil { // every load of the server through one S3 client
 		reg.env = &engine.Env{S3: engine.NewS3Client(engine.S3Options{})}

@@ -56,32 +56,49 @@ const ownedRings = 2
 // OpenDirect opens path with O_DIRECT; a batch keeps up to parallel reads
 // in flight (0: DefaultDirectParallel; negative is an error). It fails with
 // an error naming the filesystem's refusal when O_DIRECT is not supported
-// (e.g. tmpfs).
+// (e.g. tmpfs before Linux 6.6). Errors name the file as opts say (Named).
 func OpenDirect(path string, parallel int, opts ...OpenOption) (*Direct, error) {
-	name := NameOf(path, opts...)
 	if parallel < 0 {
+		return nil, fmt.Errorf("%w: direct parallelism %d is negative", ErrBadOption, parallel)
+	}
+	h, err := OpenHandle(path, opts...)
+	if err != nil {
+		return nil, err
+	}
+	return NewDirect(h, parallel)
+}
+
+// NewDirect is OpenDirect of the file h holds: its open file is switched
+// to O_DIRECT. It takes h over (closed on failure).
+func NewDirect(h *Handle, parallel int) (*Direct, error) {
+	f, id, err := h.take()
+	if err != nil {
+		return nil, err
+	}
+	path, name := h.path, h.name
+	// A descriptor of the Direct's own (the *os.File would close it when
+	// collected); status flags belong to the open file, which nothing
+	// else holds once f is closed.
+	fd, err := unix.FcntlInt(f.Fd(), unix.F_DUPFD_CLOEXEC, 0)
+	f.Close()
+	if err != nil {
+		return nil, &os.PathError{Op: "dup", Path: name, Err: err}
+	}
+	if parallel < 0 {
+		unix.Close(fd)
 		return nil, fmt.Errorf("%w: direct parallelism %d is negative", ErrBadOption, parallel)
 	}
 	if parallel == 0 {
 		parallel = DefaultDirectParallel
 	}
-	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_DIRECT|unix.O_CLOEXEC, 0)
-	if err != nil {
+	if err := setDirect(fd); err != nil {
+		unix.Close(fd)
 		if errors.Is(err, unix.EINVAL) {
 			return nil, fmt.Errorf("the filesystem of %s refuses O_DIRECT (%v); use --backend pread or mmap", name, err)
 		}
-		return nil, &os.PathError{Op: "open", Path: name, Err: err}
+		return nil, &os.PathError{Op: "fcntl", Path: name, Err: err}
 	}
-	var st unix.Stat_t
-	if err := unix.Fstat(fd, &st); err != nil {
-		unix.Close(fd)
-		return nil, &os.PathError{Op: "stat", Path: name, Err: err}
-	}
-	if st.Mode&unix.S_IFMT != unix.S_IFREG {
-		unix.Close(fd)
-		return nil, fmt.Errorf("%s is not a regular file", name)
-	}
-	d := &Direct{fd: fd, name: name, size: st.Size, align: 4096, memAlign: 4096, parallel: parallel}
+	d := &Direct{fd: fd, name: name, size: id.size, align: 4096, memAlign: 4096, parallel: parallel}
 	var sx unix.Statx_t
 	if err := unix.Statx(fd, "", unix.AT_EMPTY_PATH, unix.STATX_DIOALIGN, &sx); err == nil &&
 		sx.Mask&unix.STATX_DIOALIGN != 0 && sx.Dio_offset_align > 0 {
@@ -111,8 +128,18 @@ func OpenDirect(path string, parallel int, opts ...OpenOption) (*Direct, error) 
 		}
 		return unix.Close(fd)
 	}
-	d.w.start(path, name, fd, &d.life, idOf(&st))
+	d.w.start(path, name, fd, &d.life, id)
 	return d, nil
+}
+
+// setDirect turns O_DIRECT on for the open file fd refers to.
+func setDirect(fd int) error {
+	fl, err := unix.FcntlInt(uintptr(fd), unix.F_GETFL, 0)
+	if err != nil {
+		return err
+	}
+	_, err = unix.FcntlInt(uintptr(fd), unix.F_SETFL, fl|unix.O_DIRECT)
+	return err
 }
 
 // UsesIOURing reports whether reads go through io_uring.

@@ -23,13 +23,23 @@ type Mmap struct {
 	w        fileWatch
 }
 
-// OpenMmap maps the file at path.
+// OpenMmap maps the file at path; errors name it as opts say (Named).
 func OpenMmap(path string, opts ...OpenOption) (*Mmap, error) {
-	name := NameOf(path, opts...)
-	f, id, err := openRegularID(path, name)
+	h, err := OpenHandle(path, opts...)
 	if err != nil {
 		return nil, err
 	}
+	return NewMmap(h)
+}
+
+// NewMmap maps the file h holds; it takes h over (closed on failure).
+func NewMmap(h *Handle) (*Mmap, error) {
+	f, id, err := h.take()
+	if err != nil {
+		return nil, err
+	}
+	adviseNormal(f)
+	path, name := h.path, h.name
 	m := &Mmap{region: region{name: name}, dev: id.dev, ino: id.ino}
 	if size := id.size; size > 0 {
 		m.data, err = unix.Mmap(int(f.Fd()), 0, int(size), unix.PROT_READ, unix.MAP_SHARED)

@@ -22,17 +22,26 @@ type File struct {
 	counters
 }
 
-// OpenFile opens path for positional reads.
+// OpenFile opens path for positional reads; errors name it as opts say
+// (Named).
 func OpenFile(path string, opts ...OpenOption) (*File, error) {
-	name := NameOf(path, opts...)
-	f, id, err := openRegularID(path, name)
+	h, err := OpenHandle(path, opts...)
 	if err != nil {
 		return nil, err
 	}
-	adviseRandom(f)
-	p := &File{f: f, name: name, size: id.size}
+	return NewFile(h)
+}
+
+// NewFile reads the file h holds with positional reads, without the
+// kernel's read-ahead (OpenHandle's advice); it takes h over.
+func NewFile(h *Handle) (*File, error) {
+	f, id, err := h.take()
+	if err != nil {
+		return nil, err
+	}
+	p := &File{f: f, name: h.name, size: id.size}
 	p.life.Free = func() error { p.w.stop(); return f.Close() }
-	p.w.start(path, name, int(f.Fd()), &p.life, id)
+	p.w.start(h.path, h.name, int(f.Fd()), &p.life, id)
 	return p, nil
 }
 
@@ -58,16 +67,10 @@ func (p *File) ReadAt(b []byte, off int64) (int, error) {
 	return n, p.w.explain(fmt.Errorf("%s: read of %d bytes at offset %d: %w", p.name, len(b), off, err))
 }
 
-// openRegular opens path for reading and returns its size; directories,
-// devices and other non-regular files are refused.
-func openRegular(path, name string) (*os.File, int64, error) {
-	f, id, err := openRegularID(path, name)
-	return f, id.size, err
-}
-
-// openRegularID is openRegular returning the open file's identity (its
-// size included), what the storage's file checks compare with. Errors name
-// the file as name.
+// openRegularID opens path for reading and returns the open file's
+// identity (its size included), what the storage's file checks compare
+// with; directories, devices and other non-regular files are refused.
+// Errors name the file as name.
 func openRegularID(path, name string) (*os.File, fileID, error) {
 	f, err := os.Open(path)
 	if err != nil {

@@ -267,6 +267,34 @@ func openStore(path, name, strategy string, parallel int) (*Store, error) {
 	return s, nil
 }
 
+// NewStore reads the vectors l locates (l.Path names them in errors) with
+// strategy from st, a storage its caller opened for that strategy: a
+// *partial.Direct for direct, a *partial.Mmap for mmap and mmap-willneed,
+// a *partial.File for pread; any storage for batch. The Store owns st:
+// closing it, or NewStore failing, closes st.
+func NewStore(l Layout, strategy string, st partial.Storage) (*Store, error) {
+	s := &Store{Layout: l, strategy: strategy}
+	ok := true
+	switch strategy {
+	case "direct":
+		s.direct, ok = st.(*partial.Direct)
+	case "mmap-willneed", "mmap":
+		s.mm, ok = st.(*partial.Mmap)
+	case "pread":
+		s.file, ok = st.(*partial.File)
+	case StrategyBatch:
+		s.batch, s.ownBatch = st, true
+	default:
+		st.Close()
+		return nil, fmt.Errorf("unknown strategy %q (known: %s)", strategy, strings.Join(Strategies, ", "))
+	}
+	if !ok {
+		st.Close()
+		return nil, fmt.Errorf("strategy %s does not read a %T", strategy, st)
+	}
+	return s, nil
+}
+
 // changedError is a vector file changed while it was opened.
 type changedError struct {
 	name string

@@ -5,7 +5,6 @@ import (
 	"fmt"
 
 	"github.com/faiss-sidecar/faiss-sidecar/engine"
-	"github.com/faiss-sidecar/faiss-sidecar/partial/diskcache"
 )
 
 // cacheDirFlags are --cache-dir and --cache-dir-bytes: the local disk cache
@@ -28,5 +27,5 @@ func (f *cacheDirFlags) value() *engine.CacheDir {
 
 func (f *cacheDirFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.dir, "cache-dir", "", "s3:// paths: keep the blocks fetched in this local directory, across runs (checked against the object's ETag; one process at a time)")
-	fs.Int64Var(&f.bytes, "cache-dir-bytes", 0, fmt.Sprintf("--cache-dir's budget in bytes, every object in it together (0: %d, 10 GiB)", int64(diskcache.DefaultBudget)))
+	fs.Int64Var(&f.bytes, "cache-dir-bytes", 0, fmt.Sprintf("--cache-dir's budget in bytes, every object in it together (0: %d, 10 GiB)", int64(engine.DefaultCacheDirBytes)))
 }

@@ -31,3 +31,16 @@ func checkGuideDir(dir string) error {
 	}
 	return nil
 }
+
+// defaultRemoteGuideDir is where the on_disk guide of an s3:// index is
+// kept when no guide directory is given (engine.Spec.RemoteGuideDir): the
+// user cache directory's faiss-sidecar/guides (os.UserCacheDir:
+// $XDG_CACHE_HOME, else ~/.cache, on Linux); "" when the system has none
+// (no $HOME), and such a load is then refused, naming the guide directory.
+func defaultRemoteGuideDir() string {
+	d, err := os.UserCacheDir()
+	if err != nil {
+		return ""
+	}
+	return filepath.Join(d, "faiss-sidecar", "guides")
+}

@@ -14,7 +14,6 @@ import (
 	"time"
 
 	"github.com/faiss-sidecar/faiss-sidecar/engine"
-	"github.com/faiss-sidecar/faiss-sidecar/hnswsearch"
 	"github.com/faiss-sidecar/faiss-sidecar/internal/vecio"
 )
 
@@ -66,7 +65,7 @@ func (f *indexFlags) register(fs *flag.FlagSet) {
 const vectorsHelp = "the vectors of a graph written without them (FAISS's IO_FLAG_SKIP_STORAGE): an .fvecs, .vec, float32 .npy or FAISS flat file, in id order"
 
 // indexEfFlag is --index-ef-search: 0 when not given, else a value
-// hnswsearch.CheckIndexEfSearch accepts (checked as the flag is parsed).
+// engine.CheckIndexEfSearch accepts (checked as the flag is parsed).
 type indexEfFlag int
 
 func (e *indexEfFlag) String() string { return strconv.Itoa(int(*e)) }
@@ -76,8 +75,8 @@ func (e *indexEfFlag) Set(s string) error {
 	if err != nil {
 		return fmt.Errorf("%q is not an integer", s)
 	}
-	if err := hnswsearch.CheckIndexEfSearch(n); err != nil {
-		return errors.New(strings.TrimPrefix(err.Error(), hnswsearch.ErrBadOption.Error()+": "))
+	if err := engine.CheckIndexEfSearch(n); err != nil {
+		return errors.New(strings.TrimPrefix(err.Error(), engine.ErrBadOption.Error()+": "))
 	}
 	*e = indexEfFlag(n)
 	return nil
@@ -149,7 +148,7 @@ func (f *indexFlags) spec(path string, rr *rerankFlags) engine.Spec {
 	s := engine.Spec{Path: path, Mode: f.mode, Backend: f.backend, CacheBytes: f.cacheBytes, CacheBlock: f.cacheBlock,
 		MemoryBudget: f.memoryBudget.n, Semantics: f.semantics, Kernel: f.kernel, BatchReads: f.batchReads,
 		ExactFilterMax: f.exactFilterMax, EfSearch: int(f.indexEf), VerifyChecksum: f.verifyChecksum, CAGRASeed: f.cagraSeed,
-		Compression: f.compression, GuideDir: f.guideDir, VectorsPath: f.vectors,
+		Compression: f.compression, GuideDir: f.guideDir, RemoteGuideDir: defaultRemoteGuideDir(), VectorsPath: f.vectors,
 		CacheDir: f.cacheDir.value(), Env: procEnv, Workers: f.workers, MachineBudget: f.machine && !f.memoryBudget.set, Beside: f.beside}
 	if rr != nil && (rr.vectors != "" || (f.mode == engine.ModeOnDisk && rr.oversample != 0)) {
 		s.Rerank = rr.spec() // on_disk without --rerank-vectors: the index file (the engine fills it in)
@@ -268,7 +267,7 @@ func (f *indexFlags) prepareWithQueries(path, queries string, limit int, rr *rer
 
 // openFor opens the prepared index and makes m, read from the query file
 // at queries, its queries.
-func (f *indexFlags) openFor(pi *preparedIndex, queries string, m *vecio.Matrix) (*loadedIndex, []hnswsearch.Query, error) {
+func (f *indexFlags) openFor(pi *preparedIndex, queries string, m *vecio.Matrix) (*loadedIndex, []engine.Query, error) {
 	l, err := f.open(pi)
 	if err != nil {
 		return nil, nil, err
@@ -284,7 +283,7 @@ func (f *indexFlags) openFor(pi *preparedIndex, queries string, m *vecio.Matrix)
 
 // queriesFor checks the rows m of the query file at path against the
 // index and makes them its queries.
-func queriesFor(path string, m *vecio.Matrix, x *engine.Index) ([]hnswsearch.Query, error) {
+func queriesFor(path string, m *vecio.Matrix, x *engine.Index) ([]engine.Query, error) {
 	if m.Dim != x.Dim() {
 		unit := "components"
 		if x.Binary() {
@@ -292,7 +291,7 @@ func queriesFor(path string, m *vecio.Matrix, x *engine.Index) ([]hnswsearch.Que
 		}
 		return nil, fmt.Errorf("%s: queries have %d values, the index expects %d %s", path, m.Dim, x.Dim(), unit)
 	}
-	qs := make([]hnswsearch.Query, m.N)
+	qs := make([]engine.Query, m.N)
 	for i := range qs {
 		switch {
 		case x.Binary() && m.U8 != nil:

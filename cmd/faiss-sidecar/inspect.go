@@ -9,7 +9,6 @@ import (
 
 	"github.com/faiss-sidecar/faiss-sidecar/engine"
 	"github.com/faiss-sidecar/faiss-sidecar/faissfmt"
-	"github.com/faiss-sidecar/faiss-sidecar/partial/storage"
 )
 
 func runInspect(args []string, stdout, stderr io.Writer) error {
@@ -34,17 +33,17 @@ func runInspect(args []string, stdout, stderr io.Writer) error {
 	if ok, err := inspectGuide(path, *asJSON, stdout); ok || err != nil {
 		return err
 	}
-	src, err := openSource(path, *backend, 0, cd)
+	src, backendName, err := openSource(path, *backend, 0, cd)
 	if err != nil {
 		return err
 	}
 	defer src.Close()
 	// inspect shows a graph whose vectors were left out of the file too.
-	f, err := faissfmt.OpenWith(src, src.Size(), faissfmt.OpenOptions{AllowNullStorage: true, Window: storage.ParseWindow(path)})
+	f, err := engine.Parse(src, path)
 	if err != nil {
 		return fmt.Errorf("%s: %w", path, err)
 	}
-	rep := &inspectReport{File: path, Size: f.Size, Backend: backendName(src), Warnings: f.Warnings}
+	rep := &inspectReport{File: path, Size: f.Size, Backend: backendName, Warnings: f.Warnings}
 	if *vectors != "" {
 		l, err := engine.CheckVectors(f, path, *vectors, "")
 		if err != nil {

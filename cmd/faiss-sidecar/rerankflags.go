@@ -6,7 +6,6 @@ import (
 	"strings"
 
 	"github.com/faiss-sidecar/faiss-sidecar/engine"
-	"github.com/faiss-sidecar/faiss-sidecar/hnswsearch"
 	"github.com/faiss-sidecar/faiss-sidecar/internal/vecio"
 	"github.com/faiss-sidecar/faiss-sidecar/rerank"
 )
@@ -25,28 +24,25 @@ func (f *rerankFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.queries, "rerank-queries", "", "binary indexes: float queries (.fvecs or float32 .npy, same order as --queries) to rescore with")
 }
 
-// floatQueries returns the float query vectors rescoring uses: the queries
-// themselves, or --rerank-queries for a binary index.
-func (f *rerankFlags) floatQueries(x *engine.Index, qs []hnswsearch.Query, dim int) ([][]float32, error) {
-	out := make([][]float32, len(qs))
+// addRescoreQueries gives each query of a binary index its float vector
+// for rescoring (engine.Query.Rescore) from --rerank-queries; a float
+// index rescores with the queries themselves.
+func (f *rerankFlags) addRescoreQueries(x *engine.Index, qs []engine.Query) error {
 	if !x.Binary() {
-		for i, q := range qs {
-			out[i] = q.Vector
-		}
-		return out, nil
+		return nil
 	}
 	if f.queries == "" {
-		return nil, usagef("rescoring a binary index needs --rerank-queries (float vectors, same order as --queries)")
+		return usagef("rescoring a binary index needs --rerank-queries (float vectors, same order as --queries)")
 	}
 	m, err := vecio.Read(f.queries, 0, vecio.FloatQueries)
 	if err != nil {
-		return nil, err
+		return err
 	}
-	if m.F32 == nil || m.Dim != dim || m.N != len(qs) {
-		return nil, fmt.Errorf("%s: need %d float vectors of dimension %d", f.queries, len(qs), dim)
+	if dim := x.RerankDim(); m.F32 == nil || m.Dim != dim || m.N != len(qs) {
+		return fmt.Errorf("%s: need %d float vectors of dimension %d", f.queries, len(qs), dim)
 	}
-	for i := range out {
-		out[i] = m.RowF32(i)
+	for i := range qs {
+		qs[i].Rescore = m.RowF32(i)
 	}
-	return out, nil
+	return nil
 }

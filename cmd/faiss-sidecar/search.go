@@ -10,8 +10,6 @@ import (
 	"unsafe"
 
 	"github.com/faiss-sidecar/faiss-sidecar/engine"
-	"github.com/faiss-sidecar/faiss-sidecar/hnswsearch"
-	"github.com/faiss-sidecar/faiss-sidecar/internal/par"
 )
 
 func runSearch(args []string, stdout, stderr io.Writer) error {
@@ -35,10 +33,10 @@ func runSearch(args []string, stdout, stderr io.Writer) error {
 	if err := required("search", "queries", *queries); err != nil {
 		return err
 	}
-	if err := checkQuery(*k, *ef); err != nil {
+	req := queryRequest(*k, *ef)
+	if err := checkRequest(req); err != nil {
 		return err
 	}
-	var rp *hnswsearch.RangeParams
 	if *radius != "" {
 		kSet := false
 		fs.Visit(func(f *flag.Flag) { kSet = kSet || f.Name == "k" })
@@ -49,7 +47,8 @@ func runSearch(args []string, stdout, stderr io.Writer) error {
 		if err != nil || math.IsNaN(r) || math.IsInf(r, 0) {
 			return usagef("--radius %q is not a finite float32", *radius)
 		}
-		rp = &hnswsearch.RangeParams{Radius: float32(r), EfSearch: *ef}
+		r32 := float32(r)
+		req.Radius, req.MaxResults = &r32, engine.MaxRangeResults // FAISS's radius; every hit up to the most there can be
 	}
 	if *threads < 0 {
 		return usagef("--threads %d is negative (0: GOMAXPROCS)", *threads)
@@ -68,7 +67,6 @@ func runSearch(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	req := engine.FAISSRequest{K: *k, EfSearch: *ef}
 	if *allow != "" { // read before the index opens too, and counted beside it
 		if req.Filter, err = loadIDs(*allow); err != nil {
 			pi.discard()
@@ -76,26 +74,28 @@ func runSearch(args []string, stdout, stderr io.Writer) error {
 		}
 		ix.beside += 8 * int64(len(req.Filter))
 	}
-	if rp == nil { // every query's hits are held until written
-		ix.beside += int64(qm.N) * int64(*k) * int64(unsafe.Sizeof(hnswsearch.Result{}))
+	if req.Radius == nil { // every query's hits are held until written
+		ix.beside += int64(qm.N) * int64(*k) * int64(unsafe.Sizeof(engine.Result{}))
 	}
 	l, qs, err := ix.openFor(pi, *queries, qm)
 	if err != nil {
 		return err
 	}
 	defer l.Close()
-	if rp != nil {
-		rp.Filter = req.Filter
-		return rangeSearch(l.x, qs, *rp, *threads, *out, stdout)
-	}
-	var fq [][]float32
-	if l.x.HasRerank() {
-		if fq, err = rr.floatQueries(l.x, qs, l.x.RerankDim()); err != nil {
+	switch {
+	case req.Radius != nil && l.x.HasRerank():
+		return usagef("--radius returns FAISS's own range results: it does not combine with rerank vectors or mode on_disk")
+	case l.x.HasRerank():
+		if err := rr.addRescoreQueries(l.x, qs); err != nil {
 			return err
 		}
 	}
+	qp, err := l.x.Plan(req)
+	if err != nil {
+		return err
+	}
 	// Every query is answered before anything is written.
-	res := l.x.SearchBatchFAISS(qs, fq, req, *threads)
+	res := l.x.SearchBatch(&qp, qs, *threads)
 	for i, r := range res {
 		if r.Err != nil {
 			return fmt.Errorf("query %d: %w", i, r.Err)
@@ -105,42 +105,7 @@ func runSearch(args []string, stdout, stderr io.Writer) error {
 		buf := make([]byte, 0, 4096)
 		for i, r := range res {
 			buf = appendResultLine(buf[:0], i, r.Hits, l.x.Binary())
-			if _, err := w.Write(buf); err != nil {
-				return err
-			}
-		}
-		return nil
-	})
-}
-
-// rangeSearch answers --radius: per query FAISS's range results in its
-// order (up to hnswsearch.MaxRangeResults; a line cut there says
-// "truncated": true), every query answered before anything is written.
-func rangeSearch(x *engine.Index, qs []hnswsearch.Query, p hnswsearch.RangeParams, threads int, out string, stdout io.Writer) error {
-	if x.HasRerank() {
-		return usagef("--radius returns FAISS's own range results: it does not combine with rerank vectors or mode on_disk")
-	}
-	type one struct {
-		hits      []hnswsearch.Result
-		truncated bool
-		err       error
-	}
-	res := make([]one, len(qs))
-	par.For(len(qs), threads, func(i int) {
-		var st hnswsearch.RangeStats
-		res[i].hits, st, res[i].err = x.RangeFAISS(qs[i], p, nil)
-		res[i].truncated = st.Truncated
-	})
-	for i, r := range res {
-		if r.err != nil {
-			return fmt.Errorf("query %d: %w", i, r.err)
-		}
-	}
-	return writeOutput(out, stdout, func(w *bufio.Writer) error {
-		buf := make([]byte, 0, 4096)
-		for i, r := range res {
-			buf = appendResultLine(buf[:0], i, r.hits, x.Binary())
-			if r.truncated {
+			if r.Profile.Truncated { // a radial query cut at the most results there can be
 				buf = append(buf[:len(buf)-2], `,"truncated":true}`+"\n"...)
 			}
 			if _, err := w.Write(buf); err != nil {
@@ -154,7 +119,7 @@ func rangeSearch(x *engine.Index, qs []hnswsearch.Query, p hnswsearch.RangeParam
 // appendResultLine writes {"query": i, "ids": [...], "distances": [...]}\n.
 // Float distances use the shortest text that reads back as the same float32;
 // binary (Hamming) distances are integers.
-func appendResultLine(b []byte, i int, hits []hnswsearch.Result, binary bool) []byte {
+func appendResultLine(b []byte, i int, hits []engine.Result, binary bool) []byte {
 	b = append(b, `{"query":`...)
 	b = strconv.AppendInt(b, int64(i), 10)
 	b = append(b, `,"ids":[`...)

@@ -24,11 +24,10 @@ import (
 
 	"github.com/gin-gonic/gin"
 
+	"github.com/faiss-sidecar/faiss-sidecar/engine"
 	"github.com/faiss-sidecar/faiss-sidecar/httpapi"
 	"github.com/faiss-sidecar/faiss-sidecar/internal/buildinfo"
 	"github.com/faiss-sidecar/faiss-sidecar/partial"
-	"github.com/faiss-sidecar/faiss-sidecar/partial/diskcache"
-	"github.com/faiss-sidecar/faiss-sidecar/partial/s3"
 )
 
 //go:embed demo/demo.faiss
@@ -71,165 +70,17 @@ func (l *stringList) String() string     { return strings.Join(*l, ",") }
 func (l *stringList) Set(s string) error { *l = append(*l, s); return nil }
 
 func runServe(args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
-	configPath := fs.String("config", "", "JSON config file (listen, data_roots, memory_budget, token, indexes, …)")
-	listen := fs.String("listen", "", "address to listen on (default 127.0.0.1:8080; env FAISS_SIDECAR_LISTEN)")
-	var roots stringList
-	fs.Var(&roots, "data-root", "directory index paths must resolve into (repeatable; env FAISS_SIDECAR_DATA_ROOT, colon-separated)")
-	var buckets stringList
-	fs.Var(&buckets, "s3-bucket", "S3 bucket whose objects (s3://BUCKET/KEY) may be served (repeatable; none: no object)")
-	var budget budgetFlag // not -1 for "unset": --help would show "(default -1)"
-	fs.Var(&budget, "memory-budget", "`bytes` all indexes may hold: full copies, guides, caches, small arrays (default: memory_budget in --config, else env FAISS_SIDECAR_MEMORY_BUDGET, else 0; 0: the machine's memory, or its cgroup's limit, less the server's own)")
-	guideDir := fs.String("guide-dir", "", "directory for on_disk indexes' guide files (default: beside each index)")
-	var cd cacheDirFlags
-	cd.register(fs)
-	token := fs.String("token", "", "bearer token required by /indexes endpoints (env FAISS_SIDECAR_TOKEN)")
-	maxBody := fs.Int64("max-body-bytes", 0, "request body limit (default 16 MiB)")
-	timeout := fs.Duration("request-timeout", 0, "per-request timeout (default 30s)")
-	pprofOn := fs.Bool("pprof", false, "serve /debug/pprof")
-	logLevel := fs.String("log-level", "", "debug, info, warn or error (default info)")
-	demo := fs.Bool("demo", false, "also serve the embedded demo index as \"demo\" (the default when nothing else is configured)")
-	pos, err := parseArgs(fs, args)
+	f, err := parseServeFlags(args)
 	if err != nil {
 		return err
 	}
-	if err := checkArgs("serve", pos); err != nil {
+	cfg, rootsFrom, err := f.config()
+	if err != nil {
 		return err
 	}
-	switch {
-	case budget.n < 0:
-		return usagef("--memory-budget %d is negative (0: the machine's memory less the server's own)", budget.n)
-	case *maxBody < 0:
-		return usagef("--max-body-bytes %d is negative", *maxBody)
-	case *timeout < 0:
-		return usagef("--request-timeout %v is negative", *timeout)
-	}
-	var cfg serveConfig
-	if *configPath != "" {
-		b, err := os.ReadFile(*configPath)
-		if err != nil {
-			return err
-		}
-		// A config that does not parse (an unknown key, a wrong type) is a
-		// usage error, as a bad flag is.
-		d := json.NewDecoder(strings.NewReader(string(b)))
-		d.DisallowUnknownFields()
-		if err := d.Decode(&cfg); err != nil {
-			return usagef("%s: %v", *configPath, err)
-		}
-		if d.More() {
-			return usagef("%s: more than one JSON value", *configPath)
-		}
-		// Keys exactly as documented, each once (encoding/json takes
-		// "Token" for token, and the last of two).
-		if err := httpapi.CheckKeys(b, &cfg); err != nil {
-			return usagef("%s: %v", *configPath, err)
-		}
-	}
-	// Environment over the file, flags over both.
-	if v := os.Getenv("FAISS_SIDECAR_LISTEN"); v != "" {
-		cfg.Listen = v
-	}
-	rootsFrom := "data_roots in " + *configPath // where the roots came from, for the error that refuses one
-	if v := os.Getenv("FAISS_SIDECAR_DATA_ROOT"); v != "" {
-		cfg.DataRoots, rootsFrom = strings.Split(v, ":"), "FAISS_SIDECAR_DATA_ROOT"
-	}
-	if v := os.Getenv("FAISS_SIDECAR_MEMORY_BUDGET"); v != "" {
-		n, err := strconv.ParseInt(v, 10, 64)
-		if err != nil {
-			return usagef("FAISS_SIDECAR_MEMORY_BUDGET=%q is not a byte count", v)
-		}
-		cfg.MemoryBudget = n
-	}
-	if v := os.Getenv("FAISS_SIDECAR_TOKEN"); v != "" {
-		cfg.Token = v
-	}
-	if *listen != "" {
-		cfg.Listen = *listen
-	}
-	if len(roots) > 0 {
-		cfg.DataRoots, rootsFrom = roots, "--data-root"
-	}
-	// Checked before anything starts: an empty root would serve the
-	// working directory, a file or a missing directory would refuse every
-	// load of a server that looked up.
-	for _, root := range cfg.DataRoots {
-		if err := httpapi.CheckDataRoot(root); err != nil {
-			return fmt.Errorf("%s: %w", rootsFrom, err)
-		}
-	}
-	if len(buckets) > 0 {
-		cfg.S3Buckets = buckets
-	}
-	for _, b := range cfg.S3Buckets {
-		if err := s3.CheckBucket(b); err != nil {
-			return usagef("--s3-bucket / s3_buckets: %v", err)
-		}
-	}
-	if budget.set {
-		cfg.MemoryBudget = budget.n
-	}
-	if *token != "" {
-		cfg.Token = *token
-	}
-	if *guideDir != "" {
-		cfg.GuideDir = *guideDir
-	}
-	if cd.dir != "" {
-		cfg.CacheDir = cd.dir
-	}
-	if cd.bytes != 0 {
-		cfg.CacheDirBytes = cd.bytes
-	}
-	if err := diskcache.CheckBudget(cfg.CacheDirBytes); err != nil {
-		return badOption(err)
-	}
-	if *maxBody > 0 {
-		cfg.MaxBodyBytes = *maxBody
-	}
-	if *timeout > 0 {
-		cfg.RequestTimeout = timeout.String()
-	}
-	cfg.Pprof = cfg.Pprof || *pprofOn
-	if *logLevel != "" {
-		cfg.LogLevel = *logLevel
-	}
-	if cfg.Listen == "" {
-		cfg.Listen = "127.0.0.1:8080"
-	}
-	if err := checkListen(cfg.Listen); err != nil {
+	log, reqTimeout, err := cfg.check(rootsFrom, stderr)
+	if err != nil {
 		return err
-	}
-	if err := checkGuideDir(cfg.GuideDir); err != nil {
-		return err
-	}
-	switch {
-	case cfg.MemoryBudget < 0:
-		return usagef("memory_budget %d is negative (0: the machine's memory less the server's own)", cfg.MemoryBudget)
-	case cfg.MaxBodyBytes < 0:
-		return usagef("max_body_bytes %d is negative", cfg.MaxBodyBytes)
-	}
-	var level slog.Level
-	if err := level.UnmarshalText([]byte(orDefault(cfg.LogLevel, "info"))); err != nil {
-		return usagef("log level %q: %v", cfg.LogLevel, err)
-	}
-	log := slog.New(slog.NewJSONHandler(stderr, &slog.HandlerOptions{Level: level}))
-	var reqTimeout time.Duration
-	if cfg.RequestTimeout != "" {
-		if reqTimeout, err = time.ParseDuration(cfg.RequestTimeout); err != nil {
-			return usagef("request_timeout %q: %v", cfg.RequestTimeout, err)
-		}
-		if reqTimeout < 0 {
-			return usagef("request_timeout %q is negative", cfg.RequestTimeout)
-		}
-	}
-	if err := cfg.Limits.Check(); err != nil {
-		return usagef("%v", err)
-	}
-	if cfg.SwitchTimeout != "" {
-		if cfg.Limits.SwitchTimeout, err = time.ParseDuration(cfg.SwitchTimeout); err != nil || cfg.Limits.SwitchTimeout < 0 {
-			return usagef("switch_timeout %q: a positive duration such as 5m is expected", cfg.SwitchTimeout)
-		}
 	}
 	if cfg.FileLeases != nil {
 		partial.SetFileLeases(*cfg.FileLeases)
@@ -241,43 +92,270 @@ func runServe(args []string, stdout, stderr io.Writer) error {
 	}
 	defer ln.Close()
 	// Nothing configured: serve the embedded demo index from a temporary root.
-	useDemo := *demo || (len(cfg.DataRoots) == 0 && len(cfg.S3Buckets) == 0 && len(cfg.Indexes) == 0)
+	useDemo := f.demo || (len(cfg.DataRoots) == 0 && len(cfg.S3Buckets) == 0 && len(cfg.Indexes) == 0)
 	if useDemo {
-		dir, release, err := makeDemoDir()
+		release, err := cfg.addDemo()
 		if err != nil {
 			return err
 		}
 		defer release()
-		if err := os.WriteFile(filepath.Join(dir, "demo.faiss"), demoIndex, 0o444); err != nil {
-			return err
-		}
-		cfg.DataRoots = append(cfg.DataRoots, dir)
-		if cfg.Indexes == nil {
-			cfg.Indexes = map[string]httpapi.LoadSpec{}
-		}
-		// Relative to the demo's root when it is the only one: what GET and
-		// errors show is then not the server's temporary path.
-		path := filepath.Join(dir, "demo.faiss")
-		if len(cfg.DataRoots) == 1 {
-			path = "demo.faiss"
-		}
-		cfg.Indexes["demo"] = httpapi.LoadSpec{Path: path, Mode: "full"}
 	}
-	// The process-wide settings are the binary's: gin's mode, and the
-	// runtime's memory limit, which the server keeps at what its indexes
-	// leave the heap unless GOMEMLIMIT sets one.
-	gin.SetMode(gin.ReleaseMode)
-	var setMemoryLimit func(int64) int64
-	if os.Getenv("GOMEMLIMIT") == "" {
-		setMemoryLimit = debug.SetMemoryLimit
-	}
-	srv, err := httpapi.New(httpapi.Config{DataRoots: cfg.DataRoots, S3Buckets: cfg.S3Buckets, MemoryBudget: cfg.MemoryBudget, GuideDir: cfg.GuideDir,
-		CacheDir: cfg.CacheDir, CacheDirBytes: cfg.CacheDirBytes, Token: cfg.Token,
+	srv, err := httpapi.New(httpapi.Config{DataRoots: cfg.DataRoots, S3Buckets: cfg.S3Buckets, MemoryBudget: cfg.MemoryBudget,
+		GuideDir: cfg.GuideDir, RemoteGuideDir: defaultRemoteGuideDir(), CacheDir: cfg.CacheDir, CacheDirBytes: cfg.CacheDirBytes, Token: cfg.Token,
 		MaxBodyBytes: cfg.MaxBodyBytes, RequestTimeout: reqTimeout, Pprof: cfg.Pprof, Logger: log, Limits: cfg.Limits,
-		SetMemoryLimit: setMemoryLimit, Env: procEnv})
+		SetMemoryLimit: processSettings(), Env: procEnv})
 	if err != nil {
 		return err
 	}
+	if err := cfg.loadIndexes(srv, log); err != nil {
+		return err
+	}
+	if useDemo {
+		fmt.Fprintf(stderr, "serving the demo index: curl -s http://%s/indexes/demo; curl -s -XPOST http://%s/indexes/demo/_search -d '{\"vector\":[%s],\"k\":3}'\n",
+			cfg.Listen, cfg.Listen, strings.TrimSuffix(strings.Repeat("0.5,", 20), ","))
+	}
+	ctx, stop := serveContext()
+	defer stop()
+	if err := srv.Serve(ctx, ln, 20*time.Second); err != nil && err != http.ErrServerClosed {
+		return err
+	}
+	return nil
+}
+
+// processSettings makes the process-wide settings, which are the
+// binary's: gin's mode, and the runtime's memory limit, which the server
+// keeps at what its indexes leave the heap unless GOMEMLIMIT sets one
+// (the returned setter for httpapi.Config.SetMemoryLimit; nil then).
+func processSettings() (setMemoryLimit func(int64) int64) {
+	gin.SetMode(gin.ReleaseMode)
+	if os.Getenv("GOMEMLIMIT") == "" {
+		setMemoryLimit = debug.SetMemoryLimit
+	}
+	return setMemoryLimit
+}
+
+// serveFlags are serve's flags, which override the config file and the
+// environment.
+type serveFlags struct {
+	configPath, listen, guideDir, token, logLevel string
+	roots, buckets                                stringList
+	budget                                        budgetFlag // not -1 for "unset": --help would show "(default -1)"
+	cd                                            cacheDirFlags
+	maxBody                                       int64
+	timeout                                       time.Duration
+	pprof, demo                                   bool
+}
+
+// parseServeFlags reads serve's flags and checks their values.
+func parseServeFlags(args []string) (*serveFlags, error) {
+	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	f := new(serveFlags)
+	fs.StringVar(&f.configPath, "config", "", "JSON config file (listen, data_roots, memory_budget, token, indexes, …)")
+	fs.StringVar(&f.listen, "listen", "", "address to listen on (default 127.0.0.1:8080; env FAISS_SIDECAR_LISTEN)")
+	fs.Var(&f.roots, "data-root", "directory index paths must resolve into (repeatable; env FAISS_SIDECAR_DATA_ROOT, colon-separated)")
+	fs.Var(&f.buckets, "s3-bucket", "S3 bucket whose objects (s3://BUCKET/KEY) may be served (repeatable; none: no object)")
+	fs.Var(&f.budget, "memory-budget", "`bytes` all indexes may hold: full copies, guides, caches, small arrays (default: memory_budget in --config, else env FAISS_SIDECAR_MEMORY_BUDGET, else 0; 0: the machine's memory, or its cgroup's limit, less the server's own)")
+	fs.StringVar(&f.guideDir, "guide-dir", "", "directory for on_disk indexes' guide files (default: beside each index)")
+	f.cd.register(fs)
+	fs.StringVar(&f.token, "token", "", "bearer token required by /indexes endpoints (env FAISS_SIDECAR_TOKEN)")
+	fs.Int64Var(&f.maxBody, "max-body-bytes", 0, "request body limit (default 16 MiB)")
+	fs.DurationVar(&f.timeout, "request-timeout", 0, "per-request timeout (default 30s)")
+	fs.BoolVar(&f.pprof, "pprof", false, "serve /debug/pprof")
+	fs.StringVar(&f.logLevel, "log-level", "", "debug, info, warn or error (default info)")
+	fs.BoolVar(&f.demo, "demo", false, "also serve the embedded demo index as \"demo\" (the default when nothing else is configured)")
+	pos, err := parseArgs(fs, args)
+	if err != nil {
+		return nil, err
+	}
+	if err := checkArgs("serve", pos); err != nil {
+		return nil, err
+	}
+	switch {
+	case f.budget.n < 0:
+		return nil, usagef("--memory-budget %d is negative (0: the machine's memory less the server's own)", f.budget.n)
+	case f.maxBody < 0:
+		return nil, usagef("--max-body-bytes %d is negative", f.maxBody)
+	case f.timeout < 0:
+		return nil, usagef("--request-timeout %v is negative", f.timeout)
+	}
+	return f, nil
+}
+
+// config is the server's configuration: the config file, the
+// FAISS_SIDECAR_* variables over it, the flags over both. rootsFrom says
+// where the data roots came from, for the error that refuses one.
+func (f *serveFlags) config() (cfg serveConfig, rootsFrom string, err error) {
+	if f.configPath != "" {
+		if cfg, err = readServeConfig(f.configPath); err != nil {
+			return cfg, "", err
+		}
+	}
+	if v := os.Getenv("FAISS_SIDECAR_LISTEN"); v != "" {
+		cfg.Listen = v
+	}
+	rootsFrom = "data_roots in " + f.configPath
+	if v := os.Getenv("FAISS_SIDECAR_DATA_ROOT"); v != "" {
+		cfg.DataRoots, rootsFrom = strings.Split(v, ":"), "FAISS_SIDECAR_DATA_ROOT"
+	}
+	if v := os.Getenv("FAISS_SIDECAR_MEMORY_BUDGET"); v != "" {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil {
+			return cfg, "", usagef("FAISS_SIDECAR_MEMORY_BUDGET=%q is not a byte count", v)
+		}
+		cfg.MemoryBudget = n
+	}
+	if v := os.Getenv("FAISS_SIDECAR_TOKEN"); v != "" {
+		cfg.Token = v
+	}
+	if f.listen != "" {
+		cfg.Listen = f.listen
+	}
+	if len(f.roots) > 0 {
+		cfg.DataRoots, rootsFrom = f.roots, "--data-root"
+	}
+	if len(f.buckets) > 0 {
+		cfg.S3Buckets = f.buckets
+	}
+	if f.budget.set {
+		cfg.MemoryBudget = f.budget.n
+	}
+	if f.token != "" {
+		cfg.Token = f.token
+	}
+	if f.guideDir != "" {
+		cfg.GuideDir = f.guideDir
+	}
+	if f.cd.dir != "" {
+		cfg.CacheDir = f.cd.dir
+	}
+	if f.cd.bytes != 0 {
+		cfg.CacheDirBytes = f.cd.bytes
+	}
+	if f.maxBody > 0 {
+		cfg.MaxBodyBytes = f.maxBody
+	}
+	if f.timeout > 0 {
+		cfg.RequestTimeout = f.timeout.String()
+	}
+	cfg.Pprof = cfg.Pprof || f.pprof
+	if f.logLevel != "" {
+		cfg.LogLevel = f.logLevel
+	}
+	if cfg.Listen == "" {
+		cfg.Listen = "127.0.0.1:8080"
+	}
+	return cfg, rootsFrom, nil
+}
+
+// readServeConfig reads the config file at path. One that does not parse
+// (an unknown key, a wrong type) is a usage error, as a bad flag is.
+func readServeConfig(path string) (serveConfig, error) {
+	var cfg serveConfig
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return cfg, err
+	}
+	d := json.NewDecoder(strings.NewReader(string(b)))
+	d.DisallowUnknownFields()
+	if err := d.Decode(&cfg); err != nil {
+		return cfg, usagef("%s: %v", path, err)
+	}
+	if d.More() {
+		return cfg, usagef("%s: more than one JSON value", path)
+	}
+	// Keys exactly as documented, each once (encoding/json takes "Token"
+	// for token, and the last of two).
+	if err := httpapi.CheckKeys(b, &cfg); err != nil {
+		return cfg, usagef("%s: %v", path, err)
+	}
+	return cfg, nil
+}
+
+// check checks the configuration before anything starts (an empty root
+// would serve the working directory, a file or a missing directory would
+// refuse every load of a server that looked up) and makes its logger,
+// writing to stderr, and its request timeout (0: httpapi's default).
+func (cfg *serveConfig) check(rootsFrom string, stderr io.Writer) (*slog.Logger, time.Duration, error) {
+	for _, root := range cfg.DataRoots {
+		if err := httpapi.CheckDataRoot(root); err != nil {
+			return nil, 0, fmt.Errorf("%s: %w", rootsFrom, err)
+		}
+	}
+	for _, b := range cfg.S3Buckets {
+		if err := engine.CheckS3Bucket(b); err != nil {
+			return nil, 0, usagef("--s3-bucket / s3_buckets: %v", err)
+		}
+	}
+	if err := engine.CheckCacheDirBytes(cfg.CacheDirBytes); err != nil {
+		return nil, 0, badOption(err)
+	}
+	if err := checkListen(cfg.Listen); err != nil {
+		return nil, 0, err
+	}
+	if err := checkGuideDir(cfg.GuideDir); err != nil {
+		return nil, 0, err
+	}
+	switch {
+	case cfg.MemoryBudget < 0:
+		return nil, 0, usagef("memory_budget %d is negative (0: the machine's memory less the server's own)", cfg.MemoryBudget)
+	case cfg.MaxBodyBytes < 0:
+		return nil, 0, usagef("max_body_bytes %d is negative", cfg.MaxBodyBytes)
+	}
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(orDefault(cfg.LogLevel, "info"))); err != nil {
+		return nil, 0, usagef("log level %q: %v", cfg.LogLevel, err)
+	}
+	log := slog.New(slog.NewJSONHandler(stderr, &slog.HandlerOptions{Level: level}))
+	var reqTimeout time.Duration
+	if cfg.RequestTimeout != "" {
+		var err error
+		if reqTimeout, err = time.ParseDuration(cfg.RequestTimeout); err != nil {
+			return nil, 0, usagef("request_timeout %q: %v", cfg.RequestTimeout, err)
+		}
+		if reqTimeout < 0 {
+			return nil, 0, usagef("request_timeout %q is negative", cfg.RequestTimeout)
+		}
+	}
+	if err := cfg.Limits.Check(); err != nil {
+		return nil, 0, usagef("%v", err)
+	}
+	if cfg.SwitchTimeout != "" {
+		var err error
+		if cfg.Limits.SwitchTimeout, err = time.ParseDuration(cfg.SwitchTimeout); err != nil || cfg.Limits.SwitchTimeout < 0 {
+			return nil, 0, usagef("switch_timeout %q: a positive duration such as 5m is expected", cfg.SwitchTimeout)
+		}
+	}
+	return log, reqTimeout, nil
+}
+
+// addDemo writes the embedded demo index into a temporary data root and
+// configures it as the index "demo"; release removes the root.
+func (cfg *serveConfig) addDemo() (release func(), err error) {
+	dir, release, err := makeDemoDir()
+	if err != nil {
+		return nil, err
+	}
+	if err := os.WriteFile(filepath.Join(dir, "demo.faiss"), demoIndex, 0o444); err != nil {
+		release()
+		return nil, err
+	}
+	cfg.DataRoots = append(cfg.DataRoots, dir)
+	if cfg.Indexes == nil {
+		cfg.Indexes = map[string]httpapi.LoadSpec{}
+	}
+	// Relative to the demo's root when it is the only one: what GET and
+	// errors show is then not the server's temporary path.
+	path := filepath.Join(dir, "demo.faiss")
+	if len(cfg.DataRoots) == 1 {
+		path = "demo.faiss"
+	}
+	cfg.Indexes["demo"] = httpapi.LoadSpec{Path: path, Mode: "full"}
+	return release, nil
+}
+
+// loadIndexes logs the start and loads the configured indexes, in name
+// order.
+func (cfg *serveConfig) loadIndexes(srv *httpapi.Server, log *slog.Logger) error {
 	names := make([]string, 0, len(cfg.Indexes))
 	for n := range cfg.Indexes {
 		names = append(names, n)
@@ -290,15 +368,6 @@ func runServe(args []string, stdout, stderr io.Writer) error {
 			return fmt.Errorf("index %s: %w", n, err)
 		}
 		log.Info("index loaded", "index", n, "path", cfg.Indexes[n].Path)
-	}
-	if useDemo {
-		fmt.Fprintf(stderr, "serving the demo index: curl -s http://%s/indexes/demo; curl -s -XPOST http://%s/indexes/demo/_search -d '{\"vector\":[%s],\"k\":3}'\n",
-			cfg.Listen, cfg.Listen, strings.TrimSuffix(strings.Repeat("0.5,", 20), ","))
-	}
-	ctx, stop := serveContext()
-	defer stop()
-	if err := srv.Serve(ctx, ln, 20*time.Second); err != nil && err != http.ErrServerClosed {
-		return err
 	}
 	return nil
 }

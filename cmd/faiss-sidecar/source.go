@@ -2,52 +2,22 @@ package main
 
 import (
 	"errors"
-	"fmt"
 	"strings"
 
+	"github.com/faiss-sidecar/faiss-sidecar/engine"
 	"github.com/faiss-sidecar/faiss-sidecar/partial"
-	"github.com/faiss-sidecar/faiss-sidecar/partial/blockcache"
-	"github.com/faiss-sidecar/faiss-sidecar/partial/diskcache"
-	"github.com/faiss-sidecar/faiss-sidecar/partial/s3"
-	"github.com/faiss-sidecar/faiss-sidecar/partial/storage"
-	"github.com/faiss-sidecar/faiss-sidecar/partial/zstd"
 )
 
 // backendHelp documents --backend for every subcommand.
-var backendHelp = "storage backend: " + strings.Join(storage.Backends, ", ") + " (default: zstd for compressed files, " + storage.DefaultPlainBackend + " otherwise)"
+var backendHelp = "storage backend: " + strings.Join(engine.Backends(), ", ") + " (default: zstd for compressed files, " + engine.DefaultPlainBackend + " otherwise)"
 
 // openSource opens path's raw storage (inspect, bench storage) through the
-// named backend ("" = auto), with cd's disk cache for an s3:// path;
-// indexes open through the engine.
-func openSource(path, backend string, cacheBytes int64, cd cacheDirFlags) (partial.Storage, error) {
-	s, err := storage.Open(path, storage.Options{Backend: backend, CacheBytes: cacheBytes, CacheDir: cd.value(), S3: procEnv.S3})
-	if errors.Is(err, partial.ErrBadOption) {
-		return nil, badOption(err)
+// named backend ("" = auto), with cd's disk cache for an s3:// path, and
+// names the backend; indexes open through the engine's load.
+func openSource(path, backend string, cacheBytes int64, cd cacheDirFlags) (partial.Storage, string, error) {
+	s, name, err := engine.OpenRaw(path, engine.RawOptions{Backend: backend, CacheBytes: cacheBytes, CacheDir: cd.value(), Env: procEnv})
+	if errors.Is(err, engine.ErrBadStorageOption) {
+		return nil, "", badOption(err)
 	}
-	return s, err
-}
-
-// backendName names the backend a Storage came from.
-func backendName(s partial.Storage) string {
-	switch s := s.(type) {
-	case *partial.Memory:
-		return "memory"
-	case *partial.Mmap:
-		return "mmap"
-	case *zstd.File:
-		return "zstd"
-	case *partial.Direct:
-		return "direct"
-	case *s3.Object, *diskcache.Cache:
-		return "s3"
-	case *blockcache.Cached:
-		switch s.Inner().(type) {
-		case *partial.Direct:
-			return "direct"
-		case *s3.Object, *diskcache.Cache:
-			return "s3"
-		}
-		return "pread"
-	}
-	return fmt.Sprintf("%T", s)
+	return s, name, err
 }

@@ -5,19 +5,24 @@ import (
 	"strings"
 
 	"github.com/faiss-sidecar/faiss-sidecar/engine"
-	"github.com/faiss-sidecar/faiss-sidecar/partial"
-	"github.com/faiss-sidecar/faiss-sidecar/partial/storage"
 )
 
 // Flag values are checked before a command opens or reads anything; a bad
 // one is a usage error (exit status 2). The rules themselves live with the
-// code they protect (engine.CheckSpec, engine.CheckQuery, …); specFlags
+// code they protect (engine.CheckSpec, engine.Request.Check, …); specFlags
 // words the engine's field errors with the flags' names.
 
-// checkQuery checks --k and --ef-search (0: the index's) by the rule
-// every query is held to.
-func checkQuery(k, ef int) error {
-	if err := engine.CheckQuery(k, ef, ef != 0, 0); err != nil {
+// queryRequest is the engine's request for --k and --ef-search (0: the
+// index's). A binary index with rerank vectors rescores with the float
+// queries of --rerank-queries.
+func queryRequest(k, ef int) engine.Request {
+	return engine.Request{K: k, EfSearch: ef, EfSearchSet: ef != 0, RescoreBinary: true}
+}
+
+// checkRequest refuses a request by the rule every query is held to
+// (engine.Request.Check), as a usage error, before anything is opened.
+func checkRequest(r engine.Request) error {
+	if err := r.Check(); err != nil {
 		return usagef("%v", err)
 	}
 	return nil
@@ -64,16 +69,16 @@ func (f *rerankFlags) validate() error {
 	return nil
 }
 
-// badOption turns a partial.ErrBadOption into a usage error, without the
-// package's prefix.
+// badOption turns an engine.ErrBadStorageOption into a usage error,
+// without the kind's prefix.
 func badOption(err error) error {
-	return usagef("%s", strings.TrimPrefix(err.Error(), partial.ErrBadOption.Error()+": "))
+	return usagef("%s", strings.TrimPrefix(err.Error(), engine.ErrBadStorageOption.Error()+": "))
 }
 
 // checkBackend checks a --backend name ("" or "auto": chosen by the file).
 func checkBackend(b string) error {
-	if b != "" && b != "auto" && !storage.KnownBackend(b) {
-		return badOption(storage.UnknownBackend(b))
+	if err := engine.CheckBackend(b); err != nil {
+		return badOption(err)
 	}
 	return nil
 }

@@ -55,6 +55,13 @@ type Options struct {
 	// whose object another storage is then built on).
 	Object     *s3.Object
 	KeepObject bool
+	// File, for a local path, is the file already open (a partial.Handle
+	// its caller probed it through): the backend is built on it rather
+	// than opening the path again, and an unnamed backend is chosen by
+	// what it holds. It goes by the name it was opened with (Name is for
+	// a path Open opens). Open owns it: the storage takes it over, and
+	// Open failing closes it.
+	File *partial.Handle
 	// Binding is the context of the requests an object opened here makes
 	// for callers that pass none (s3.Binding): a load's deadline.
 	Binding *s3.Binding
@@ -185,7 +192,13 @@ func (o Options) CacheBudgetFor(backend string, size int64) int64 {
 // cache and the object, and the block cache's blocks are 4096 bytes unless
 // o.BlockSize is set (remoteBlockSize).
 // Backend s3 refuses a local path, and zstd is not served from S3 yet.
-func Open(path string, o Options) (partial.Storage, error) {
+func Open(path string, o Options) (_ partial.Storage, err error) {
+	h := o.File
+	defer func() {
+		if err != nil && h != nil {
+			h.Close() // Open owns it (a backend that took it over left it empty)
+		}
+	}()
 	if o.CacheDir != nil {
 		if err := diskcache.CheckBudget(o.CacheDir.Budget()); err != nil {
 			return nil, err
@@ -199,29 +212,43 @@ func Open(path string, o Options) (partial.Storage, error) {
 		return nil, fmt.Errorf("%w: backend s3 reads s3://BUCKET/KEY paths; %s is a local path", partial.ErrBadOption, name)
 	}
 	backend := o.Backend
-	if backend == "" || backend == "auto" {
-		var err error
-		if backend, err = AutoBackend(path, DefaultPlainBackend); err != nil {
-			return nil, partial.NameError(err, path, name)
+	switch {
+	case backend == "" || backend == "auto":
+		if h == nil {
+			if h, err = partial.OpenHandle(path, named); err != nil {
+				return nil, err
+			}
 		}
+		backend = DefaultPlainBackend
+		if zstd.IsSeekableAt(h, h.Size()) {
+			backend = "zstd"
+		}
+	case !KnownBackend(backend):
+		return nil, UnknownBackend(o.Backend)
 	}
 	budget := o.CacheBudget(backend)
 	if budget < 0 {
 		return nil, fmt.Errorf("%w: cache budget %d is negative", partial.ErrBadOption, budget)
 	}
+	if h == nil {
+		if h, err = partial.OpenHandle(path, named); err != nil {
+			return nil, err
+		}
+	}
+	name = h.Name() // a File given goes by the name it was opened with
 	switch backend {
 	case "memory":
-		return partial.OpenMemoryAligned(path, o.AlignOffset, named)
+		return partial.ReadMemory(h, o.AlignOffset)
 	case "mmap":
-		return partial.OpenMmap(path, named)
+		return partial.NewMmap(h)
 	case "pread":
-		f, err := partial.OpenFile(path, named)
+		f, err := partial.NewFile(h)
 		if err != nil {
 			return nil, err
 		}
 		return blockcache.NewCachedAligned(name, f, o.Cache, budget, o.BlockSize, o.AlignOffset)
 	case "direct":
-		d, err := partial.OpenDirect(path, o.DirectParallel, named)
+		d, err := partial.NewDirect(h, o.DirectParallel)
 		if err != nil {
 			return nil, err
 		}
@@ -229,10 +256,12 @@ func Open(path string, o Options) (partial.Storage, error) {
 			return d, nil
 		}
 		return blockcache.NewCached(name, d, o.Cache, budget, o.BlockSize)
-	case "zstd":
-		return zstd.Open(path, o.Cache, budget, named)
 	}
-	return nil, UnknownBackend(o.Backend)
+	f, err := partial.NewFile(h) // zstd
+	if err != nil {
+		return nil, err
+	}
+	return zstd.New(f, name, o.Cache, budget)
 }
 
 // remoteBlockSize is the block cache's block size for an s3:// path:

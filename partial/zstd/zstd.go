@@ -161,15 +161,21 @@ func IsSeekable(path string) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	_, _, err = seekTable(f, st.Size(), path)
-	return err == nil, nil
+	return IsSeekableAt(f, st.Size()), nil
+}
+
+// IsSeekableAt reports whether the size bytes r holds end with a valid
+// zstd seek table.
+func IsSeekableAt(r io.ReaderAt, size int64) bool {
+	_, _, err := seekTable(r, size, "")
+	return err == nil
 }
 
 // File serves the decompressed bytes of a zstd seekable file; decoded
 // frames are kept in a block cache. It implements partial.Storage,
 // TallyReader, StatsReporter and FileChecker.
 type File struct {
-	raw    *partial.File
+	raw    partial.Storage // the compressed file
 	name   string
 	frames []zframe
 	size   int64
@@ -191,6 +197,18 @@ func Open(path string, cache *blockcache.Cache, budget int64, opts ...partial.Op
 	raw, err := partial.OpenFile(path, opts...)
 	if err != nil {
 		return nil, err
+	}
+	return New(raw, name, cache, budget)
+}
+
+// New serves the decompressed bytes of the zstd seekable file raw holds
+// (a partial.File in a served storage, whose file checks and statistics
+// are then the File's), named name in errors, as Open does. It takes raw
+// over: closing the File, or New failing, closes it.
+func New(raw partial.Storage, name string, cache *blockcache.Cache, budget int64) (*File, error) {
+	if !zstdAvailable {
+		raw.Close()
+		return nil, fmt.Errorf("the zstd backend needs cgo (built without it): %w", errors.ErrUnsupported)
 	}
 	frames, size, err := seekTable(raw, raw.Size(), name)
 	if err != nil {
@@ -280,7 +298,7 @@ func (z *File) frame(i int, t *partial.Tally) ([]byte, error) {
 	if err != nil {
 		// A frame that no longer decodes, or checks, may be another
 		// version's: say so when the file changed.
-		if cerr := z.raw.CheckFile(); errors.Is(cerr, partial.ErrFileChanged) {
+		if cerr := z.CheckFile(); errors.Is(cerr, partial.ErrFileChanged) {
 			err = cerr
 		}
 	}
@@ -292,7 +310,10 @@ func (z *File) Close() error { return z.life.Close(z.name) }
 func (z *File) Stats() partial.Stats {
 	s := partial.Stats{Requests: z.requests.Load(), BytesRequested: z.bytesRequested.Load(),
 		CacheHits: z.hits.Load(), CacheMisses: z.misses.Load()}
-	in := z.raw.Stats()
+	var in partial.Stats
+	if sr, ok := z.raw.(partial.StatsReporter); ok {
+		in = sr.Stats()
+	}
 	s.ReadCalls, s.BytesRead = in.ReadCalls, in.BytesRead
 	s.CacheEvictions = z.cache.Evictions()
 	s.ResidentBytes = z.cache.Bytes()
@@ -300,7 +321,17 @@ func (z *File) Stats() partial.Stats {
 }
 
 // CheckFile checks the compressed file: see partial.FileChecker.
-func (z *File) CheckFile() error { return z.raw.CheckFile() }
+func (z *File) CheckFile() error {
+	if fc, ok := z.raw.(partial.FileChecker); ok {
+		return fc.CheckFile()
+	}
+	return nil
+}
 
 // CheckFD checks the compressed file: see partial.FileChecker.
-func (z *File) CheckFD() error { return z.raw.CheckFD() }
+func (z *File) CheckFD() error {
+	if fc, ok := z.raw.(partial.FileChecker); ok {
+		return fc.CheckFD()
+	}
+	return nil
+}

@@ -1,0 +1,103 @@
+package engine
+
+import (
+	"fmt"
+	"slices"
+
+	"github.com/faiss-sidecar/faiss-sidecar/faissfmt"
+	"github.com/faiss-sidecar/faiss-sidecar/hnswsearch"
+	"github.com/faiss-sidecar/faiss-sidecar/partial"
+	"github.com/faiss-sidecar/faiss-sidecar/partial/blockcache"
+	"github.com/faiss-sidecar/faiss-sidecar/partial/diskcache"
+	"github.com/faiss-sidecar/faiss-sidecar/partial/s3"
+	"github.com/faiss-sidecar/faiss-sidecar/partial/storage"
+	"github.com/faiss-sidecar/faiss-sidecar/partial/zstd"
+)
+
+// The backend names, and a file opened as a backend reads it for the
+// tools that read a file without serving it (inspect, bench storage):
+// what front ends need of partial/storage, so that they reach it through
+// the engine.
+
+// Backends lists the storage backend names Spec.Backend and OpenRaw take.
+func Backends() []string { return slices.Clone(storage.Backends) }
+
+// DefaultPlainBackend is the backend OpenRaw reads an uncompressed file
+// with when none is named (a zstd file: zstd).
+const DefaultPlainBackend = storage.DefaultPlainBackend
+
+// CheckBackend checks a backend name for OpenRaw ("" and "auto": chosen
+// by the file). Errors match ErrBadStorageOption.
+func CheckBackend(b string) error {
+	if b != "" && b != "auto" && !storage.KnownBackend(b) {
+		return storage.UnknownBackend(b)
+	}
+	return nil
+}
+
+// CheckCacheDirBytes checks a disk cache directory's budget (0: the
+// default). Errors match ErrBadStorageOption.
+func CheckCacheDirBytes(n int64) error { return diskcache.CheckBudget(n) }
+
+// CheckIndexEfSearch is the rule for an index-level ef_search
+// (Spec.EfSearch when set): 1 … MaxEfSearch. Errors match ErrBadOption.
+func CheckIndexEfSearch(n int) error { return hnswsearch.CheckIndexEfSearch(n) }
+
+// RawOptions says how OpenRaw reads a file.
+type RawOptions struct {
+	// Backend is one of Backends, or "" (also "auto") for zstd on a zstd
+	// file and DefaultPlainBackend otherwise.
+	Backend string
+	// CacheBytes is the block cache budget (0: the backend's default).
+	CacheBytes int64
+	// CacheDir is an s3:// object's local disk cache (NewCacheDir), nil
+	// for none.
+	CacheDir *CacheDir
+	// Env is the process's choices: the S3 client that opens an s3://
+	// path (nil: the defaults).
+	Env *Env
+}
+
+// OpenRaw opens the file or s3:// object at path as o's backend reads it,
+// and names the backend that does (the one chosen for "" or "auto").
+// Indexes open through Prepare; this is for the tools that read a file's
+// bytes without serving it.
+func OpenRaw(path string, o RawOptions) (partial.Storage, string, error) {
+	s, err := storage.Open(path, storage.Options{Backend: o.Backend, CacheBytes: o.CacheBytes, CacheDir: o.CacheDir, S3: o.Env.s3()})
+	if err != nil {
+		return nil, "", err
+	}
+	return s, backendOf(s), nil
+}
+
+// Parse parses the FAISS file st holds (opened from path) as every load
+// parses it: headers and small arrays, a graph written without its
+// vectors too (faissfmt.File.VectorsMissing).
+func Parse(st partial.Storage, path string) (*faissfmt.File, error) {
+	return faissfmt.OpenWith(st, st.Size(), faissfmt.OpenOptions{AllowNullStorage: true, Window: storage.ParseWindow(path)})
+}
+
+// backendOf names the backend a storage storage.Open made is read by.
+func backendOf(s partial.Storage) string {
+	switch s := s.(type) {
+	case *partial.Memory:
+		return "memory"
+	case *partial.Mmap:
+		return "mmap"
+	case *zstd.File:
+		return "zstd"
+	case *partial.Direct:
+		return "direct"
+	case *s3.Object, *diskcache.Cache:
+		return "s3"
+	case *blockcache.Cached:
+		switch s.Inner().(type) {
+		case *partial.Direct:
+			return "direct"
+		case *s3.Object, *diskcache.Cache:
+			return "s3"
+		}
+		return "pread"
+	}
+	return fmt.Sprintf("%T", s)
+}
