@@ -22,7 +22,7 @@ func TestS3DiskCacheRestart(t *testing.T) {
 	f, err := testfixtures.Load(fixtures, name)
 	require.NoError(t, err)
 	u := s3test.PutFile(t, bucket, name+".faiss", fixture(name+".faiss"))
-	spec := engine.Spec{Path: u, Mode: "memory_efficient", CacheDir: t.TempDir(), Semantics: "faiss-1.7.3", Kernel: "exact"}
+	spec := engine.Spec{Path: u, Mode: "memory_efficient", CacheDir: engine.NewCacheDir(t.TempDir(), 0), Semantics: "faiss-1.7.3", Kernel: "exact"}
 
 	// run answers every run's queries, checked against FAISS's ids and
 	// distances; it returns the hits and the I/O the profiles counted.

@@ -6,7 +6,6 @@ import (
 
 	"github.com/faiss-sidecar/faiss-sidecar/faissfmt"
 	"github.com/faiss-sidecar/faiss-sidecar/hnswsearch"
-	"github.com/faiss-sidecar/faiss-sidecar/internal/distance"
 	"github.com/faiss-sidecar/faiss-sidecar/partial"
 	"github.com/faiss-sidecar/faiss-sidecar/partial/blockcache"
 	"github.com/faiss-sidecar/faiss-sidecar/partial/recordcache"
@@ -69,16 +68,6 @@ func (x *Index) Options() hnswsearch.Options    { return x.idx.Options() }
 func (x *Index) PinnedBytes() int64             { return x.idx.PinnedBytes() }
 func (x *Index) AllListsPinned() bool           { return x.idx.AllListsPinned() }
 func (x *Index) VectorCache() recordcache.Stats { return x.idx.VectorCache() }
-
-// KernelImpl names the code that computes distances for a kernel name
-// (Spec.Kernel): "sequential" for exact, else the fast kernel's code on
-// this CPU (avx512, avx2 or go).
-func KernelImpl(kernel string) string {
-	if kernel == "exact" {
-		return "sequential"
-	}
-	return distance.FastImpl
-}
 
 // MetricName is the metric as the front ends show it: L2, IP or Hamming.
 func (x *Index) MetricName() string {

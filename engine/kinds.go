@@ -68,12 +68,6 @@ func ObjectStoreReason(err error) (reason string, ok bool) { return s3.Reason(er
 // ChangeDetail says what changed, for an error of kind ErrFileChanged.
 func ChangeDetail(err error) string { return partial.ChangeDetail(err) }
 
-// ClaimCacheDir claims dir as this process's disk cache directory with the
-// given byte budget (0: DefaultCacheDirBytes); release gives it up.
-func ClaimCacheDir(dir string, budget int64) (release func() error, err error) {
-	return diskcache.Claim(dir, budget)
-}
-
 // Neighbor is one hit of CheckSearch: the stored id and raw distance.
 type Neighbor struct {
 	ID       int64

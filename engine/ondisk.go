@@ -1,7 +1,6 @@
 package engine
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -326,7 +325,7 @@ func (x *Index) openGuide(p *Plan) error {
 		if !errors.Is(err, fs.ErrNotExist) {
 			x.guideInfo.Rebuilt = err.Error()
 		}
-		if c, x.guideInfo.NotSaved, err = buildGuide(r, off, x.file, p.level, path, name, src, p.buildMemory(), spec.Ctx, spec.Progress); err != nil {
+		if c, x.guideInfo.NotSaved, err = buildGuide(r, off, x.file, p.level, path, name, src, p.buildOptions()); err != nil {
 			return err
 		}
 	}
@@ -343,6 +342,12 @@ func identify(r io.ReaderAt, f *faissfmt.File, mtime time.Time) (quant.SourceID,
 		return src, fmt.Errorf("identifying the index file for its guide: %w", err)
 	}
 	return src, nil
+}
+
+// buildOptions are the guide build's options: the spec's context and
+// progress, buildMemory, and the process's kernel choice.
+func (p *Plan) buildOptions() quant.BuildOptions {
+	return quant.BuildOptions{Ctx: p.spec.Ctx, Progress: p.spec.Progress, MemoryBytes: p.buildMemory(), NoAVX512: !p.spec.Env.avx512()}
 }
 
 // buildMemory is what the plan's guide build may hold beside the codes:
@@ -392,17 +397,17 @@ func (p *Plan) OpenHeapBytes() int64 {
 // buildGuide builds f's guide at level from its vectors (read through r
 // from off, contiguous: guideSource, in one streaming pass) and writes it
 // to path atomically, creating its directory. notSaved says why it could
-// not be written, naming the guide name. mem bounds what the build holds beside the codes
-// (quant.BuildOptions.MemoryBytes: Plan.buildMemory); 0: the defaults.
+// not be written, naming the guide name. opt is the plan's
+// (Plan.buildOptions).
 func buildGuide(r io.ReaderAt, off int64, f *faissfmt.File, level quant.Level, path, name string, src quant.SourceID,
-	mem int64, ctx context.Context, progress func(done, total int64)) (c *quant.Codes, notSaved string, err error) {
+	opt quant.BuildOptions) (c *quant.Codes, notSaved string, err error) {
 	g := f.Graph
 	if o, ok := r.(*s3.Object); ok { // an object (remoteGuideSource): streamed in parallel ranged GETs
 		ra := readahead.New(o, o.Size(), readahead.DefaultChunk, readahead.DefaultAhead)
 		defer ra.Close()
 		r = ra
 	}
-	c, err = quant.Build(r, off, int(g.NTotal), g.D, g.Metric, level, quant.BuildOptions{Ctx: ctx, Progress: progress, MemoryBytes: mem})
+	c, err = quant.Build(r, off, int(g.NTotal), g.D, g.Metric, level, opt)
 	if err != nil {
 		err = fmt.Errorf("building the %s guide: %w", level, err)
 		if errors.Is(err, quant.ErrNonFinite) { // the file's data, not the server: a 422
@@ -436,7 +441,7 @@ func Quantize(spec Spec, out string) (GuideInfo, error) {
 		return GuideInfo{}, err
 	}
 	h, obj, changed := p.src.take()
-	st, err := storage.Open(spec.Path, storage.Options{Backend: "pread", CacheBytes: 1 << 20, Object: obj, File: h})
+	st, err := storage.Open(spec.Path, storage.Options{Backend: "pread", CacheBytes: 1 << 20, Object: obj, File: h, S3: spec.Env.s3()})
 	if err != nil {
 		return GuideInfo{}, err
 	}
@@ -449,7 +454,7 @@ func Quantize(spec Spec, out string) (GuideInfo, error) {
 	}
 	var vr io.ReaderAt
 	if p.vlayout != nil {
-		vst, err := storage.Open(spec.VectorsPath, storage.Options{Backend: "pread", CacheBytes: 1 << 20})
+		vst, err := storage.Open(spec.VectorsPath, storage.Options{Backend: "pread", CacheBytes: 1 << 20, S3: spec.Env.s3()})
 		if err != nil {
 			return GuideInfo{}, err
 		}
@@ -463,7 +468,7 @@ func Quantize(spec Spec, out string) (GuideInfo, error) {
 	if out == "" {
 		out = GuidePath(p.spec.GuideDir, spec.Path, p.level.String())
 	}
-	c, notSaved, err := buildGuide(r, off, f, p.level, out, out, src, p.buildMemory(), spec.Ctx, spec.Progress)
+	c, notSaved, err := buildGuide(r, off, f, p.level, out, out, src, p.buildOptions())
 	if err != nil {
 		return GuideInfo{}, fmt.Errorf("%s: %w", spec.Label, err)
 	}
@@ -496,5 +501,7 @@ func (x *Index) Guide() (GuideInfo, bool) { return x.guideInfo, x.guide != nil }
 // guideAdapter presents quant.Codes as the search's hnswsearch.Guide.
 type guideAdapter struct{ c *quant.Codes }
 
-func (g guideAdapter) Shape() (int64, int)             { return g.c.Shape() }
-func (g guideAdapter) NewQuery() hnswsearch.GuideQuery { return g.c.NewQuery() }
+func (g guideAdapter) Shape() (int64, int) { return g.c.Shape() }
+func (g guideAdapter) NewQuery(avx512 bool) hnswsearch.GuideQuery {
+	return g.c.NewQuery(avx512)
+}

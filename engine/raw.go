@@ -50,10 +50,12 @@ type RawOptions struct {
 	Backend string
 	// CacheBytes is the block cache budget (0: the backend's default).
 	CacheBytes int64
-	// CacheDir and CacheDirBytes are an s3:// object's local disk cache
-	// and its budget.
-	CacheDir      string
-	CacheDirBytes int64
+	// CacheDir is an s3:// object's local disk cache (NewCacheDir), nil
+	// for none.
+	CacheDir *CacheDir
+	// Env is the process's choices: the S3 client that opens an s3://
+	// path (nil: the defaults).
+	Env *Env
 }
 
 // OpenRaw opens the file or s3:// object at path as o's backend reads it,
@@ -61,7 +63,7 @@ type RawOptions struct {
 // Indexes open through Prepare; this is for the tools that read a file's
 // bytes without serving it.
 func OpenRaw(path string, o RawOptions) (partial.Storage, string, error) {
-	s, err := storage.Open(path, storage.Options{Backend: o.Backend, CacheBytes: o.CacheBytes, CacheDir: o.CacheDir, CacheDirBytes: o.CacheDirBytes})
+	s, err := storage.Open(path, storage.Options{Backend: o.Backend, CacheBytes: o.CacheBytes, CacheDir: o.CacheDir, S3: o.Env.s3()})
 	if err != nil {
 		return nil, "", err
 	}

@@ -121,28 +121,36 @@ func (x *Index) remoteRerank(rs *RerankSpec) (s *rerank.Store, ok bool, err erro
 	if c, isCached := st.(*blockcache.Cached); isCached {
 		st = c.Inner()
 	}
-	return rerank.NewBatch(st, l), true, nil
+	s = rerank.NewBatch(st, l)
+	s.SetAVX512(x.spec.Env.avx512())
+	return s, true, nil
 }
 
 // OpenVectors opens a rerank vector file for a front end: an s3:// object
-// with strategy batch, whatever strategy is named (the others read local
-// files), else the local file with strategy, the direct strategy keeping
-// parallel reads in flight (≤ 0: rerank.DefaultParallel).
-func OpenVectors(path, strategy string, parallel int) (*rerank.Store, error) {
+// (through env's client) with strategy batch, whatever strategy is named
+// (the others read local files), else the local file with strategy, the
+// direct strategy keeping parallel reads in flight (≤ 0:
+// rerank.DefaultParallel); its kernel is env's choice.
+func OpenVectors(env *Env, path, strategy string, parallel int) (*rerank.Store, error) {
 	if storage.IsRemote(path) {
-		return openVectorObject(path, path, nil)
+		return openVectorObject(env, path, path, nil)
 	}
-	return openVectorFile(path, path, strategy, parallel)
+	return openVectorFile(env, path, path, strategy, parallel)
 }
 
 // openVectorObject opens the vector file in the s3:// object at path with
 // strategy batch, naming it name in errors.
-func openVectorObject(path, name string, bind *s3.Binding) (*rerank.Store, error) {
-	o, err := s3.Open(path, s3.Options{Binding: bind})
+func openVectorObject(env *Env, path, name string, bind *s3.Binding) (*rerank.Store, error) {
+	o, err := env.s3().Open(path, s3.Options{Binding: bind})
 	if err != nil {
 		return nil, err
 	}
-	return rerank.OpenStorage(o, name)
+	s, err := rerank.OpenStorage(o, name)
+	if err != nil {
+		return nil, err
+	}
+	s.SetAVX512(env.avx512())
+	return s, nil
 }
 
 // probeRemote is Prepare's probe of an s3:// index: the object opened once
@@ -153,12 +161,12 @@ func openVectorObject(path, name string, bind *s3.Binding) (*rerank.Store, error
 // open costs the object's first GET, the arrays', the storage header's and
 // the search's first lists, not twice that.
 func probeRemote(spec Spec, bind *s3.Binding) (*faissfmt.File, *s3.Object, error) {
-	obj, err := s3.Open(spec.Path, s3.Options{Binding: bind})
+	obj, err := spec.Env.s3().Open(spec.Path, s3.Options{Binding: bind})
 	if err != nil {
 		return nil, nil, err
 	}
 	st, err := storage.Open(spec.Path, storage.Options{Backend: "pread", CacheBytes: 1 << 20, Object: obj, KeepObject: true,
-		CacheDir: spec.CacheDir, CacheDirBytes: spec.CacheDirBytes})
+		CacheDir: spec.CacheDir})
 	if err != nil {
 		obj.Close()
 		return nil, nil, err

@@ -77,12 +77,12 @@ func BenchmarkS3Latency(b *testing.B) {
 		time.Sleep(latency)
 		return false
 	})
-	defer s3.SetDefaults(s3.SetDefaults(s3.Options{Endpoint: fp.URL}))
+	env := &engine.Env{S3: engine.NewS3Client(engine.S3Options{Endpoint: fp.URL})}
 
 	b.Run("open", func(b *testing.B) {
 		for range b.N {
 			before := s3.ReadMetrics()
-			x, _, err := engine.Open(engine.Spec{Path: u})
+			x, _, err := engine.Open(engine.Spec{Path: u, Env: env})
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -119,7 +119,7 @@ func BenchmarkS3Latency(b *testing.B) {
 			local.Path = index
 			lp50, _ := s3Latencies(b, local, qs, b.N, nil)
 			remote := m.spec
-			remote.Path = u
+			remote.Path, remote.Env = u, env
 			if m.spec.Mode == engine.ModeOnDisk { // build the guide (or find it) outside the timing
 				x, _, err := engine.Open(remote)
 				if err != nil {
@@ -128,7 +128,7 @@ func BenchmarkS3Latency(b *testing.B) {
 				x.Close()
 			}
 			if m.disk {
-				remote.CacheDir = b.TempDir()
+				remote.CacheDir = engine.NewCacheDir(b.TempDir(), 0)
 			}
 			gets, rounds := fp.GETs.Load(), fp.Rounds.Load()
 			b.ResetTimer()

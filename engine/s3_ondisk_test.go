@@ -45,7 +45,7 @@ func TestS3OnDiskMatchesLocal(t *testing.T) {
 				rspec := lspec
 				rspec.Path, rspec.GuideDir = u, rdir
 				if budget > 0 { // and through a disk cache
-					rspec.CacheDir = t.TempDir()
+					rspec.CacheDir = engine.NewCacheDir(t.TempDir(), 0)
 				}
 				lx, _, err := engine.Open(lspec)
 				require.NoError(t, err)

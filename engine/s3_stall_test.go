@@ -11,7 +11,6 @@ import (
 
 	"github.com/faiss-sidecar/faiss-sidecar/engine"
 	"github.com/faiss-sidecar/faiss-sidecar/hnswsearch"
-	"github.com/faiss-sidecar/faiss-sidecar/partial/s3"
 	"github.com/faiss-sidecar/faiss-sidecar/partial/s3/s3test"
 )
 
@@ -24,9 +23,8 @@ func TestS3OnDiskStallEndsAtDeadline(t *testing.T) {
 	local, fx := loadOnDisk(t, "clustered_l2")
 	u := s3test.PutFile(t, bucket, "ondisk/stall.faiss", local)
 	fp := s3test.NewFaultProxy(t)
-	prev := s3.SetDefaults(s3.Options{Endpoint: fp.URL, Timeout: time.Minute, MaxAttempts: 5})
-	t.Cleanup(func() { s3.SetDefaults(prev) })
-	x, _, err := engine.Open(engine.Spec{Path: u, Mode: engine.ModeOnDisk, Compression: "4x", GuideDir: t.TempDir()})
+	env := &engine.Env{S3: engine.NewS3Client(engine.S3Options{Endpoint: fp.URL, Timeout: time.Minute, MaxAttempts: 5})}
+	x, _, err := engine.Open(engine.Spec{Path: u, Mode: engine.ModeOnDisk, Compression: "4x", GuideDir: t.TempDir(), Env: env})
 	require.NoError(t, err)
 	defer x.Close()
 	qp, err := x.Plan(engine.Request{K: 10, EfSearch: 64, EfSearchSet: true})
@@ -72,8 +70,7 @@ func TestS3StallLoadAndWarmEndWithContext(t *testing.T) {
 	bucket := s3test.Bucket(t)
 	u := s3test.PutFile(t, bucket, "stall/large.faiss", "../testdata/fixtures/hnsw_flat_large.faiss")
 	fp := s3test.NewFaultProxy(t)
-	prev := s3.SetDefaults(s3.Options{Endpoint: fp.URL, Timeout: time.Minute, MaxAttempts: 5})
-	t.Cleanup(func() { s3.SetDefaults(prev) })
+	env := &engine.Env{S3: engine.NewS3Client(engine.S3Options{Endpoint: fp.URL, Timeout: time.Minute, MaxAttempts: 5})}
 	stall := func() {
 		fp.Set(func(_ int64, _ http.ResponseWriter, r *http.Request) bool { s3test.Stall(r, time.Hour); return true })
 	}
@@ -97,7 +94,7 @@ func TestS3StallLoadAndWarmEndWithContext(t *testing.T) {
 	stall()
 	for _, mode := range []string{"memory_efficient", "full", engine.ModeOnDisk} {
 		within(t, "open "+mode, func(ctx context.Context) error {
-			x, _, err := engine.Open(engine.Spec{Path: u, Mode: mode, GuideDir: t.TempDir(), Ctx: ctx})
+			x, _, err := engine.Open(engine.Spec{Path: u, Mode: mode, GuideDir: t.TempDir(), Ctx: ctx, Env: env})
 			if err == nil {
 				x.Close()
 			}
@@ -106,7 +103,7 @@ func TestS3StallLoadAndWarmEndWithContext(t *testing.T) {
 	}
 
 	fp.Clear()
-	x, _, err := engine.Open(engine.Spec{Path: u, Mode: "memory_efficient", CacheBytes: 1 << 20})
+	x, _, err := engine.Open(engine.Spec{Path: u, Mode: "memory_efficient", CacheBytes: 1 << 20, Env: env})
 	require.NoError(t, err)
 	defer x.Close()
 	stall()

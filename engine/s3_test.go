@@ -143,7 +143,7 @@ func TestS3OpenOnce(t *testing.T) {
 		u := s3test.PutFile(t, bucket, "once/"+name+".faiss", fixture(name+".faiss"))
 		// (Under a memory budget the open also pins lists and samples
 		// them: more reads, of the index's own storage.)
-		for _, spec := range []engine.Spec{{Path: u}, {Path: u, CacheDir: t.TempDir()}} {
+		for _, spec := range []engine.Spec{{Path: u}, {Path: u, CacheDir: engine.NewCacheDir(t.TempDir(), 0)}} {
 			before := s3.ReadMetrics()
 			p, err := engine.Prepare(spec)
 			require.NoError(t, err)
@@ -231,7 +231,7 @@ func TestRerankFromObject(t *testing.T) {
 		assert.Equal(t, want, got, "query %d", qi)
 	}
 
-	s, err := engine.OpenVectors(u, "mmap", 0)
+	s, err := engine.OpenVectors(nil, u, "mmap", 0)
 	require.NoError(t, err)
 	assert.Equal(t, rerank.StrategyBatch, s.Strategy())
 	require.NoError(t, s.Check(rx.Dim(), rx.NTotal()))

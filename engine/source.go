@@ -23,6 +23,7 @@ import (
 type source struct {
 	path  string
 	label string          // what messages call it (Spec.Label)
+	s3    *s3.Client      // opens an s3:// object (Env's; nil: a client per open)
 	h     *partial.Handle // a local file, until a storage takes it over
 	obj   *s3.Object      // an s3:// object read on demand, likewise
 	zstd  bool            // a local file in the seekable zstd format
@@ -37,9 +38,9 @@ var openHandle = partial.OpenHandle
 
 // openSource opens the file at path, named label in errors, and finds its
 // kind; an s3:// object is opened by the probe (probeRemote), which knows
-// the backend.
-func openSource(path, label string) (*source, error) {
-	s := &source{path: path, label: label}
+// the backend, or by a later step, through client.
+func openSource(path, label string, client *s3.Client) (*source, error) {
+	s := &source{path: path, label: label, s3: client}
 	if storage.IsRemote(path) {
 		return s, nil
 	}
@@ -117,7 +118,7 @@ func (s *source) probe(spec Spec, backend string, bind *s3.Binding) error {
 		s.parse, s.obj, err = probeRemote(spec, bind)
 		return err
 	case storage.IsRemote(s.path):
-		st, err := storage.Open(s.path, storage.Options{Backend: "pread", CacheBytes: 1 << 20, Binding: bind, Name: s.label})
+		st, err := storage.Open(s.path, storage.Options{Backend: "pread", CacheBytes: 1 << 20, Binding: bind, S3: s.s3, Name: s.label})
 		if err != nil {
 			return err
 		}
@@ -154,7 +155,7 @@ func (s *source) sample(backend string, bind *s3.Binding) (partial.Storage, erro
 	switch {
 	case storage.IsRemote(s.path):
 		return storage.Open(s.path, storage.Options{Backend: "pread", CacheBytes: 1 << 20, Binding: bind, Object: s.obj, KeepObject: s.obj != nil,
-			Name: s.label})
+			S3: s.s3, Name: s.label})
 	case backend == "direct":
 		h, err := s.h.Reopen()
 		if err != nil {
@@ -206,7 +207,7 @@ func (s *source) close() {
 // for zstd, the file itself otherwise) without loading it, to learn its
 // sizes and small arrays before committing memory to it.
 func Probe(path, backend string) (*faissfmt.File, error) {
-	s, err := openSource(path, path)
+	s, err := openSource(path, path, nil)
 	if err != nil {
 		return nil, err
 	}

@@ -50,10 +50,9 @@ type Spec struct {
 	// at what the file can fill); CacheBlock its block size (0: 4096).
 	CacheBytes int64
 	CacheBlock int
-	// CacheDir and CacheDirBytes are an s3:// object's local disk cache
-	// and its budget (storage.Options).
-	CacheDir      string
-	CacheDirBytes int64
+	// CacheDir is an s3:// object's local disk cache (NewCacheDir;
+	// storage.Options), nil for none.
+	CacheDir *CacheDir
 	// MemoryBudget > 0 (memory_efficient and on_disk) plans everything the
 	// index may hold (hnswsearch.PlanBudget) with Workers concurrent
 	// queries (0: GOMAXPROCS).
@@ -96,6 +95,9 @@ type Spec struct {
 	// cannot be served without one, and a file that holds its vectors
 	// takes none.
 	VectorsPath, VectorsLabel string
+	// Env is the process's choices: its S3 client and kernels (nil: the
+	// defaults).
+	Env *Env
 }
 
 // RerankSpec configures full-precision rescoring.
@@ -291,7 +293,7 @@ func prepare(spec Spec, src *source) (_ *Plan, err error) {
 		return nil, err
 	}
 	if src == nil {
-		if src, err = openSource(spec.Path, spec.Label); err != nil {
+		if src, err = openSource(spec.Path, spec.Label, spec.Env.s3()); err != nil {
 			return nil, err
 		}
 	}
@@ -325,7 +327,8 @@ func prepare(spec Spec, src *source) (_ *Plan, err error) {
 		return nil, &tagged{msg: spec.Label + ": " + err.Error(), tags: []error{ErrNotServable}, inner: err}
 	}
 	p.opts = hnswsearch.Options{Semantics: sem, Kernel: ker, BatchReads: spec.BatchReads, ExactFilterMax: spec.ExactFilterMax,
-		IndexEfSearch: spec.EfSearch, FullMode: spec.Mode == "full", VerifyChecksum: spec.VerifyChecksum, CAGRASeed: spec.CAGRASeed}
+		IndexEfSearch: spec.EfSearch, FullMode: spec.Mode == "full", VerifyChecksum: spec.VerifyChecksum, CAGRASeed: spec.CAGRASeed,
+		NoAVX512: !spec.Env.avx512()}
 	p.cacheBytes = storage.Options{CacheBytes: spec.CacheBytes, BlockSize: spec.CacheBlock, CacheDir: spec.CacheDir}.CacheBudgetFor(storage.CacheAs(spec.Path, backend), pf.Size)
 	p.need = pf.ResidentBytes() + p.cacheBytes
 	if backend == "memory" {
@@ -454,8 +457,10 @@ func checkStatic(spec *Spec) error {
 	if err := blockcache.CheckBlockSize(spec.CacheBlock); err != nil {
 		return fieldWrap("cache_block", err)
 	}
-	if err := diskcache.CheckBudget(spec.CacheDirBytes); err != nil {
-		return fieldWrap("cache_dir_bytes", err)
+	if spec.CacheDir != nil {
+		if err := diskcache.CheckBudget(spec.CacheDir.Budget()); err != nil {
+			return fieldWrap("cache_dir_bytes", err)
+		}
 	}
 	switch {
 	case spec.CacheBytes < 0:
@@ -545,7 +550,7 @@ func (p *Plan) Open() (*Index, error) {
 		obj.Bind(bind)
 	}
 	st, err := storage.Open(spec.Path, storage.Options{Backend: p.backend, CacheBytes: p.cacheBytes, BlockSize: spec.CacheBlock,
-		AlignOffset: hnswsearch.AlignOffset(p.probe), CacheDir: spec.CacheDir, CacheDirBytes: spec.CacheDirBytes, Object: obj, File: h, Binding: bind,
+		AlignOffset: hnswsearch.AlignOffset(p.probe), CacheDir: spec.CacheDir, Object: obj, File: h, Binding: bind, S3: spec.Env.s3(),
 		Name: spec.Label})
 	if err != nil {
 		if errors.Is(err, partial.ErrBadOption) {
@@ -646,14 +651,14 @@ func (x *Index) openRerank(rs *RerankSpec, own *partial.Handle, bind *s3.Binding
 	switch name := cmp.Or(rs.Label, rs.Path); {
 	case shared || err != nil:
 	case storage.IsRemote(rs.Path):
-		s, err = openVectorObject(rs.Path, name, bind)
+		s, err = openVectorObject(x.spec.Env, rs.Path, name, bind)
 	case own != nil:
 		var l rerank.Layout
 		if l, err = rerank.FAISSLayout(x.file, name); err == nil {
-			s, err = newRerankStore(own, l, rs.Strategy, 0)
+			s, err = newRerankStore(x.spec.Env, own, l, rs.Strategy, 0)
 		}
 	default:
-		s, err = openVectorFile(rs.Path, name, rs.Strategy, 0)
+		s, err = openVectorFile(x.spec.Env, rs.Path, name, rs.Strategy, 0)
 	}
 	if err != nil {
 		return err
@@ -683,8 +688,8 @@ func (x *Index) openRerank(rs *RerankSpec, own *partial.Handle, bind *s3.Binding
 
 // newRerankStore reads the vectors l locates in the file h holds with
 // strategy, the direct strategy keeping parallel reads in flight (≤ 0:
-// rerank.DefaultParallel); the store takes h over.
-func newRerankStore(h *partial.Handle, l rerank.Layout, strategy string, parallel int) (*rerank.Store, error) {
+// rerank.DefaultParallel), with env's kernels; the store takes h over.
+func newRerankStore(env *Env, h *partial.Handle, l rerank.Layout, strategy string, parallel int) (*rerank.Store, error) {
 	if parallel <= 0 {
 		parallel = rerank.DefaultParallel
 	}
@@ -701,13 +706,18 @@ func newRerankStore(h *partial.Handle, l rerank.Layout, strategy string, paralle
 	if err != nil {
 		return nil, err
 	}
-	return rerank.NewStore(l, strategy, st)
+	s, err := rerank.NewStore(l, strategy, st)
+	if err != nil {
+		return nil, err
+	}
+	s.SetAVX512(env.avx512())
+	return s, nil
 }
 
 // openVectorFile opens the local vector file at path (named name in
 // errors) once: its layout is read through the open file, and the
 // strategy's reads are built on it.
-func openVectorFile(path, name, strategy string, parallel int) (*rerank.Store, error) {
+func openVectorFile(env *Env, path, name, strategy string, parallel int) (*rerank.Store, error) {
 	h, err := partial.OpenHandle(path, partial.Named(name))
 	if err != nil {
 		return nil, err
@@ -717,7 +727,7 @@ func openVectorFile(path, name, strategy string, parallel int) (*rerank.Store, e
 		h.Close()
 		return nil, err
 	}
-	return newRerankStore(h, l, strategy, parallel)
+	return newRerankStore(env, h, l, strategy, parallel)
 }
 
 // rerankOwn is whether an on_disk index reranks with rs from its own

@@ -123,7 +123,7 @@ func (x *Index) openVectors(p *Plan, o *hnswsearch.Options, bind *s3.Binding) er
 		return nil
 	}
 	vst, err := storage.Open(p.spec.VectorsPath, storage.Options{Backend: vectorsBackend(p.backend), CacheBytes: p.vcache,
-		BlockSize: p.spec.CacheBlock, AlignOffset: l.Base, Binding: bind, Name: p.spec.VectorsLabel})
+		BlockSize: p.spec.CacheBlock, AlignOffset: l.Base, Binding: bind, S3: p.spec.Env.s3(), Name: p.spec.VectorsLabel})
 	if err != nil {
 		return fmt.Errorf("%s: %w", p.spec.VectorsLabel, err)
 	}

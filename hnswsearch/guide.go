@@ -11,8 +11,9 @@ type Guide interface {
 	// the index's.
 	Shape() (n int64, d int)
 	// NewQuery returns per-query state; the search keeps one per scratch
-	// and uses it from one goroutine at a time.
-	NewQuery() GuideQuery
+	// and uses it from one goroutine at a time. avx512 is the index's
+	// kernel choice (!Options.NoAVX512) for the estimates' kernels.
+	NewQuery(avx512 bool) GuideQuery
 }
 
 // GuideQuery estimates distances from one query to the guide's vectors, in

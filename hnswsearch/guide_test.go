@@ -23,8 +23,8 @@ type exactGuide struct {
 	ip    bool
 }
 
-func (g *exactGuide) Shape() (int64, int)  { return g.n, g.d }
-func (g *exactGuide) NewQuery() GuideQuery { return &exactGuideQuery{g: g} }
+func (g *exactGuide) Shape() (int64, int)      { return g.n, g.d }
+func (g *exactGuide) NewQuery(bool) GuideQuery { return &exactGuideQuery{g: g} }
 
 type exactGuideQuery struct {
 	g *exactGuide

@@ -118,6 +118,10 @@ type Options struct {
 	// gets the same entry points, and results, whatever ran before it or
 	// beside it; the default 0 is as good a seed as any.
 	CAGRASeed uint64
+	// NoAVX512 keeps the fast kernels on AVX2 where the CPU has AVX-512
+	// (distance.Fast; same bits, for machines where AVX-512 slows the
+	// clock): the caller's choice, bound at New.
+	NoAVX512 bool
 
 	// hold is what New keeps in memory: the policy's outcome, or set by
 	// tests directly (with HeldBytes 0).

@@ -152,7 +152,7 @@ func (x *Index) newScratch() *scratch {
 		idbuf:   make([]byte, 8),
 	}
 	if x.opts.Guide != nil {
-		s.gq = x.opts.Guide.NewQuery()
+		s.gq = x.opts.Guide.NewQuery(!x.opts.NoAVX512)
 	}
 	s.lstash.clear()
 	return s

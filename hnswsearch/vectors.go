@@ -35,32 +35,37 @@ type vectorSource interface {
 type distFn func(s *scratch, c []byte) float32
 
 // bindDist chooses the distance function for the index's code kind and
-// kernel. The fast kernels are read through distance's function variables
-// on each call, so distance.SetAVX512 applies to open indexes too.
+// kernel: the fast kernels are chosen here, once (Options.NoAVX512), and
+// each function calls its kernel directly.
 func (x *Index) bindDist() distFn {
 	exact := x.opts.Kernel == Exact
 	sq, d, cs := &x.sq, x.d, x.codeSize
+	fk := distance.Fast(!x.opts.NoAVX512)
 	switch x.kind {
 	case flatL2:
 		if exact {
 			return func(s *scratch, c []byte) float32 { return distance.L2Exact(s.q, c) }
 		}
-		return func(s *scratch, c []byte) float32 { return distance.L2Fast(s.q, c) }
+		l2 := fk.L2
+		return func(s *scratch, c []byte) float32 { return l2(s.q, c) }
 	case flatIP:
 		if exact {
 			return func(s *scratch, c []byte) float32 { return -distance.IPExact(s.q, c) }
 		}
-		return func(s *scratch, c []byte) float32 { return -distance.IPFast(s.q, c) }
+		ip := fk.IP
+		return func(s *scratch, c []byte) float32 { return -ip(s.q, c) }
 	case sqL2:
 		if exact {
 			return func(s *scratch, c []byte) float32 { sq.Decode(s.dec, c); return distance.L2ExactF(s.q, s.dec) }
 		}
-		return func(s *scratch, c []byte) float32 { sq.Decode(s.dec, c); return distance.L2FastF(s.q, s.dec) }
+		l2 := fk.L2F
+		return func(s *scratch, c []byte) float32 { sq.Decode(s.dec, c); return l2(s.q, s.dec) }
 	case sqIP:
 		if exact {
 			return func(s *scratch, c []byte) float32 { sq.Decode(s.dec, c); return -distance.IPExactF(s.q, s.dec) }
 		}
-		return func(s *scratch, c []byte) float32 { sq.Decode(s.dec, c); return -distance.IPFastF(s.q, s.dec) }
+		ip := fk.IPF
+		return func(s *scratch, c []byte) float32 { sq.Decode(s.dec, c); return -ip(s.q, s.dec) }
 	case sqIntL2:
 		return func(s *scratch, c []byte) float32 { return distance.L2Bytes(s.qb[:d], c) }
 	case sqIntIP:

@@ -4,6 +4,8 @@ import (
 	"io"
 	"log/slog"
 	"time"
+
+	"github.com/faiss-sidecar/faiss-sidecar/engine"
 )
 
 // Config configures a Server.
@@ -27,6 +29,9 @@ type Config struct {
 	// (heapLimit). nil: the server leaves the runtime's limit alone (the
 	// binary decides, e.g. not under GOMEMLIMIT).
 	SetMemoryLimit func(limit int64) int64
+	// Env is the process's S3 client and kernel choice, given to every
+	// load (nil: a client of the server's own, the default kernels).
+	Env *engine.Env
 }
 
 // withDefaults fills the zero fields but the memory budget (nodeBudget)

@@ -127,7 +127,7 @@ func (r *Registry) engineSpec(ctx context.Context, e *entry, spec LoadSpec) (es 
 	if r.guideDir != "" {
 		es.GuideDirLabel = "guide_dir"
 	}
-	es.CacheDir, es.CacheDirBytes = r.cacheDir, r.cacheDirBytes
+	es.CacheDir, es.Env = r.cacheOpen, r.env
 	es.Progress = func(done, total int64) { e.building.Store(&[2]int64{done, total}) }
 	if spec.VectorsPath != "" {
 		if es.VectorsPath, err = r.resolve(spec.VectorsPath); err != nil {

@@ -9,6 +9,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/faiss-sidecar/faiss-sidecar/engine"
 )
 
 // Registry holds the served indexes and the node-wide memory budget.
@@ -22,9 +24,12 @@ type Registry struct {
 	// guideDir holds on_disk guide files ("": beside each index);
 	// remoteGuideDir an s3:// index's when guideDir is "".
 	guideDir, remoteGuideDir string
-	// cacheDir is the disk cache of s3:// indexes, of cacheDirBytes.
-	cacheDir      string
-	cacheDirBytes int64
+	// cacheDir is the disk cache of s3:// indexes: its path, and the
+	// directory every load shares (nil: none).
+	cacheDir  string
+	cacheOpen *engine.CacheDir
+	// env is the process's S3 client and kernels, given to every load.
+	env *engine.Env
 
 	// state is never changed in place: a load, delete or alias change
 	// stores a changed copy (under mu), so a lookup is one atomic load with

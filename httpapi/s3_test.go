@@ -14,16 +14,15 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/faiss-sidecar/faiss-sidecar/engine"
 	"github.com/faiss-sidecar/faiss-sidecar/partial/s3"
 	"github.com/faiss-sidecar/faiss-sidecar/partial/s3/s3test"
 )
 
-// useS3Defaults makes every object the test opens use d (an endpoint
-// through a fault proxy, short timeouts) until it ends.
-func useS3Defaults(t *testing.T, d s3.Options) {
-	prev := s3.SetDefaults(d)
-	t.Cleanup(func() { s3.SetDefaults(prev) })
-}
+// s3Env is a process environment whose S3 client opens every object with
+// d (an endpoint through a fault proxy, short timeouts): a server's
+// Config.Env.
+func s3Env(d s3.Options) *engine.Env { return &engine.Env{S3: s3.NewClient(d)} }
 
 // TestS3PathRules: an s3:// path is confined to the allowed buckets (403
 // forbidden_path naming the bucket, or saying how to allow one), a
@@ -236,21 +235,24 @@ func TestS3MetricsAndSecrets(t *testing.T) {
 	}
 	assert.NotContains(t, m, `faiss_sidecar_s3_requests_total{method="GET"} 0`+"\n")
 
-	// Wrong credentials: a fresh client (another endpoint: a proxy) reads
-	// the variables anew.
+	// Wrong credentials: a fresh client (another server's, through a
+	// proxy) reads the variables anew; it logs to the same place.
 	key, secret := os.Getenv("AWS_ACCESS_KEY_ID"), os.Getenv("AWS_SECRET_ACCESS_KEY")
 	require.NotEmpty(t, key)
 	require.NotEmpty(t, secret)
 	t.Setenv("AWS_SECRET_ACCESS_KEY", "wrong-secret-0badc0ffee")
-	useS3Defaults(t, s3.Options{Endpoint: s3test.NewFaultProxy(t).URL, MaxAttempts: 2, Backoff: time.Millisecond})
-	r = call(t, ts, "PUT", "/indexes/y", `{"path":"`+u+`"}`)
+	cfg.Env = s3Env(s3.Options{Endpoint: s3test.NewFaultProxy(t).URL, MaxAttempts: 2, Backoff: time.Millisecond})
+	cfg.S3Buckets = []string{bucket}
+	_, ts2 := newTestServer(t, cfg)
+	r = call(t, ts2, "PUT", "/indexes/y", `{"path":"`+u+`"}`)
 	assert.Equal(t, 502, r.Status, r.Raw)
 	assert.Contains(t, r.Raw, "object_storage_error")
 	assert.Contains(t, r.Raw, "403")
 	assert.Contains(t, r.Raw, u)
 	m = call(t, ts, "GET", "/metrics", ``).Raw
 	assert.NotRegexp(t, `faiss_sidecar_s3_errors_total\{kind="4xx"\} 0\n`, m)
-	for _, text := range []string{r.Raw, m, logs.String(), call(t, ts, "GET", "/indexes", ``).Raw, call(t, ts, "GET", "/_health", ``).Raw} {
+	for _, text := range []string{r.Raw, m, logs.String(), call(t, ts, "GET", "/indexes", ``).Raw, call(t, ts, "GET", "/_health", ``).Raw,
+		call(t, ts2, "GET", "/metrics", ``).Raw, call(t, ts2, "GET", "/indexes", ``).Raw, call(t, ts2, "GET", "/_health", ``).Raw} {
 		assert.NotContains(t, text, secret)
 		assert.NotContains(t, text, key)
 		assert.NotContains(t, text, "wrong-secret-0badc0ffee")

@@ -46,9 +46,9 @@ const s3FaultTimeout = 2 * time.Second
 func TestS3FaultsUnderLoad(t *testing.T) {
 	fp := s3test.NewFaultProxy(t)
 	const attempts = 4
-	useS3Defaults(t, s3.Options{Endpoint: fp.URL, Timeout: s3FaultTimeout, MaxAttempts: attempts, Backoff: 2 * time.Millisecond})
+	env := s3Env(s3.Options{Endpoint: fp.URL, Timeout: s3FaultTimeout, MaxAttempts: attempts, Backoff: 2 * time.Millisecond})
 	large, small := "hnsw_flat_large.faiss", "idmap_hnsw.faiss"
-	_, ts, bucket := s3Server(t, Config{}, large, small)
+	_, ts, bucket := s3Server(t, Config{Env: env}, large, small)
 	obj := func(n string) string { return "s3://" + bucket + "/idx/" + n }
 	loads := map[string]string{
 		"local-large": `{"path":"` + large + `"}`,
@@ -337,9 +337,9 @@ func delta(before, after s3.Metrics) s3.Metrics {
 // GET of the stalled index (it made a HEAD).
 func TestStalledIndexLeavesOthersSlots(t *testing.T) {
 	fp := s3test.NewFaultProxy(t)
-	useS3Defaults(t, s3.Options{Endpoint: fp.URL, Timeout: 800 * time.Millisecond, MaxAttempts: 2, Backoff: time.Millisecond})
+	env := s3Env(s3.Options{Endpoint: fp.URL, Timeout: 800 * time.Millisecond, MaxAttempts: 2, Backoff: time.Millisecond})
 	large := "hnsw_flat_large.faiss"
-	_, ts, bucket := s3Server(t, Config{Limits: Limits{MaxConcurrentSearches: 4, MaxQueuedSearches: 4}}, large)
+	_, ts, bucket := s3Server(t, Config{Limits: Limits{MaxConcurrentSearches: 4, MaxQueuedSearches: 4}, Env: env}, large)
 	require.Equal(t, 200, call(t, ts, "PUT", "/indexes/slow", `{"path":"s3://`+bucket+`/idx/`+large+`","backend":"direct"}`).Status)
 	require.Equal(t, 200, call(t, ts, "PUT", "/indexes/local", `{"path":"`+large+`"}`).Status)
 	f := loadRuns(t, "hnsw_flat_large")

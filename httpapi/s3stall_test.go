@@ -58,8 +58,8 @@ func TestS3StallAnswersAtDeadline(t *testing.T) {
 	}{{"block cache", false}, {"disk cache", true}} {
 		t.Run(tc.name, func(t *testing.T) {
 			fp := s3test.NewFaultProxy(t)
-			useS3Defaults(t, s3.Options{Endpoint: fp.URL, Timeout: time.Minute, MaxAttempts: 5, Backoff: 2 * time.Millisecond})
-			cfg := Config{RequestTimeout: stallTimeout}
+			env := s3Env(s3.Options{Endpoint: fp.URL, Timeout: time.Minute, MaxAttempts: 5, Backoff: 2 * time.Millisecond})
+			cfg := Config{RequestTimeout: stallTimeout, Env: env}
 			if tc.cacheDir {
 				cfg.CacheDir = t.TempDir()
 			}
@@ -100,11 +100,11 @@ func TestS3StallAnswersAtDeadline(t *testing.T) {
 // grace period and stops within a second of it, without an error.
 func TestShutdownWithStalledReads(t *testing.T) {
 	sp := newStallProxy(t, s3test.Endpoint(t))
-	useS3Defaults(t, s3.Options{Endpoint: sp.url, Timeout: time.Minute, MaxAttempts: 5})
+	env := s3Env(s3.Options{Endpoint: sp.url, Timeout: time.Minute, MaxAttempts: 5})
 	const large = "hnsw_flat_large.faiss"
 	bucket := s3test.Bucket(t)
 	s3test.PutFile(t, bucket, "idx/"+large, fixtures+"/"+large)
-	s, err := New(Config{DataRoots: []string{mustAbs(t, fixtures)}, S3Buckets: []string{bucket}, RequestTimeout: time.Minute})
+	s, err := New(Config{DataRoots: []string{mustAbs(t, fixtures)}, S3Buckets: []string{bucket}, RequestTimeout: time.Minute, Env: env})
 	require.NoError(t, err)
 	require.NoError(t, s.Reg.Load("s", LoadSpec{Path: "s3://" + bucket + "/idx/" + large, Mode: "memory_efficient", CacheBytes: 65536}))
 
@@ -269,9 +269,9 @@ func asked(t *testing.T, fp *s3test.FaultProxy, n int64, what string) {
 // index keeps serving after the switch and the warm-up.
 func TestS3StallLoadSwitchWarmupDeadline(t *testing.T) {
 	fp := s3test.NewFaultProxy(t)
-	useS3Defaults(t, s3.Options{Endpoint: fp.URL, Timeout: time.Minute, MaxAttempts: 5, Backoff: 2 * time.Millisecond})
+	env := s3Env(s3.Options{Endpoint: fp.URL, Timeout: time.Minute, MaxAttempts: 5, Backoff: 2 * time.Millisecond})
 	const large = "hnsw_flat_large.faiss"
-	_, ts, bucket := s3Server(t, Config{Limits: Limits{SwitchTimeout: stallTimeout}}, large)
+	_, ts, bucket := s3Server(t, Config{Limits: Limits{SwitchTimeout: stallTimeout}, Env: env}, large)
 	t.Cleanup(fp.Stop)
 	path := `"s3://` + bucket + `/idx/` + large + `"`
 	r := call(t, ts, "PUT", "/indexes/s", `{"path":`+path+`,"mode":"memory_efficient","cache_bytes":65536}`)
@@ -306,9 +306,9 @@ func TestS3StallLoadSwitchWarmupDeadline(t *testing.T) {
 func TestS3StoreFailsWarmupReason(t *testing.T) {
 	sp := newStallProxy(t, s3test.Endpoint(t))
 	const perRequest = 2 * time.Second // 2 attempts of 1 s
-	useS3Defaults(t, s3.Options{Endpoint: sp.url, Timeout: time.Second, MaxAttempts: 2, Backoff: time.Millisecond})
+	env := s3Env(s3.Options{Endpoint: sp.url, Timeout: time.Second, MaxAttempts: 2, Backoff: time.Millisecond})
 	const large = "hnsw_flat_large.faiss"
-	_, ts, bucket := s3Server(t, Config{}, large)
+	_, ts, bucket := s3Server(t, Config{Env: env}, large)
 	url := "s3://" + bucket + "/idx/" + large
 	r := call(t, ts, "PUT", "/indexes/s", `{"path":"`+url+`","mode":"memory_efficient","cache_bytes":65536}`)
 	require.Equal(t, 200, r.Status, r.Raw)
@@ -329,9 +329,9 @@ func TestS3StoreFailsWarmupReason(t *testing.T) {
 // second of the DELETE; one loading it gets 409 index_deleted.
 func TestS3StallDeleteCancels(t *testing.T) {
 	fp := s3test.NewFaultProxy(t)
-	useS3Defaults(t, s3.Options{Endpoint: fp.URL, Timeout: time.Minute, MaxAttempts: 5, Backoff: 2 * time.Millisecond})
+	env := s3Env(s3.Options{Endpoint: fp.URL, Timeout: time.Minute, MaxAttempts: 5, Backoff: 2 * time.Millisecond})
 	const large = "hnsw_flat_large.faiss"
-	_, ts, bucket := s3Server(t, Config{Limits: Limits{SwitchTimeout: time.Minute}}, large)
+	_, ts, bucket := s3Server(t, Config{Limits: Limits{SwitchTimeout: time.Minute}, Env: env}, large)
 	t.Cleanup(fp.Stop)
 	path := `"s3://` + bucket + `/idx/` + large + `"`
 	for _, c := range []struct{ method, path, body string }{
@@ -384,11 +384,11 @@ func TestS3StallDeleteCancels(t *testing.T) {
 // shutting_down and stops within a second of it.
 func TestShutdownWithStalledLoads(t *testing.T) {
 	sp := newStallProxy(t, s3test.Endpoint(t))
-	useS3Defaults(t, s3.Options{Endpoint: sp.url, Timeout: time.Minute, MaxAttempts: 5})
+	env := s3Env(s3.Options{Endpoint: sp.url, Timeout: time.Minute, MaxAttempts: 5})
 	const large = "hnsw_flat_large.faiss"
 	bucket := s3test.Bucket(t)
 	s3test.PutFile(t, bucket, "idx/"+large, fixtures+"/"+large)
-	s, err := New(Config{DataRoots: []string{mustAbs(t, fixtures)}, S3Buckets: []string{bucket}, RequestTimeout: time.Minute,
+	s, err := New(Config{DataRoots: []string{mustAbs(t, fixtures)}, S3Buckets: []string{bucket}, RequestTimeout: time.Minute, Env: env,
 		Limits: Limits{SwitchTimeout: time.Minute}})
 	require.NoError(t, err)
 	path := "s3://" + bucket + "/idx/" + large
@@ -440,9 +440,9 @@ func TestShutdownWithStalledLoads(t *testing.T) {
 func TestS3StoreFailsSwitchOnce(t *testing.T) {
 	sp := newStallProxy(t, s3test.Endpoint(t))
 	const perRequest = 2 * time.Second // 2 attempts of 1 s
-	useS3Defaults(t, s3.Options{Endpoint: sp.url, Timeout: time.Second, MaxAttempts: 2, Backoff: time.Millisecond})
+	env := s3Env(s3.Options{Endpoint: sp.url, Timeout: time.Second, MaxAttempts: 2, Backoff: time.Millisecond})
 	const large = "hnsw_flat_large.faiss"
-	_, ts, bucket := s3Server(t, Config{Limits: Limits{SwitchTimeout: time.Minute}}, large)
+	_, ts, bucket := s3Server(t, Config{Limits: Limits{SwitchTimeout: time.Minute}, Env: env}, large)
 	url := "s3://" + bucket + "/idx/" + large
 	r := call(t, ts, "PUT", "/indexes/s", `{"path":"`+url+`","mode":"memory_efficient","cache_bytes":65536}`)
 	require.Equal(t, 200, r.Status, r.Raw)

@@ -18,7 +18,7 @@ import (
 // Server is the HTTP API.
 type Server struct {
 	cfg             Config
-	releaseCacheDir func() error // the claim on cfg.CacheDir (engine.ClaimCacheDir)
+	releaseCacheDir func() error // the hold on cfg.CacheDir (engine.CacheDir.Hold)
 	total           int64        // the machine's memory, or its cgroup's limit (sysmem.Total; 0: unknown)
 	Reg             *Registry
 	log             *slog.Logger
@@ -58,9 +58,13 @@ func New(cfg Config) (*Server, error) {
 		heavy: newAdmission(cfg.Limits.MaxHeavySearches, cfg.Limits.MaxHeavySearches)}
 	reg.limits = cfg.Limits
 	reg.guideDir, reg.remoteGuideDir = cfg.GuideDir, cfg.RemoteGuideDir
-	reg.cacheDir, reg.cacheDirBytes = cfg.CacheDir, cfg.CacheDirBytes
+	reg.cacheDir, reg.env = cfg.CacheDir, cfg.Env
+	if reg.env == nil { // every load of the server through one S3 client
+		reg.env = &engine.Env{S3: engine.NewS3Client(engine.S3Options{})}
+	}
 	if cfg.CacheDir != "" { // held for the server's life: another process on it fails at start, not on loads
-		if s.releaseCacheDir, err = engine.ClaimCacheDir(cfg.CacheDir, cfg.CacheDirBytes); err != nil {
+		reg.cacheOpen = engine.NewCacheDir(cfg.CacheDir, cfg.CacheDirBytes)
+		if s.releaseCacheDir, err = reg.cacheOpen.Hold(); err != nil {
 			return nil, fmt.Errorf("cache_dir %s: %w", cfg.CacheDir, err)
 		}
 	}

@@ -13,6 +13,7 @@ import (
 	"unsafe"
 
 	"github.com/faiss-sidecar/faiss-sidecar/faissfmt"
+	"github.com/faiss-sidecar/faiss-sidecar/internal/distance"
 	"github.com/faiss-sidecar/faiss-sidecar/internal/par"
 )
 
@@ -49,6 +50,9 @@ type BuildOptions struct {
 	Seed uint64
 	// Workers encode in parallel (default GOMAXPROCS).
 	Workers int
+	// NoAVX512 keeps the 16x and 32x training's distance kernel on AVX2
+	// where the CPU has AVX-512 (distance.Fast: the same codes).
+	NoAVX512 bool
 }
 
 // DefaultBuildBytes bounds what a build with the default options holds
@@ -286,7 +290,7 @@ func (b *builder) train(lo, hi []float32, sum []float64, integral []bool, sample
 	case Level5x, Level6x, Level8x:
 		c.train8(sample, int(count), b.opt.Workers)
 	case Level16x, Level32x:
-		c.train32(sample, sum, int(count), b.opt.Seed, b.opt.Workers)
+		c.train32(sample, sum, int(count), b.opt.Seed, b.opt.Workers, distance.Fast(!b.opt.NoAVX512).L2F)
 	}
 }
 

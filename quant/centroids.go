@@ -7,7 +7,6 @@ import (
 	"slices"
 	"unsafe"
 
-	"github.com/faiss-sidecar/faiss-sidecar/internal/distance"
 	"github.com/faiss-sidecar/faiss-sidecar/internal/par"
 )
 
@@ -55,19 +54,24 @@ type cellTree struct {
 	coarse []float32
 	first  []int
 	fine   []float32 // K·d, the Codes' centroids (decoded, once coded)
+	l2     l2Func
 }
+
+// l2Func is squared L2 between float vectors: the build's fast kernel
+// (distance.Kernels.L2F), chosen once per build.
+type l2Func = func(q, x []float32) float32
 
 // nearest is the fine centroid x is coded against.
 func (t *cellTree) nearest(x []float32) int {
-	ci := nearestRow(x, t.coarse, t.d, 0, len(t.coarse)/t.d)
-	return nearestRow(x, t.fine, t.d, t.first[ci], t.first[ci+1])
+	ci := nearestRow(t.l2, x, t.coarse, t.d, 0, len(t.coarse)/t.d)
+	return nearestRow(t.l2, x, t.fine, t.d, t.first[ci], t.first[ci+1])
 }
 
 // nearestRow is the row of rows[lo:hi] (d floats each) nearest to x in L2.
-func nearestRow(x, rows []float32, d, lo, hi int) int {
+func nearestRow(l2 l2Func, x, rows []float32, d, lo, hi int) int {
 	best, bd := lo, float32(math.Inf(1))
 	for i := lo; i < hi; i++ {
-		if v := distance.L2FastF(x, rows[i*d:(i+1)*d]); v < bd {
+		if v := l2(x, rows[i*d:(i+1)*d]); v < bd {
 			best, bd = i, v
 		}
 	}
@@ -75,8 +79,8 @@ func nearestRow(x, rows []float32, d, lo, hi int) int {
 }
 
 // trainCells builds the tree of k fine centroids on the m sample rows x.
-func trainCells(x []float32, m, d, k, workers int, rng *rand.Rand) *cellTree {
-	t := &cellTree{d: d}
+func trainCells(l2 l2Func, x []float32, m, d, k, workers int, rng *rand.Rand) *cellTree {
+	t := &cellTree{d: d, l2: l2}
 	if m == 0 {
 		t.coarse = make([]float32, d)
 		t.fine = make([]float32, d)
@@ -86,7 +90,7 @@ func trainCells(x []float32, m, d, k, workers int, rng *rand.Rand) *cellTree {
 	k = min(k, m)
 	kc := max(1, int(math.Round(math.Sqrt(float64(k)))))
 	var assign []int32
-	t.coarse, assign = kmeans(x, m, d, kc, workers, rng)
+	t.coarse, assign = kmeans(l2, x, m, d, kc, workers, rng)
 	kc = len(t.coarse) / d
 	members := make([][]int32, kc)
 	for i, a := range assign {
@@ -102,7 +106,7 @@ func trainCells(x []float32, m, d, k, workers int, rng *rand.Rand) *cellTree {
 		for _, i := range mem {
 			cell = append(cell, x[int(i)*d:(int(i)+1)*d]...)
 		}
-		f, _ := kmeans(cell, len(mem), d, kf, workers, rng)
+		f, _ := kmeans(l2, cell, len(mem), d, kf, workers, rng)
 		t.fine = append(t.fine, f...)
 		t.first = append(t.first, len(t.fine)/d)
 	}
@@ -137,7 +141,7 @@ func shares(members [][]int32, extra, m int) []int {
 // random row of the largest cluster; centroids still empty at the end
 // (rows repeated, so fewer distinct points than k) are dropped, so every
 // centroid returned has rows and there are at most min(k, m).
-func kmeans(x []float32, m, d, k, workers int, rng *rand.Rand) ([]float32, []int32) {
+func kmeans(l2 l2Func, x []float32, m, d, k, workers int, rng *rand.Rand) ([]float32, []int32) {
 	k = distinctRows(x, m, d, min(k, m)) // all-equal rows: one centroid, no iterations
 	cents := make([]float32, k*d)
 	for i, r := range rng.Perm(m)[:k] {
@@ -152,7 +156,7 @@ func kmeans(x []float32, m, d, k, workers int, rng *rand.Rand) ([]float32, []int
 	assignAll := func() {
 		par.For((m+chunk-1)/chunk, workers, func(b int) {
 			for i := b * chunk; i < min(m, (b+1)*chunk); i++ {
-				assign[i] = int32(nearestRow(x[i*d:(i+1)*d], cents, d, 0, k))
+				assign[i] = int32(nearestRow(l2, x[i*d:(i+1)*d], cents, d, 0, k))
 			}
 		})
 	}

@@ -490,8 +490,8 @@ func cosine2(y []float32, inv float32) float64 {
 // bits a dimension on their own [min, max] (vectors are then centred on
 // the decoded centroids, so the codes lose nothing to it, and a centroid
 // takes d bytes); it keeps the tree and the rotated centroid offsets for
-// encode32 (dropBuild frees them).
-func (c *Codes) train32(sample []float32, sum []float64, m int, seed uint64, workers int) {
+// encode32 (dropBuild frees them). l2 is the build's fast kernel.
+func (c *Codes) train32(sample []float32, sum []float64, m int, seed uint64, workers int, l2 l2Func) {
 	d := c.d
 	c.origin = make([]float32, d)
 	for j := range c.origin {
@@ -502,7 +502,7 @@ func (c *Codes) train32(sample []float32, sum []float64, m int, seed uint64, wor
 	c.rot = newRotator(d, seed)
 	rng := rand.New(rand.NewPCG(seed, seed^0x632be59bd9b4e019))
 	k := centroidCount(c.level, c.n, d, m)
-	c.tree = trainCells(sample, m, d, k, workers, rng)
+	c.tree = trainCells(l2, sample, m, d, k, workers, rng)
 	fine := c.tree.fine
 	c.k = len(fine) / d // 1 ≤ c.k ≤ k: trainCells never exceeds k (TestCellTreeDuplicates)
 	lo, hi := make([]float32, d), make([]float32, d)

@@ -55,7 +55,7 @@ func TestGuideRoundTrip(t *testing.T) {
 			l, err := Load(path, src)
 			require.NoError(t, err)
 			assert.Equal(t, c.Bytes(), l.Bytes())
-			q1, q2 := c.NewQuery(), l.NewQuery()
+			q1, q2 := c.NewQuery(true), l.NewQuery(true)
 			ids := make([]int32, ds.n)
 			for i := range ids {
 				ids[i] = int32(i)
@@ -378,7 +378,7 @@ func FuzzLoad(f *testing.F) {
 		if n*int64(c.stride)+int64(d) > int64(len(b)) {
 			t.Fatalf("%d vectors of dimension %d from %d bytes", n, d, len(b))
 		}
-		q := c.NewQuery()
+		q := c.NewQuery(true)
 		if err := q.Reset(make([]float32, d)); err != nil {
 			t.Fatal(err)
 		}

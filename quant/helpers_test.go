@@ -39,6 +39,9 @@ type dataset struct {
 
 // fixture opens a float HNSW-flat (or flat) fixture written by FAISS and
 // reads its vectors from the storage's "codes" section.
+// fastKernels are the float kernels the tests compare with.
+var fastKernels = distance.Fast(true)
+
 func fixture(t testing.TB, name string) *dataset {
 	t.Helper()
 	return faissFile(t, filepath.Join(fixtureDir, name+".faiss"))
@@ -164,9 +167,9 @@ func (ds *dataset) exact(q []float32, i int) float64 {
 // which recall tolerates by counting ties).
 func (ds *dataset) exactFast(q []float32, i int) float64 {
 	if ds.metric == faissfmt.MetricL2 {
-		return float64(distance.L2FastF(q, ds.vec(i)))
+		return float64(fastKernels.L2F(q, ds.vec(i)))
 	}
-	return -float64(distance.IPFastF(q, ds.vec(i)))
+	return -float64(fastKernels.IPF(q, ds.vec(i)))
 }
 
 func (ds *dataset) build(t testing.TB, lvl Level) *Codes {
@@ -187,7 +190,7 @@ type idDist struct {
 // returned id counts when its exact distance is within the true k-th's
 // (ties count as hits).
 func rerankRecall(ds *dataset, c *Codes, k int, rs []int, exact func([]float32, int) float64) []float64 {
-	qs := c.NewQuery()
+	qs := c.NewQuery(true)
 	return rerankRecallWith(ds, k, rs, exact, func(v []float32) {
 		if err := qs.Reset(v); err != nil {
 			panic(err)

@@ -6,9 +6,11 @@ import (
 	"math/bits"
 )
 
-// The hot loops, chosen once at init (amd64 assembly where the CPU has
-// it, see kernels_amd64.go); the Go versions are the reference the
-// assembly is tested against.
+// The hot loops, chosen once at init by CPU feature (amd64 assembly where
+// the CPU has it, see kernels_amd64.go) and never changed; the Go versions
+// are the reference the assembly is tested against. 32x's and 16x's
+// popcount, which may use AVX-512, is chosen per query instead
+// (popKernel): that choice is the caller's.
 var (
 	// l2U8 is Σⱼ (a[j] − b[j]·c[j])² over len(a) dimensions.
 	l2U8 = l2U8Go
@@ -24,18 +26,17 @@ var (
 	// bit j of each plane p << p, plane p being the pb bytes at
 	// row[nib+p·pb:] (nib = (len(w)+1)/2).
 	dotPlanes = dotPlanesGo
-	// pop8 is Σₖ 2ᵏ·Σ_w popcount(x_w & planes[8w+k]), k = 0…7, over the
-	// len(planes)/8 little-endian words of x: Σᵢ bᵢ·qqᵢ for the bits b
-	// of x and the 8-bit values qq whose bit planes planes holds.
-	pop8 = pop8Go
 	// decodeU8 sets dst[j] = vmin[j] + (delta[j]·c[j] rounded to
 	// float32) over len(dst) dimensions: 4x codes back to values.
 	decodeU8 = decodeU8Go
-	// KernelImpl names the kernels in use ("avx2" or "go").
-	KernelImpl = "go"
-	// PopImpl names 32x's pop8 in use ("avx512", "popcnt" or "go").
-	PopImpl = "go"
+	// kernelImpl names the kernels above ("avx2" or "go").
+	kernelImpl = "go"
 )
+
+// pop8Func is the signature of pop8: Σₖ 2ᵏ·Σ_w popcount(x_w & planes[8w+k]),
+// k = 0…7, over the len(planes)/8 little-endian words of x: Σᵢ bᵢ·qqᵢ for
+// the bits b of x and the 8-bit values qq whose bit planes planes holds.
+type pop8Func = func(planes []uint64, x []byte) uint64
 
 func decodeU8Go(dst, vmin, delta []float32, c []byte) {
 	vmin, delta, c = vmin[:len(dst)], delta[:len(dst)], c[:len(dst)]
@@ -128,16 +129,6 @@ func dotU4Go(w []float32, c []byte) float32 {
 		s0 += w[j] * float32(nibble(c, j))
 	}
 	return (s0 + s1) + (s2 + s3)
-}
-
-// SetAVX512 turns 16x's and 32x's AVX-512 popcount on (where the CPU has
-// it; the default where internal/distance uses AVX-512) or off (POPCNT),
-// and returns PopImpl: the same answers either way. It changes
-// process-wide state: call it at start-up, beside distance.SetAVX512,
-// before any search.
-func SetAVX512(on bool) string {
-	setPop8(on)
-	return PopImpl
 }
 
 // nibble is dimension j's 4-bit code in c.

@@ -10,31 +10,31 @@ import (
 
 // On amd64 the 4x kernels are AVX2+FMA assembly (8 bytes widened to 8
 // floats per step, four accumulators), the 8x ones the same on 4 bytes of
-// nibbles per step, and the 32x kernel uses AVX-512's VPOPCNTQ (where
-// internal/distance uses AVX-512: not in -tags noavx512 builds) or POPCNT,
-// chosen once here by CPU feature. Build with -tags purego for Go only.
+// nibbles per step, chosen once here by CPU feature; the 32x kernel uses
+// AVX-512's VPOPCNTQ or POPCNT, chosen per query (popKernel). Build with
+// -tags purego for Go only.
 func init() {
 	if cpu.X86.HasAVX2 && cpu.X86.HasFMA {
 		l2U8, dotU8 = l2U8Asm, dotU8Asm
 		l2U4, dotU4 = l2U4Asm, dotU4Asm
 		dotPlanes = dotPlanesAsm
 		decodeU8 = decodeU8Asm
-		KernelImpl = "avx2"
+		kernelImpl = "avx2"
 	}
-	setPop8(distance.FastImpl == "avx512")
 }
 
-// setPop8 picks pop8: AVX-512 VPOPCNTQ when avx512 and the CPU has it,
-// else POPCNT when the CPU has it, else Go.
-func setPop8(avx512 bool) {
+// popKernel is pop8 and its name: AVX-512 VPOPCNTQ when avx512 and the
+// float kernels would use AVX-512 (distance.Fast: the CPU has it, the
+// build has no noavx512 tag) and the CPU has VPOPCNTDQ, else POPCNT when
+// the CPU has it, else Go. Every one gives the same answers.
+func popKernel(avx512 bool) (pop8Func, string) {
 	switch {
-	case avx512 && cpu.X86.HasAVX512F && cpu.X86.HasAVX512VPOPCNTDQ:
-		pop8, PopImpl = pop8AVX512Asm, "avx512"
+	case avx512 && distance.Fast(true).Impl == "avx512" && cpu.X86.HasAVX512VPOPCNTDQ:
+		return pop8AVX512Asm, "avx512"
 	case cpu.X86.HasPOPCNT:
-		pop8, PopImpl = pop8POPCNTAsm, "popcnt"
-	default:
-		pop8, PopImpl = pop8Go, "go"
+		return pop8POPCNTAsm, "popcnt"
 	}
+	return pop8Go, "go"
 }
 
 //go:noescape
@@ -136,7 +136,7 @@ func dotU4Asm(w []float32, c []byte) float32 {
 }
 
 // pop8AVX512Asm and pop8POPCNTAsm are the assembly kernels in pop8's
-// signature: one indirect call a distance (pop8), then a direct one.
+// signature: one indirect call a distance (Query's pop8), then a direct one.
 func pop8AVX512Asm(planes []uint64, x []byte) uint64 {
 	if n := len(planes) / 8; n > 0 {
 		return pop8AVX512(&planes[0], &x[:8*n][0], n)

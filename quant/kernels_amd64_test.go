@@ -5,10 +5,13 @@ package quant
 import (
 	"fmt"
 	"math/rand/v2"
+	"reflect"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"golang.org/x/sys/cpu"
+
+	"github.com/faiss-sidecar/faiss-sidecar/internal/distance"
 )
 
 // TestPop8Kernels: every pop8 kernel this CPU can run (not only the one
@@ -91,29 +94,33 @@ func BenchmarkPop8(b *testing.B) {
 // pop8Sink keeps BenchmarkPop8's sums alive.
 var pop8Sink uint64
 
-// TestSetAVX512: the switch picks pop8 (AVX-512 only where the CPU has
-// it, POPCNT off) and the estimates do not change.
-func TestSetAVX512(t *testing.T) {
-	defer SetAVX512(PopImpl == "avx512")
+// TestQueryAVX512: NewQuery picks pop8 (AVX-512 only when asked and the
+// CPU has it, POPCNT otherwise) and the estimates do not change.
+func TestQueryAVX512(t *testing.T) {
 	ds := fixture(t, "hnsw_flat_l2")
 	c := ds.build(t, Level16x)
-	q := c.NewQuery()
-	assert.NoError(t, q.Reset(ds.q[0]))
-	want := make([]float32, ds.n)
-	for i := range want {
-		want[i] = q.Dist(int32(i))
-	}
+	var want []float32
 	for _, on := range []bool{false, true} {
-		impl := SetAVX512(on)
+		q := c.NewQuery(on)
+		_, impl := popKernel(on)
 		switch {
-		case on && cpu.X86.HasAVX512F && cpu.X86.HasAVX512VPOPCNTDQ:
+		case on && distance.Fast(true).Impl == "avx512" && cpu.X86.HasAVX512VPOPCNTDQ:
 			assert.Equal(t, "avx512", impl)
+			assert.Equal(t, reflect.ValueOf(pop8AVX512Asm).Pointer(), reflect.ValueOf(q.pop8).Pointer())
 		case cpu.X86.HasPOPCNT:
 			assert.Equal(t, "popcnt", impl)
+			assert.Equal(t, reflect.ValueOf(pop8POPCNTAsm).Pointer(), reflect.ValueOf(q.pop8).Pointer())
 		default:
 			assert.Equal(t, "go", impl)
 		}
 		assert.NoError(t, q.Reset(ds.q[0]))
+		if want == nil {
+			want = make([]float32, ds.n)
+			for i := range want {
+				want[i] = q.Dist(int32(i))
+			}
+			continue
+		}
 		for i := range want {
 			assert.Equal(t, want[i], q.Dist(int32(i)), "%s, vector %d", impl, i)
 		}

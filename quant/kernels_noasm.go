@@ -2,5 +2,5 @@
 
 package quant
 
-// setPop8: without the amd64 assembly pop8 stays Go.
-func setPop8(bool) {}
+// popKernel: without the amd64 assembly pop8 is Go.
+func popKernel(bool) (pop8Func, string) { return pop8Go, "go" }

@@ -18,7 +18,7 @@ import (
 // with the Go reference within float tolerance (pop8 exactly), for every
 // length from 0 to 300 and at d = 784.
 func TestKernelsMatchGo(t *testing.T) {
-	t.Logf("kernels: %s", KernelImpl)
+	t.Logf("kernels: %s", kernelImpl)
 	rng := rand.New(rand.NewPCG(5, 6))
 	for _, n := range append(rangeN(0, 300), 784, 1000, 4096) {
 		a, b := make([]float32, n), make([]float32, n)
@@ -96,7 +96,10 @@ func TestKernelsMatchGo(t *testing.T) {
 		for j := range x {
 			x[j] = byte(rng.Uint32())
 		}
-		assert.Equal(t, pop8Go(planes, x[5:]), pop8(planes, x[5:]), "pop8 words=%d", w)
+		for _, avx512 := range []bool{false, true} {
+			pop8, impl := popKernel(avx512)
+			assert.Equal(t, pop8Go(planes, x[5:]), pop8(planes, x[5:]), "pop8 %s words=%d", impl, w)
+		}
 	}
 }
 
@@ -125,9 +128,9 @@ func TestKernels4BitExact(t *testing.T) {
 			dot += float64(a[j]) * v
 		}
 		require.Equal(t, float32(l2), l2U4Go(a, b, c), "Go l2U4 n=%d", n)
-		require.Equal(t, float32(l2), l2U4(a, b, c), "%s l2U4 n=%d", KernelImpl, n)
+		require.Equal(t, float32(l2), l2U4(a, b, c), "%s l2U4 n=%d", kernelImpl, n)
 		require.Equal(t, float32(dot), dotU4Go(a, c), "Go dotU4 n=%d", n)
-		require.Equal(t, float32(dot), dotU4(a, c), "%s dotU4 n=%d", KernelImpl, n)
+		require.Equal(t, float32(dot), dotU4(a, c), "%s dotU4 n=%d", kernelImpl, n)
 	}
 }
 
@@ -144,7 +147,7 @@ func TestQueryAllocs(t *testing.T) {
 	ds := fixture(t, "hnsw_flat_large")
 	for _, lvl := range Levels {
 		c := ds.build(t, lvl)
-		q := c.NewQuery()
+		q := c.NewQuery(true)
 		ids := []int32{1, 5, 9, 400, 2999, 17, 18, 1000}
 		out := make([]float32, len(ids))
 		allocs := testing.AllocsPerRun(100, func() {
@@ -192,9 +195,9 @@ func BenchmarkDist(b *testing.B) {
 		out := make([]float32, 16)
 		for _, lvl := range Levels {
 			c, _, q := benchCodes(b, n, d, lvl)
-			qs := c.NewQuery()
+			qs := c.NewQuery(true)
 			require.NoError(b, qs.Reset(q))
-			b.Run(fmt.Sprintf("d=%d/%s/%s", d, lvl, KernelImpl), func(b *testing.B) {
+			b.Run(fmt.Sprintf("d=%d/%s/%s", d, lvl, kernelImpl), func(b *testing.B) {
 				for i := 0; b.Loop(); i++ {
 					o := (i * 16) & (len(ids) - 1)
 					qs.DistBatch(ids[o:o+16], out)
@@ -217,7 +220,7 @@ func BenchmarkDist(b *testing.B) {
 					distance.Prefetch(row)
 				}
 				for _, v := range ids[o : o+16] {
-					s += distance.L2Fast(q, raw[int(v)*4*d:(int(v)+1)*4*d])
+					s += fastKernels.L2(q, raw[int(v)*4*d:(int(v)+1)*4*d])
 				}
 			}
 			_ = s
@@ -238,7 +241,7 @@ func BenchmarkKernels(b *testing.B) {
 		}
 		var s float32
 		var u uint64
-		b.Run(fmt.Sprintf("d=%d/l2U8/%s", d, KernelImpl), func(b *testing.B) {
+		b.Run(fmt.Sprintf("d=%d/l2U8/%s", d, kernelImpl), func(b *testing.B) {
 			for b.Loop() {
 				s += l2U8(a, w, c)
 			}
@@ -248,7 +251,7 @@ func BenchmarkKernels(b *testing.B) {
 				s += l2U8Go(a, w, c)
 			}
 		})
-		b.Run(fmt.Sprintf("d=%d/dotU8/%s", d, KernelImpl), func(b *testing.B) {
+		b.Run(fmt.Sprintf("d=%d/dotU8/%s", d, kernelImpl), func(b *testing.B) {
 			for b.Loop() {
 				s += dotU8(a, c)
 			}
@@ -258,7 +261,7 @@ func BenchmarkKernels(b *testing.B) {
 				s += dotU8Go(a, c)
 			}
 		})
-		b.Run(fmt.Sprintf("d=%d/l2U4/%s", d, KernelImpl), func(b *testing.B) {
+		b.Run(fmt.Sprintf("d=%d/l2U4/%s", d, kernelImpl), func(b *testing.B) {
 			for b.Loop() {
 				s += l2U4(a, w, c)
 			}
@@ -268,7 +271,8 @@ func BenchmarkKernels(b *testing.B) {
 				s += l2U4Go(a, w, c)
 			}
 		})
-		b.Run(fmt.Sprintf("d=%d/pop8/%s", d, PopImpl), func(b *testing.B) {
+		pop8, popImpl := popKernel(true)
+		b.Run(fmt.Sprintf("d=%d/pop8/%s", d, popImpl), func(b *testing.B) {
 			for b.Loop() {
 				u += pop8(planes, x)
 			}
@@ -279,9 +283,9 @@ func BenchmarkKernels(b *testing.B) {
 			}
 		})
 		fx := make([]byte, 4*d)
-		b.Run(fmt.Sprintf("d=%d/float-L2Fast/%s", d, distance.FastImpl), func(b *testing.B) {
+		b.Run(fmt.Sprintf("d=%d/float-L2Fast/%s", d, fastKernels.Impl), func(b *testing.B) {
 			for b.Loop() {
-				s += distance.L2Fast(a, fx)
+				s += fastKernels.L2(a, fx)
 			}
 		})
 		_, _ = s, u
@@ -316,7 +320,7 @@ func TestDotPlanesExact(t *testing.T) {
 				want += int64(w[j]) * int64(code)
 			}
 			require.Equal(t, float32(want), dotPlanesGo(w, row, planes, pb), "Go n=%d planes=%d", n, planes)
-			require.Equal(t, float32(want), dotPlanes(w, row, planes, pb), "%s n=%d planes=%d", KernelImpl, n, planes)
+			require.Equal(t, float32(want), dotPlanes(w, row, planes, pb), "%s n=%d planes=%d", kernelImpl, n, planes)
 		}
 	}
 }

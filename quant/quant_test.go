@@ -11,7 +11,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/faiss-sidecar/faiss-sidecar/faissfmt"
-	"github.com/faiss-sidecar/faiss-sidecar/internal/distance"
 )
 
 func TestParseLevel(t *testing.T) {
@@ -109,7 +108,7 @@ func TestEstimatesFixtures(t *testing.T) {
 				require.Equal(t, ds.d, d)
 				// Relative error of the estimate, normalized by the spread of
 				// exact distances for the query.
-				q := c.NewQuery()
+				q := c.NewQuery(true)
 				var errSum, spreadSum float64
 				for _, v := range ds.q[:20] {
 					require.NoError(t, q.Reset(v))
@@ -169,7 +168,7 @@ func TestUnbiasedRaBitQ(t *testing.T) {
 			for seed := range uint64(8) {
 				c, err := Build(ds.r, ds.off, ds.n, ds.d, ds.metric, lvl, BuildOptions{Seed: seed + 1})
 				require.NoError(t, err)
-				q := c.NewQuery()
+				q := c.NewQuery(true)
 				for _, v := range ds.q {
 					require.NoError(t, q.Reset(v))
 					for i := range ds.n {
@@ -196,7 +195,7 @@ func TestMetricsConvention(t *testing.T) {
 	ds := fixture(t, "hnsw_flat_ip")
 	require.Equal(t, faissfmt.MetricInnerProduct, ds.metric)
 	c := ds.build(t, Level4x)
-	q := c.NewQuery()
+	q := c.NewQuery(true)
 	require.NoError(t, q.Reset(ds.q[0]))
 	e := ds.exact(ds.q[0], 5)
 	assert.InDelta(t, e, float64(q.Dist(5)), 0.02*math.Abs(e)+0.05)
@@ -289,7 +288,7 @@ func TestPlanesEstimate(t *testing.T) {
 		ds := fixture(t, name)
 		for _, lvl := range []Level{Level5x, Level6x} {
 			c := ds.build(t, lvl)
-			q := c.NewQuery()
+			q := c.NewQuery(true)
 			p := lvl.planes()
 			nib, pb := (ds.d+1)/2, planeBytes(ds.d)
 			for _, v := range ds.q[:5] {
@@ -338,7 +337,7 @@ func TestCellTree(t *testing.T) {
 			x[i*d+j] = centres[(i%blobs)*d+j] + float32(rng.NormFloat64())
 		}
 	}
-	tr := trainCells(x, m, d, k, 2, rng)
+	tr := trainCells(fastKernels.L2F, x, m, d, k, 2, rng)
 	kf := len(tr.fine) / d
 	assert.LessOrEqual(t, kf, k)
 	assert.Greater(t, kf, k/2)
@@ -346,8 +345,8 @@ func TestCellTree(t *testing.T) {
 	good := 0
 	for i := range m {
 		v := x[i*d : (i+1)*d]
-		got := distance.L2FastF(v, tr.fine[tr.nearest(v)*d:])
-		best := distance.L2FastF(v, tr.fine[nearestRow(v, tr.fine, d, 0, kf)*d:])
+		got := fastKernels.L2F(v, tr.fine[tr.nearest(v)*d:])
+		best := fastKernels.L2F(v, tr.fine[nearestRow(fastKernels.L2F, v, tr.fine, d, 0, kf)*d:])
 		if got <= best*1.05 {
 			good++
 		}
@@ -356,13 +355,13 @@ func TestCellTree(t *testing.T) {
 	for c := range kf { // every centroid is within a few spreads of a blob centre
 		near := float32(math.Inf(1))
 		for b := range blobs {
-			near = min(near, distance.L2FastF(tr.fine[c*d:(c+1)*d], centres[b*d:(b+1)*d]))
+			near = min(near, fastKernels.L2F(tr.fine[c*d:(c+1)*d], centres[b*d:(b+1)*d]))
 		}
 		assert.Less(t, near, float32(4*d), "centroid %d lies in a blob", c)
 	}
 	// Fewer points than centroids: at most one centroid a point (a cell's
 	// share can exceed its points; Build asks at most a quarter of them).
-	small := trainCells(x[:5*d], 5, d, 50, 1, rng)
+	small := trainCells(fastKernels.L2F, x[:5*d], 5, d, 50, 1, rng)
 	assert.LessOrEqual(t, len(small.fine)/d, 5)
 	assert.GreaterOrEqual(t, len(small.fine)/d, 3)
 }
@@ -373,7 +372,7 @@ func TestCellTree(t *testing.T) {
 func TestQueryGenerationWrap(t *testing.T) {
 	ds := fixture(t, "hnsw_flat_l2")
 	c := ds.build(t, Level32x)
-	fresh, old := c.NewQuery(), c.NewQuery()
+	fresh, old := c.NewQuery(true), c.NewQuery(true)
 	require.NoError(t, old.Reset(ds.q[1]))
 	for i := range ds.n {
 		old.Dist(int32(i)) // fill the cache with q[1]'s terms
@@ -398,7 +397,7 @@ func TestCellTreeDuplicates(t *testing.T) {
 		for i := range m {
 			x[i*d] = float32((i % vals) * 1000)
 		}
-		tr := trainCells(x, m, d, k, 2, rng)
+		tr := trainCells(fastKernels.L2F, x, m, d, k, 2, rng)
 		kf := len(tr.fine) / d
 		assert.LessOrEqual(t, kf, min(k, vals), "%d distinct rows", vals)
 		assert.Equal(t, kf, tr.first[len(tr.first)-1])
@@ -410,7 +409,7 @@ func TestCellTreeDuplicates(t *testing.T) {
 				break
 			}
 			v := x[i*d : (i+1)*d]
-			assert.Zero(t, distance.L2FastF(v, tr.fine[tr.nearest(v)*d:(tr.nearest(v)+1)*d]), "%d distinct rows, row %d", vals, i)
+			assert.Zero(t, fastKernels.L2F(v, tr.fine[tr.nearest(v)*d:(tr.nearest(v)+1)*d]), "%d distinct rows, row %d", vals, i)
 		}
 	}
 }

@@ -38,6 +38,7 @@ type Query struct {
 	sumQQ  float32
 	terms  []termEntry
 	gen    uint32
+	pop8   pop8Func // 16x's and 32x's popcount, chosen by NewQuery
 }
 
 // queryBits is the precision of the 32x query: 8 bits (pop8's planes).
@@ -46,9 +47,12 @@ type Query struct {
 // 4 bits lost recall@10 on clustered data (docs/quantization.md).
 const queryBits = 8
 
-// NewQuery returns per-query state for c.
-func (c *Codes) NewQuery() *Query {
+// NewQuery returns per-query state for c. avx512 lets 16x's and 32x's
+// popcount use AVX-512 where the CPU has it (the same answers; the
+// caller's choice, as for distance.Fast).
+func (c *Codes) NewQuery(avx512 bool) *Query {
 	q := &Query{c: c}
+	q.pop8, _ = popKernel(avx512)
 	switch c.level {
 	case Level4x, Level5x, Level6x, Level8x:
 		q.a = make([]float32, c.d)
@@ -186,7 +190,7 @@ func (q *Query) est4(code []byte) float32 {
 // query: Σᵢ (2bᵢ−1)·(lo + step·qqᵢ) = lo·C + step·(2·Σᵢ bᵢ·qqᵢ − Σᵢ qqᵢ).
 func (q *Query) dot32(row []byte) float32 {
 	bits := row[factorBytes:]
-	t := pop8(q.planes, bits)
+	t := q.pop8(q.planes, bits)
 	return q.lo*f32(row[8:]) + q.step*(2*float32(t)-q.sumQQ)
 }
 
@@ -220,7 +224,7 @@ func (q *Query) Dist(v int32) float32 {
 func (q *Query) dot16(row []byte) float32 {
 	bits := row[factorBytes:]
 	wb := 8 * words(q.c.d)
-	t := pop8(q.planes, bits) + 2*pop8(q.planes, bits[wb:])
+	t := q.pop8(q.planes, bits) + 2*q.pop8(q.planes, bits[wb:])
 	return q.lo*(f32(row[8:])-1.5*float32(q.c.d)) + q.step*(float32(t)-1.5*q.sumQQ)
 }
 

@@ -84,7 +84,7 @@ func floatRecall(ds *dataset, c *Codes, rs []int) []float64 {
 type floatCodes struct{ c *Codes }
 
 func (f *floatCodes) recall(ds *dataset, rs []int) []float64 {
-	q := f.c.NewQuery()
+	q := f.c.NewQuery(true)
 	est := func(v []float32, i int) float32 { return floatQueryDist(q, int32(i)) }
 	return rerankRecallWith(ds, 10, rs, ds.exactFast, func(v []float32) { _ = q.Reset(v) }, est)
 }

@@ -63,12 +63,13 @@ func (s *Store) RescoreToContext(ctx context.Context, dst []Hit, q []float32, la
 		hits = make([]Hit, len(labels))
 	}
 	hits = hits[:len(labels)]
+	fk := distance.Fast(!s.noAVX512)
+	dist := fk.L2
+	if ip {
+		dist = fk.IP
+	}
 	err := s.view(ctx, labels, st, func(i int, b []byte) {
-		if ip {
-			hits[i] = Hit{labels[i], distance.IPFast(q, b)}
-		} else {
-			hits[i] = Hit{labels[i], distance.L2Fast(q, b)}
-		}
+		hits[i] = Hit{labels[i], dist(q, b)}
 	})
 	if err != nil {
 		return nil, err

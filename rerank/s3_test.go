@@ -36,10 +36,13 @@ func (c *countingStorage) ReadBatch(reqs []partial.ReadReq) error {
 	return c.Storage.(partial.BatchReader).ReadBatch(reqs)
 }
 
+// objects opens the tests' objects, as a program's one client does.
+var objects = s3.NewClient(s3.Options{})
+
 // openObject is a Store over the s3:// object u, opened as the engine
 // opens one.
 func openObject(t *testing.T, u string) *Store {
-	o, err := s3.Open(u, s3.Options{})
+	o, err := objects.Open(u, s3.Options{})
 	require.NoError(t, err)
 	s, err := OpenStorage(o, u)
 	require.NoError(t, err)
@@ -78,7 +81,7 @@ func TestBatchFromS3(t *testing.T) {
 		require.NoError(t, s.CheckFile())
 		require.NoError(t, s.Close())
 
-		o, err := s3.Open(u, s3.Options{})
+		o, err := objects.Open(u, s3.Options{})
 		require.NoError(t, err)
 		l, err := ReadLayout(o, o.Size(), u)
 		require.NoError(t, err)

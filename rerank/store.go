@@ -54,6 +54,7 @@ type Store struct {
 	bufs     bufList         // shortlists' working memory, reused
 	cache    *recordcache.Cache
 	decoder  Decoder
+	noAVX512 bool // SetAVX512
 }
 
 // Decoder gives vectors from memory bit for bit as the vector file holds
@@ -73,6 +74,11 @@ func (s *Store) SetDecoder(d Decoder) { s.decoder = d }
 // there those it reads. Set before the store is used; it outlives the
 // store's last use.
 func (s *Store) SetCache(c *recordcache.Cache) { s.cache = c }
+
+// SetAVX512 lets the rescoring's fast kernel use AVX-512 where the CPU has
+// it (on, the default) or keeps it on AVX2 (distance.Fast: the same bits).
+// Set before the store is used.
+func (s *Store) SetAVX512(on bool) { s.noAVX512 = !on }
 
 // bufs is one shortlist's working memory: the read buffer and the
 // bookkeeping of its reads, reused across shortlists so that a query

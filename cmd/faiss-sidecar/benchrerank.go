@@ -55,7 +55,7 @@ func runBenchRerank(args []string, stdout io.Writer) error {
 	case !slices.Contains(rerank.Strategies, *strategy):
 		return usagef("unknown --strategy %q (known: %s)", *strategy, strings.Join(rerank.Strategies, ", "))
 	}
-	s, err := engine.OpenVectors(*vectors, *strategy, *workers)
+	s, err := engine.OpenVectors(procEnv, *vectors, *strategy, *workers)
 	if err != nil {
 		return err
 	}

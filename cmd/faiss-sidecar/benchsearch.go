@@ -284,7 +284,7 @@ func (b *benchSearch) warm(n int, search searchFunc) (first [][]engine.Result, f
 // describe is the result's description of the run, before it is measured.
 func (b *benchSearch) describe(l *loadedIndex, qp *engine.QueryPlan, n int) searchBenchResult {
 	res := searchBenchResult{Index: b.index, Mode: b.ix.mode, Backend: l.x.Backend(), Semantics: b.ix.semantics, Kernel: b.ix.kernel,
-		KernelImpl: engine.KernelImpl(b.ix.kernel), Threads: b.threads, Queries: n, K: b.req.K, EfSearch: b.req.EfSearch,
+		KernelImpl: procEnv.KernelImpl(b.ix.kernel), Threads: b.threads, Queries: n, K: b.req.K, EfSearch: b.req.EfSearch,
 		OpenMs: float64(l.openDur.Microseconds()) / 1e3}
 	if res.EfSearchStored = l.x.StoredEfSearch(); res.EfSearch == 0 {
 		res.EfSearch = l.x.EfSearch() // the stored value, or --index-ef-search

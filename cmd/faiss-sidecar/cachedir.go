@@ -12,6 +12,17 @@ import (
 type cacheDirFlags struct {
 	dir   string
 	bytes int64
+	d     *engine.CacheDir // value's, made once
+}
+
+// value is the cache directory the flags name, one for the command (every
+// index and storage it opens shares it); nil without either flag. It is
+// touched only when an s3:// path opens on it.
+func (f *cacheDirFlags) value() *engine.CacheDir {
+	if f.d == nil && (f.dir != "" || f.bytes != 0) {
+		f.d = engine.NewCacheDir(f.dir, f.bytes)
+	}
+	return f.d
 }
 
 func (f *cacheDirFlags) register(fs *flag.FlagSet) {

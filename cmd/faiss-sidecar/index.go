@@ -149,7 +149,7 @@ func (f *indexFlags) spec(path string, rr *rerankFlags) engine.Spec {
 		MemoryBudget: f.memoryBudget.n, Semantics: f.semantics, Kernel: f.kernel, BatchReads: f.batchReads,
 		ExactFilterMax: f.exactFilterMax, EfSearch: int(f.indexEf), VerifyChecksum: f.verifyChecksum, CAGRASeed: f.cagraSeed,
 		Compression: f.compression, GuideDir: f.guideDir, RemoteGuideDir: defaultRemoteGuideDir(), VectorsPath: f.vectors,
-		CacheDir: f.cacheDir.dir, CacheDirBytes: f.cacheDir.bytes, Workers: f.workers, MachineBudget: f.machine && !f.memoryBudget.set, Beside: f.beside}
+		CacheDir: f.cacheDir.value(), Env: procEnv, Workers: f.workers, MachineBudget: f.machine && !f.memoryBudget.set, Beside: f.beside}
 	if rr != nil && (rr.vectors != "" || (f.mode == engine.ModeOnDisk && rr.oversample != 0)) {
 		s.Rerank = rr.spec() // on_disk without --rerank-vectors: the index file (the engine fills it in)
 	}

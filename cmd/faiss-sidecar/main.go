@@ -9,8 +9,6 @@ import (
 	"strings"
 
 	"github.com/faiss-sidecar/faiss-sidecar/internal/buildinfo"
-	"github.com/faiss-sidecar/faiss-sidecar/internal/distance"
-	"github.com/faiss-sidecar/faiss-sidecar/quant"
 )
 
 // doc describes one command for --help and the top-level usage.
@@ -104,11 +102,8 @@ func (h *helpRequest) Error() string { return "help requested" }
 func (h *helpRequest) Unwrap() error { return flag.ErrHelp }
 
 func main() {
-	// The library reads no environment; this switch is the binary's.
-	if os.Getenv("FAISS_SIDECAR_NO_AVX512") != "" {
-		distance.SetAVX512(false)
-		quant.SetAVX512(false)
-	}
+	// The libraries read no environment; this switch is the binary's.
+	procEnv.NoAVX512 = os.Getenv("FAISS_SIDECAR_NO_AVX512") != ""
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 }
 

@@ -36,7 +36,7 @@ func runQuantize(args []string, stdout, stderr io.Writer) error {
 	if err := checkGuideDir(*guideDir); err != nil {
 		return err
 	}
-	spec := engine.Spec{Path: pos[0], Compression: *compression, GuideDir: *guideDir, RemoteGuideDir: defaultRemoteGuideDir()}
+	spec := engine.Spec{Path: pos[0], Compression: *compression, GuideDir: *guideDir, RemoteGuideDir: defaultRemoteGuideDir(), Env: procEnv}
 	var bar *progressBar
 	if isTerminal(os.Stderr) {
 		bar = newProgressBar(os.Stderr, "quantize")

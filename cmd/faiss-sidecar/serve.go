@@ -107,7 +107,7 @@ func runServe(args []string, stdout, stderr io.Writer) error {
 	srv, err := httpapi.New(httpapi.Config{DataRoots: cfg.DataRoots, S3Buckets: cfg.S3Buckets, MemoryBudget: cfg.MemoryBudget,
 		GuideDir: cfg.GuideDir, RemoteGuideDir: defaultRemoteGuideDir(), CacheDir: cfg.CacheDir, CacheDirBytes: cfg.CacheDirBytes, Token: cfg.Token,
 		MaxBodyBytes: cfg.MaxBodyBytes, RequestTimeout: reqTimeout, Pprof: cfg.Pprof, Logger: log, Limits: cfg.Limits,
-		SetMemoryLimit: processSettings()})
+		SetMemoryLimit: processSettings(), Env: procEnv})
 	if err != nil {
 		return err
 	}

@@ -30,13 +30,12 @@ func ref(q, x []float32, l2 bool) float64 {
 }
 
 // TestKernelsAgree: exact, the Go fast kernel and (on amd64) the AVX2 and
-// AVX-512 kernels (SetAVX512 off and on) agree with a float64 reference on
-// odd dimensions and unaligned data.
+// AVX-512 kernels (Fast off and on) agree with a float64 reference on odd
+// dimensions and unaligned data.
 func TestKernelsAgree(t *testing.T) {
-	t.Cleanup(func() { SetAVX512(avx512Build) })
 	for _, on := range []bool{false, true} {
-		SetAVX512(on)
-		t.Logf("SetAVX512(%v): %s", on, FastImpl)
+		fk := Fast(on)
+		t.Logf("Fast(%v): %s", on, fk.Impl)
 		r := rand.New(rand.NewPCG(1, 2))
 		for _, d := range []int{1, 2, 3, 7, 8, 9, 15, 16, 17, 31, 32, 33, 63, 64, 65, 100, 127, 128, 129, 255, 768, 784, 1023} {
 			q, x := make([]float32, d), make([]float32, d)
@@ -52,7 +51,7 @@ func TestKernelsAgree(t *testing.T) {
 					g    func([]float32, []float32) float32
 				}{
 					{"L2Exact", true, L2Exact, L2ExactF}, {"IPExact", false, IPExact, IPExactF},
-					{"L2Fast/" + FastImpl, true, L2Fast, L2FastF}, {"IPFast/" + FastImpl, false, IPFast, IPFastF},
+					{"L2Fast/" + fk.Impl, true, fk.L2, fk.L2F}, {"IPFast/" + fk.Impl, false, fk.IP, fk.IPF},
 					{"L2Go4", true, l2Go4, l2Go4F}, {"IPGo4", false, ipGo4, ipGo4F},
 				} {
 					want := ref(q, x, k.l2)
@@ -104,10 +103,11 @@ func BenchmarkL2(b *testing.B) {
 			q[j], x[j] = float32(j), float32(d-j)
 		}
 		xb := toBytes(x, 1)
+		fk := Fast(true)
 		for _, k := range []struct {
 			name string
 			f    func([]float32, []byte) float32
-		}{{"exact", L2Exact}, {"go4", l2Go4}, {"fast-" + FastImpl, L2Fast}} {
+		}{{"exact", L2Exact}, {"go4", l2Go4}, {"fast-" + fk.Impl, fk.L2}} {
 			b.Run(k.name+"/d="+itoa(d), func(b *testing.B) {
 				var s float32
 				for b.Loop() {

@@ -1,34 +1,41 @@
 package distance
 
-// L2Fast and IPFast are the fast kernels: they reassociate the sum (SIMD on
-// amd64 with AVX2+FMA, four accumulators elsewhere), so results may differ
-// from the exact kernels in the last bits. Chosen once per index.
-var (
-	L2Fast  func(q []float32, x []byte) float32 = l2Go4
-	IPFast  func(q []float32, x []byte) float32 = ipGo4
-	L2FastF func(q, x []float32) float32        = l2Go4F
-	IPFastF func(q, x []float32) float32        = ipGo4F
-	// MinSlot2 returns the highest index i with ids[i] ≠ −1 whose dis[i] is
-	// the smallest among those slots (−1 when there is none), the choice
-	// FAISS's candidate pool makes in pop_min, and a runner-up: another
-	// such slot whose distance is the smallest of the rest (−1 when none).
-	// ok is false when one of those slots holds a NaN, where callers must
-	// follow FAISS's scan step by step.
-	MinSlot2 func(dis []float32, ids []int32) (slot, runner int, ok bool) = minSlot2Go
-	// FastImpl names the implementation in use ("avx512", "avx2" or "go").
-	FastImpl = "go"
-)
-
-// SetAVX512 turns the AVX-512 float kernels on (where the CPU has AVX-512 F
-// and DQ) or off (the AVX2 kernels, whose bits they equal), and returns
-// FastImpl. They are on by default, off in builds with -tags noavx512. It
-// changes process-wide state: call it at start-up, before any search (a
-// program may read its own switch, e.g. cmd/faiss-sidecar reads
-// FAISS_SIDECAR_NO_AVX512). Without the amd64 assembly it does nothing.
-func SetAVX512(on bool) string {
-	setAVX512(on)
-	return FastImpl
+// Kernels are the fast kernels of one implementation: they reassociate the
+// sum (SIMD on amd64 with AVX2+FMA, four accumulators elsewhere), so
+// results may differ from the exact kernels in the last bits. Fast chooses
+// them; an index binds them once, when it opens.
+type Kernels struct {
+	// L2 is Σ (q[j] − x[j])² and IP is Σ q[j]·x[j], x holding len(q)
+	// little-endian float32 values.
+	L2, IP func(q []float32, x []byte) float32
+	// L2F and IPF are L2 and IP over decoded float32 vectors.
+	L2F, IPF func(q, x []float32) float32
+	// Impl names the implementation: "avx512", "avx2" or "go".
+	Impl string
 }
+
+// Fast returns the fast kernels for this CPU: on amd64 with AVX2 and FMA
+// the assembly, with 64-byte loads (bit-identical to the AVX2 kernels)
+// when avx512 is set, the CPU has AVX-512 F and DQ and the build has no
+// noavx512 tag; the Go kernels elsewhere. The choice is the caller's
+// (cmd/faiss-sidecar reads FAISS_SIDECAR_NO_AVX512), never process-wide.
+func Fast(avx512 bool) Kernels { return fast(avx512) }
+
+// goKernels are the fast kernels without assembly.
+func goKernels() Kernels { return Kernels{L2: l2Go4, IP: ipGo4, L2F: l2Go4F, IPF: ipGo4F, Impl: "go"} }
+
+// MinSlot2 returns the highest index i with ids[i] ≠ −1 whose dis[i] is
+// the smallest among those slots (−1 when there is none), the choice
+// FAISS's candidate pool makes in pop_min, and a runner-up: another such
+// slot whose distance is the smallest of the rest (−1 when none). ok is
+// false when one of those slots holds a NaN, where callers must follow
+// FAISS's scan step by step. It uses AVX2 where the CPU has it (fixed at
+// start: no choice to pass down, the answers are the same).
+func MinSlot2(dis []float32, ids []int32) (slot, runner int, ok bool) { return minSlot2(dis, ids) }
+
+// minSlot2 is MinSlot2's implementation, chosen at init by CPU feature
+// and never changed: one indirect call, as inlined into the caller.
+var minSlot2 = minSlot2Go
 
 func l2Go4(q []float32, x []byte) float32 {
 	x = x[:4*len(q)]

@@ -10,34 +10,32 @@ import (
 )
 
 // On amd64 with AVX2 and FMA the fast kernels are the avo-generated
-// assembly in kernels_amd64.s (regenerate with internal/distance/asm);
-// chosen once at start-up. Build with -tags purego for the Go kernels.
+// assembly in kernels_amd64.s (regenerate with internal/distance/asm).
+// Build with -tags purego for the Go kernels.
 //
-// Where the CPU has AVX-512 (F and DQ) the two float kernels use 64-byte
-// loads, with results bit-identical to the AVX2 kernels, so a search
-// returns the same distances on either kind of machine. SetAVX512(false),
+// Where the CPU has AVX-512 (F and DQ) the two float kernels can use
+// 64-byte loads, with results bit-identical to the AVX2 kernels, so a
+// search returns the same distances on either kind of machine. Fast(false),
 // or building with -tags noavx512, keeps AVX2.
+
+// simd reports whether the CPU runs the AVX2+FMA assembly: read once at
+// start, never changed.
+var simd = cpu.X86.HasAVX2 && cpu.X86.HasFMA
+
 func init() {
-	if !cpu.X86.HasAVX2 || !cpu.X86.HasFMA {
-		return
+	if simd {
+		minSlot2 = minSlot2SIMD
 	}
-	L2Fast, IPFast, L2FastF, IPFastF = l2Bytes, ipBytes, l2Floats, ipFloats
-	MinSlot2 = minSlot2AVX2
-	FastImpl = "avx2"
-	setAVX512(avx512Build)
 }
 
-func setAVX512(on bool) {
-	if FastImpl == "go" {
-		return
+func fast(avx512 bool) Kernels {
+	switch {
+	case !simd:
+		return goKernels()
+	case avx512 && avx512Build && hasAVX512():
+		return Kernels{L2: l2BytesAVX512, IP: ipBytesAVX512, L2F: l2FloatsAVX512, IPF: ipFloatsAVX512, Impl: "avx512"}
 	}
-	if on && hasAVX512() {
-		l2Kernel, ipKernel = l2AVX512, ipAVX512
-		FastImpl = "avx512"
-		return
-	}
-	l2Kernel, ipKernel = l2AVX2, ipAVX2
-	FastImpl = "avx2"
+	return Kernels{L2: l2BytesAVX2, IP: ipBytesAVX2, L2F: l2FloatsAVX2, IPF: ipFloatsAVX2, Impl: "avx2"}
 }
 
 func hasAVX512() bool {
@@ -45,54 +43,85 @@ func hasAVX512() bool {
 	return c.HasAVX512F && c.HasAVX512DQ
 }
 
-// The float kernels behind L2Fast, IPFast, L2FastF and IPFastF.
-var l2Kernel, ipKernel = l2AVX2, ipAVX2
+// The kernels in Kernels' signatures: each calls its assembly directly.
 
-func l2Bytes(q []float32, x []byte) float32 {
+func l2BytesAVX2(q []float32, x []byte) float32 {
 	if len(q) == 0 {
 		return 0
 	}
 	x = x[:4*len(q)]
-	return l2Kernel((*byte)(unsafe.Pointer(&q[0])), &x[0], len(q))
+	return l2AVX2((*byte)(unsafe.Pointer(&q[0])), &x[0], len(q))
 }
 
-func ipBytes(q []float32, x []byte) float32 {
+func ipBytesAVX2(q []float32, x []byte) float32 {
 	if len(q) == 0 {
 		return 0
 	}
 	x = x[:4*len(q)]
-	return ipKernel((*byte)(unsafe.Pointer(&q[0])), &x[0], len(q))
+	return ipAVX2((*byte)(unsafe.Pointer(&q[0])), &x[0], len(q))
 }
 
-func l2Floats(q, x []float32) float32 {
+func l2FloatsAVX2(q, x []float32) float32 {
 	if len(q) == 0 {
 		return 0
 	}
 	x = x[:len(q)]
-	return l2Kernel((*byte)(unsafe.Pointer(&q[0])), (*byte)(unsafe.Pointer(&x[0])), len(q))
+	return l2AVX2((*byte)(unsafe.Pointer(&q[0])), (*byte)(unsafe.Pointer(&x[0])), len(q))
 }
 
-func ipFloats(q, x []float32) float32 {
+func ipFloatsAVX2(q, x []float32) float32 {
 	if len(q) == 0 {
 		return 0
 	}
 	x = x[:len(q)]
-	return ipKernel((*byte)(unsafe.Pointer(&q[0])), (*byte)(unsafe.Pointer(&x[0])), len(q))
+	return ipAVX2((*byte)(unsafe.Pointer(&q[0])), (*byte)(unsafe.Pointer(&x[0])), len(q))
+}
+
+func l2BytesAVX512(q []float32, x []byte) float32 {
+	if len(q) == 0 {
+		return 0
+	}
+	x = x[:4*len(q)]
+	return l2AVX512((*byte)(unsafe.Pointer(&q[0])), &x[0], len(q))
+}
+
+func ipBytesAVX512(q []float32, x []byte) float32 {
+	if len(q) == 0 {
+		return 0
+	}
+	x = x[:4*len(q)]
+	return ipAVX512((*byte)(unsafe.Pointer(&q[0])), &x[0], len(q))
+}
+
+func l2FloatsAVX512(q, x []float32) float32 {
+	if len(q) == 0 {
+		return 0
+	}
+	x = x[:len(q)]
+	return l2AVX512((*byte)(unsafe.Pointer(&q[0])), (*byte)(unsafe.Pointer(&x[0])), len(q))
+}
+
+func ipFloatsAVX512(q, x []float32) float32 {
+	if len(q) == 0 {
+		return 0
+	}
+	x = x[:len(q)]
+	return ipAVX512((*byte)(unsafe.Pointer(&q[0])), (*byte)(unsafe.Pointer(&x[0])), len(q))
 }
 
 // Prefetch asks the CPU to load b into its caches without waiting, so
 // several vectors' cache misses overlap (on amd64 with AVX2; a no-op
 // elsewhere).
 func Prefetch(b []byte) {
-	if len(b) > 0 && FastImpl != "go" {
+	if len(b) > 0 && simd {
 		prefetchT0(&b[0], len(b))
 	}
 }
 
-// minSlot2AVX2 is MinSlot2 with the whole blocks of 8 slots in assembly: a
+// minSlot2SIMD is MinSlot2 with the whole blocks of 8 slots in assembly: a
 // pass for the two smallest distances, then scans from the top for the
 // highest slot holding the smallest and for a slot holding the second.
-func minSlot2AVX2(dis []float32, ids []int32) (int, int, bool) {
+func minSlot2SIMD(dis []float32, ids []int32) (int, int, bool) {
 	n := len(dis)
 	ids = ids[:n]
 	blocks := n / 8

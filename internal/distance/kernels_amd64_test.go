@@ -151,31 +151,31 @@ func FuzzAVX512MatchesAVX2(f *testing.F) {
 	})
 }
 
-// TestSetAVX512: SetAVX512 switches the float kernels behind L2Fast and
-// IPFast between AVX-512 (where the CPU has it) and AVX2, and FastImpl names
-// the one in use.
-func TestSetAVX512(t *testing.T) {
-	if FastImpl == "go" {
+// TestFast: Fast chooses AVX-512 only when asked, where the CPU has it
+// and the build allows it, and AVX2 otherwise; Impl names the kernels it
+// returns.
+func TestFast(t *testing.T) {
+	if !simd {
+		if k := Fast(true); k.Impl != "go" {
+			t.Fatalf("Fast(true) without AVX2 and FMA = %q, want go", k.Impl)
+		}
 		t.Skip("no AVX2 and FMA on this CPU")
 	}
-	if want := map[bool]string{true: "avx512", false: "avx2"}[hasAVX512() && avx512Build]; FastImpl != want {
-		t.Fatalf("FastImpl at start-up = %q, want %q (noavx512 build: %v)", FastImpl, want, !avx512Build)
+	same := func(f, g any) bool { return reflect.ValueOf(f).Pointer() == reflect.ValueOf(g).Pointer() }
+	avx2 := func(k Kernels) bool {
+		return k.Impl == "avx2" && same(k.L2, l2BytesAVX2) && same(k.IP, ipBytesAVX2) && same(k.L2F, l2FloatsAVX2) && same(k.IPF, ipFloatsAVX2)
 	}
-	t.Cleanup(func() { SetAVX512(avx512Build) })
-	same := func(f, g func(q, x *byte, n int) float32) bool {
-		return reflect.ValueOf(f).Pointer() == reflect.ValueOf(g).Pointer()
+	if k := Fast(false); !avx2(k) {
+		t.Fatalf("Fast(false) = %q: want the AVX2 kernels", k.Impl)
 	}
-	if got := SetAVX512(false); got != "avx2" || !same(l2Kernel, l2AVX2) || !same(ipKernel, ipAVX2) {
-		t.Fatalf("SetAVX512(false) = %q: want the AVX2 kernels", got)
-	}
-	got := SetAVX512(true)
-	if !hasAVX512() {
-		if got != "avx2" || !same(l2Kernel, l2AVX2) {
-			t.Fatalf("SetAVX512(true) without AVX-512 = %q: want the AVX2 kernels", got)
+	k := Fast(true)
+	if !hasAVX512() || !avx512Build {
+		if !avx2(k) {
+			t.Fatalf("Fast(true) without AVX-512 (CPU %v, build %v) = %q: want the AVX2 kernels", hasAVX512(), avx512Build, k.Impl)
 		}
 		return
 	}
-	if got != "avx512" || !same(l2Kernel, l2AVX512) || !same(ipKernel, ipAVX512) {
-		t.Fatalf("SetAVX512(true) = %q: want the AVX-512 kernels", got)
+	if k.Impl != "avx512" || !same(k.L2, l2BytesAVX512) || !same(k.IP, ipBytesAVX512) || !same(k.L2F, l2FloatsAVX512) || !same(k.IPF, ipFloatsAVX512) {
+		t.Fatalf("Fast(true) = %q: want the AVX-512 kernels", k.Impl)
 	}
 }

@@ -126,7 +126,7 @@ func warmDisk(b *testing.B, path string, fi os.FileInfo, budget int64, memBlock 
 		b.Fatal(err)
 	}
 	obj := fileObject{File: f, name: "file://" + path, etag: strconv.FormatInt(fi.ModTime().UnixNano(), 10)}
-	dc, err := diskcache.Open(obj, diskcache.Options{Dir: b.TempDir()})
+	dc, err := diskcache.Open(obj, diskcache.Options{Dir: diskcache.NewDir(b.TempDir(), 0)})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -40,14 +40,11 @@ type Object interface {
 
 // Options configures Open.
 type Options struct {
-	// Dir is the cache directory (created if missing; an existing one must
-	// be empty or a cache directory already). Every Cache of the process
-	// that names the same directory shares it and its budget.
-	Dir string
-	// Budget bounds the bytes of the block files in Dir, all objects
-	// together (0: DefaultBudget). While Dir is open in the process, every
-	// Open naming it must give the same budget.
-	Budget int64
+	// Dir is the cache directory (NewDir: created if missing; an existing
+	// one must be empty or a cache directory already), shared with every
+	// other Cache opened on the same Dir: its budget bounds the bytes of
+	// the block files of all their objects together.
+	Dir *Dir
 	// BlockSize is the size of the cached blocks, a power of two from 512
 	// to 64 MiB (0: DefaultBlockSize). Blocks cached with another size are
 	// discarded.
@@ -69,7 +66,8 @@ func CheckBudget(n int64) error {
 type Cache struct {
 	obj   Object
 	batch partial.BatchReader // obj's, nil if it has none
-	d     *dir
+	home  *Dir                // the Dir it was opened on
+	d     *dir                // home's open directory
 	od    *objDir
 	v     version
 	name  string
@@ -95,41 +93,14 @@ type call struct {
 	gaveUp  bool // the fetcher's context ended: err is not the block's
 }
 
-// Claim opens the cache directory dir with budget bytes (0: DefaultBudget)
-// and holds it until release is called: a server claims its directory when
-// it starts, so another process using it is refused then, at start, not by
-// the loads that would find it taken. Caches opened on dir in this process
-// meanwhile share it (with the same budget).
-func Claim(dir string, budget int64) (release func() error, err error) {
-	if err := CheckBudget(budget); err != nil {
-		return nil, err
-	}
-	if budget == 0 {
-		budget = DefaultBudget
-	}
-	d, err := acquireDir(dir, budget)
-	if err != nil {
-		return nil, err
-	}
-	var once sync.Once
-	return func() error {
-		err := error(nil)
-		once.Do(func() { err = d.release() })
-		return err
-	}, nil
-}
-
 // Open puts the disk cache o describes in front of obj. Closing the Cache
 // closes obj.
 func Open(obj Object, o Options) (*Cache, error) {
-	if o.Dir == "" {
+	if o.Dir == nil || o.Dir.path == "" {
 		return nil, fmt.Errorf("%w: diskcache: no cache directory", partial.ErrBadOption)
 	}
-	if err := CheckBudget(o.Budget); err != nil {
+	if err := CheckBudget(o.Dir.budget); err != nil {
 		return nil, err
-	}
-	if o.Budget == 0 {
-		o.Budget = DefaultBudget
 	}
 	bs := int64(o.BlockSize)
 	if bs == 0 {
@@ -142,20 +113,20 @@ func Open(obj Object, o Options) (*Cache, error) {
 	if m.Name == "" || m.ETag == "" {
 		return nil, fmt.Errorf("%w: diskcache: object %q has no name or no ETag: its blocks could not be told from another version's", partial.ErrBadOption, m.Name)
 	}
-	d, err := acquireDir(o.Dir, o.Budget)
+	d, err := o.Dir.acquire()
 	if err != nil {
 		return nil, err
 	}
 	od, err := d.attach(m)
 	if err != nil {
-		d.release()
+		o.Dir.release(d)
 		return nil, err
 	}
-	c := &Cache{obj: obj, d: d, od: od, v: versionOf(m), name: m.Name, bs: bs, size: m.Size, inflight: map[int64]*call{}}
+	c := &Cache{obj: obj, home: o.Dir, d: d, od: od, v: versionOf(m), name: m.Name, bs: bs, size: m.Size, inflight: map[int64]*call{}}
 	c.batch, _ = obj.(partial.BatchReader)
 	c.life.Free = func() error {
 		err := obj.Close()
-		if e := d.release(); err == nil {
+		if e := o.Dir.release(d); err == nil {
 			err = e
 		}
 		return err

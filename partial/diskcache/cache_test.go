@@ -3,6 +3,7 @@ package diskcache
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -35,9 +36,27 @@ var blockFile = headerSize(testBS) + testBS
 
 func open(t *testing.T, obj Object, dir string, budget int64) *Cache {
 	t.Helper()
-	c, err := Open(obj, Options{Dir: dir, Budget: budget, BlockSize: testBS})
+	c, err := Open(obj, Options{Dir: dirOf(dir, budget), BlockSize: testBS})
 	require.NoError(t, err)
 	return c
+}
+
+// testDirs are the tests' Dirs, one per directory and budget, as a program
+// keeps one per directory it serves.
+var testDirs = struct {
+	sync.Mutex
+	m map[string]*Dir
+}{m: map[string]*Dir{}}
+
+// dirOf is the tests' Dir of path with budget.
+func dirOf(path string, budget int64) *Dir {
+	testDirs.Lock()
+	defer testDirs.Unlock()
+	k := fmt.Sprintf("%s\x00%d", path, budget)
+	if testDirs.m[k] == nil {
+		testDirs.m[k] = NewDir(path, budget)
+	}
+	return testDirs.m[k]
 }
 
 // onDisk counts the block files under dir and their bytes.
@@ -207,7 +226,7 @@ func TestCorruptBlockRefetched(t *testing.T) {
 		{"removed", func(p string) { require.NoError(t, os.Remove(p)) }},
 		{"another version's block", func(p string) {
 			// The same block written for another ETag, in place.
-			c, err := Open(newFake("s3://b/x", "e2", other), Options{Dir: t.TempDir(), BlockSize: testBS})
+			c, err := Open(newFake("s3://b/x", "e2", other), Options{Dir: NewDir(t.TempDir(), 0), BlockSize: testBS})
 			require.NoError(t, err)
 			read(t, c, 2*testBS, 1)
 			b, err := os.ReadFile(c.blockPath(2))
@@ -244,7 +263,7 @@ func TestCorruptOpenBlock(t *testing.T) {
 	const bs = 4 * chunkSize
 	data := pattern(4*bs, 15)
 	obj := newFake("s3://b/x", "e1", data)
-	c, err := Open(obj, Options{Dir: t.TempDir(), BlockSize: bs})
+	c, err := Open(obj, Options{Dir: NewDir(t.TempDir(), 0), BlockSize: bs})
 	require.NoError(t, err)
 	defer c.Close()
 	read(t, c, bs, bs)                                    // fetched
@@ -270,7 +289,7 @@ func TestOpenFilesBounded(t *testing.T) {
 	const blocks = 1100
 	data := pattern(blocks*512, 16)
 	budget := int64(blocks) * (headerSize(512) + 512)
-	c, err := Open(newFake("s3://b/x", "e1", data), Options{Dir: t.TempDir(), BlockSize: 512, Budget: budget})
+	c, err := Open(newFake("s3://b/x", "e1", data), Options{Dir: NewDir(t.TempDir(), budget), BlockSize: 512})
 	require.NoError(t, err)
 	defer c.Close()
 	for range 2 { // fetch, then a disk hit that opens the file
@@ -281,7 +300,7 @@ func TestOpenFilesBounded(t *testing.T) {
 	c.d.mu.Lock()
 	assert.Equal(t, maxOpen, c.d.open.Len())
 	c.d.mu.Unlock()
-	c2, err := Open(newFake("s3://b/y", "e1", data), Options{Dir: filepath.Dir(c.od.path), BlockSize: 512, Budget: budget})
+	c2, err := Open(newFake("s3://b/y", "e1", data), Options{Dir: c.home, BlockSize: 512}) // the same directory
 	require.NoError(t, err)
 	defer c2.Close()
 	for blk := range int64(blocks) { // evicts every block of x
@@ -324,9 +343,10 @@ func TestRestartReusesBlocks(t *testing.T) {
 		require.NoError(t, os.Chtimes(c.blockPath(blk), at, at))
 	}
 	require.NoError(t, c.Close())
-	dirs.mu.Lock()
-	require.Empty(t, dirs.m, "the last Close released the directory")
-	dirs.mu.Unlock()
+	assert.Nil(t, c.home.d, "the last Close released the directory")
+	lock, err := lockFile(filepath.Join(dir, lockName))
+	require.NoError(t, err, "unlocked")
+	require.NoError(t, unlockFile(lock))
 
 	obj := newFake("s3://b/k", "e1", data)
 	c = open(t, obj, dir, 1<<20)
@@ -394,7 +414,7 @@ func TestVersionChangeDiscards(t *testing.T) {
 
 	// Another block size is another version too.
 	require.NoError(t, c3.Close())
-	c4, err := Open(newFake("s3://b/k", "e3", v3), Options{Dir: dir, BlockSize: 2 * testBS})
+	c4, err := Open(newFake("s3://b/k", "e3", v3), Options{Dir: NewDir(dir, 0), BlockSize: 2 * testBS})
 	require.NoError(t, err)
 	defer c4.Close()
 	n, _ = onDisk(t, dir)
@@ -541,12 +561,12 @@ func TestBehindBlockCache(t *testing.T) {
 
 // TestDirectoryRules: a non-empty directory that is not a cache is
 // refused (nothing in it touched), a directory in use by another process
-// is refused, and one process's opens must agree on the budget.
+// (or another Dir) is refused, and the Caches of one Dir share it.
 func TestDirectoryRules(t *testing.T) {
 	data := pattern(testBS, 12)
 	foreign := t.TempDir()
 	require.NoError(t, os.WriteFile(filepath.Join(foreign, "precious.txt"), []byte("x"), 0o600))
-	_, err := Open(newFake("s3://b/k", "e", data), Options{Dir: foreign})
+	_, err := Open(newFake("s3://b/k", "e", data), Options{Dir: NewDir(foreign, 0)})
 	require.ErrorIs(t, err, partial.ErrBadOption)
 	require.ErrorContains(t, err, "not a faiss-sidecar cache")
 	_, err = os.Stat(filepath.Join(foreign, "precious.txt"))
@@ -554,24 +574,24 @@ func TestDirectoryRules(t *testing.T) {
 
 	dir := t.TempDir()
 	c := open(t, newFake("s3://b/k", "e", data), dir, 1<<20)
-	_, err = Open(newFake("s3://b/j", "e", data), Options{Dir: dir, Budget: 2 << 20})
-	require.ErrorIs(t, err, partial.ErrBadOption)
-	require.ErrorContains(t, err, "budget")
-	c2 := open(t, newFake("s3://b/j", "e", data), dir, 1<<20) // shared
+	_, err = Open(newFake("s3://b/j", "e", data), Options{Dir: NewDir(dir, 2<<20)})
+	require.ErrorContains(t, err, "in use", "another Dir of the same directory")
+	c2, err := Open(newFake("s3://b/j", "e", data), Options{Dir: c.home, BlockSize: testBS}) // shared
+	require.NoError(t, err)
 	require.NoError(t, c.Close())
 	require.NoError(t, c2.Close())
 
 	lock, err := lockFile(filepath.Join(dir, lockName)) // another process's lock
 	require.NoError(t, err)
-	_, err = Open(newFake("s3://b/k", "e", data), Options{Dir: dir})
+	_, err = Open(newFake("s3://b/k", "e", data), Options{Dir: NewDir(dir, 0)})
 	require.ErrorContains(t, err, "another process")
 	require.NoError(t, unlockFile(lock))
 
-	_, err = Open(newFake("s3://b/k", "", data), Options{Dir: dir})
+	_, err = Open(newFake("s3://b/k", "", data), Options{Dir: NewDir(dir, 0)})
 	require.ErrorIs(t, err, partial.ErrBadOption, "no ETag")
-	_, err = Open(newFake("s3://b/k", "e", data), Options{Dir: dir, Budget: -1})
+	_, err = Open(newFake("s3://b/k", "e", data), Options{Dir: NewDir(dir, -1)})
 	require.ErrorIs(t, err, partial.ErrBadOption)
-	_, err = Open(newFake("s3://b/k", "e", data), Options{Dir: dir, BlockSize: 1000})
+	_, err = Open(newFake("s3://b/k", "e", data), Options{Dir: NewDir(dir, 0), BlockSize: 1000})
 	require.ErrorIs(t, err, partial.ErrBadOption)
 	_, err = Open(newFake("s3://b/k", "e", data), Options{})
 	require.ErrorIs(t, err, partial.ErrBadOption)
@@ -630,17 +650,20 @@ func TestAlignedBlockCacheMatchesDiskBlocks(t *testing.T) {
 	}
 }
 
-// TestClaim: a claimed directory is locked against other processes until
+// TestHold: a held directory is locked against other processes until
 // released (once, however often release is called), shared by the caches
-// this process opens on it with its budget, and refused when another
-// process holds it.
-func TestClaim(t *testing.T) {
+// opened on its Dir with its budget, and refused when another process
+// holds it.
+func TestHold(t *testing.T) {
 	dir := t.TempDir()
-	release, err := Claim(dir, 1<<20)
+	home := NewDir(dir, 1<<20)
+	release, err := home.Hold()
 	require.NoError(t, err)
 	_, err = lockFile(filepath.Join(dir, lockName))
-	require.ErrorContains(t, err, "another process", "claimed")
-	c := open(t, newFake("s3://b/k", "e", pattern(testBS, 20)), dir, 1<<20)
+	require.ErrorContains(t, err, "another process", "held")
+	c, err := Open(newFake("s3://b/k", "e", pattern(testBS, 20)), Options{Dir: home, BlockSize: testBS})
+	require.NoError(t, err)
+	assert.Equal(t, int64(1<<20), c.Stats().Tiers.DiskBudgetBytes)
 	require.NoError(t, release())
 	require.NoError(t, release(), "once")
 	_, err = lockFile(filepath.Join(dir, lockName))
@@ -648,9 +671,9 @@ func TestClaim(t *testing.T) {
 	require.NoError(t, c.Close())
 	lock, err := lockFile(filepath.Join(dir, lockName)) // another process's
 	require.NoError(t, err)
-	_, err = Claim(dir, 0)
+	_, err = NewDir(dir, 0).Hold()
 	require.ErrorContains(t, err, "another process")
 	require.NoError(t, unlockFile(lock))
-	_, err = Claim(dir, -1)
+	_, err = NewDir(dir, -1).Hold()
 	require.ErrorIs(t, err, partial.ErrBadOption)
 }

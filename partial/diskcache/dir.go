@@ -1,6 +1,7 @@
 package diskcache
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -18,13 +19,90 @@ import (
 	"github.com/faiss-sidecar/faiss-sidecar/partial"
 )
 
-// dir is one cache directory, shared by every Cache of this process that
-// names it (the budget covers them all) and released with the last one.
+// Dir is a cache directory: its path and budget, given to every Cache
+// opened on it (Options.Dir). Its owner (a server, a command) makes one
+// and passes it down. While Caches are open on it (or the owner holds it,
+// Hold) the directory is locked and its blocks indexed in memory, shared
+// by those Caches, the budget covering them all; with the last one it is
+// released. Safe for concurrent use.
+type Dir struct {
+	path   string
+	budget int64
+
+	mu   sync.Mutex
+	refs int  // the Caches open on it and the owner's holds
+	d    *dir // open while refs > 0
+}
+
+// NewDir is the cache directory at path with a budget of budget bytes
+// for the blocks of all its objects (0: DefaultBudget). It touches
+// nothing: the first Cache opened on it (or Hold) opens and locks it, and
+// checks budget (CheckBudget).
+func NewDir(path string, budget int64) *Dir { return &Dir{path: path, budget: budget} }
+
+// Path is the directory as given.
+func (d *Dir) Path() string { return d.path }
+
+// Budget is the budget as given (0: DefaultBudget).
+func (d *Dir) Budget() int64 { return d.budget }
+
+// Hold opens the directory now, if no Cache has, and keeps it open until
+// release is called (once, however often): a server holds its directory
+// from start, so another process using it is refused then, not by the
+// loads that would find it taken.
+func (d *Dir) Hold() (release func() error, err error) {
+	dd, err := d.acquire()
+	if err != nil {
+		return nil, err
+	}
+	var once sync.Once
+	return func() error {
+		err := error(nil)
+		once.Do(func() { err = d.release(dd) })
+		return err
+	}, nil
+}
+
+// acquire opens the directory (or shares it while open) and takes a hold.
+func (d *Dir) acquire() (*dir, error) {
+	if err := CheckBudget(d.budget); err != nil {
+		return nil, err
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.d == nil {
+		abs, err := filepath.Abs(d.path)
+		if err != nil {
+			return nil, fmt.Errorf("diskcache: %s: %w", d.path, err)
+		}
+		if d.d, err = openDir(abs, cmp.Or(d.budget, DefaultBudget)); err != nil {
+			return nil, err
+		}
+	}
+	d.refs++
+	return d.d, nil
+}
+
+// release drops a hold on dd; the last one unlocks the directory and
+// forgets its index (the blocks stay on disk for the next open).
+func (d *Dir) release(dd *dir) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.refs--; d.refs > 0 {
+		return nil
+	}
+	d.d = nil
+	dd.mu.Lock()
+	dd.open.Purge() // closes the open block files
+	dd.mu.Unlock()
+	return unlockFile(dd.lock)
+}
+
+// dir is an open cache directory, shared by the Caches open on its Dir.
 type dir struct {
 	path   string
 	budget int64
 	lock   *os.File
-	refs   int // guarded by dirs.mu
 
 	mu       sync.Mutex
 	lru      *simplelru.LRU[key, *entry] // the blocks on disk, least recent first
@@ -75,51 +153,6 @@ var maxOpen = openLimit(fdLimit())
 
 func openLimit(fds uint64) int {
 	return int(min(max(fds/4, 1024), 16384))
-}
-
-// dirs is the process's open cache directories, by absolute path.
-var dirs = struct {
-	mu sync.Mutex
-	m  map[string]*dir
-}{m: map[string]*dir{}}
-
-// acquireDir opens (or shares) the cache directory path with budget bytes.
-func acquireDir(path string, budget int64) (*dir, error) {
-	abs, err := filepath.Abs(path)
-	if err != nil {
-		return nil, fmt.Errorf("diskcache: %s: %w", path, err)
-	}
-	dirs.mu.Lock()
-	defer dirs.mu.Unlock()
-	if d := dirs.m[abs]; d != nil {
-		if d.budget != budget {
-			return nil, fmt.Errorf("%w: cache directory %s is in use with a budget of %d bytes, not %d", partial.ErrBadOption, abs, d.budget, budget)
-		}
-		d.refs++
-		return d, nil
-	}
-	d, err := openDir(abs, budget)
-	if err != nil {
-		return nil, err
-	}
-	d.refs = 1
-	dirs.m[abs] = d
-	return d, nil
-}
-
-// release drops a reference; the last one unlocks the directory and
-// forgets its index (the blocks stay on disk for the next open).
-func (d *dir) release() error {
-	dirs.mu.Lock()
-	defer dirs.mu.Unlock()
-	if d.refs--; d.refs > 0 {
-		return nil
-	}
-	delete(dirs.m, d.path)
-	d.mu.Lock()
-	d.open.Purge() // closes the open block files
-	d.mu.Unlock()
-	return unlockFile(d.lock)
 }
 
 // openDir claims path as a cache directory (creating it), locks it and
@@ -415,8 +448,8 @@ func (d *dir) usage() int64 {
 	return d.used
 }
 
-// tmpSeq makes temporary file names unique within the process (one
-// process uses a directory at a time).
+// tmpSeq makes temporary file names unique within the process (one Dir
+// of one process uses a directory at a time).
 var tmpSeq atomic.Uint64
 
 // writeFileAtomic writes data to path through a temporary file renamed

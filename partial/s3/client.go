@@ -102,28 +102,65 @@ func truncate(s string) string {
 // file names one (S3-compatible servers accept it).
 const DefaultRegion = "us-east-1"
 
-// clients holds one client per endpoint override ("" = the environment's):
-// loading the shared config files and building a transport per open would
-// cost more than the open's request.
-var clients sync.Map // endpoint → *clientEntry
+// Client opens objects (Open, OpenMemory). It holds what every object of
+// a program shares: the AWS configuration, read from the environment and
+// the shared config files on first use of each endpoint (loading it and
+// building a transport per open would cost more than the open's request),
+// an HTTP transport per endpoint, the bound on requests in flight per
+// server across objects, and the defaults of every Open's Options. A
+// program builds one and passes it down to every open (cmd/faiss-sidecar
+// at start, from its settings); a test builds its own. Safe for
+// concurrent use.
+type Client struct {
+	defaults Options
 
-type clientEntry struct {
+	mu        sync.Mutex
+	endpoints map[string]*endpoint     // by endpoint override ("": the environment's)
+	servers   map[string]chan struct{} // by host: GETs in flight to one server
+}
+
+// endpoint is one endpoint's SDK client, made once.
+type endpoint struct {
 	once sync.Once
 	c    *s3.Client
 	host string // the server, for its concurrency bound
 	err  error
 }
 
-// client returns the S3 client for endpoint ("" = from the environment and
-// config files). The environment is read once per endpoint per process.
-func client(endpoint string) (*s3.Client, string, error) {
-	v, _ := clients.LoadOrStore(endpoint, &clientEntry{})
-	e := v.(*clientEntry)
-	e.once.Do(func() { e.c, e.host, e.err = newClient(endpoint) })
-	return e.c, e.host, e.err
+// NewClient returns a Client whose opens take defaults' non-zero fields
+// (an endpoint, timeouts, …; not Binding) where their own Options leave
+// a field zero, and the package's defaults after that. It reads nothing
+// until an object is opened.
+func NewClient(defaults Options) *Client {
+	defaults.Binding = nil
+	return &Client{defaults: defaults, endpoints: map[string]*endpoint{}, servers: map[string]chan struct{}{}}
 }
 
-func newClient(endpoint string) (*s3.Client, string, error) {
+// sdk returns the SDK client for endpoint ("" = from the environment and
+// config files), made on first use, and its server's request bound.
+func (c *Client) sdk(ep string) (*s3.Client, chan struct{}, error) {
+	c.mu.Lock()
+	e := c.endpoints[ep]
+	if e == nil {
+		e = &endpoint{}
+		c.endpoints[ep] = e
+	}
+	c.mu.Unlock()
+	e.once.Do(func() { e.c, e.host, e.err = newSDKClient(ep) })
+	if e.err != nil {
+		return nil, nil, e.err
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	sem := c.servers[e.host]
+	if sem == nil {
+		sem = make(chan struct{}, DefaultServerParallel)
+		c.servers[e.host] = sem
+	}
+	return e.c, sem, nil
+}
+
+func newSDKClient(endpoint string) (*s3.Client, string, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	cfg, err := config.LoadDefaultConfig(ctx)
@@ -157,12 +194,4 @@ func newClient(endpoint string) (*s3.Client, string, error) {
 		host = "aws:" + cfg.Region
 	}
 	return c, host, nil
-}
-
-// servers bounds the requests in flight to one server across objects.
-var servers sync.Map // host → chan struct{}
-
-func serverSem(host string) chan struct{} {
-	v, _ := servers.LoadOrStore(host, make(chan struct{}, DefaultServerParallel))
-	return v.(chan struct{})
 }

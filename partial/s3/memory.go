@@ -14,9 +14,10 @@ const DownloadChunk = 8 << 20
 // of DownloadChunk bytes in parallel, every one pinned to the ETag seen at
 // open and checked for its length, so the copy is of one version and of
 // the size announced. The byte at offset align lands on a cache-line
-// (64-byte) boundary, as partial.OpenMemoryAligned places it.
-func OpenMemory(url string, align int64, opts Options) (*partial.Memory, error) {
-	o, err := Open(url, opts)
+// (64-byte) boundary, as partial.OpenMemoryAligned places it. A nil
+// Client is as for Open.
+func (c *Client) OpenMemory(url string, align int64, opts Options) (*partial.Memory, error) {
+	o, err := c.Open(url, opts)
 	if err != nil {
 		return nil, err
 	}

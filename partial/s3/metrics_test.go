@@ -37,7 +37,7 @@ func TestMetrics(t *testing.T) {
 	fp := s3test.NewFaultProxy(t)
 	opts := s3.Options{Endpoint: fp.URL, HeadBytes: 4096, Timeout: 300 * time.Millisecond, MaxAttempts: 3, Backoff: time.Millisecond}
 	before := s3.ReadMetrics()
-	o, err := s3.Open(u, opts)
+	o, err := client.Open(u, opts)
 	require.NoError(t, err)
 	defer o.Close()
 	d := delta(before, s3.ReadMetrics())
@@ -114,7 +114,7 @@ func TestMetrics(t *testing.T) {
 
 	// A missing object: not_found.
 	before = s3.ReadMetrics()
-	_, err = s3.Open("s3://"+bucket+"/missing", opts)
+	_, err = client.Open("s3://"+bucket+"/missing", opts)
 	require.Error(t, err)
 	assert.Equal(t, map[string]int64{s3.KindNotFound: 1}, nonZero(delta(before, s3.ReadMetrics()).Errors))
 

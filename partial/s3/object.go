@@ -42,7 +42,8 @@ const (
 	MaxCoalesce = 8 << 20
 )
 
-// Options tunes Open; zero values take the defaults above.
+// Options tunes Client.Open; zero values take the Client's defaults
+// (NewClient), then the defaults above.
 type Options struct {
 	// Endpoint overrides AWS_ENDPOINT_URL (e.g. a test's proxy); path-style
 	// addressing is used whenever an endpoint is set either way.
@@ -98,30 +99,15 @@ func (b *Binding) context() context.Context {
 	return b.ctx
 }
 
-// defaults are what SetDefaults set: the zero fields of every Open's
-// Options take them before the constants above.
-var defaults atomic.Pointer[Options]
-
-// SetDefaults makes d's non-zero fields the defaults of every later Open
-// in the process (a server's S3 settings, or a test's endpoint and
-// timeouts), and returns the defaults it replaces.
-func SetDefaults(d Options) Options {
-	old := defaults.Swap(&d)
-	if old == nil {
-		return Options{}
-	}
-	return *old
-}
-
-func (o Options) withDefaults() Options {
-	if d := defaults.Load(); d != nil {
-		o.Endpoint = cmp.Or(o.Endpoint, d.Endpoint)
-		o.HeadBytes = cmp.Or(o.HeadBytes, d.HeadBytes)
-		o.Timeout = cmp.Or(o.Timeout, d.Timeout)
-		o.MaxAttempts = cmp.Or(o.MaxAttempts, d.MaxAttempts)
-		o.Parallel = cmp.Or(o.Parallel, d.Parallel)
-		o.Backoff = cmp.Or(o.Backoff, d.Backoff)
-	}
+// withDefaults fills o's zero fields from d (a Client's defaults), then
+// from the package's.
+func (o Options) withDefaults(d Options) Options {
+	o.Endpoint = cmp.Or(o.Endpoint, d.Endpoint)
+	o.HeadBytes = cmp.Or(o.HeadBytes, d.HeadBytes)
+	o.Timeout = cmp.Or(o.Timeout, d.Timeout)
+	o.MaxAttempts = cmp.Or(o.MaxAttempts, d.MaxAttempts)
+	o.Parallel = cmp.Or(o.Parallel, d.Parallel)
+	o.Backoff = cmp.Or(o.Backoff, d.Backoff)
 	if o.HeadBytes <= 0 {
 		o.HeadBytes = DefaultHeadBytes
 	}
@@ -170,18 +156,23 @@ func (e *changedError) Unwrap() error { return partial.ErrFileChanged }
 
 // Open opens the object url names (s3://BUCKET/KEY): one ranged GET of its
 // first HeadBytes gives its size and ETag (a HEAD as well only for an
-// empty object). A missing object's error wraps fs.ErrNotExist.
-func Open(url string, opts Options) (*Object, error) {
+// empty object). A missing object's error wraps fs.ErrNotExist. A nil
+// Client opens with one of its own, made for this open: the environment
+// read again, no request bound shared with other objects.
+func (c *Client) Open(url string, opts Options) (*Object, error) {
 	bucket, key, err := ParseURL(url)
 	if err != nil {
 		return nil, err
 	}
-	opts = opts.withDefaults()
-	c, host, err := client(opts.Endpoint)
+	if c == nil {
+		c = NewClient(Options{})
+	}
+	opts = opts.withDefaults(c.defaults)
+	sdk, server, err := c.sdk(opts.Endpoint)
 	if err != nil {
 		return nil, err
 	}
-	o := &Object{name: url, bucket: bucket, key: key, c: c, o: opts, server: serverSem(host)}
+	o := &Object{name: url, bucket: bucket, key: key, c: sdk, o: opts, server: server}
 	o.sem = make(chan struct{}, o.o.Parallel)
 	o.bound.Store(opts.Binding)
 	if err := o.open(); err != nil {

@@ -49,21 +49,21 @@ func TestConformance(t *testing.T) {
 	s3test.Endpoint(t)
 	t.Run("object", func(t *testing.T) {
 		partialtest.Run(t, uploader(t, func(t *testing.T, u string) partial.Storage {
-			o, err := s3.Open(u, s3.Options{HeadBytes: 1000})
+			o, err := client.Open(u, s3.Options{HeadBytes: 1000})
 			require.NoError(t, err)
 			return o
 		}), nil)
 	})
 	t.Run("object default head", func(t *testing.T) {
 		partialtest.Run(t, uploader(t, func(t *testing.T, u string) partial.Storage {
-			o, err := s3.Open(u, s3.Options{})
+			o, err := client.Open(u, s3.Options{})
 			require.NoError(t, err)
 			return o
 		}), nil)
 	})
 	t.Run("cached", func(t *testing.T) {
 		partialtest.Run(t, uploader(t, func(t *testing.T, u string) partial.Storage {
-			o, err := s3.Open(u, s3.Options{HeadBytes: 512})
+			o, err := client.Open(u, s3.Options{HeadBytes: 512})
 			require.NoError(t, err)
 			c, err := blockcache.NewCached(u, o, nil, 256<<10, 4096)
 			require.NoError(t, err)
@@ -82,7 +82,7 @@ func TestParseURLAndMissing(t *testing.T) {
 	require.Equal(t, [2]string{"bkt", "a/b/c.faiss"}, [2]string{b, k})
 
 	bucket := s3test.Bucket(t)
-	_, err = s3.Open("s3://"+bucket+"/missing.faiss", s3.Options{})
+	_, err = client.Open("s3://"+bucket+"/missing.faiss", s3.Options{})
 	require.ErrorIs(t, err, fs.ErrNotExist)
 	require.ErrorContains(t, err, "s3://"+bucket+"/missing.faiss")
 }
@@ -95,7 +95,7 @@ func TestReplacedWhileOpen(t *testing.T) {
 	v1 := bytes.Repeat([]byte{1}, 300<<10)
 	v2 := bytes.Repeat([]byte{2}, 300<<10)
 	u := s3test.Put(t, bucket, "x.faiss", v1)
-	o, err := s3.Open(u, s3.Options{HeadBytes: 4096})
+	o, err := client.Open(u, s3.Options{HeadBytes: 4096})
 	require.NoError(t, err)
 	defer o.Close()
 	p := make([]byte, 1000)
@@ -119,7 +119,7 @@ func TestReplacedWhileOpen(t *testing.T) {
 	require.ErrorIs(t, o.ReadBatch(reqs), partial.ErrFileChanged)
 
 	// CheckFile alone sees a replacement, with no read in between.
-	o2, err := s3.Open(u, s3.Options{})
+	o2, err := client.Open(u, s3.Options{})
 	require.NoError(t, err)
 	defer o2.Close()
 	_, err = o2.ReadAt(p, 200<<10)
@@ -129,7 +129,7 @@ func TestReplacedWhileOpen(t *testing.T) {
 	require.NoError(t, o2.CheckFD(), "nothing read since: the per-query check has nothing to report")
 	require.ErrorIs(t, o2.CheckFile(), partial.ErrFileChanged)
 	s3test.Delete(t, bucket, "x.faiss")
-	o3, err := s3.Open(u, s3.Options{})
+	o3, err := client.Open(u, s3.Options{})
 	require.ErrorIs(t, err, fs.ErrNotExist)
 	require.Nil(t, o3)
 }
@@ -140,7 +140,7 @@ func TestBatchCoalesces(t *testing.T) {
 	bucket := s3test.Bucket(t)
 	path, data := partialtest.PatternFile(t, 1<<20)
 	u := s3test.PutFile(t, bucket, "p.bin", path)
-	o, err := s3.Open(u, s3.Options{HeadBytes: 512})
+	o, err := client.Open(u, s3.Options{HeadBytes: 512})
 	require.NoError(t, err)
 	defer o.Close()
 	before := o.Requests().GETs
@@ -173,7 +173,7 @@ func TestFaults(t *testing.T) {
 	u := s3test.PutFile(t, bucket, "f.bin", path)
 	fp := s3test.NewFaultProxy(t)
 	opts := s3.Options{Endpoint: fp.URL, HeadBytes: 4096, Timeout: 500 * time.Millisecond, MaxAttempts: 4, Backoff: time.Millisecond}
-	o, err := s3.Open(u, opts)
+	o, err := client.Open(u, opts)
 	require.NoError(t, err)
 	defer o.Close()
 	read := func(off, n int64) error {
@@ -286,7 +286,7 @@ func TestCredentialsNotInErrors(t *testing.T) {
 	u := s3test.Put(t, bucket, "c.bin", []byte("hello"))
 	t.Setenv("AWS_SECRET_ACCESS_KEY", "wrong-secret-5f1e2d")
 	fp := s3test.NewFaultProxy(t) // another endpoint: a client loaded with these variables
-	_, err := s3.Open(u, s3.Options{Endpoint: fp.URL})
+	_, err := client.Open(u, s3.Options{Endpoint: fp.URL})
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "403")
 	assert.NotContains(t, err.Error(), "wrong-secret-5f1e2d")
@@ -294,7 +294,7 @@ func TestCredentialsNotInErrors(t *testing.T) {
 
 	t.Setenv("AWS_ACCESS_KEY_ID", "wrong-key-id-77aa")
 	fp2 := s3test.NewFaultProxy(t)
-	_, err = s3.Open(u, s3.Options{Endpoint: fp2.URL})
+	_, err = client.Open(u, s3.Options{Endpoint: fp2.URL})
 	require.Error(t, err)
 	assert.NotContains(t, err.Error(), "wrong-secret-5f1e2d")
 	assert.NotContains(t, err.Error(), "wrong-key-id-77aa")
@@ -309,7 +309,7 @@ func TestOpenRequests(t *testing.T) {
 	for _, name := range []string{"hnsw_flat_l2.faiss", "hnsw_flat_large.faiss", "idmap_hnsw.faiss"} {
 		u := s3test.PutFile(t, bucket, name, filepath.Join("../../testdata/fixtures", name))
 		before := fp.Total.Load()
-		o, err := s3.Open(u, s3.Options{Endpoint: fp.URL})
+		o, err := client.Open(u, s3.Options{Endpoint: fp.URL})
 		require.NoError(t, err)
 		c, err := blockcache.NewCached(u, o, nil, 64<<20, s3.DefaultBlockSize)
 		require.NoError(t, err)
@@ -330,7 +330,7 @@ func TestOpenMemory(t *testing.T) {
 	bucket := s3test.Bucket(t)
 	path, data := partialtest.PatternFile(t, 3*s3.DownloadChunk+12345)
 	u := s3test.PutFile(t, bucket, "m.bin", path)
-	m, err := s3.OpenMemory(u, 100, s3.Options{})
+	m, err := client.OpenMemory(u, 100, s3.Options{})
 	require.NoError(t, err)
 	defer m.Close()
 	require.Equal(t, int64(len(data)), m.Size())
@@ -343,7 +343,7 @@ func TestOpenMemory(t *testing.T) {
 	assert.Zero(t, uintptrOf(v)%64, "byte 100 on a cache line")
 	m.Release()
 	empty := s3test.Put(t, bucket, "empty.bin", nil)
-	e, err := s3.OpenMemory(empty, 0, s3.Options{})
+	e, err := client.OpenMemory(empty, 0, s3.Options{})
 	require.NoError(t, err)
 	require.Zero(t, e.Size())
 	require.NoError(t, e.Close())
@@ -352,7 +352,7 @@ func TestOpenMemory(t *testing.T) {
 func TestCloseIdempotentError(t *testing.T) {
 	bucket := s3test.Bucket(t)
 	u := s3test.Put(t, bucket, "z", []byte("abc"))
-	o, err := s3.Open(u, s3.Options{})
+	o, err := client.Open(u, s3.Options{})
 	require.NoError(t, err)
 	require.NoError(t, o.Close())
 	require.True(t, errors.Is(o.Close(), partial.ErrClosed))
@@ -368,7 +368,7 @@ func TestServerRestarted(t *testing.T) {
 	path, data := partialtest.PatternFile(t, 512<<10)
 	u := s3test.PutFile(t, bucket, "r.bin", path)
 	fp := s3test.NewFaultProxy(t)
-	o, err := s3.Open(u, s3.Options{Endpoint: fp.URL, HeadBytes: 1024, MaxAttempts: 3, Backoff: time.Millisecond})
+	o, err := client.Open(u, s3.Options{Endpoint: fp.URL, HeadBytes: 1024, MaxAttempts: 3, Backoff: time.Millisecond})
 	require.NoError(t, err)
 	defer o.Close()
 	p := make([]byte, 100)
@@ -398,7 +398,7 @@ func TestStalledServerBounded(t *testing.T) {
 	path, _ := partialtest.PatternFile(t, 1<<20)
 	u := s3test.PutFile(t, bucket, "stall.bin", path)
 	fp := s3test.NewFaultProxy(t)
-	o, err := s3.Open(u, s3.Options{Endpoint: fp.URL, HeadBytes: 4096, Timeout: 200 * time.Millisecond, MaxAttempts: 20, Backoff: time.Millisecond})
+	o, err := client.Open(u, s3.Options{Endpoint: fp.URL, HeadBytes: 4096, Timeout: 200 * time.Millisecond, MaxAttempts: 20, Backoff: time.Millisecond})
 	require.NoError(t, err)
 	defer o.Close()
 	fp.Set(func(_ int64, _ http.ResponseWriter, r *http.Request) bool {
@@ -441,8 +441,40 @@ func TestUnusableAnswers(t *testing.T) {
 			w.Write(make([]byte, 4096))
 			return true
 		})
-		_, err := s3.Open(u, s3.Options{Endpoint: fp.URL, HeadBytes: 4096, MaxAttempts: 1})
+		_, err := client.Open(u, s3.Options{Endpoint: fp.URL, HeadBytes: 4096, MaxAttempts: 1})
 		require.ErrorIs(t, err, s3.ErrRequestFailed, "%+v", c)
 		assert.Contains(t, err.Error(), c.want, "%+v", c)
 	}
+}
+
+// TestClient: a Client's defaults apply to its opens (its endpoint: a
+// proxy sees the requests), an open's own options win over them, and a nil
+// Client opens with one of its own, from the environment.
+func TestClient(t *testing.T) {
+	bucket := s3test.Bucket(t)
+	data := []byte("hello, client")
+	u := s3test.Put(t, bucket, "client.bin", data)
+	fp := s3test.NewFaultProxy(t)
+	c := s3.NewClient(s3.Options{Endpoint: fp.URL, HeadBytes: 4})
+	before := fp.Total.Load()
+	o, err := c.Open(u, s3.Options{})
+	require.NoError(t, err)
+	assert.Equal(t, before+1, fp.Total.Load(), "through the default endpoint")
+	assert.Equal(t, int64(4), o.Stats().ResidentBytes, "the default head")
+	require.NoError(t, o.Close())
+	o, err = c.Open(u, s3.Options{HeadBytes: 64})
+	require.NoError(t, err)
+	assert.Equal(t, int64(len(data)), o.Stats().ResidentBytes, "the open's own head")
+	require.NoError(t, o.Close())
+
+	before = fp.Total.Load()
+	var none *s3.Client
+	o, err = none.Open(u, s3.Options{})
+	require.NoError(t, err)
+	defer o.Close()
+	p := make([]byte, len(data))
+	_, err = o.ReadAt(p, 0)
+	require.NoError(t, err)
+	assert.Equal(t, data, p)
+	assert.Equal(t, before, fp.Total.Load(), "the environment's endpoint, not the other client's")
 }

@@ -20,10 +20,10 @@ import (
 func TestConformanceS3DiskCache(t *testing.T) {
 	s3test.Endpoint(t)
 	t.Run("block cache, disk cache", func(t *testing.T) {
-		partialtest.Run(t, s3Opener(t, storage.Options{CacheDir: t.TempDir(), CacheBytes: 64 << 10, BlockSize: 4096}), nil)
+		partialtest.Run(t, s3Opener(t, storage.Options{CacheDir: diskcache.NewDir(t.TempDir(), 0), CacheBytes: 64 << 10, BlockSize: 4096}), nil)
 	})
 	t.Run("disk cache alone", func(t *testing.T) {
-		partialtest.Run(t, s3Opener(t, storage.Options{Backend: "direct", CacheDir: t.TempDir(), CacheDirBytes: 256 << 10}), nil)
+		partialtest.Run(t, s3Opener(t, storage.Options{Backend: "direct", CacheDir: diskcache.NewDir(t.TempDir(), 256<<10)}), nil)
 	})
 }
 
@@ -35,7 +35,7 @@ func TestS3DiskCacheStack(t *testing.T) {
 	bucket := s3test.Bucket(t)
 	u := s3test.PutFile(t, bucket, "p.bin", path)
 	dir := t.TempDir()
-	o := storage.Options{CacheDir: dir}
+	o := storage.Options{CacheDir: diskcache.NewDir(dir, 0), S3: s3.NewClient(s3.Options{})}
 	s, err := storage.Open(u, o)
 	require.NoError(t, err)
 	c, ok := s.(*blockcache.Cached)
@@ -80,6 +80,6 @@ func TestS3DiskCacheStack(t *testing.T) {
 	assert.Equal(t, int64(len(data)+2*4096), st.Tiers.DiskBytes, "each miss reading its 4 KiB of the disk block")
 	assert.Equal(t, int64(1), obj.Requests().GETs)
 
-	_, err = storage.Open(u, storage.Options{CacheDir: dir, CacheDirBytes: -1})
+	_, err = storage.Open(u, storage.Options{CacheDir: diskcache.NewDir(dir, -1)})
 	require.ErrorIs(t, err, partial.ErrBadOption)
 }

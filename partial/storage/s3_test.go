@@ -20,6 +20,9 @@ import (
 // path with storage.Open.
 func s3Opener(t *testing.T, o storage.Options) partialtest.Opener {
 	bucket := s3test.Bucket(t)
+	if o.S3 == nil {
+		o.S3 = s3.NewClient(s3.Options{}) // as a program passes its own
+	}
 	var mu sync.Mutex
 	urls := map[string]string{}
 	return func(t *testing.T, path string) partial.Storage {

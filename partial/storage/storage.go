@@ -43,11 +43,11 @@ type Options struct {
 	AlignOffset int64
 	// CacheDir, for an s3:// path read on demand, is a local disk cache
 	// (partial/diskcache) between the block cache and the object: blocks
-	// fetched once are kept there, across restarts, within CacheDirBytes
-	// (0: diskcache.DefaultBudget) for all objects in the directory.
-	// Ignored for local files and for backend memory (a whole download).
-	CacheDir      string
-	CacheDirBytes int64
+	// fetched once are kept there, across restarts, within its budget for
+	// all objects in the directory (shared by every storage given the same
+	// Dir). Ignored for local files, for backend memory (a whole download)
+	// and when its path is "", but for its budget's check.
+	CacheDir *diskcache.Dir
 	// Object, for an s3:// path read on demand, is its object already
 	// open (by a probe of the same path): the stack is built on it rather
 	// than opening it again. Open owns it: closing the storage, or Open
@@ -68,6 +68,9 @@ type Options struct {
 	// Name is what the storage's errors call a local file ("": its path):
 	// the name its caller knows it by (partial.Named).
 	Name string
+	// S3 opens an s3:// path (nil: a client of the open's own, see
+	// s3.Client.Open).
+	S3 *s3.Client
 }
 
 // keptObject is an object whose Close leaves it open (Options.KeepObject).
@@ -196,8 +199,10 @@ func Open(path string, o Options) (_ partial.Storage, err error) {
 			h.Close() // Open owns it (a backend that took it over left it empty)
 		}
 	}()
-	if err := diskcache.CheckBudget(o.CacheDirBytes); err != nil {
-		return nil, err
+	if o.CacheDir != nil {
+		if err := diskcache.CheckBudget(o.CacheDir.Budget()); err != nil {
+			return nil, err
+		}
 	}
 	if IsRemote(path) {
 		return openRemote(path, o)
@@ -267,10 +272,18 @@ func (o Options) remoteBlockSize() int {
 	switch {
 	case o.BlockSize != 0:
 		return o.BlockSize
-	case o.CacheDir != "":
+	case o.diskCache() != nil:
 		return 4096
 	}
 	return s3.DefaultBlockSize
+}
+
+// diskCache is o's disk cache directory, nil for none.
+func (o Options) diskCache() *diskcache.Dir {
+	if o.CacheDir == nil || o.CacheDir.Path() == "" {
+		return nil
+	}
+	return o.CacheDir
 }
 
 // openRemote opens an s3:// path (see Open).
@@ -288,7 +301,7 @@ func openRemote(path string, o Options) (_ partial.Storage, err error) {
 		if o.Object != nil && !o.KeepObject {
 			o.Object.Close() // a whole download opens its own
 		}
-		return s3.OpenMemory(path, o.AlignOffset, s3.Options{Binding: o.Binding})
+		return o.S3.OpenMemory(path, o.AlignOffset, s3.Options{Binding: o.Binding})
 	case "zstd":
 		return nil, fmt.Errorf("%w: backend zstd does not read from S3 yet (%s)", partial.ErrBadOption, path)
 	case "", "auto", "s3", "pread", "mmap", "direct":
@@ -302,7 +315,7 @@ func openRemote(path string, o Options) (_ partial.Storage, err error) {
 	bs := o.remoteBlockSize()
 	obj := o.Object
 	if obj == nil {
-		if obj, err = s3.Open(path, s3.Options{Binding: o.Binding}); err != nil {
+		if obj, err = o.S3.Open(path, s3.Options{Binding: o.Binding}); err != nil {
 			return nil, err
 		}
 	}
@@ -311,8 +324,8 @@ func openRemote(path string, o Options) (_ partial.Storage, err error) {
 	if o.KeepObject {
 		inner, dobj = keptObject{obj}, keptObject{obj}
 	}
-	if o.CacheDir != "" {
-		dc, err := diskcache.Open(dobj, diskcache.Options{Dir: o.CacheDir, Budget: o.CacheDirBytes, BlockSize: max(bs, s3.DefaultBlockSize)})
+	if o.diskCache() != nil {
+		dc, err := diskcache.Open(dobj, diskcache.Options{Dir: o.CacheDir, BlockSize: max(bs, s3.DefaultBlockSize)})
 		if err != nil {
 			inner.Close()
 			return nil, err
