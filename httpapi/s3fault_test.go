@@ -231,6 +231,11 @@ func TestS3FaultsUnderLoad(t *testing.T) {
 	// The server down, then back on the same address.
 	fp.Stop()
 	down := run(500 * time.Millisecond)
+	// A query fails only once its attempts are used up, which on a loaded
+	// machine can be after the phase's time: wait for one, still down.
+	for deadline := time.Now().Add(60 * time.Second); down["s3-small"].storageErr.Load() == 0 && time.Now().Before(deadline); {
+		time.Sleep(5 * time.Millisecond)
+	}
 	fp.Start(t)
 	require.Nil(t, bad.Load())
 	assert.Positive(t, down["s3-small"].storageErr.Load(), "reads while the server is down fail, clearly")
