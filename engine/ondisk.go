@@ -13,7 +13,7 @@ import (
 	"github.com/faiss-sidecar/faiss-sidecar/faissfmt"
 	"github.com/faiss-sidecar/faiss-sidecar/hnswsearch"
 	"github.com/faiss-sidecar/faiss-sidecar/internal/readahead"
-	"github.com/faiss-sidecar/faiss-sidecar/partial/s3"
+	"github.com/faiss-sidecar/faiss-sidecar/partial"
 	"github.com/faiss-sidecar/faiss-sidecar/partial/storage"
 	"github.com/faiss-sidecar/faiss-sidecar/quant"
 )
@@ -261,7 +261,8 @@ func machineRoom(m int64) int64 { return m - max(m/10, 4<<20) }
 // estimateLists is hnswsearch.EstimatePinnedLists of the plan's index, read
 // as Probe reads it (a batch of 512 small reads).
 func (p *Plan) estimateLists() (int64, error) {
-	o := storage.Options{Backend: "pread", CacheBytes: 1 << 20, Binding: p.bind}
+	ctx := loadContext(p.spec.Ctx)
+	o := storage.Options{Backend: "pread", CacheBytes: 1 << 20}
 	switch {
 	case p.backend == "zstd":
 		o.Backend = "zstd"
@@ -274,12 +275,12 @@ func (p *Plan) estimateLists() (int64, error) {
 		// and served in 4 of 4 with these reads direct.
 		o = storage.Options{Backend: "direct"}
 	}
-	st, err := storage.Open(p.spec.Path, o)
+	st, err := storage.Open(ctx, p.spec.Path, o)
 	if err != nil {
 		return 0, err
 	}
 	defer st.Close()
-	est, err := hnswsearch.EstimatePinnedLists(p.probe, st)
+	est, err := hnswsearch.EstimatePinnedLists(ctx, p.probe, st)
 	if err != nil {
 		return 0, fmt.Errorf("%s: %w", p.spec.Label, err)
 	}
@@ -325,7 +326,7 @@ func GuidePath(dir, indexPath, level string) string {
 // still served; why is in GuideInfo.
 func (x *Index) openGuide(p *Plan) error {
 	spec := x.spec
-	r, off, src, err := guideSource(x.st, x.file, spec.Path, x.vst, p.vlayout)
+	r, off, src, err := guideSource(loadContext(spec.Ctx), x.st, x.file, spec.Path, x.vst, p.vlayout)
 	if err != nil {
 		return err
 	}
@@ -416,7 +417,7 @@ func (p *Plan) OpenHeapBytes() int64 {
 func buildGuide(r io.ReaderAt, off int64, f *faissfmt.File, level quant.Level, path string, src quant.SourceID,
 	mem int64, ctx context.Context, progress func(done, total int64)) (c *quant.Codes, notSaved string, err error) {
 	g := f.Graph
-	if o, ok := r.(*s3.Object); ok { // an object (remoteGuideSource): streamed in parallel ranged GETs
+	if o, ok := r.(objectReader); ok { // an object (remoteGuideSource): streamed in parallel ranged GETs
 		ra := readahead.New(o, o.Size(), readahead.DefaultChunk, readahead.DefaultAhead)
 		defer ra.Close()
 		r = ra
@@ -454,28 +455,27 @@ func Quantize(spec Spec, out string) (GuideInfo, error) {
 	if err != nil {
 		return GuideInfo{}, err
 	}
+	ctx := loadContext(spec.Ctx)
 	obj := p.takeObject()
-	st, err := storage.Open(spec.Path, storage.Options{Backend: "pread", CacheBytes: 1 << 20, Object: obj})
+	st, err := storage.Open(ctx, spec.Path, storage.Options{Backend: "pread", CacheBytes: 1 << 20, Object: obj})
 	if err != nil {
 		return GuideInfo{}, err
 	}
 	defer st.Close()
 	f := p.reusableProbe(obj)
 	if f == nil {
-		if f, err = faissfmt.OpenWith(st, st.Size(), faissfmt.OpenOptions{AllowNullStorage: true, Window: storage.ParseWindow(spec.Path)}); err != nil {
+		if f, err = faissfmt.OpenWith(partial.ReaderAt(ctx, st), st.Size(), faissfmt.OpenOptions{AllowNullStorage: true, Window: storage.ParseWindow(spec.Path)}); err != nil {
 			return GuideInfo{}, fmt.Errorf("%s: %w", spec.Label, err)
 		}
 	}
-	var vr io.ReaderAt
+	var vst partial.Storage
 	if p.vlayout != nil {
-		vst, err := storage.Open(spec.VectorsPath, storage.Options{Backend: "pread", CacheBytes: 1 << 20})
-		if err != nil {
+		if vst, err = storage.Open(ctx, spec.VectorsPath, storage.Options{Backend: "pread", CacheBytes: 1 << 20}); err != nil {
 			return GuideInfo{}, err
 		}
 		defer vst.Close()
-		vr = vst
 	}
-	r, off, src, err := guideSource(st, f, spec.Path, vr, p.vlayout)
+	r, off, src, err := guideSource(ctx, st, f, spec.Path, vst, p.vlayout)
 	if err != nil {
 		return GuideInfo{}, err
 	}

@@ -227,10 +227,7 @@ type Plan struct {
 	probed  os.FileInfo // the file Prepare probed, nil if stat failed
 	// obj is an s3:// index's object as Prepare probed it, open until
 	// Plan.Open builds its storage on it (probeRemote).
-	obj *s3.Object
-	// bind is Spec.Ctx bound to the objects Prepare opens (s3.Binding),
-	// released when Prepare returns: their reads end with the load.
-	bind       *s3.Binding
+	obj        *s3.Object
 	opts       hnswsearch.Options
 	cacheBytes int64
 	need, heap int64
@@ -291,21 +288,19 @@ func Prepare(spec Spec) (_ *Plan, err error) {
 	sem, _ := hnswsearch.ParseSemantics(spec.Semantics)
 	ker, _ := hnswsearch.ParseKernel(spec.Kernel)
 	probed, _ := os.Stat(spec.Path)
-	// An object store's requests made by parsers and planners, which pass
-	// no context, end with spec.Ctx (a load's deadline, a DELETE).
-	bind := s3.Bind(spec.Ctx)
-	defer bind.Release()
+	// The probe's reads end with spec.Ctx (a load's deadline, a DELETE).
+	ctx := loadContext(spec.Ctx)
 	var pf *faissfmt.File
 	var obj *s3.Object
 	if storage.IsRemote(spec.Path) && backend != "memory" {
-		pf, obj, err = probeRemote(spec, bind)
+		pf, obj, err = probeRemote(ctx, spec)
 	} else {
-		pf, err = probe(spec.Path, backend, bind)
+		pf, err = probe(ctx, spec.Path, backend)
 	}
 	if err != nil {
 		return nil, err
 	}
-	p := &Plan{spec: spec, backend: backend, probe: pf, probed: probed, obj: obj, orig: orig, bind: bind}
+	p := &Plan{spec: spec, backend: backend, probe: pf, probed: probed, obj: obj, orig: orig}
 	defer func() {
 		if err != nil { // the plan is not returned: nothing will open it
 			p.dropObject()
@@ -524,16 +519,12 @@ func (p *Plan) Spec() Spec { return p.spec }
 // and rerank vectors.
 func (p *Plan) Open() (*Index, error) {
 	spec := p.spec
-	// The open's object-store requests (parse, guide build, downloads,
-	// rerank vectors) end with spec.Ctx; reads after it, with their own.
-	bind := s3.Bind(spec.Ctx)
-	defer bind.Release()
+	// The open's reads (parse, guide build, downloads, rerank vectors) end
+	// with spec.Ctx; reads after it, with their own.
+	ctx := loadContext(spec.Ctx)
 	obj := p.takeObject()
-	if obj != nil {
-		obj.Bind(bind)
-	}
-	st, err := storage.Open(spec.Path, storage.Options{Backend: p.backend, CacheBytes: p.cacheBytes, BlockSize: spec.CacheBlock,
-		AlignOffset: hnswsearch.AlignOffset(p.probe), CacheDir: spec.CacheDir, CacheDirBytes: spec.CacheDirBytes, Object: obj, Binding: bind})
+	st, err := storage.Open(ctx, spec.Path, storage.Options{Backend: p.backend, CacheBytes: p.cacheBytes, BlockSize: spec.CacheBlock,
+		AlignOffset: hnswsearch.AlignOffset(p.probe), CacheDir: spec.CacheDir, CacheDirBytes: spec.CacheDirBytes, Object: obj})
 	if err != nil {
 		if errors.Is(err, partial.ErrBadOption) {
 			return nil, asBadSpec(err)
@@ -542,14 +533,14 @@ func (p *Plan) Open() (*Index, error) {
 	}
 	x := &Index{spec: spec, backend: p.backend, st: st, cacheBytes: p.cacheBytes}
 	if x.file = p.reusableProbe(obj); x.file == nil {
-		x.file, err = faissfmt.OpenWith(st, st.Size(), faissfmt.OpenOptions{AllowNullStorage: true, Window: storage.ParseWindow(spec.Path)})
+		x.file, err = faissfmt.OpenWith(partial.ReaderAt(ctx, st), st.Size(), faissfmt.OpenOptions{AllowNullStorage: true, Window: storage.ParseWindow(spec.Path)})
 		if err == nil && x.file.VectorsMissing() && p.vlayout == nil {
 			err = errVectorsMissing(spec.Label) // the file changed since Prepare
 		}
 	}
 	opts := p.opts
 	if err == nil {
-		err = x.openVectors(p, &opts, bind)
+		err = x.openVectors(ctx, p, &opts)
 	}
 	if err == nil && spec.Mode == ModeOnDisk {
 		if err = x.openGuide(p); err == nil {
@@ -558,7 +549,7 @@ func (p *Plan) Open() (*Index, error) {
 		}
 	}
 	if err == nil {
-		if x.idx, err = hnswsearch.New(x.file, st, opts); err != nil && !errors.Is(err, partial.ErrBadOption) && !errors.Is(err, hnswsearch.ErrBadOption) {
+		if x.idx, err = hnswsearch.New(ctx, x.file, st, opts); err != nil && !errors.Is(err, partial.ErrBadOption) && !errors.Is(err, hnswsearch.ErrBadOption) {
 			err = &tagged{msg: err.Error(), tags: []error{ErrNotServable}, inner: err}
 		}
 	}
@@ -585,7 +576,7 @@ func (p *Plan) Open() (*Index, error) {
 		return nil, err
 	}
 	if rs := spec.Rerank; rs != nil {
-		if err := x.openRerank(rs, bind); err != nil {
+		if err := x.openRerank(ctx, rs); err != nil {
 			x.Close()
 			return nil, err
 		}
@@ -645,12 +636,12 @@ func checkSpace(space string, x *hnswsearch.Index) error {
 	return nil
 }
 
-func (x *Index) openRerank(rs *RerankSpec, bind *s3.Binding) error {
+func (x *Index) openRerank(ctx context.Context, rs *RerankSpec) error {
 	s, shared, err := x.remoteRerank(rs)
 	switch name := cmp.Or(rs.Label, rs.Path); {
 	case shared || err != nil:
 	case storage.IsRemote(rs.Path):
-		s, err = openVectorObject(rs.Path, name, bind)
+		s, err = openVectorObject(ctx, rs.Path, name)
 	default:
 		s, err = rerank.OpenAs(rs.Path, name, rs.Strategy)
 	}

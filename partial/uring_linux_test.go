@@ -2,6 +2,7 @@ package partial
 
 import (
 	"bytes"
+	"context"
 	"os"
 	"path/filepath"
 	"testing"
@@ -33,7 +34,7 @@ func TestDirectBatchRings(t *testing.T) {
 			for i := range 300 {
 				reqs = append(reqs, ReadReq{Off: int64((i*37)%256*4096) + int64(i%2)*5, Buf: make([]byte, 4096)})
 			}
-			require.NoError(t, d.ReadBatch(reqs), "depth %d, %s", depth, path)
+			require.NoError(t, d.ReadBatch(context.Background(), reqs), "depth %d, %s", depth, path)
 			for _, q := range reqs {
 				require.True(t, bytes.Equal(q.Buf, want[q.Off:q.Off+4096]), "depth %d, %s: bytes at %d", depth, path, q.Off)
 			}

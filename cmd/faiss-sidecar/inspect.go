@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"flag"
 	"fmt"
 	"io"
@@ -9,6 +10,7 @@ import (
 
 	"github.com/faiss-sidecar/faiss-sidecar/engine"
 	"github.com/faiss-sidecar/faiss-sidecar/faissfmt"
+	"github.com/faiss-sidecar/faiss-sidecar/partial"
 	"github.com/faiss-sidecar/faiss-sidecar/partial/storage"
 )
 
@@ -39,8 +41,9 @@ func runInspect(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	defer src.Close()
+	r := partial.ReaderAt(context.Background(), src)
 	// inspect shows a graph whose vectors were left out of the file too.
-	f, err := faissfmt.OpenWith(src, src.Size(), faissfmt.OpenOptions{AllowNullStorage: true, Window: storage.ParseWindow(path)})
+	f, err := faissfmt.OpenWith(r, src.Size(), faissfmt.OpenOptions{AllowNullStorage: true, Window: storage.ParseWindow(path)})
 	if err != nil {
 		return fmt.Errorf("%s: %w", path, err)
 	}
@@ -56,7 +59,7 @@ func runInspect(args []string, stdout, stderr io.Writer) error {
 		g := f.Graph
 		rep.VectorsMissing = &missingJSON{Offset: g.Child.Off, D: g.D, NTotal: g.NTotal, Metric: metricName(g)}
 	}
-	rep.Node, err = describeNode(src, f.Root)
+	rep.Node, err = describeNode(r, f.Root)
 	if err != nil {
 		return fmt.Errorf("%s: %w", path, err)
 	}
@@ -74,7 +77,7 @@ func runInspect(args []string, stdout, stderr io.Writer) error {
 		if prog != nil {
 			opts.Progress = prog.Update
 		}
-		vr, err := faissfmt.Verify(src, f, opts)
+		vr, err := faissfmt.Verify(r, f, opts)
 		prog.Done()
 		if err != nil {
 			return fmt.Errorf("%s: %w", path, err)

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"strings"
@@ -20,7 +21,7 @@ var backendHelp = "storage backend: " + strings.Join(storage.Backends, ", ") + "
 // named backend ("" = auto), with cd's disk cache for an s3:// path;
 // indexes open through the engine.
 func openSource(path, backend string, cacheBytes int64, cd cacheDirFlags) (partial.Storage, error) {
-	s, err := storage.Open(path, storage.Options{Backend: backend, CacheBytes: cacheBytes, CacheDir: cd.dir, CacheDirBytes: cd.bytes})
+	s, err := storage.Open(context.Background(), path, storage.Options{Backend: backend, CacheBytes: cacheBytes, CacheDir: cd.dir, CacheDirBytes: cd.bytes})
 	if errors.Is(err, partial.ErrBadOption) {
 		return nil, badOption(err)
 	}

@@ -1,6 +1,7 @@
 package storage
 
 import (
+	"context"
 	"fmt"
 	"slices"
 	"strings"
@@ -55,9 +56,6 @@ type Options struct {
 	// whose object another storage is then built on).
 	Object     *s3.Object
 	KeepObject bool
-	// Binding is the context of the requests an object opened here makes
-	// for callers that pass none (s3.Binding): a load's deadline.
-	Binding *s3.Binding
 }
 
 // keptObject is an object whose Close leaves it open (Options.KeepObject).
@@ -179,12 +177,13 @@ func (o Options) CacheBudgetFor(backend string, size int64) int64 {
 // cache and the object, and the block cache's blocks are 4096 bytes unless
 // o.BlockSize is set (remoteBlockSize).
 // Backend s3 refuses a local path, and zstd is not served from S3 yet.
-func Open(path string, o Options) (partial.Storage, error) {
+// The requests Open makes to an object store give up when ctx ends.
+func Open(ctx context.Context, path string, o Options) (partial.Storage, error) {
 	if err := diskcache.CheckBudget(o.CacheDirBytes); err != nil {
 		return nil, err
 	}
 	if IsRemote(path) {
-		return openRemote(path, o)
+		return openRemote(ctx, path, o)
 	}
 	if o.Backend == "s3" {
 		return nil, fmt.Errorf("%w: backend s3 reads s3://BUCKET/KEY paths; %s is a local path", partial.ErrBadOption, path)
@@ -241,7 +240,7 @@ func (o Options) remoteBlockSize() int {
 }
 
 // openRemote opens an s3:// path (see Open).
-func openRemote(path string, o Options) (_ partial.Storage, err error) {
+func openRemote(ctx context.Context, path string, o Options) (_ partial.Storage, err error) {
 	if o.Object != nil && !o.KeepObject {
 		defer func() {
 			if err != nil {
@@ -255,7 +254,7 @@ func openRemote(path string, o Options) (_ partial.Storage, err error) {
 		if o.Object != nil && !o.KeepObject {
 			o.Object.Close() // a whole download opens its own
 		}
-		return s3.OpenMemory(path, o.AlignOffset, s3.Options{Binding: o.Binding})
+		return s3.OpenMemory(ctx, path, o.AlignOffset, s3.Options{})
 	case "zstd":
 		return nil, fmt.Errorf("%w: backend zstd does not read from S3 yet (%s)", partial.ErrBadOption, path)
 	case "", "auto", "s3", "pread", "mmap", "direct":
@@ -269,7 +268,7 @@ func openRemote(path string, o Options) (_ partial.Storage, err error) {
 	bs := o.remoteBlockSize()
 	obj := o.Object
 	if obj == nil {
-		if obj, err = s3.Open(path, s3.Options{Binding: o.Binding}); err != nil {
+		if obj, err = s3.Open(ctx, path, s3.Options{}); err != nil {
 			return nil, err
 		}
 	}
