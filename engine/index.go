@@ -9,7 +9,6 @@ import (
 	"github.com/faiss-sidecar/faiss-sidecar/partial"
 	"github.com/faiss-sidecar/faiss-sidecar/partial/blockcache"
 	"github.com/faiss-sidecar/faiss-sidecar/partial/recordcache"
-	"github.com/faiss-sidecar/faiss-sidecar/partial/s3"
 	"github.com/faiss-sidecar/faiss-sidecar/quant"
 	"github.com/faiss-sidecar/faiss-sidecar/rerank"
 )
@@ -157,18 +156,9 @@ func (x *Index) RerankDim() int {
 // direct), into the cache or the page cache with large sequential reads.
 func (x *Index) Warm() error { return x.WarmContext(nil) }
 
-// WarmContext is Warm whose object-store requests give up when ctx ends
-// (nil: never), with an error wrapping context.Cause(ctx). Warm-ups of
-// one index at once share the latest one's context.
+// WarmContext is Warm whose reads give up when ctx ends (nil: never), with
+// an error wrapping context.Cause(ctx).
 func (x *Index) WarmContext(ctx context.Context) error {
-	if b := s3.Bind(ctx); b != nil {
-		defer b.Release()
-		for _, st := range []partial.Storage{x.st, x.vst} {
-			if o := objectOf(st); o != nil {
-				defer o.Bind(b)()
-			}
-		}
-	}
 	limit := x.cacheBytes
 	switch {
 	case x.Cache() != nil:
@@ -176,7 +166,7 @@ func (x *Index) WarmContext(ctx context.Context) error {
 	case x.backend != "zstd":
 		limit = 0
 	}
-	return x.idx.Warm(limit)
+	return x.idx.Warm(loadContext(ctx), limit)
 }
 
 // CheckFile compares the index's files (index, vector file and rerank vectors) with
@@ -188,18 +178,19 @@ func (x *Index) CheckFile() error { return x.CheckFileContext(nil) }
 // when ctx ends (nil: never): a server closing does not wait for a HEAD
 // to a stalled store.
 func (x *Index) CheckFileContext(ctx context.Context) error {
+	ctx = loadContext(ctx)
 	if fc, ok := x.st.(partial.FileChecker); ok {
-		if err := partial.CheckFileContext(ctx, fc); err != nil {
+		if err := fc.CheckFile(ctx); err != nil {
 			return err
 		}
 	}
 	if fc, ok := x.vst.(partial.FileChecker); ok {
-		if err := partial.CheckFileContext(ctx, fc); err != nil {
+		if err := fc.CheckFile(ctx); err != nil {
 			return err
 		}
 	}
 	if x.rer != nil && !x.rerShared { // else st's check was it
-		return x.rer.CheckFileContext(ctx)
+		return x.rer.CheckFile(ctx)
 	}
 	return nil
 }

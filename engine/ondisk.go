@@ -14,7 +14,6 @@ import (
 	"github.com/faiss-sidecar/faiss-sidecar/hnswsearch"
 	"github.com/faiss-sidecar/faiss-sidecar/internal/readahead"
 	"github.com/faiss-sidecar/faiss-sidecar/partial"
-	"github.com/faiss-sidecar/faiss-sidecar/partial/s3"
 	"github.com/faiss-sidecar/faiss-sidecar/partial/storage"
 	"github.com/faiss-sidecar/faiss-sidecar/quant"
 )
@@ -259,12 +258,13 @@ func rerankPath(spec *Spec) string {
 // a larger folio in, charged to the process's memory cgroup while the
 // guide loads beside it.
 func (p *Plan) estimateLists() (int64, error) {
-	st, err := p.src.sample(p.backend, p.bind)
+	ctx := loadContext(p.spec.Ctx)
+	st, err := p.src.sample(ctx, p.backend)
 	if err != nil {
 		return 0, err
 	}
 	defer st.Close()
-	est, err := hnswsearch.EstimatePinnedLists(p.probe, st)
+	est, err := hnswsearch.EstimatePinnedLists(ctx, p.probe, st)
 	if err != nil {
 		return 0, fmt.Errorf("%s: %w", p.spec.Label, err)
 	}
@@ -307,7 +307,7 @@ func GuidePath(dir, indexPath, level string) string {
 // still served; why is in GuideInfo.
 func (x *Index) openGuide(p *Plan) error {
 	spec := x.spec
-	r, off, src, err := guideSource(x.st, x.file, spec.Path, p.src.mtime, x.vst, p.vlayout)
+	r, off, src, err := guideSource(loadContext(spec.Ctx), x.st, x.file, spec.Path, p.src.mtime, x.vst, p.vlayout)
 	if err != nil {
 		return err
 	}
@@ -402,7 +402,7 @@ func (p *Plan) OpenHeapBytes() int64 {
 func buildGuide(r io.ReaderAt, off int64, f *faissfmt.File, level quant.Level, path, name string, src quant.SourceID,
 	opt quant.BuildOptions) (c *quant.Codes, notSaved string, err error) {
 	g := f.Graph
-	if o, ok := r.(*s3.Object); ok { // an object (remoteGuideSource): streamed in parallel ranged GETs
+	if o, ok := r.(objectReader); ok { // an object (remoteGuideSource): streamed in parallel ranged GETs
 		ra := readahead.New(o, o.Size(), readahead.DefaultChunk, readahead.DefaultAhead)
 		defer ra.Close()
 		r = ra
@@ -440,28 +440,27 @@ func Quantize(spec Spec, out string) (GuideInfo, error) {
 	if err != nil {
 		return GuideInfo{}, err
 	}
+	ctx := loadContext(spec.Ctx)
 	h, obj, changed := p.src.take()
-	st, err := storage.Open(spec.Path, storage.Options{Backend: "pread", CacheBytes: 1 << 20, Object: obj, File: h, S3: spec.Env.s3()})
+	st, err := storage.Open(ctx, spec.Path, storage.Options{Backend: "pread", CacheBytes: 1 << 20, Object: obj, File: h, S3: spec.Env.s3()})
 	if err != nil {
 		return GuideInfo{}, err
 	}
 	defer st.Close()
 	f := p.src.reusable(h, obj, changed)
 	if f == nil {
-		if f, err = Parse(st, spec.Path); err != nil {
+		if f, err = Parse(ctx, st, spec.Path); err != nil {
 			return GuideInfo{}, fmt.Errorf("%s: %w", spec.Label, err)
 		}
 	}
-	var vr io.ReaderAt
+	var vst partial.Storage
 	if p.vlayout != nil {
-		vst, err := storage.Open(spec.VectorsPath, storage.Options{Backend: "pread", CacheBytes: 1 << 20, S3: spec.Env.s3()})
-		if err != nil {
+		if vst, err = storage.Open(ctx, spec.VectorsPath, storage.Options{Backend: "pread", CacheBytes: 1 << 20, S3: spec.Env.s3()}); err != nil {
 			return GuideInfo{}, err
 		}
 		defer vst.Close()
-		vr = vst
 	}
-	r, off, src, err := guideSource(st, f, spec.Path, p.src.mtime, vr, p.vlayout)
+	r, off, src, err := guideSource(ctx, st, f, spec.Path, p.src.mtime, vst, p.vlayout)
 	if err != nil {
 		return GuideInfo{}, err
 	}

@@ -440,7 +440,7 @@ func (x *Index) rescore(ctx context.Context, q []float32, short []hnswsearch.Res
 	}
 	out := short[:0]
 	for _, r := range rh {
-		id, err := x.idx.ExternalID(r.Label)
+		id, err := x.idx.ExternalID(ctx, r.Label)
 		if err != nil {
 			return nil, err
 		}

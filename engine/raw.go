@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"context"
 	"fmt"
 	"slices"
 
@@ -61,9 +62,9 @@ type RawOptions struct {
 // OpenRaw opens the file or s3:// object at path as o's backend reads it,
 // and names the backend that does (the one chosen for "" or "auto").
 // Indexes open through Prepare; this is for the tools that read a file's
-// bytes without serving it.
-func OpenRaw(path string, o RawOptions) (partial.Storage, string, error) {
-	s, err := storage.Open(path, storage.Options{Backend: o.Backend, CacheBytes: o.CacheBytes, CacheDir: o.CacheDir, S3: o.Env.s3()})
+// bytes without serving it. Its object-store requests end with ctx.
+func OpenRaw(ctx context.Context, path string, o RawOptions) (partial.Storage, string, error) {
+	s, err := storage.Open(ctx, path, storage.Options{Backend: o.Backend, CacheBytes: o.CacheBytes, CacheDir: o.CacheDir, S3: o.Env.s3()})
 	if err != nil {
 		return nil, "", err
 	}
@@ -72,9 +73,9 @@ func OpenRaw(path string, o RawOptions) (partial.Storage, string, error) {
 
 // Parse parses the FAISS file st holds (opened from path) as every load
 // parses it: headers and small arrays, a graph written without its
-// vectors too (faissfmt.File.VectorsMissing).
-func Parse(st partial.Storage, path string) (*faissfmt.File, error) {
-	return faissfmt.OpenWith(st, st.Size(), faissfmt.OpenOptions{AllowNullStorage: true, Window: storage.ParseWindow(path)})
+// vectors too (faissfmt.File.VectorsMissing). Its reads end with ctx.
+func Parse(ctx context.Context, st partial.Storage, path string) (*faissfmt.File, error) {
+	return faissfmt.OpenWith(partial.ReaderAt(ctx, st), st.Size(), faissfmt.OpenOptions{AllowNullStorage: true, Window: storage.ParseWindow(path)})
 }
 
 // backendOf names the backend a storage storage.Open made is read by.

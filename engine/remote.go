@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
@@ -94,15 +95,25 @@ func objectSource(o *s3.Object) quant.SourceID {
 
 // remoteGuideSource is guideSource for an s3:// index's own vectors: the
 // object beneath every cache (buildGuide streams it ahead in
-// readahead.DefaultChunk GETs), and the object's identity.
-func remoteGuideSource(r io.ReaderAt, f *faissfmt.File, label string) (io.ReaderAt, int64, quant.SourceID, error) {
-	st, _ := r.(partial.Storage)
+// readahead.DefaultChunk GETs), read under ctx, and the object's identity.
+func remoteGuideSource(ctx context.Context, st partial.Storage, f *faissfmt.File, label string) (io.ReaderAt, int64, quant.SourceID, error) {
 	o := objectOf(st)
 	if o == nil {
-		return nil, 0, quant.SourceID{}, fmt.Errorf("%s: the storage serving it is not an s3 object (%T): its guide cannot be identified", label, r)
+		return nil, 0, quant.SourceID{}, fmt.Errorf("%s: the storage serving it is not an s3 object (%T): its guide cannot be identified", label, st)
 	}
 	sec, _ := f.Storage.Section("codes")
-	return o, sec.Offset, objectSource(o), nil
+	return objectReader{ctx, o}, sec.Offset, objectSource(o), nil
+}
+
+// objectReader reads an object under ctx: a guide's source that
+// buildGuide streams ahead.
+type objectReader struct {
+	ctx context.Context
+	*s3.Object
+}
+
+func (r objectReader) ReadAt(p []byte, off int64) (int, error) {
+	return r.ReadAtContext(r.ctx, p, off, nil)
 }
 
 // remoteRerank opens the rerank vectors of an index that reranks from the
@@ -133,19 +144,20 @@ func (x *Index) remoteRerank(rs *RerankSpec) (s *rerank.Store, ok bool, err erro
 // rerank.DefaultParallel); its kernel is env's choice.
 func OpenVectors(env *Env, path, strategy string, parallel int) (*rerank.Store, error) {
 	if storage.IsRemote(path) {
-		return openVectorObject(env, path, path, nil)
+		return openVectorObject(context.Background(), env, path, path)
 	}
 	return openVectorFile(env, path, path, strategy, parallel)
 }
 
 // openVectorObject opens the vector file in the s3:// object at path with
-// strategy batch, naming it name in errors.
-func openVectorObject(env *Env, path, name string, bind *s3.Binding) (*rerank.Store, error) {
-	o, err := env.s3().Open(path, s3.Options{Binding: bind})
+// strategy batch through env's client, naming it name in errors; its
+// requests while it opens end with ctx.
+func openVectorObject(ctx context.Context, env *Env, path, name string) (*rerank.Store, error) {
+	o, err := env.s3().Open(ctx, path, s3.Options{})
 	if err != nil {
 		return nil, err
 	}
-	s, err := rerank.OpenStorage(o, name)
+	s, err := rerank.OpenStorage(ctx, o, name)
 	if err != nil {
 		return nil, err
 	}
@@ -160,18 +172,18 @@ func openVectorObject(env *Env, path, name string, bind *s3.Binding) (*rerank.St
 // Plan.Open, which builds its storage on it and reuses the parse. So an
 // open costs the object's first GET, the arrays', the storage header's and
 // the search's first lists, not twice that.
-func probeRemote(spec Spec, bind *s3.Binding) (*faissfmt.File, *s3.Object, error) {
-	obj, err := spec.Env.s3().Open(spec.Path, s3.Options{Binding: bind})
+func probeRemote(ctx context.Context, spec Spec) (*faissfmt.File, *s3.Object, error) {
+	obj, err := spec.Env.s3().Open(ctx, spec.Path, s3.Options{})
 	if err != nil {
 		return nil, nil, err
 	}
-	st, err := storage.Open(spec.Path, storage.Options{Backend: "pread", CacheBytes: 1 << 20, Object: obj, KeepObject: true,
+	st, err := storage.Open(ctx, spec.Path, storage.Options{Backend: "pread", CacheBytes: 1 << 20, Object: obj, KeepObject: true,
 		CacheDir: spec.CacheDir})
 	if err != nil {
 		obj.Close()
 		return nil, nil, err
 	}
-	f, err := faissfmt.OpenWith(st, st.Size(), faissfmt.OpenOptions{AllowNullStorage: true, Window: storage.ParseWindow(spec.Path)})
+	f, err := faissfmt.OpenWith(partial.ReaderAt(ctx, st), st.Size(), faissfmt.OpenOptions{AllowNullStorage: true, Window: storage.ParseWindow(spec.Path)})
 	st.Close()
 	if err != nil {
 		obj.Close()

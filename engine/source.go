@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"context"
 	"fmt"
 	"path/filepath"
 	"time"
@@ -89,6 +90,15 @@ func (s *source) fits(backend string) error {
 // leaves the handle open.
 type borrowed struct{ *partial.Handle }
 
+// ReadAtContext reads the handle (partial.Storage), none once ctx has
+// ended: the one pread is the only step that blocks.
+func (b borrowed) ReadAtContext(ctx context.Context, p []byte, off int64, _ *partial.Tally) (int, error) {
+	if err := partial.Interrupted(ctx); err != nil {
+		return 0, fmt.Errorf("%s: read of %d bytes at offset %d given up: %w", b.Name(), len(p), off, err)
+	}
+	return b.ReadAt(p, off)
+}
+
 func (borrowed) Close() error { return nil }
 
 // reader is a storage over the local file for reading a few small ranges
@@ -106,24 +116,24 @@ func (s *source) reader(cacheBytes int64) (partial.Storage, error) {
 // the file itself otherwise) through a small block cache: headers and
 // small arrays only, to learn its sizes before committing memory to it.
 // An s3:// object read on demand is opened here and kept (probeRemote); a
-// whole download's is opened for the parse alone. Object-store requests
-// end with bind; errors name the file by its label.
-func (s *source) probe(spec Spec, backend string, bind *s3.Binding) error {
+// whole download's is opened for the parse alone. Its reads end with ctx;
+// errors name the file by its label.
+func (s *source) probe(ctx context.Context, spec Spec, backend string) error {
 	if s.parse != nil { // parsed for an earlier plan of the same load (Replan)
 		return nil
 	}
 	var err error
 	switch {
 	case storage.IsRemote(s.path) && backend != "memory":
-		s.parse, s.obj, err = probeRemote(spec, bind)
+		s.parse, s.obj, err = probeRemote(ctx, spec)
 		return err
 	case storage.IsRemote(s.path):
-		st, err := storage.Open(s.path, storage.Options{Backend: "pread", CacheBytes: 1 << 20, Binding: bind, S3: s.s3, Name: s.label})
+		st, err := storage.Open(ctx, s.path, storage.Options{Backend: "pread", CacheBytes: 1 << 20, S3: s.s3, Name: s.label})
 		if err != nil {
 			return err
 		}
 		defer st.Close()
-		s.parse, err = s.parseOf(st)
+		s.parse, err = s.parseOf(ctx, st)
 		return err
 	}
 	st, err := s.reader(1 << 20)
@@ -131,14 +141,14 @@ func (s *source) probe(spec Spec, backend string, bind *s3.Binding) error {
 		return err
 	}
 	defer st.Close()
-	s.parse, err = s.parseOf(st)
+	s.parse, err = s.parseOf(ctx, st)
 	return err
 }
 
-// parseOf is Parse of the source as st reads it, whose errors name the
-// file by its label.
-func (s *source) parseOf(st partial.Storage) (*faissfmt.File, error) {
-	f, err := Parse(st, s.path)
+// parseOf is Parse of the source as st reads it, under ctx, whose errors
+// name the file by its label.
+func (s *source) parseOf(ctx context.Context, st partial.Storage) (*faissfmt.File, error) {
+	f, err := Parse(ctx, st, s.path)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", s.label, err)
 	}
@@ -149,12 +159,12 @@ func (s *source) parseOf(st partial.Storage) (*faissfmt.File, error) {
 // planning (EstimatePinnedLists), closed by the caller, read as backend
 // reads: for direct, with direct I/O on a descriptor of its own
 // (O_DIRECT belongs to the open file), made from the handle, not the
-// path. Object-store requests end with bind; errors name the file by its
-// label.
-func (s *source) sample(backend string, bind *s3.Binding) (partial.Storage, error) {
+// path. An object's open ends with ctx (the sample's reads take their
+// own); errors name the file by its label.
+func (s *source) sample(ctx context.Context, backend string) (partial.Storage, error) {
 	switch {
 	case storage.IsRemote(s.path):
-		return storage.Open(s.path, storage.Options{Backend: "pread", CacheBytes: 1 << 20, Binding: bind, Object: s.obj, KeepObject: s.obj != nil,
+		return storage.Open(ctx, s.path, storage.Options{Backend: "pread", CacheBytes: 1 << 20, Object: s.obj, KeepObject: s.obj != nil,
 			S3: s.s3, Name: s.label})
 	case backend == "direct":
 		h, err := s.h.Reopen()
@@ -212,7 +222,7 @@ func Probe(path, backend string) (*faissfmt.File, error) {
 		return nil, err
 	}
 	defer s.close()
-	if err := s.probe(Spec{Path: path, Label: path}, backend, nil); err != nil {
+	if err := s.probe(context.Background(), Spec{Path: path, Label: path}, backend); err != nil {
 		return nil, err
 	}
 	return s.parse, nil

@@ -230,10 +230,7 @@ type Plan struct {
 	probe   *faissfmt.File
 	// src is the index's file or object as Prepare opened and probed it,
 	// open until Plan.Open builds its storage on it.
-	src *source
-	// bind is Spec.Ctx bound to the objects Prepare opens (s3.Binding),
-	// released when Prepare returns: their reads end with the load.
-	bind       *s3.Binding
+	src        *source
 	opts       hnswsearch.Options
 	cacheBytes int64
 	need, heap int64
@@ -311,18 +308,13 @@ func prepare(spec Spec, src *source) (_ *Plan, err error) {
 	}
 	sem, _ := hnswsearch.ParseSemantics(spec.Semantics)
 	ker, _ := hnswsearch.ParseKernel(spec.Kernel)
-	// An object store's requests made by parsers and planners, which pass
-	// no context, end with spec.Ctx (a load's deadline, a DELETE).
-	bind := s3.Bind(spec.Ctx)
-	defer bind.Release()
-	if src.obj != nil { // opened for an earlier plan (Replan): this one's requests end with this load
-		src.obj.Bind(bind)
-	}
-	if err := src.probe(spec, backend, bind); err != nil {
+	// The probe's reads end with spec.Ctx (a load's deadline, a DELETE).
+	ctx := loadContext(spec.Ctx)
+	if err := src.probe(ctx, spec, backend); err != nil {
 		return nil, err
 	}
 	pf := src.parse
-	p := &Plan{spec: spec, backend: backend, probe: pf, src: src, orig: orig, bind: bind}
+	p := &Plan{spec: spec, backend: backend, probe: pf, src: src, orig: orig}
 	if err := hnswsearch.CheckSearchable(pf); err != nil { // before a download or a guide build
 		return nil, &tagged{msg: spec.Label + ": " + err.Error(), tags: []error{ErrNotServable}, inner: err}
 	}
@@ -529,10 +521,9 @@ func (p *Plan) Spec() Spec { return p.spec }
 // and rerank vectors.
 func (p *Plan) Open() (*Index, error) {
 	spec := p.spec
-	// The open's object-store requests (parse, guide build, downloads,
-	// rerank vectors) end with spec.Ctx; reads after it, with their own.
-	bind := s3.Bind(spec.Ctx)
-	defer bind.Release()
+	// The open's reads (parse, guide build, downloads, rerank vectors) end
+	// with spec.Ctx; reads after it, with their own.
+	ctx := loadContext(spec.Ctx)
 	h, obj, changed := p.src.take()
 	// A rerank from the index file's own vectors reads them on a
 	// descriptor of its own (its strategy's), made from the load's open
@@ -546,11 +537,8 @@ func (p *Plan) Open() (*Index, error) {
 		}
 		defer own.Close() // a no-op once a store took it over
 	}
-	if obj != nil {
-		obj.Bind(bind)
-	}
-	st, err := storage.Open(spec.Path, storage.Options{Backend: p.backend, CacheBytes: p.cacheBytes, BlockSize: spec.CacheBlock,
-		AlignOffset: hnswsearch.AlignOffset(p.probe), CacheDir: spec.CacheDir, Object: obj, File: h, Binding: bind, S3: spec.Env.s3(),
+	st, err := storage.Open(ctx, spec.Path, storage.Options{Backend: p.backend, CacheBytes: p.cacheBytes, BlockSize: spec.CacheBlock,
+		AlignOffset: hnswsearch.AlignOffset(p.probe), CacheDir: spec.CacheDir, Object: obj, File: h, S3: spec.Env.s3(),
 		Name: spec.Label})
 	if err != nil {
 		if errors.Is(err, partial.ErrBadOption) {
@@ -560,14 +548,14 @@ func (p *Plan) Open() (*Index, error) {
 	}
 	x := &Index{spec: spec, backend: p.backend, st: st, cacheBytes: p.cacheBytes}
 	if x.file = p.src.reusable(h, obj, changed); x.file == nil { // the file changed since Prepare, or the plan opens twice
-		x.file, err = Parse(st, spec.Path)
+		x.file, err = Parse(ctx, st, spec.Path)
 		if err == nil && x.file.VectorsMissing() && p.vlayout == nil {
 			err = errVectorsMissing(spec.Label) // the file changed since Prepare
 		}
 	}
 	opts := p.opts
 	if err == nil {
-		err = x.openVectors(p, &opts, bind)
+		err = x.openVectors(ctx, p, &opts)
 	}
 	if err == nil && spec.Mode == ModeOnDisk {
 		if err = x.openGuide(p); err == nil {
@@ -576,7 +564,7 @@ func (p *Plan) Open() (*Index, error) {
 		}
 	}
 	if err == nil {
-		if x.idx, err = hnswsearch.New(x.file, st, opts); err != nil && !errors.Is(err, partial.ErrBadOption) && !errors.Is(err, hnswsearch.ErrBadOption) {
+		if x.idx, err = hnswsearch.New(ctx, x.file, st, opts); err != nil && !errors.Is(err, partial.ErrBadOption) && !errors.Is(err, hnswsearch.ErrBadOption) {
 			err = &tagged{msg: err.Error(), tags: []error{ErrNotServable}, inner: err}
 		}
 	}
@@ -603,7 +591,7 @@ func (p *Plan) Open() (*Index, error) {
 		return nil, err
 	}
 	if rs := spec.Rerank; rs != nil {
-		if err := x.openRerank(rs, own, bind); err != nil {
+		if err := x.openRerank(ctx, rs, own); err != nil {
 			x.Close()
 			return nil, err
 		}
@@ -643,15 +631,15 @@ func checkSpace(space string, x *hnswsearch.Index) error {
 	return nil
 }
 
-// openRerank opens the rerank vectors of rs; own, when not nil, is the
-// index file's own (rs.Path is the index's), opened from the load's file,
-// which the store takes over.
-func (x *Index) openRerank(rs *RerankSpec, own *partial.Handle, bind *s3.Binding) error {
+// openRerank opens the rerank vectors of rs, its object's open ending
+// with ctx; own, when not nil, is the index file's own (rs.Path is the
+// index's), opened from the load's file, which the store takes over.
+func (x *Index) openRerank(ctx context.Context, rs *RerankSpec, own *partial.Handle) error {
 	s, shared, err := x.remoteRerank(rs)
 	switch name := cmp.Or(rs.Label, rs.Path); {
 	case shared || err != nil:
 	case storage.IsRemote(rs.Path):
-		s, err = openVectorObject(x.spec.Env, rs.Path, name, bind)
+		s, err = openVectorObject(ctx, x.spec.Env, rs.Path, name)
 	case own != nil:
 		var l rerank.Layout
 		if l, err = rerank.FAISSLayout(x.file, name); err == nil {

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -10,7 +11,6 @@ import (
 	"github.com/faiss-sidecar/faiss-sidecar/faissfmt"
 	"github.com/faiss-sidecar/faiss-sidecar/hnswsearch"
 	"github.com/faiss-sidecar/faiss-sidecar/partial"
-	"github.com/faiss-sidecar/faiss-sidecar/partial/s3"
 	"github.com/faiss-sidecar/faiss-sidecar/partial/storage"
 	"github.com/faiss-sidecar/faiss-sidecar/quant"
 	"github.com/faiss-sidecar/faiss-sidecar/rerank"
@@ -84,7 +84,7 @@ func CheckVectors(f *faissfmt.File, label, path, vlabel string) (*rerank.Layout,
 	g := f.Graph
 	if g.Binary || g.FourCC == "IHNs" {
 		// hnswsearch.New's words: which graphs cannot take a vector file.
-		_, err := hnswsearch.New(f, nil, hnswsearch.Options{})
+		_, err := hnswsearch.New(context.Background(), f, nil, hnswsearch.Options{})
 		return nil, &tagged{msg: fmt.Sprintf("%s: %v", label, err), tags: []error{ErrNotServable}, inner: err}
 	}
 	l, err := rerank.OpenLayoutAs(path, vlabel)
@@ -117,18 +117,18 @@ func (p *Plan) splitBudgetCache() {
 }
 
 // openVectors opens the planned vector file and sets o.Vectors.
-func (x *Index) openVectors(p *Plan, o *hnswsearch.Options, bind *s3.Binding) error {
+func (x *Index) openVectors(ctx context.Context, p *Plan, o *hnswsearch.Options) error {
 	l := p.vlayout
 	if l == nil {
 		return nil
 	}
-	vst, err := storage.Open(p.spec.VectorsPath, storage.Options{Backend: vectorsBackend(p.backend), CacheBytes: p.vcache,
-		BlockSize: p.spec.CacheBlock, AlignOffset: l.Base, Binding: bind, S3: p.spec.Env.s3(), Name: p.spec.VectorsLabel})
+	vst, err := storage.Open(ctx, p.spec.VectorsPath, storage.Options{Backend: vectorsBackend(p.backend), CacheBytes: p.vcache,
+		BlockSize: p.spec.CacheBlock, AlignOffset: l.Base, S3: p.spec.Env.s3(), Name: p.spec.VectorsLabel})
 	if err != nil {
 		return fmt.Errorf("%s: %w", p.spec.VectorsLabel, err)
 	}
 	x.vst = vst // closed by the caller on an error
-	if err := vectorsUnchanged(l, p.spec.VectorsPath, p.spec.VectorsLabel, vst); err != nil {
+	if err := vectorsUnchanged(ctx, l, p.spec.VectorsPath, p.spec.VectorsLabel, vst); err != nil {
 		return err
 	}
 	o.Vectors = &hnswsearch.Vectors{Storage: vst, Name: p.spec.VectorsLabel, Offset: l.Base, Stride: l.Stride, Count: l.Count, Dim: l.Dim}
@@ -139,7 +139,7 @@ func (x *Index) openVectors(p *Plan, o *hnswsearch.Options, bind *s3.Binding) er
 // Prepare checked (CheckVectors read every record's header): its path
 // still names that file, unmodified, and st reads it. A file replaced or
 // written between Prepare and Open would otherwise be served unchecked.
-func vectorsUnchanged(l *rerank.Layout, path, label string, st partial.Storage) error {
+func vectorsUnchanged(ctx context.Context, l *rerank.Layout, path, label string, st partial.Storage) error {
 	fi, err := os.Stat(path)
 	if err != nil {
 		return fmt.Errorf("%s: %w", label, partial.NameError(err, path, label))
@@ -149,7 +149,7 @@ func vectorsUnchanged(l *rerank.Layout, path, label string, st partial.Storage) 
 		if !ok {
 			return nil
 		}
-		if err = c.CheckFile(); err == nil {
+		if err = c.CheckFile(ctx); err == nil {
 			return nil
 		}
 	}
@@ -159,13 +159,15 @@ func vectorsUnchanged(l *rerank.Layout, path, label string, st partial.Storage) 
 // guideSource is where on_disk's guide reads the vectors from, as
 // quant.Build takes them (n·d float32 contiguous from off), and the
 // identity the guide file records: the index file's own vectors section
-// (mtime: the file's modification time as the load opened it), or a
-// separate vector file (its rows read as if contiguous).
-func guideSource(r io.ReaderAt, f *faissfmt.File, path string, mtime time.Time, vr io.ReaderAt, l *rerank.Layout) (io.ReaderAt, int64, quant.SourceID, error) {
+// (mtime: the file's modification time as the load opened it; in st), or
+// a separate vector file (in vst, its rows read as if contiguous). The
+// reads end with ctx.
+func guideSource(ctx context.Context, st partial.Storage, f *faissfmt.File, path string, mtime time.Time, vst partial.Storage, l *rerank.Layout) (io.ReaderAt, int64, quant.SourceID, error) {
 	if l == nil {
 		if storage.IsRemote(path) {
-			return remoteGuideSource(r, f, path)
+			return remoteGuideSource(ctx, st, f, path)
 		}
+		r := partial.ReaderAt(ctx, st)
 		src, err := identify(r, f, mtime)
 		sec, _ := f.Storage.Section("codes")
 		return r, sec.Offset, src, err
@@ -175,6 +177,7 @@ func guideSource(r io.ReaderAt, f *faissfmt.File, path string, mtime time.Time, 
 		return nil, 0, quant.SourceID{}, err
 	}
 	size := fi.Size()
+	vr := partial.ReaderAt(ctx, vst)
 	src, err := quant.Identify(vr, size, fi.ModTime().UnixNano(), vectorFileRanges(size))
 	if err != nil {
 		return nil, 0, src, fmt.Errorf("identifying the vector file for its guide: %w", err)

@@ -1,6 +1,7 @@
 package hnswsearch
 
 import (
+	"context"
 	"encoding/binary"
 	"fmt"
 	"runtime/debug"
@@ -9,8 +10,9 @@ import (
 )
 
 // ExternalID maps a label (internal id) to the external id through the id
-// map, if any; safe for concurrent use.
-func (x *Index) ExternalID(label int32) (id int64, err error) {
+// map, if any; safe for concurrent use. A read of the id map gives up when
+// ctx ends (nil: never), as a query's reads do (Params.Ctx).
+func (x *Index) ExternalID(ctx context.Context, label int32) (id int64, err error) {
 	if label < 0 || label >= x.n {
 		return -1, fmt.Errorf("%w: label %d is out of range [0, %d)", ErrBadQuery, label, x.n)
 	}
@@ -19,9 +21,11 @@ func (x *Index) ExternalID(label int32) (id int64, err error) {
 	}
 	defer partial.RecoverFault(x.st, debug.SetPanicOnFault(true), &err) // the id map may be mapped
 	s := x.scratch.Get().(*scratch)
+	s.ctx = queryContext(ctx)
 	if id, err = x.externalID(s, label); err == nil {
 		err = x.fileCheck()
 	}
+	s.ctx = context.Background()
 	x.scratch.Put(s)
 	return id, err
 }

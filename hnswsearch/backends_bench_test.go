@@ -1,6 +1,7 @@
 package hnswsearch
 
 import (
+	"context"
 	"io"
 	"os"
 	"path/filepath"
@@ -155,7 +156,7 @@ type arm struct {
 // speed ratios to arms[0], and logs their quartiles.
 func interleave(b *testing.B, ds string, ef int, arms []arm) {
 	for _, a := range arms {
-		if err := a.x.Warm(1 << 30); err != nil {
+		if err := a.x.Warm(context.Background(), 1<<30); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -1,6 +1,7 @@
 package hnswsearch
 
 import (
+	"context"
 	"errors"
 	"fmt"
 
@@ -120,13 +121,13 @@ func minVectorCache(n, codeSize int64) int64 { return 4*n + 64*codeSize }
 // the vector cache that follows holds the vectors the caller reranks
 // (VectorRecords); without that cache (Options.NoVectorCache) the hubs'
 // lists take all of held, and what every list leaves is spare.
-func (x *Index) planHeld(held int64, guide, noCache bool) (h holding, idMap bool, err error) {
+func (x *Index) planHeld(ctx context.Context, held int64, guide, noCache bool) (h holding, idMap bool, err error) {
 	var idLen int64 = -1
 	if x.idMap != nil {
 		idLen = x.idMap.Len
 	}
 	held, idMap = afterIDMap(idLen, held)
-	est, err := x.estimatePinnedAll()
+	est, err := x.estimatePinnedAll(ctx)
 	if err != nil {
 		return h, false, err
 	}

@@ -1,6 +1,7 @@
 package hnswsearch
 
 import (
+	"context"
 	"path/filepath"
 	"testing"
 
@@ -8,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/faiss-sidecar/faiss-sidecar/faissfmt"
+	"github.com/faiss-sidecar/faiss-sidecar/partial"
 	"github.com/faiss-sidecar/faiss-sidecar/partial/storage"
 )
 
@@ -16,10 +18,10 @@ import (
 // Index is opened.
 func probe(tb testing.TB, path string) *faissfmt.File {
 	tb.Helper()
-	s, err := storage.Open(path, storage.Options{Backend: "pread", CacheBytes: 1 << 20})
+	s, err := storage.Open(context.Background(), path, storage.Options{Backend: "pread", CacheBytes: 1 << 20})
 	require.NoError(tb, err)
 	defer s.Close()
-	f, err := faissfmt.OpenWith(s, s.Size(), faissfmt.OpenOptions{AllowNullStorage: true})
+	f, err := faissfmt.OpenWith(partial.ReaderAt(context.Background(), s), s.Size(), faissfmt.OpenOptions{AllowNullStorage: true})
 	require.NoError(tb, err, path)
 	return f
 }
@@ -100,10 +102,10 @@ func TestPinsAllListsBeforeOpen(t *testing.T) {
 	path := filepath.Join(fixtureDir, "hnsw_flat_large.faiss")
 	f := probe(t, path)
 	s := openFixture(t, "hnsw_flat_large", storage.Options{Backend: "direct"})
-	est, err := EstimatePinnedLists(f, s)
+	est, err := EstimatePinnedLists(context.Background(), f, s)
 	require.NoError(t, err)
 	x := openIndex(t, s, Options{})
-	want, err := x.estimatePinnedAll()
+	want, err := x.estimatePinnedAll(context.Background())
 	require.NoError(t, err)
 	require.Equal(t, want, est)
 	lists := openIndex(t, s, Options{hold: holding{allLists: true}}).PinnedBytes()
@@ -135,12 +137,12 @@ func TestStreamNeighbors(t *testing.T) {
 				x.opts.HeldBytes = 1 << 20 // 64 KiB chunks
 			}
 			next := int32(0)
-			err := x.streamNeighborsBy(step, func(v int32, rec []byte) {
+			err := x.streamNeighborsBy(context.Background(), step, func(v int32, rec []byte) {
 				require.Equal(t, next, v, "nodes in order")
 				next++
 				lo, hi := x.h.NodeOffset(int64(v))*4, x.h.NodeOffset(int64(v)+1)*4
 				want := make([]byte, hi-lo)
-				_, err := ref.ReadAt(want, x.nb.Offset+lo)
+				_, err := ref.ReadAtContext(context.Background(), want, x.nb.Offset+lo, nil)
 				require.NoError(t, err)
 				require.Equal(t, want, rec, "%s step %d node %d", backend, step, v)
 			})

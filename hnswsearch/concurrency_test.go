@@ -2,6 +2,7 @@ package hnswsearch
 
 import (
 	"bytes"
+	"context"
 	"path/filepath"
 	"slices"
 	"testing"
@@ -15,7 +16,7 @@ import (
 func TestConcurrentAndBatch(t *testing.T) {
 	fr := runsOf(t, "hnsw_flat_large")
 	for _, backend := range []string{"mmap", "pread"} {
-		s, err := storage.Open(filepath.Join(fixtureDir, "hnsw_flat_large.faiss"), storage.Options{Backend: backend, CacheBytes: 256 << 10})
+		s, err := storage.Open(context.Background(), filepath.Join(fixtureDir, "hnsw_flat_large.faiss"), storage.Options{Backend: backend, CacheBytes: 256 << 10})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -45,7 +46,7 @@ func TestNoAllocationsPerQuery(t *testing.T) {
 	}
 	fr := runsOf(t, "idmap_hnsw")
 	for _, backend := range []string{"memory", "mmap", "pread", "direct"} {
-		s, err := storage.Open(filepath.Join(fixtureDir, fr.Fixture+".faiss"), storage.Options{Backend: backend})
+		s, err := storage.Open(context.Background(), filepath.Join(fixtureDir, fr.Fixture+".faiss"), storage.Options{Backend: backend})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -87,7 +88,7 @@ func TestPerQueryIO(t *testing.T) {
 	fr := loadRuns(t)[0]
 	path := filepath.Join(fixtureDir, fr.Fixture+".faiss")
 	q, qb := fr.Query(0)
-	s, err := storage.Open(path, storage.Options{Backend: "pread", CacheBytes: 8 << 20})
+	s, err := storage.Open(context.Background(), path, storage.Options{Backend: "pread", CacheBytes: 8 << 20})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -108,7 +109,7 @@ func TestPerQueryIO(t *testing.T) {
 	if after := s.(partial.StatsReporter).Stats(); after.CacheHits-before.CacheHits != again.IO.CacheHits {
 		t.Errorf("backend counted %d hits for the query, the query %d", after.CacheHits-before.CacheHits, again.IO.CacheHits)
 	}
-	d, err := storage.Open(path, storage.Options{Backend: "direct"})
+	d, err := storage.Open(context.Background(), path, storage.Options{Backend: "direct"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -126,13 +127,13 @@ func TestWarm(t *testing.T) {
 	fr := runsOf(t, "hnsw_flat_large")
 	q, _ := fr.Query(0)
 	for _, warm := range []bool{false, true} {
-		s, err := storage.Open(filepath.Join(fixtureDir, fr.Fixture+".faiss"), storage.Options{Backend: "pread", CacheBytes: 16 << 20})
+		s, err := storage.Open(context.Background(), filepath.Join(fixtureDir, fr.Fixture+".faiss"), storage.Options{Backend: "pread", CacheBytes: 16 << 20})
 		if err != nil {
 			t.Fatal(err)
 		}
 		x := openIndex(t, s, Options{})
 		if warm {
-			if err := x.Warm(0); err != nil {
+			if err := x.Warm(context.Background(), 0); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -145,12 +146,12 @@ func TestWarm(t *testing.T) {
 		}
 		s.Close()
 	}
-	m, err := storage.Open(filepath.Join(fixtureDir, fr.Fixture+".faiss"), storage.Options{Backend: "mmap"})
+	m, err := storage.Open(context.Background(), filepath.Join(fixtureDir, fr.Fixture+".faiss"), storage.Options{Backend: "mmap"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer m.Close()
-	if err := openIndex(t, m, Options{}).Warm(0); err != nil {
+	if err := openIndex(t, m, Options{}).Warm(context.Background(), 0); err != nil {
 		t.Fatalf("mmap warm: %v", err)
 	}
 }
@@ -188,7 +189,7 @@ func TestWarmVectorCache(t *testing.T) {
 	fr := runsOf(t, "hnsw_flat_large")
 	s := openFixture(t, fr.Fixture, storage.Options{Backend: "direct"})
 	x := openIndex(t, s, Options{BatchReads: true, hold: holding{allLists: true, cacheBytes: vectorCacheFor(t, s, 2000)}})
-	if err := x.Warm(0); err != nil {
+	if err := x.Warm(context.Background(), 0); err != nil {
 		t.Fatal(err)
 	}
 	upper := 0

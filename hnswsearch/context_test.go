@@ -22,11 +22,7 @@ type stallStore struct {
 	reads   atomic.Int64
 }
 
-func (s *stallStore) ReadAt(p []byte, off int64) (int, error) {
-	return s.ReadAtContext(context.Background(), p, off, nil)
-}
-
-func (s *stallStore) ReadAtContext(ctx context.Context, p []byte, off int64, _ *partial.Tally) (int, error) {
+func (s *stallStore) ReadAtContext(ctx context.Context, p []byte, off int64, t *partial.Tally) (int, error) {
 	s.reads.Add(1)
 	for s.stalled.Load() {
 		select {
@@ -35,7 +31,7 @@ func (s *stallStore) ReadAtContext(ctx context.Context, p []byte, off int64, _ *
 		case <-time.After(time.Millisecond):
 		}
 	}
-	return s.Storage.ReadAt(p, off)
+	return s.Storage.ReadAtContext(ctx, p, off, t)
 }
 
 // TestContextReachesReads: a query whose storage stalls ends at its

@@ -1,6 +1,7 @@
 package hnswsearch
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"runtime/debug"
@@ -83,16 +84,10 @@ func (x *Index) vectorsOf(f *faissfmt.File, s partial.Storage, o *Vectors) error
 	return nil
 }
 
-// vreadAt reads vector bytes through the vectors' storage, attributing its
-// I/O to the query.
+// vreadAt reads vector bytes through the vectors' storage under the
+// query's context, attributing its I/O to the query.
 func (x *Index) vreadAt(s *scratch, p []byte, off int64) (int, error) {
-	if s.ctx != nil && x.vctxr != nil {
-		return x.vctxr.ReadAtContext(s.ctx, p, off, &s.st.IO)
-	}
-	if x.vtally != nil {
-		return x.vtally.ReadAtTally(p, off, &s.st.IO)
-	}
-	return x.vst.ReadAt(p, off)
+	return x.vst.ReadAtContext(s.ctx, p, off, &s.st.IO)
 }
 
 // vectorOffset is where vector v starts in the vectors' storage.
@@ -121,12 +116,12 @@ func (x *Index) checkVectorFD() error {
 
 // checkVectorFile is partial.FileChecker.CheckFile of a separate vector
 // file (nil without one).
-func (x *Index) checkVectorFile() error {
+func (x *Index) checkVectorFile(ctx context.Context) error {
 	if !x.external {
 		return nil
 	}
 	if c, ok := x.vst.(partial.FileChecker); ok {
-		return c.CheckFile()
+		return c.CheckFile(ctx)
 	}
 	return nil
 }

@@ -2,6 +2,7 @@ package hnswsearch
 
 import (
 	"bytes"
+	"context"
 	"encoding/binary"
 	"os"
 	"path/filepath"
@@ -25,11 +26,11 @@ func openSkipStorage(t *testing.T, backend string, o Options) *Index {
 	t.Helper()
 	gs := openBackend(t, filepath.Join(faiss115Dir, skipStorage+".faiss"), backend)
 	vs := openBackend(t, filepath.Join(faiss115Dir, skipStorage+".fvecs"), backend)
-	f, err := faissfmt.OpenWith(gs, gs.Size(), faissfmt.OpenOptions{AllowNullStorage: true})
+	f, err := faissfmt.OpenWith(partial.ReaderAt(context.Background(), gs), gs.Size(), faissfmt.OpenOptions{AllowNullStorage: true})
 	require.NoError(t, err)
 	require.True(t, f.VectorsMissing())
 	o.Vectors = &Vectors{Storage: vs, Name: skipStorage + ".fvecs", Offset: 4, Stride: 4 + 4*32, Count: 2000, Dim: 32}
-	x, err := New(f, gs, o)
+	x, err := New(context.Background(), f, gs, o)
 	require.NoError(t, err)
 	t.Cleanup(func() { x.Close() })
 	return x
@@ -84,7 +85,7 @@ func TestSkipStorageExternalParity(t *testing.T) {
 						}
 					}
 				}
-				require.NoError(t, x.Warm(0))
+				require.NoError(t, x.Warm(context.Background(), 0))
 			})
 		}
 	}
@@ -122,7 +123,7 @@ func TestSkipStorageErrors(t *testing.T) {
 	vec := partial.NewMemory("v.fvecs", make([]byte, 2000*132))
 	good := Vectors{Storage: vec, Name: "v.fvecs", Offset: 4, Stride: 132, Count: 2000, Dim: 32}
 
-	_, err = New(f, s, Options{})
+	_, err = New(context.Background(), f, s, Options{})
 	require.ErrorIs(t, err, ErrNoVectors)
 	assert.ErrorContains(t, err, "IO_FLAG_SKIP_STORAGE")
 
@@ -138,11 +139,11 @@ func TestSkipStorageErrors(t *testing.T) {
 	} {
 		v := good
 		c.edit(&v)
-		_, err := New(f, s, Options{Vectors: &v})
+		_, err := New(context.Background(), f, s, Options{Vectors: &v})
 		require.ErrorIs(t, err, ErrBadOption, c.name)
 		assert.ErrorContains(t, err, c.msg, c.name)
 	}
-	x, err := New(f, s, Options{Vectors: &good})
+	x, err := New(context.Background(), f, s, Options{Vectors: &good})
 	require.NoError(t, err)
 	x.Close()
 
@@ -151,7 +152,7 @@ func TestSkipStorageErrors(t *testing.T) {
 	require.NoError(t, err)
 	cf, err := faissfmt.Open(bytes.NewReader(cb), int64(len(cb)))
 	require.NoError(t, err)
-	_, err = New(cf, partial.NewMemory("c", cb), Options{Vectors: &good})
+	_, err = New(context.Background(), cf, partial.NewMemory("c", cb), Options{Vectors: &good})
 	require.ErrorIs(t, err, ErrBadOption)
 	assert.ErrorContains(t, err, "this IHc2 file holds them")
 }
@@ -166,7 +167,7 @@ func TestNullStorageRefusals(t *testing.T) {
 	copy(ihns, "IHNs")
 	f, err := faissfmt.OpenWith(bytes.NewReader(ihns), int64(len(ihns)), faissfmt.OpenOptions{AllowNullStorage: true})
 	if err == nil { // faissfmt may refuse the shape itself; if not, New does
-		_, err = New(f, partial.NewMemory("g", ihns), Options{Vectors: &Vectors{Storage: partial.NewMemory("v", make([]byte, 2000*128)), Name: "v", Stride: 128, Count: 2000, Dim: 32}})
+		_, err = New(context.Background(), f, partial.NewMemory("g", ihns), Options{Vectors: &Vectors{Storage: partial.NewMemory("v", make([]byte, 2000*128)), Name: "v", Stride: 128, Count: 2000, Dim: 32}})
 		require.ErrorIs(t, err, ErrNoVectors)
 		assert.ErrorContains(t, err, "quantizer's parameters")
 	}
@@ -179,7 +180,7 @@ func TestNullStorageRefusals(t *testing.T) {
 	nf, err := faissfmt.OpenWith(bytes.NewReader(null), int64(len(null)), faissfmt.OpenOptions{AllowNullStorage: true})
 	require.NoError(t, err)
 	require.True(t, nf.VectorsMissing())
-	_, err = New(nf, partial.NewMemory("b", null), Options{})
+	_, err = New(context.Background(), nf, partial.NewMemory("b", null), Options{})
 	require.ErrorIs(t, err, ErrNoVectors)
 	assert.ErrorContains(t, err, "binary graph")
 }

@@ -1,6 +1,7 @@
 package hnswsearch
 
 import (
+	"context"
 	"fmt"
 	"math"
 	"os"
@@ -40,7 +41,7 @@ func runsOf(t testing.TB, name string) faissRuns {
 // the test ends.
 func openFixture(t testing.TB, name string, o storage.Options) partial.Storage {
 	t.Helper()
-	s, err := storage.Open(filepath.Join(fixtureDir, name+".faiss"), o)
+	s, err := storage.Open(context.Background(), filepath.Join(fixtureDir, name+".faiss"), o)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -99,7 +100,7 @@ func openBackend(t *testing.T, path, name string) partial.Storage {
 	default:
 		o = storage.Options{Backend: name, CacheBytes: 1 << 20}
 	}
-	s, err := storage.Open(path, o)
+	s, err := storage.Open(context.Background(), path, o)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -200,7 +201,7 @@ func queryStep(name string) int {
 
 // vectorCacheFor is a vector cache budget holding about n of s's vectors.
 func vectorCacheFor(t *testing.T, s partial.Storage, n int64) int64 {
-	f, err := faissfmt.Open(s, s.Size())
+	f, err := faissfmt.Open(partial.ReaderAt(context.Background(), s), s.Size())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -212,11 +213,11 @@ func vectorCacheFor(t *testing.T, s partial.Storage, n int64) int64 {
 
 func openIndex(t *testing.T, s partial.Storage, o Options) *Index {
 	t.Helper()
-	f, err := faissfmt.Open(s, s.Size())
+	f, err := faissfmt.Open(partial.ReaderAt(context.Background(), s), s.Size())
 	if err != nil {
 		t.Fatal(err)
 	}
-	x, err := New(f, s, o)
+	x, err := New(context.Background(), f, s, o)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -327,7 +328,7 @@ func parityOptions(t *testing.T, name string, s partial.Storage, batch bool) Opt
 }
 
 func TestBadQueries(t *testing.T) {
-	s, err := storage.Open(filepath.Join(fixtureDir, "hnsw_flat_l2.faiss"), storage.Options{Backend: "memory"})
+	s, err := storage.Open(context.Background(), filepath.Join(fixtureDir, "hnsw_flat_l2.faiss"), storage.Options{Backend: "memory"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -409,7 +410,7 @@ func sameUpToTies(t *testing.T, what string, got []Result, ids []int64, dist []f
 func TestModernSemantics(t *testing.T) {
 	compared, diverged := 0, 0
 	for _, fr := range loadRuns(t) {
-		s, err := storage.Open(filepath.Join(fixtureDir, fr.Fixture+".faiss"), storage.Options{Backend: "mmap"})
+		s, err := storage.Open(context.Background(), filepath.Join(fixtureDir, fr.Fixture+".faiss"), storage.Options{Backend: "mmap"})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -462,7 +463,7 @@ func TestModernSemantics(t *testing.T) {
 func TestFastKernel(t *testing.T) {
 	rows, tiedRows := 0, 0
 	for _, fr := range loadRuns(t) {
-		s, err := storage.Open(filepath.Join(fixtureDir, fr.Fixture+".faiss"), storage.Options{Backend: "memory"})
+		s, err := storage.Open(context.Background(), filepath.Join(fixtureDir, fr.Fixture+".faiss"), storage.Options{Backend: "memory"})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -1,6 +1,7 @@
 package hnswsearch
 
 import (
+	"context"
 	"errors"
 	"runtime/debug"
 
@@ -62,7 +63,7 @@ func guard[St any](x *Index, s *scratch, dst []Result, run func([]Result) ([]Res
 			res, st, err = dst[:n0], none, ferr
 			return
 		}
-		s.ctx = nil // a pooled scratch keeps no request's context
+		s.ctx = context.Background() // a pooled scratch keeps no request's context
 		x.scratch.Put(s)
 	}()
 	res, st, err = run(dst)
@@ -80,21 +81,22 @@ func guard[St any](x *Index, s *scratch, dst []Result, run func([]Result) ([]Res
 // read that fails because the file changed, or a change found after the
 // warm-up (partial.FileChecker.CheckFile, which also looks at the path)
 // is an error wrapping partial.ErrFileChanged, so a warm-up never succeeds
-// on a file that queries will then fail on.
-func (x *Index) Warm(maxBytes int64) (err error) {
+// on a file that queries will then fail on. Its reads and checks give up
+// when ctx ends.
+func (x *Index) Warm(ctx context.Context, maxBytes int64) (err error) {
 	defer x.recoverFault(debug.SetPanicOnFault(true), &err)
-	err = x.warm(maxBytes)
+	err = x.warm(ctx, maxBytes)
 	if errors.Is(err, partial.ErrStoreFailed) {
 		// A check of an object store that just failed to answer would
 		// wait as long again (a replaced object fails its reads already).
 		return err
 	}
 	if c, ok := x.st.(partial.FileChecker); ok {
-		if cerr := c.CheckFile(); errors.Is(cerr, partial.ErrFileChanged) {
+		if cerr := c.CheckFile(ctx); errors.Is(cerr, partial.ErrFileChanged) {
 			return cerr
 		}
 	}
-	if cerr := x.checkVectorFile(); errors.Is(cerr, partial.ErrFileChanged) {
+	if cerr := x.checkVectorFile(ctx); errors.Is(cerr, partial.ErrFileChanged) {
 		return cerr
 	}
 	return err

@@ -1,6 +1,7 @@
 package hnswsearch
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -104,7 +105,7 @@ func openChangeable(t testing.TB, backend string) (partial.Storage, string) {
 		require.NoError(t, out.Close())
 		path = zpath
 	}
-	s, err := storage.Open(path, o)
+	s, err := storage.Open(context.Background(), path, o)
 	require.NoError(t, err)
 	t.Cleanup(func() { s.Close() })
 	return s, path
@@ -151,14 +152,14 @@ func TestFileChangedSearch(t *testing.T) {
 					t.Run(backend+"/"+ch.name+"/"+first+" first", func(t *testing.T) {
 						s, path := openChangeable(t, backend)
 						x := openIndex(t, s, Options{Semantics: FAISS173, Kernel: Exact})
-						require.NoError(t, x.Warm(0)) // pages mapped, blocks cached: the stale-cache case
+						require.NoError(t, x.Warm(context.Background(), 0)) // pages mapped, blocks cached: the stale-cache case
 						require.NoError(t, searchAll(t, x))
 						ch.apply(t, path)
 						checker := s.(partial.FileChecker)
 						if backend == "memory" {
 							require.NoError(t, searchAll(t, x), "full mode answers from its copy")
-							require.NoError(t, x.Warm(0))
-							require.NoError(t, checker.CheckFile())
+							require.NoError(t, x.Warm(context.Background(), 0))
+							require.NoError(t, checker.CheckFile(context.Background()))
 							return
 						}
 						if !ch.perQuery {
@@ -169,13 +170,13 @@ func TestFileChangedSearch(t *testing.T) {
 							if err != nil {
 								require.ErrorIs(t, err, partial.ErrFileChanged)
 							}
-							require.ErrorIs(t, checker.CheckFile(), partial.ErrFileChanged)
+							require.ErrorIs(t, checker.CheckFile(context.Background()), partial.ErrFileChanged)
 						}
 						var err1, err2 error
 						if first == "warm" {
-							err1, err2 = x.Warm(0), searchAll(t, x)
+							err1, err2 = x.Warm(context.Background(), 0), searchAll(t, x)
 						} else {
-							err1, err2 = searchAll(t, x), x.Warm(0)
+							err1, err2 = searchAll(t, x), x.Warm(context.Background(), 0)
 						}
 						require.ErrorIs(t, err1, partial.ErrFileChanged)
 						require.ErrorIs(t, err2, partial.ErrFileChanged)
@@ -183,7 +184,7 @@ func TestFileChangedSearch(t *testing.T) {
 						// Sticky: the same error every time, CheckFile included.
 						assert.Equal(t, err1.Error(), searchAll(t, x).Error())
 						assert.Equal(t, err1.Error(), checker.CheckFD().Error())
-						assert.Equal(t, err1.Error(), checker.CheckFile().Error())
+						assert.Equal(t, err1.Error(), checker.CheckFile(context.Background()).Error())
 						t.Log(err1)
 					})
 				}
@@ -245,7 +246,7 @@ func TestFileChangedFault(t *testing.T) {
 	require.ErrorIs(t, err, partial.ErrFileChanged)
 	// The check found the truncation when the fault was recovered.
 	assert.Contains(t, err.Error(), "to 0 bytes")
-	_, err = x.ExternalID(0) // no id map: nothing read
+	_, err = x.ExternalID(context.Background(), 0) // no id map: nothing read
 	require.NoError(t, err)
 }
 
@@ -357,12 +358,12 @@ func BenchmarkFileCheck(b *testing.B) {
 	open := func(b *testing.B, backend, mode string) (*Index, partial.FileChecker) {
 		defer partial.SetFileLeases(partial.SetFileLeases(mode == "lease"))
 		s, _ := openChangeable(b, backend)
-		f, err := faissfmt.Open(s, s.Size())
+		f, err := faissfmt.Open(partial.ReaderAt(context.Background(), s), s.Size())
 		require.NoError(b, err)
-		x, err := New(f, s, Options{})
+		x, err := New(context.Background(), f, s, Options{})
 		require.NoError(b, err)
 		b.Cleanup(func() { x.Close() })
-		require.NoError(b, x.Warm(0))
+		require.NoError(b, x.Warm(context.Background(), 0))
 		return x, s.(partial.FileChecker)
 	}
 	for _, backend := range []string{"mmap", "pread"} {

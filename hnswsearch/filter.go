@@ -2,6 +2,7 @@ package hnswsearch
 
 import (
 	"cmp"
+	"context"
 	"encoding/binary"
 	"fmt"
 	"slices"
@@ -15,7 +16,7 @@ type reverseMap struct {
 	in  []int32
 }
 
-func (x *Index) reverseIDs() (*reverseMap, error) {
+func (x *Index) reverseIDs(ctx context.Context) (*reverseMap, error) {
 	if r := x.reverse.Load(); r != nil {
 		return r, nil
 	}
@@ -33,7 +34,7 @@ func (x *Index) reverseIDs() (*reverseMap, error) {
 	buf := make([]byte, 1<<16)
 	for i := 0; i < n; {
 		m := min(len(buf)/8, n-i)
-		if _, err := x.st.ReadAt(buf[:8*m], x.idMap.Offset+8*int64(i)); err != nil {
+		if _, err := x.st.ReadAtContext(ctx, buf[:8*m], x.idMap.Offset+8*int64(i), nil); err != nil {
 			return nil, fmt.Errorf("reading the id map: %w", err)
 		}
 		for j := range m {
@@ -73,7 +74,7 @@ func (x *Index) setFilter(s *scratch, ids []int64) (int, error) {
 			}
 		}
 	} else {
-		r, err := x.reverseIDs()
+		r, err := x.reverseIDs(s.ctx)
 		if err != nil {
 			return 0, err
 		}

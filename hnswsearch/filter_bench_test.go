@@ -1,12 +1,14 @@
 package hnswsearch
 
 import (
+	"context"
 	"fmt"
 	"math/rand/v2"
 	"testing"
 
 	"github.com/faiss-sidecar/faiss-sidecar/faissfmt"
 	"github.com/faiss-sidecar/faiss-sidecar/internal/vecio"
+	"github.com/faiss-sidecar/faiss-sidecar/partial"
 	"github.com/faiss-sidecar/faiss-sidecar/partial/storage"
 )
 
@@ -16,17 +18,17 @@ import (
 //
 //	go test -run='^$' -bench=FilterThreshold ./hnswsearch
 func BenchmarkFilterThreshold(b *testing.B) {
-	s, err := storage.Open("../bench-data/clustered.faiss", storage.Options{Backend: "mmap"})
+	s, err := storage.Open(context.Background(), "../bench-data/clustered.faiss", storage.Options{Backend: "mmap"})
 	if err != nil {
 		b.Skip("no bench-data/clustered.faiss: run bench/gen_search_data.py")
 	}
 	defer s.Close()
-	f, err := faissfmt.Open(s, s.Size())
+	f, err := faissfmt.Open(partial.ReaderAt(context.Background(), s), s.Size())
 	if err != nil {
 		b.Fatal(err)
 	}
-	graph, _ := New(f, s, Options{})
-	exact, _ := New(f, s, Options{ExactFilterMax: 1 << 30})
+	graph, _ := New(context.Background(), f, s, Options{})
+	exact, _ := New(context.Background(), f, s, Options{ExactFilterMax: 1 << 30})
 	qs, err := vecio.ReadFile("../bench-data/clustered.queries.fvecs")
 	if err != nil {
 		b.Fatal(err)

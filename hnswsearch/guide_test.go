@@ -1,6 +1,7 @@
 package hnswsearch
 
 import (
+	"context"
 	"fmt"
 	"testing"
 
@@ -53,12 +54,12 @@ func (e *exactGuideQuery) DistBatch(ids []int32, out []float32) {
 
 // newExactGuide reads a fixture's vectors into an exactGuide.
 func newExactGuide(t *testing.T, s partial.Storage) *exactGuide {
-	f, err := faissfmt.Open(s, s.Size())
+	f, err := faissfmt.Open(partial.ReaderAt(context.Background(), s), s.Size())
 	require.NoError(t, err)
 	sec, ok := f.Storage.Section("codes")
 	require.True(t, ok)
 	g := &exactGuide{codes: make([]byte, sec.Len), n: f.Graph.NTotal, d: f.Graph.D, ip: f.Graph.Metric == faissfmt.MetricInnerProduct}
-	_, err = s.ReadAt(g.codes, sec.Offset)
+	_, err = s.ReadAtContext(context.Background(), g.codes, sec.Offset, nil)
 	require.NoError(t, err)
 	return g
 }
@@ -104,16 +105,16 @@ func TestGuideParity(t *testing.T) {
 func TestGuideRefused(t *testing.T) {
 	s := openFixture(t, "hnsw_flat_l2", storage.Options{Backend: "memory"})
 	g := newExactGuide(t, s)
-	f, err := faissfmt.Open(s, s.Size())
+	f, err := faissfmt.Open(partial.ReaderAt(context.Background(), s), s.Size())
 	require.NoError(t, err)
-	_, err = New(f, s, Options{Guide: &exactGuide{codes: g.codes, n: g.n - 1, d: g.d}})
+	_, err = New(context.Background(), f, s, Options{Guide: &exactGuide{codes: g.codes, n: g.n - 1, d: g.d}})
 	require.ErrorIs(t, err, ErrBadOption)
 	assert.Contains(t, err.Error(), "dimension")
 	for _, fx := range []string{"bin_hnsw", "hnsw_sq_8bit"} {
 		s := openFixture(t, fx, storage.Options{Backend: "memory"})
-		f, err := faissfmt.Open(s, s.Size())
+		f, err := faissfmt.Open(partial.ReaderAt(context.Background(), s), s.Size())
 		require.NoError(t, err)
-		_, err = New(f, s, Options{Guide: &exactGuide{n: f.Graph.NTotal, d: f.Graph.D}})
+		_, err = New(context.Background(), f, s, Options{Guide: &exactGuide{n: f.Graph.NTotal, d: f.Graph.D}})
 		require.ErrorIs(t, err, ErrBadOption, fx)
 	}
 }

@@ -1,6 +1,7 @@
 package hnswsearch
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"math"
@@ -175,20 +176,15 @@ const fltMax = math.MaxFloat32
 // per-query state comes from a pool.
 type Index struct {
 	st     partial.Storage
-	viewer partial.Viewer // nil: bytes are copied with ReadAt
+	viewer partial.Viewer // nil: bytes are copied with ReadAtContext
 	// The vectors' storage: st, or a separate vector file (external,
 	// Options.Vectors) with its own viewer and I/O tally. Vector v lies at
 	// codes.Offset + v·vstride.
 	vst      partial.Storage
 	vviewer  partial.Viewer
-	vtally   partial.TallyReader
 	vstride  int64
 	external bool
-	tally    partial.TallyReader // nil: the backend cannot attribute I/O
-	// ctxr and vctxr read under a query's context (Params.Ctx) where the
-	// storage can wait long; nil otherwise.
-	ctxr, vctxr partial.ContextReader
-	batch       partial.BatchReader // set when Options.BatchReads applies
+	batch    partial.BatchReader // set when Options.BatchReads applies
 	// listBatch reads level-0 lists with the pool's next ones (listahead.go);
 	// nil where that does not apply.
 	listBatch partial.BatchReader
@@ -256,7 +252,8 @@ func CheckSearchable(f *faissfmt.File) error {
 // the Index is closed. HNSW indexes (IHNf, IHNs, IBHf and the CAGRA-built
 // IHc2, IHNc, IBHc, possibly inside an id map) with metric L2 or IP are
 // searchable; a graph written without its vectors needs Options.Vectors.
-func New(f *faissfmt.File, s partial.Storage, o Options) (*Index, error) {
+// The reads New makes (checks, pinning) give up when ctx ends.
+func New(ctx context.Context, f *faissfmt.File, s partial.Storage, o Options) (*Index, error) {
 	if err := CheckSearchable(f); err != nil {
 		return nil, err
 	}
@@ -309,7 +306,7 @@ func New(f *faissfmt.File, s partial.Storage, o Options) (*Index, error) {
 	if err := x.acquireViews(); err != nil {
 		return nil, err
 	}
-	if err := x.verify(f); err != nil {
+	if err := x.verify(ctx, f); err != nil {
 		x.releaseViews()
 		return nil, err
 	}
@@ -320,17 +317,13 @@ func New(f *faissfmt.File, s partial.Storage, o Options) (*Index, error) {
 		}
 	}
 	if x.viewer == nil && x.n > 0 {
-		if err := x.hold(&o); err != nil {
+		if err := x.hold(ctx, &o); err != nil {
 			x.release()
 			x.releaseViews()
 			return nil, err
 		}
 	}
 	x.opts = o
-	x.tally, _ = s.(partial.TallyReader)
-	x.vtally, _ = x.vst.(partial.TallyReader)
-	x.ctxr, _ = s.(partial.ContextReader)
-	x.vctxr, _ = x.vst.(partial.ContextReader)
 	if x.viewer == nil {
 		x.blocks, _ = s.(partial.BlockViewer)
 	}
@@ -438,7 +431,7 @@ func (x *Index) EfSearch() int { return int(x.efSearch) }
 
 // verify runs the load-time checks the options ask for (Options.FullMode,
 // Options.VerifyChecksum), on the zero-copy views where there are some.
-func (x *Index) verify(f *faissfmt.File) (err error) {
+func (x *Index) verify(ctx context.Context, f *faissfmt.File) (err error) {
 	// The checksum reads a mapping of the whole file: a file truncated
 	// meanwhile is an error, not a SIGBUS.
 	defer partial.RecoverFault(x.st, debug.SetPanicOnFault(true), &err)
@@ -447,7 +440,7 @@ func (x *Index) verify(f *faissfmt.File) (err error) {
 		if x.nbView != nil {
 			err = x.h.CheckNeighborBytes(x.nbView)
 		} else {
-			err = x.h.CheckNeighbors(x.st)
+			err = x.h.CheckNeighbors(partial.ReaderAt(ctx, x.st))
 		}
 		if err != nil {
 			return err
@@ -461,7 +454,7 @@ func (x *Index) verify(f *faissfmt.File) (err error) {
 			}
 			return faissfmt.CheckFooterCRCBytes(b, f)
 		}
-		return faissfmt.CheckFooterCRC(x.st, f)
+		return faissfmt.CheckFooterCRC(partial.ReaderAt(ctx, x.st), f)
 	}
 	return nil
 }

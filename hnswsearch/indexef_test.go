@@ -2,6 +2,7 @@ package hnswsearch
 
 import (
 	"bytes"
+	"context"
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
@@ -159,10 +160,10 @@ func TestIndexEfSearchIsNotPerQueryEf(t *testing.T) {
 
 func TestIndexEfSearchOption(t *testing.T) {
 	s := openFixture(t, "hnsw_flat_l2", storage.Options{Backend: "memory"})
-	f, err := faissfmt.Open(s, s.Size())
+	f, err := faissfmt.Open(partial.ReaderAt(context.Background(), s), s.Size())
 	require.NoError(t, err)
 	for _, bad := range []int{-1, MaxEfSearch + 1} {
-		_, err := New(f, s, Options{IndexEfSearch: bad})
+		_, err := New(context.Background(), f, s, Options{IndexEfSearch: bad})
 		require.ErrorIs(t, err, ErrBadOption)
 		assert.Contains(t, err.Error(), fmt.Sprintf("index ef_search %d is out of range [1, %d]", bad, MaxEfSearch))
 	}
@@ -190,18 +191,18 @@ func corruptCopy(t *testing.T, name string, patch func(b []byte, f *faissfmt.Fil
 
 func openPath(t *testing.T, path, backend string) partial.Storage {
 	t.Helper()
-	s, err := storage.Open(path, storage.Options{Backend: backend, CacheBytes: 1 << 20})
+	s, err := storage.Open(context.Background(), path, storage.Options{Backend: backend, CacheBytes: 1 << 20})
 	require.NoError(t, err)
 	t.Cleanup(func() { s.Close() })
 	return s
 }
 
 func newFrom(s partial.Storage, o Options) (*Index, error) {
-	f, err := faissfmt.Open(s, s.Size())
+	f, err := faissfmt.Open(partial.ReaderAt(context.Background(), s), s.Size())
 	if err != nil {
 		return nil, err
 	}
-	return New(f, s, o)
+	return New(context.Background(), f, s, o)
 }
 
 // TestFullModeChecksNeighbors: a neighbor id out of range on a node other

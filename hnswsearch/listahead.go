@@ -151,7 +151,7 @@ func (x *Index) levelZeroList(s *scratch, c *pool, v0 int32, efStop int) ([]byte
 		}
 		s.lreqs = append(s.lreqs, partial.ReadReq{Off: x.nb.Offset + b*4, Buf: buf})
 	}
-	_ = partial.ReadBatchContext(s.ctx, x.listBatch, s.lreqs) // each request carries its own error
+	_ = x.listBatch.ReadBatch(s.ctx, s.lreqs) // each request carries its own error
 	for i := range s.lreqs {
 		q := &s.lreqs[i]
 		s.st.IO.Add(&q.IO)

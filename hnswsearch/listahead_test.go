@@ -2,6 +2,7 @@ package hnswsearch
 
 import (
 	"cmp"
+	"context"
 	"errors"
 	"fmt"
 	"sync/atomic"
@@ -35,7 +36,7 @@ var errBatch = errors.New("injected batch failure")
 
 func (f *batchFaults) Alignment() int64 { return f.br.Alignment() }
 
-func (f *batchFaults) ReadBatch(reqs []partial.ReadReq) error {
+func (f *batchFaults) ReadBatch(ctx context.Context, reqs []partial.ReadReq) error {
 	f.batches.Add(1)
 	switch f.fail.Load() {
 	case failWhole:
@@ -44,7 +45,7 @@ func (f *batchFaults) ReadBatch(reqs []partial.ReadReq) error {
 		}
 		return errBatch
 	case failAhead:
-		err := f.br.ReadBatch(reqs[:1])
+		err := f.br.ReadBatch(ctx, reqs[:1])
 		for i := 1; i < len(reqs); i++ {
 			reqs[i].Err = errBatch
 		}
@@ -53,7 +54,7 @@ func (f *batchFaults) ReadBatch(reqs []partial.ReadReq) error {
 		}
 		return err
 	}
-	return f.br.ReadBatch(reqs)
+	return f.br.ReadBatch(ctx, reqs)
 }
 
 // listAheadIndex opens fixture fx on the direct backend without a block
@@ -164,7 +165,7 @@ func TestListAheadScope(t *testing.T) {
 	require.GreaterOrEqual(t, v0, int32(0))
 	b, e := x.h.NeighborSlots(v0, 0)
 	want := make([]byte, (e-b)*4)
-	_, err := x.st.ReadAt(want, x.nb.Offset+b*4)
+	_, err := x.st.ReadAtContext(context.Background(), want, x.nb.Offset+b*4, nil)
 	require.NoError(t, err)
 	for _, size := range []int{16, maxAheadPool + 1} {
 		s := x.newScratch()
@@ -297,9 +298,9 @@ func TestListStash(t *testing.T) {
 // maxAheadPool candidates.
 func BenchmarkPickAhead(b *testing.B) {
 	s := openFixture(b, "hnsw_flat_large", storage.Options{Backend: "direct"})
-	f, err := faissfmt.Open(s, s.Size())
+	f, err := faissfmt.Open(partial.ReaderAt(context.Background(), s), s.Size())
 	require.NoError(b, err)
-	x, err := New(f, s, Options{BatchReads: true})
+	x, err := New(context.Background(), f, s, Options{BatchReads: true})
 	require.NoError(b, err)
 	b.Cleanup(func() { x.Close() })
 	for _, ef := range []int{64, maxAheadPool, 10000} {

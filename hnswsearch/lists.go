@@ -128,13 +128,8 @@ func (l *pinnedSource) prefetch(v int32, lv int) {
 	}
 }
 
-// readAt reads through the backend, attributing its I/O to the query.
+// readAt reads through the backend under the query's context, attributing
+// its I/O to the query.
 func (x *Index) readAt(s *scratch, p []byte, off int64) (int, error) {
-	if s.ctx != nil && x.ctxr != nil {
-		return x.ctxr.ReadAtContext(s.ctx, p, off, &s.st.IO)
-	}
-	if x.tally != nil {
-		return x.tally.ReadAtTally(p, off, &s.st.IO)
-	}
-	return x.st.ReadAt(p, off)
+	return x.st.ReadAtContext(s.ctx, p, off, &s.st.IO)
 }

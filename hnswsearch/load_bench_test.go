@@ -1,6 +1,7 @@
 package hnswsearch
 
 import (
+	"context"
 	"encoding/binary"
 	"hash/crc32"
 	"os"
@@ -10,6 +11,7 @@ import (
 	"time"
 
 	"github.com/faiss-sidecar/faiss-sidecar/faissfmt"
+	"github.com/faiss-sidecar/faiss-sidecar/partial"
 	"github.com/faiss-sidecar/faiss-sidecar/partial/storage"
 )
 
@@ -46,15 +48,15 @@ func BenchmarkLoadFull(b *testing.B) {
 	load := func(path string, full bool) time.Duration {
 		t0 := time.Now()
 		pf := probe(b, path)
-		s, err := storage.Open(path, storage.Options{Backend: "memory", AlignOffset: AlignOffset(pf)})
+		s, err := storage.Open(context.Background(), path, storage.Options{Backend: "memory", AlignOffset: AlignOffset(pf)})
 		if err != nil {
 			b.Fatal(err)
 		}
-		f, err := faissfmt.Open(s, s.Size())
+		f, err := faissfmt.Open(partial.ReaderAt(context.Background(), s), s.Size())
 		if err != nil {
 			b.Fatal(err)
 		}
-		x, err := New(f, s, Options{FullMode: full})
+		x, err := New(context.Background(), f, s, Options{FullMode: full})
 		if err != nil {
 			b.Fatal(err)
 		}

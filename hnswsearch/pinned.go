@@ -1,9 +1,9 @@
 package hnswsearch
 
 import (
+	"context"
 	"encoding/binary"
 	"fmt"
-	"io"
 	"math"
 	"slices"
 	"unsafe"
@@ -104,7 +104,7 @@ func validPrefix(list []byte) int {
 }
 
 // pinAll pins every node's lists, compacted, in one sequential pass.
-func (x *Index) pinAll() error {
+func (x *Index) pinAll(ctx context.Context) error {
 	if x.h.CumNeighbors[1] >= notPinned {
 		return fmt.Errorf("level-0 lists of %d slots are too long to pin", x.h.CumNeighbors[1])
 	}
@@ -112,15 +112,15 @@ func (x *Index) pinAll() error {
 	if err != nil {
 		return err
 	}
-	return x.fill(p, nil)
+	return x.fill(ctx, p, nil)
 }
 
 // fill copies the records of the nodes pick marks (nil: all) into p, in
 // one sequential pass, and pins p.
-func (x *Index) fill(p *pinnedLists, pick []bool) error {
+func (x *Index) fill(ctx context.Context, p *pinnedLists, pick []bool) error {
 	slot0 := int(x.h.CumNeighbors[1]) * 4 // level-0 bytes of a record
 	var at int64
-	err := x.streamNeighbors(func(v int32, rec []byte) {
+	err := x.streamNeighbors(ctx, func(v int32, rec []byte) {
 		if pick == nil || pick[v] {
 			at = p.add(v, rec, slot0, at)
 		}
@@ -138,7 +138,7 @@ func (x *Index) fill(p *pinnedLists, pick []bool) error {
 // expanded within budget bytes: nodes above level 0 (every query's descent
 // crosses them), then by in-degree. Two sequential passes over the section:
 // in-degrees and list lengths, then the copy.
-func (x *Index) pinHubs(budget int64) error {
+func (x *Index) pinHubs(ctx context.Context, budget int64) error {
 	n := int(x.n)
 	if x.h.CumNeighbors[1] >= notPinned {
 		return fmt.Errorf("level-0 lists of %d slots are too long to pin", x.h.CumNeighbors[1])
@@ -150,7 +150,7 @@ func (x *Index) pinHubs(budget int64) error {
 	slot0 := int(x.h.CumNeighbors[1]) * 4
 	indeg := make([]int32, n)
 	size := make([]uint32, n) // compacted record slots
-	if err := x.streamNeighbors(func(v int32, rec []byte) {
+	if err := x.streamNeighbors(ctx, func(v int32, rec []byte) {
 		for j := 0; j+4 <= len(rec); j += 4 {
 			if w := int32(binary.LittleEndian.Uint32(rec[j:])); w >= 0 && w < x.n {
 				indeg[w]++
@@ -185,29 +185,32 @@ func (x *Index) pinHubs(budget int64) error {
 	if err != nil {
 		return err
 	}
-	return x.fill(p, pick)
+	return x.fill(ctx, p, pick)
 }
 
 // estimatePinnedAll estimates what pinAll would hold (estimatePinned).
-func (x *Index) estimatePinnedAll() (int64, error) { return estimatePinned(x.st, x.h, int64(x.n)) }
+func (x *Index) estimatePinnedAll(ctx context.Context) (int64, error) {
+	return estimatePinned(ctx, x.st, x.h, int64(x.n))
+}
 
 // EstimatePinnedLists is what pinning every neighbor list of f would hold,
 // the figure the bounded-memory policy plans with, from the sample of
-// level-0 lists an opened Index reads, through r (f's file as the probe read
-// it): for a caller choosing a plan before opening (PinsAllLists).
-func EstimatePinnedLists(f *faissfmt.File, r io.ReaderAt) (int64, error) {
+// level-0 lists an opened Index reads, through s (f's file as the probe read
+// it): for a caller choosing a plan before opening (PinsAllLists). The
+// reads give up when ctx ends.
+func EstimatePinnedLists(ctx context.Context, f *faissfmt.File, s partial.Storage) (int64, error) {
 	g := f.Graph
 	if g == nil || g.HNSW == nil {
 		return 0, fmt.Errorf("%s index has no HNSW graph", f.Root.FourCC)
 	}
-	return estimatePinned(r, g.HNSW, g.NTotal)
+	return estimatePinned(ctx, s, g.HNSW, g.NTotal)
 }
 
 // estimatePinned estimates what pinning every list of the n-node graph h
 // holds: the node tables, the upper levels' slots (known from the
 // offsets) and level 0's valid entries, averaged over up to 512 nodes
-// spread over the file (one batch of reads through r).
-func estimatePinned(r io.ReaderAt, h *faissfmt.HNSW, n int64) (int64, error) {
+// spread over the file (one batch of reads through s, where it batches).
+func estimatePinned(ctx context.Context, s partial.Storage, h *faissfmt.HNSW, n int64) (int64, error) {
 	if len(h.CumNeighbors) < 2 {
 		return 6 * n, nil
 	}
@@ -223,11 +226,11 @@ func estimatePinned(r io.ReaderAt, h *faissfmt.HNSW, n int64) (int64, error) {
 		reqs[i] = partial.ReadReq{Off: nb.Offset + 4*b, Buf: buf[int64(i)*cum1*4:][:4*(e-b)]}
 	}
 	var err error
-	if br, ok := r.(partial.BatchReader); ok {
-		err = br.ReadBatch(reqs)
+	if br, ok := s.(partial.BatchReader); ok {
+		err = br.ReadBatch(ctx, reqs)
 	} else {
 		for i := range reqs {
-			if _, err = r.ReadAt(reqs[i].Buf, reqs[i].Off); err != nil {
+			if _, err = s.ReadAtContext(ctx, reqs[i].Buf, reqs[i].Off, nil); err != nil {
 				break
 			}
 		}
@@ -244,13 +247,13 @@ func estimatePinned(r io.ReaderAt, h *faissfmt.HNSW, n int64) (int64, error) {
 
 // pinVectors copies the vectors into memory, one after another (a
 // separate vector file's padding between them left out).
-func (x *Index) pinVectors() error {
+func (x *Index) pinVectors(ctx context.Context) error {
 	if x.vstride == int64(x.codeSize) {
-		b, err := x.pinSection(x.vst, x.codes)
+		b, err := x.pinSection(ctx, x.vst, x.codes)
 		x.codesMem, x.codesView, x.codesStride = b, b.B, x.vstride
 		return err
 	}
-	b, err := x.pinStrided()
+	b, err := x.pinStrided(ctx)
 	x.codesMem, x.codesView, x.codesStride = b, b.B, int64(x.codeSize)
 	return err
 }
@@ -258,7 +261,7 @@ func (x *Index) pinVectors() error {
 // pinStrided copies the vectors of a separate vector file whose rows are
 // padded (vstride > codeSize) outside the Go heap, compacted, reading
 // about 4 MiB at a time.
-func (x *Index) pinStrided() (offheap.Buf, error) {
+func (x *Index) pinStrided(ctx context.Context) (offheap.Buf, error) {
 	cs, stride, n := int64(x.codeSize), x.vstride, int64(x.n)
 	b := offheap.AllocDense(int(n * cs))
 	rows := max(1, (4<<20)/stride)
@@ -266,7 +269,7 @@ func (x *Index) pinStrided() (offheap.Buf, error) {
 	for i := int64(0); i < n; i += rows {
 		r := min(rows, n-i)
 		chunk := buf[:(r-1)*stride+cs]
-		if _, err := x.vst.ReadAt(chunk, x.codes.Offset+i*stride); err != nil {
+		if _, err := x.vst.ReadAtContext(ctx, chunk, x.codes.Offset+i*stride, nil); err != nil {
 			b.Free()
 			return offheap.Buf{}, fmt.Errorf("pinning the vectors: %w", err)
 		}
@@ -278,18 +281,18 @@ func (x *Index) pinStrided() (offheap.Buf, error) {
 }
 
 // pinIDMap copies the id map into memory.
-func (x *Index) pinIDMap() error {
-	b, err := x.pinSection(x.st, *x.idMap)
+func (x *Index) pinIDMap(ctx context.Context) error {
+	b, err := x.pinSection(ctx, x.st, *x.idMap)
 	x.idMem, x.idView = b, b.B
 	return err
 }
 
 // pinSection copies a section of st outside the Go heap with 4 MiB reads.
-func (x *Index) pinSection(st partial.Storage, sec faissfmt.Section) (offheap.Buf, error) {
+func (x *Index) pinSection(ctx context.Context, st partial.Storage, sec faissfmt.Section) (offheap.Buf, error) {
 	b := offheap.AllocDense(int(sec.Len))
 	for off := int64(0); off < sec.Len; off += 4 << 20 {
 		n := min(4<<20, sec.Len-off)
-		if _, err := st.ReadAt(b.B[off:off+n], sec.Offset+off); err != nil {
+		if _, err := st.ReadAtContext(ctx, b.B[off:off+n], sec.Offset+off, nil); err != nil {
 			b.Free()
 			return offheap.Buf{}, fmt.Errorf("pinning the %s section: %w", sec.Name, err)
 		}
@@ -300,14 +303,14 @@ func (x *Index) pinSection(st partial.Storage, sec faissfmt.Section) (offheap.Bu
 // hold pins what o.hold names, outside the Go heap, after turning
 // HeldBytes into that (the bounded-memory policy, Index.planHeld). On error
 // the caller releases what was pinned.
-func (x *Index) hold(o *Options) error {
+func (x *Index) hold(ctx context.Context, o *Options) error {
 	if o.HeldBytes > 0 {
-		h, idMap, err := x.planHeld(o.HeldBytes, o.Guide != nil, o.NoVectorCache)
+		h, idMap, err := x.planHeld(ctx, o.HeldBytes, o.Guide != nil, o.NoVectorCache)
 		if err != nil {
 			return err
 		}
 		if idMap {
-			if err := x.pinIDMap(); err != nil {
+			if err := x.pinIDMap(ctx); err != nil {
 				return err
 			}
 		}
@@ -316,17 +319,17 @@ func (x *Index) hold(o *Options) error {
 	h := &o.hold
 	switch {
 	case h.allLists:
-		if err := x.pinAll(); err != nil {
+		if err := x.pinAll(ctx); err != nil {
 			return err
 		}
 	case h.hubBytes > 0:
-		if err := x.pinHubs(h.hubBytes); err != nil {
+		if err := x.pinHubs(ctx, h.hubBytes); err != nil {
 			return err
 		}
 	}
 	if h.vectors {
 		if x.codesView == nil { // not viewed in place already
-			if err := x.pinVectors(); err != nil {
+			if err := x.pinVectors(ctx); err != nil {
 				return err
 			}
 		}

@@ -1,11 +1,13 @@
 package hnswsearch
 
 import (
+	"context"
 	"strconv"
 	"testing"
 
 	"github.com/faiss-sidecar/faiss-sidecar/faissfmt"
 	"github.com/faiss-sidecar/faiss-sidecar/internal/vecio"
+	"github.com/faiss-sidecar/faiss-sidecar/partial"
 	"github.com/faiss-sidecar/faiss-sidecar/partial/storage"
 )
 
@@ -52,16 +54,16 @@ func benchIndex(b *testing.B, path string, o storage.Options) *Index {
 // benchIndexWith is benchIndex with the search's options.
 func benchIndexWith(b *testing.B, path string, o storage.Options, opts Options) *Index {
 	b.Helper()
-	s, err := storage.Open(path, o)
+	s, err := storage.Open(context.Background(), path, o)
 	if err != nil {
 		b.Skipf("no bench data (%v): run bench/gen_search_data.py", err)
 	}
 	b.Cleanup(func() { s.Close() })
-	f, err := faissfmt.Open(s, s.Size())
+	f, err := faissfmt.Open(partial.ReaderAt(context.Background(), s), s.Size())
 	if err != nil {
 		b.Fatal(err)
 	}
-	x, err := New(f, s, opts)
+	x, err := New(context.Background(), f, s, opts)
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -105,7 +105,7 @@ func (x *Index) runRange(s *scratch, p RangeParams, dst []Result) ([]Result, Ran
 	if !p.Deadline.IsZero() {
 		s.deadline = p.Deadline.UnixNano()
 	}
-	s.ctx = p.Ctx
+	s.ctx = queryContext(p.Ctx)
 	s.sel = nil
 	s.pairs = s.pairs[:0]
 	if x.blocks != nil {

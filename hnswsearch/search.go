@@ -28,15 +28,24 @@ type Params struct {
 	// ErrDeadline (checked every deadlineEvery expansions or distances).
 	Deadline time.Time
 	// Ctx, when not nil, is the query's context: storage reads that can
-	// wait (an object store, partial.ContextReader) give up when it ends.
-	// It should carry Deadline: a read given up at its deadline ends the
-	// search with ErrDeadline.
+	// wait (an object store, a device, a cache's fill) give up when it
+	// ends. It should carry Deadline: a read given up at its deadline ends
+	// the search with ErrDeadline.
 	Ctx context.Context
 }
 
 // deadlineEvery is how many level-0 expansions (or exact-scan distances)
 // pass between two looks at the clock: a few microseconds of work.
 const deadlineEvery = 64
+
+// queryContext is the context a query's reads run under: Params.Ctx, or
+// one that never ends.
+func queryContext(ctx context.Context) context.Context {
+	if ctx == nil {
+		return context.Background()
+	}
+	return ctx
+}
 
 // deadlineErr is the error a query ends with: a read its context gave up
 // at the deadline ends it as the deadline does (ErrDeadline).
@@ -134,7 +143,8 @@ type scratch struct {
 	lreqs   []partial.ReadReq // its reads
 	// deadline is Params.Deadline in Unix nanoseconds, 0 for none.
 	deadline int64
-	// ctx is Params.Ctx while the query runs (nil: none).
+	// ctx is the query's context while it runs (queryContext), one that
+	// never ends otherwise.
 	ctx context.Context
 }
 
@@ -150,6 +160,7 @@ func (x *Index) newScratch() *scratch {
 		cdis:    make([]float32, m),
 		visited: make([]uint8, x.n),
 		idbuf:   make([]byte, 8),
+		ctx:     context.Background(),
 	}
 	if x.opts.Guide != nil {
 		s.gq = x.opts.Guide.NewQuery(!x.opts.NoAVX512)
@@ -268,7 +279,7 @@ func (x *Index) run(s *scratch, p Params, dst []Result) ([]Result, Stats, error)
 	if !p.Deadline.IsZero() {
 		s.deadline = p.Deadline.UnixNano()
 	}
-	s.ctx = p.Ctx
+	s.ctx = queryContext(p.Ctx)
 	modern := x.opts.Semantics == Modern
 	s.res.reset(p.K, modern)
 	s.sel = nil

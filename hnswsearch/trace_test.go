@@ -1,6 +1,7 @@
 package hnswsearch
 
 import (
+	"context"
 	"encoding/binary"
 	"fmt"
 	"io"
@@ -18,17 +19,19 @@ import (
 	"github.com/faiss-sidecar/faiss-sidecar/partial/partialtest"
 )
 
-// readAtOnly is a partial.Storage offering nothing but ReadAt (no views, no
-// batches, no block cache, no I/O tally): every byte a search uses is one
-// ReadAt call, which the Trace records.
+// readAtOnly is a partial.Storage offering nothing but ReadAtContext (no
+// views, no batches, no block cache, no I/O tally): every byte a search
+// uses is one read, which the Trace records.
 type readAtOnly struct {
 	tr   *partialtest.Trace
 	size int64
 }
 
-func (s *readAtOnly) ReadAt(p []byte, off int64) (int, error) { return s.tr.ReadAt(p, off) }
-func (s *readAtOnly) Size() int64                             { return s.size }
-func (s *readAtOnly) Close() error                            { return nil }
+func (s *readAtOnly) ReadAtContext(_ context.Context, p []byte, off int64, _ *partial.Tally) (int, error) {
+	return s.tr.ReadAt(p, off)
+}
+func (s *readAtOnly) Size() int64  { return s.size }
+func (s *readAtOnly) Close() error { return nil }
 
 var _ partial.Storage = (*readAtOnly)(nil)
 
@@ -337,14 +340,14 @@ func openTraced(t *testing.T, name string, o Options) (*Index, *partialtest.Trac
 	s := &readAtOnly{tr: tr, size: int64(len(data))}
 	var st partial.Storage = s
 	for what, ok := range map[string]bool{"Viewer": is[partial.Viewer](st), "BatchReader": is[partial.BatchReader](st),
-		"TallyReader": is[partial.TallyReader](st), "BlockViewer": is[partial.BlockViewer](st), "FileChecker": is[partial.FileChecker](st)} {
+		"BlockViewer": is[partial.BlockViewer](st), "FileChecker": is[partial.FileChecker](st)} {
 		require.False(t, ok, "the traced storage is a %s", what)
 	}
-	f, err := faissfmt.Open(s, s.Size())
+	f, err := faissfmt.Open(partial.ReaderAt(context.Background(), s), s.Size())
 	require.NoError(t, err)
 	require.NotNil(t, f.Graph)
 	require.Nil(t, f.Storage.SQ, "%s: the model expects flat float vectors", name)
-	x, err := New(f, s, o)
+	x, err := New(context.Background(), f, s, o)
 	require.NoError(t, err)
 	t.Cleanup(func() { x.Close() })
 	m, err := newTraceModel(data, f)

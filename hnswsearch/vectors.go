@@ -444,7 +444,7 @@ func (b *batchVectors) fetch(s *scratch, cand []int32) error {
 		s.st.ReadAhead += int64(len(s.ahead))
 	}
 	s.st.Batches++
-	err := partial.ReadBatchContext(s.ctx, b.batch, s.reqs)
+	err := b.batch.ReadBatch(s.ctx, s.reqs)
 	if b.vc != nil && err == nil {
 		for _, q := range s.reqs {
 			b.vc.Put(int32((q.Off-b.off)/b.stride), q.Buf)

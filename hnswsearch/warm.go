@@ -1,6 +1,7 @@
 package hnswsearch
 
 import (
+	"context"
 	"fmt"
 	"math"
 	"slices"
@@ -14,8 +15,9 @@ import (
 // through the backend's partial.Warmer: on a zero-copy backend (mmap) both
 // sections whole; otherwise into the block cache, at most maxBytes (e.g. the
 // cache's budget; ≤ 0 for no limit), skipping what is pinned, and the
-// vectors the vector cache will hold instead. Then the vector cache.
-func (x *Index) warm(maxBytes int64) error {
+// vectors the vector cache will hold instead. Then the vector cache. It
+// gives up when ctx ends.
+func (x *Index) warm(ctx context.Context, maxBytes int64) error {
 	// What to warm, in order: the lists (index file), then the vectors
 	// (the index file, or a separate vector file with its own backend).
 	type part struct {
@@ -52,13 +54,13 @@ func (x *Index) warm(maxBytes int64) error {
 			continue
 		}
 		n := min(p.sec.Len, maxBytes)
-		if err := p.w.Warm(p.sec.Offset, n); err != nil {
+		if err := p.w.Warm(ctx, p.sec.Offset, n); err != nil {
 			return fmt.Errorf("warming %s: %w", p.sec.Name, err)
 		}
 		maxBytes -= n
 	}
 	if x.vc != nil && x.opts.Guide == nil { // a guide's cache holds what reranks read
-		return x.warmVectorCache()
+		return x.warmVectorCache(ctx)
 	}
 	return nil
 }
@@ -66,7 +68,7 @@ func (x *Index) warm(maxBytes int64) error {
 // warmVectorCache fills the vector cache with the vectors every query's
 // descent may touch: the nodes above level 0, top level first, up to the
 // cache's size, read in parallel batches where the backend serves them.
-func (x *Index) warmVectorCache() error {
+func (x *Index) warmVectorCache(ctx context.Context) error {
 	slots := x.vc.Stats().Slots
 	var nodes []int32
 	for v := int32(0); v < x.n; v++ {
@@ -89,12 +91,12 @@ func (x *Index) warmVectorCache() error {
 			reqs = append(reqs, partial.ReadReq{Off: x.vectorOffset(v), Buf: buf[i*cs : (i+1)*cs]})
 		}
 		if batch != nil {
-			if err := batch.ReadBatch(reqs); err != nil {
+			if err := batch.ReadBatch(ctx, reqs); err != nil {
 				return fmt.Errorf("warming the vector cache: %w", err)
 			}
 		} else {
 			for _, q := range reqs {
-				if _, err := x.vst.ReadAt(q.Buf, q.Off); err != nil {
+				if _, err := x.vst.ReadAtContext(ctx, q.Buf, q.Off, nil); err != nil {
 					return fmt.Errorf("warming the vector cache: %w", err)
 				}
 			}
@@ -110,15 +112,16 @@ func (x *Index) warmVectorCache() error {
 // (all its levels), reading the section sequentially in steps of
 // x.streamChunk() bytes from aligned chunks read ahead in parallel
 // (streamAhead of them): at the device's streaming rate through O_DIRECT,
-// where one unaligned read at a time ran at a quarter of it.
-func (x *Index) streamNeighbors(fn func(v int32, rec []byte)) error {
-	return x.streamNeighborsBy(x.streamChunk(), fn)
+// where one unaligned read at a time ran at a quarter of it. The reads
+// give up when ctx ends.
+func (x *Index) streamNeighbors(ctx context.Context, fn func(v int32, rec []byte)) error {
+	return x.streamNeighborsBy(ctx, x.streamChunk(), fn)
 }
 
 // streamNeighborsBy is streamNeighbors in steps of chunk bytes (or a
 // record's length, when longer).
-func (x *Index) streamNeighborsBy(chunk int64, fn func(v int32, rec []byte)) error {
-	ra := readahead.New(x.st, x.nb.Offset+x.nb.Len, int(x.streamChunk()), streamAhead)
+func (x *Index) streamNeighborsBy(ctx context.Context, chunk int64, fn func(v int32, rec []byte)) error {
+	ra := readahead.New(partial.ReaderAt(ctx, x.st), x.nb.Offset+x.nb.Len, int(x.streamChunk()), streamAhead)
 	defer ra.Close()
 	buf := make([]byte, 0, chunk)
 	var base int64 // section byte offset of buf[0]

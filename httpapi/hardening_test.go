@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -74,8 +75,15 @@ func TestShedLoad(t *testing.T) {
 // 409 and never holds up a DELETE; a switch past its deadline is abandoned
 // with the old mode serving.
 func TestSwitchNeverBlocks(t *testing.T) {
-	s, ts := newTestServer(t, Config{Limits: Limits{SwitchTimeout: time.Nanosecond}})
-	require.Equal(t, 200, call(t, ts, "PUT", "/indexes/w", `{"path":"hnsw_flat_large.faiss","mode":"full"}`).Status)
+	abs, _ := filepath.Abs(fixtures)
+	s, err := New(Config{DataRoots: []string{abs}})
+	require.NoError(t, err)
+	// Loaded within the default deadline (a load's reads end at it too),
+	// then every switch overruns its own: set before the server starts.
+	require.NoError(t, s.Reg.Load("w", LoadSpec{Path: "hnsw_flat_large.faiss", Mode: "full"}))
+	s.limits.SwitchTimeout, s.Reg.limits.SwitchTimeout = time.Nanosecond, time.Nanosecond
+	ts := httptest.NewServer(s.Handler())
+	t.Cleanup(func() { ts.Close(); s.Close() })
 	r := call(t, ts, "PUT", "/indexes/w/_mode", `{"mode":"memory_efficient","verify_queries":1000}`)
 	assert.Equal(t, 504, r.Status, r.Raw)
 	assert.Contains(t, r.Raw, "the old mode keeps serving")

@@ -2,6 +2,7 @@ package partial_test
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -34,7 +35,7 @@ func TestDirectLargeBatches(t *testing.T) {
 						n := 1 + (i*31)%5000
 						reqs = append(reqs, partial.ReadReq{Off: off, Buf: make([]byte, n)})
 					}
-					if err := d.ReadBatch(reqs); err != nil {
+					if err := d.ReadBatch(context.Background(), reqs); err != nil {
 						errs <- err
 						return
 					}
@@ -64,7 +65,7 @@ func TestDirectAlignedBatch(t *testing.T) {
 		off := int64((i * 37) % 256 * 4096)
 		reqs = append(reqs, partial.ReadReq{Off: off, Buf: d.AlignedBuffer(4096)})
 	}
-	if err := d.ReadBatch(reqs); err != nil {
+	if err := d.ReadBatch(context.Background(), reqs); err != nil {
 		t.Fatal(err)
 	}
 	for _, q := range reqs {
@@ -73,7 +74,7 @@ func TestDirectAlignedBatch(t *testing.T) {
 		}
 	}
 	tail := []partial.ReadReq{{Off: 1 << 20, Buf: d.AlignedBuffer(4096)}}
-	if err := d.ReadBatch(tail); err == nil || !errors.Is(err, io.ErrUnexpectedEOF) {
+	if err := d.ReadBatch(context.Background(), tail); err == nil || !errors.Is(err, io.ErrUnexpectedEOF) {
 		t.Fatalf("aligned read past the end: %v", err)
 	}
 }
@@ -93,7 +94,7 @@ func TestDirectReadBatchEach(t *testing.T) {
 			}
 			reqs = append(reqs, partial.ReadReq{Off: 1 << 20, Buf: d.AlignedBuffer(4096)}) // runs past the end
 			calls := make([]int, len(reqs))
-			err := d.ReadBatchEach(reqs, func(i int) {
+			err := d.ReadBatchEach(context.Background(), reqs, func(i int) {
 				calls[i]++
 				q := reqs[i]
 				if i == len(reqs)-1 {
@@ -181,7 +182,7 @@ func TestDirectClosedBatch(t *testing.T) {
 		require.NoError(t, d.Close())
 		reqs := []partial.ReadReq{{Off: 0, Buf: make([]byte, 100)}, {Off: 4096, Buf: make([]byte, 4096)}, {Off: 7, Buf: make([]byte, 10)}}
 		calls := make([]int, len(reqs))
-		err := d.ReadBatchEach(reqs, func(i int) { calls[i]++ })
+		err := d.ReadBatchEach(context.Background(), reqs, func(i int) { calls[i]++ })
 		require.Error(t, err, "depth %d", depth)
 		for i, q := range reqs {
 			require.ErrorIs(t, q.Err, err, "depth %d request %d", depth, i)

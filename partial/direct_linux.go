@@ -1,6 +1,7 @@
 package partial
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -157,10 +158,11 @@ func alignedBuf(n int, align int64) []byte {
 
 func (d *Direct) Size() int64 { return d.size }
 
-func (d *Direct) ReadAt(p []byte, off int64) (int, error) { return d.ReadAtTally(p, off, nil) }
-
-// ReadAtTally is ReadAt that counts the aligned reads it issues in t.
-func (d *Direct) ReadAtTally(p []byte, off int64, t *Tally) (int, error) {
+// ReadAtContext reads p at off, counting the aligned reads it issues in t
+// (when not nil). It gives up when ctx ends before a read is issued; a
+// read issued is waited for (a local device answers, or fails, in bounded
+// time).
+func (d *Direct) ReadAtContext(ctx context.Context, p []byte, off int64, t *Tally) (int, error) {
 	if !d.life.Acquire() {
 		return 0, backendkit.Closed(d.name)
 	}
@@ -172,7 +174,7 @@ func (d *Direct) ReadAtTally(p []byte, off int64, t *Tally) (int, error) {
 	// Aligned caller buffer and range: read straight into it.
 	if int64(len(p))%d.align == 0 && off%d.align == 0 && len(p) > 0 &&
 		int64(uintptr(unsafe.Pointer(&p[0])))%d.memAlign == 0 {
-		return d.pread(p, off, len(p), t)
+		return d.pread(ctx, p, off, len(p), t)
 	}
 	bp := d.pool.Get().(*[]byte)
 	defer d.pool.Put(bp)
@@ -183,7 +185,7 @@ func (d *Direct) ReadAtTally(p []byte, off int64, t *Tally) (int, error) {
 		end := min(start+bounceSize, (off+int64(len(p))+d.align-1)/d.align*d.align)
 		buf := (*bp)[:end-start]
 		want := int(min(end, d.size) - start) // bytes that exist
-		if _, err := d.pread(buf, start, want, t); err != nil {
+		if _, err := d.pread(ctx, buf, start, want, t); err != nil {
 			return done, err
 		}
 		done += copy(p[done:], buf[pos-start:want])
@@ -192,10 +194,14 @@ func (d *Direct) ReadAtTally(p []byte, off int64, t *Tally) (int, error) {
 }
 
 // pread reads into buf at the aligned offset off; at least want bytes must
-// arrive (the file's end may make an aligned read short).
-func (d *Direct) pread(buf []byte, off int64, want int, t *Tally) (int, error) {
+// arrive (the file's end may make an aligned read short). It issues no
+// read once ctx has ended.
+func (d *Direct) pread(ctx context.Context, buf []byte, off int64, want int, t *Tally) (int, error) {
 	got := 0
 	for got < want {
+		if err := Interrupted(ctx); err != nil {
+			return got, d.givenUp(len(buf)-got, off+int64(got), err)
+		}
 		var n int
 		var err error
 		if d.ring != nil {
@@ -232,6 +238,12 @@ func (d *Direct) pread(buf []byte, off int64, want int, t *Tally) (int, error) {
 	return got, nil
 }
 
+// givenUp is the error of a read of n bytes at off not issued because
+// its context ended with cause.
+func (d *Direct) givenUp(n int, off int64, cause error) error {
+	return fmt.Errorf("%s: read of %d bytes at offset %d given up: %w", d.name, n, off, cause)
+}
+
 // directBatch is one ReadBatch call's reusable state: the ring's requests
 // and, for unaligned requests, an aligned bounce arena.
 type directBatch struct {
@@ -248,17 +260,21 @@ type directBatch struct {
 // submitted to the ring from this goroutine. Aligned requests (offset,
 // length and buffer) are read in place; the others read their covering
 // aligned range into a pooled bounce arena and are copied out. Without
-// io_uring, parallel goroutines issue reads.
-func (d *Direct) ReadBatch(reqs []ReadReq) error { return d.ReadBatchEach(reqs, nil) }
+// io_uring, parallel goroutines issue reads. Once ctx ends no read is
+// submitted: the requests not yet submitted fail, those in flight are
+// waited for (the kernel owns their buffers until it answers).
+func (d *Direct) ReadBatch(ctx context.Context, reqs []ReadReq) error {
+	return d.ReadBatchEach(ctx, reqs, nil)
+}
 
 // ReadBatchEach is ReadBatch calling each(i), in the calling goroutine, as
 // soon as request i is complete (its Buf filled, or its Err set), while
 // later requests are still in flight: work on the first bytes to arrive
 // overlaps the wait for the last. Every request gets one call, in
 // completion order (request order without io_uring, after all complete).
-func (d *Direct) ReadBatchEach(reqs []ReadReq, each func(i int)) error {
+func (d *Direct) ReadBatchEach(ctx context.Context, reqs []ReadReq, each func(i int)) error {
 	if d.ring == nil {
-		err := readBatchParallel(d, reqs, max(d.parallel, 1))
+		err := readBatchParallel(ctx, d, reqs, max(d.parallel, 1))
 		if each != nil {
 			for i := range reqs {
 				each(i)
@@ -325,10 +341,13 @@ func (d *Direct) ReadBatchEach(reqs []ReadReq, each func(i int)) error {
 	var first error
 	finish := func(i int) {
 		q := &reqs[i]
-		if bounce {
-			d.finishBounced(q, b.bufs[i], b.offs[i], int(b.res[i]))
-		} else {
-			d.finishInPlace(q, int(b.res[i]))
+		switch {
+		case b.res[i] == resGivenUp:
+			q.Err = d.givenUp(len(q.Buf), q.Off, context.Cause(ctx))
+		case bounce:
+			d.finishBounced(ctx, q, b.bufs[i], b.offs[i], int(b.res[i]))
+		default:
+			d.finishInPlace(ctx, q, int(b.res[i]))
 		}
 		if q.Err != nil && first == nil {
 			first = q.Err
@@ -339,26 +358,26 @@ func (d *Direct) ReadBatchEach(reqs []ReadReq, each func(i int)) error {
 	}
 	select {
 	case o := <-d.owned:
-		if o.readBatch(d.fd, b.bufs, b.offs, b.res, d.parallel, finish) {
+		if o.readBatch(ctx, d.fd, b.bufs, b.offs, b.res, d.parallel, finish) {
 			d.owned <- o
 		} else {
 			o.close() // refused to go on: later batches share the reaped ring
 		}
 	default:
-		d.ring.readBatch(d.fd, b.bufs, b.offs, b.res, b.rs, sem, b.done, finish)
+		d.ring.readBatch(ctx, d.fd, b.bufs, b.offs, b.res, b.rs, sem, b.done, finish)
 	}
 	return first
 }
 
 // finishInPlace sets q.Err from the kernel's result n for q read straight
 // into q.Buf, finishing a short read that stopped before the file's end.
-func (d *Direct) finishInPlace(q *ReadReq, n int) {
+func (d *Direct) finishInPlace(ctx context.Context, q *ReadReq, n int) {
 	switch {
 	case n < 0:
 		q.Err = d.w.explain(fmt.Errorf("%s: O_DIRECT read of %d bytes at offset %d: %w", d.name, len(q.Buf), q.Off, unix.Errno(-n)))
 	case n < len(q.Buf) && q.Off+int64(n) < d.size && n%int(d.align) == 0 && n > 0:
 		// A short read before the end: finish it the ordinary way.
-		_, q.Err = d.ReadAt(d.rest(q, n), q.Off+int64(n))
+		_, q.Err = d.ReadAtContext(ctx, d.rest(q, n), q.Off+int64(n), nil)
 	case n < len(q.Buf) && !(q.ToEOF && q.Off+int64(n) == d.size):
 		q.Err = d.w.explain(fmt.Errorf("%s: read of %d bytes at offset %d runs past the end (file size %d): %w", d.name, len(q.Buf), q.Off, d.size, io.ErrUnexpectedEOF))
 	}
@@ -369,7 +388,7 @@ func (d *Direct) finishInPlace(q *ReadReq, n int) {
 
 // finishBounced copies q's part of its covering range buf (read at off,
 // kernel result n) into q.Buf, or sets q.Err.
-func (d *Direct) finishBounced(q *ReadReq, buf []byte, off int64, n int) {
+func (d *Direct) finishBounced(ctx context.Context, q *ReadReq, buf []byte, off int64, n int) {
 	if n < 0 {
 		q.Err = d.w.explain(fmt.Errorf("%s: O_DIRECT read of %d bytes at offset %d: %w", d.name, len(q.Buf), q.Off, unix.Errno(-n)))
 		q.IO.DeviceReads++
@@ -385,7 +404,7 @@ func (d *Direct) finishBounced(q *ReadReq, buf []byte, off int64, n int) {
 	switch {
 	case got == len(q.Buf), q.ToEOF && q.Off+int64(got) == d.size:
 	case q.Off+int64(got) < d.size: // short before the end: finish it
-		_, q.Err = d.ReadAtTally(d.rest(q, got), q.Off+int64(got), &q.IO)
+		_, q.Err = d.ReadAtContext(ctx, d.rest(q, got), q.Off+int64(got), &q.IO)
 	default:
 		q.Err = d.w.explain(fmt.Errorf("%s: read of %d bytes at offset %d runs past the end (file size %d): %w", d.name, len(q.Buf), q.Off, d.size, io.ErrUnexpectedEOF))
 	}
@@ -428,7 +447,7 @@ func (d *Direct) Close() error { return d.life.Close(d.name) }
 func (d *Direct) Stats() Stats { return d.snapshot() }
 
 // CheckFile: see FileChecker.
-func (d *Direct) CheckFile() error { return d.w.checkFile() }
+func (d *Direct) CheckFile(context.Context) error { return d.w.checkFile() }
 
 // CheckFD: see FileChecker.
 func (d *Direct) CheckFD() error { return d.w.checkFD() }

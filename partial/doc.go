@@ -2,12 +2,13 @@
 // loading the file whole: the storage contract and the backends that read
 // a file as it is on disk.
 //
-// Storage is io.ReaderAt + Size + Close, with no short reads and safe
-// concurrent use, Close included. The backends here are Memory (the whole
+// Storage is ReadAtContext + Size + Close, with no short reads, a caller's
+// I/O tally, reads that give up when their context ends, and safe
+// concurrent use, Close included; ReaderAt binds a context to a Storage for
+// code that takes an io.ReaderAt. The backends here are Memory (the whole
 // file in RAM), Mmap, File (pread) and Direct (O_DIRECT through io_uring).
 // What only some backends can do is an optional interface found by type
-// assertion: Viewer, BatchReader, TallyReader, BlockViewer, Warmer,
-// FileChecker.
+// assertion: Viewer, BatchReader, BlockViewer, Warmer, FileChecker.
 //
 // Every storage that reads a file as it is on disk detects a change of that
 // file after it was opened (FileChecker, ErrFileChanged, RecoverFault), so

@@ -1,6 +1,7 @@
 package partial
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"runtime"
@@ -32,8 +33,9 @@ type FileChecker interface {
 	// CheckFile compares fstat of the open descriptor and stat of the path
 	// (which catches a file replaced by rename: the descriptor still reads
 	// the old one) with the identity at open. For watchers and status
-	// requests, about once a second.
-	CheckFile() error
+	// requests, about once a second. A check that asks a remote store (an
+	// object's HEAD) gives up when ctx ends.
+	CheckFile(ctx context.Context) error
 	// CheckFD is the per-query check: it proves that no byte read through
 	// the storage before the call came from a version of the file other
 	// than the one opened. It never allocates, and costs one atomic load
@@ -248,19 +250,19 @@ func (w *fileWatch) fault(addr uintptr, off int64) error {
 }
 
 // CheckFile: see FileChecker.
-func (p *File) CheckFile() error { return p.w.checkFile() }
+func (p *File) CheckFile(context.Context) error { return p.w.checkFile() }
 
 // CheckFD: see FileChecker.
 func (p *File) CheckFD() error { return p.w.checkFD() }
 
 // CheckFile: see FileChecker.
-func (m *Mmap) CheckFile() error { return m.w.checkFile() }
+func (m *Mmap) CheckFile(context.Context) error { return m.w.checkFile() }
 
 // CheckFD: see FileChecker.
 func (m *Mmap) CheckFD() error { return m.w.checkFD() }
 
 // CheckFile is nil: a Memory's bytes are a private copy of one version.
-func (m *Memory) CheckFile() error { return nil }
+func (m *Memory) CheckFile(context.Context) error { return nil }
 
 // CheckFD is nil, as CheckFile.
 func (m *Memory) CheckFD() error { return nil }

@@ -2,6 +2,7 @@ package partial_test
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -87,7 +88,7 @@ func changeable(t *testing.T, o storage.Options, compressed bool) (partial.Stora
 		data, err = os.ReadFile(path)
 		require.NoError(t, err)
 	}
-	s, err := storage.Open(path, o)
+	s, err := storage.Open(context.Background(), path, o)
 	require.NoError(t, err)
 	t.Cleanup(func() { s.Close() })
 	return s, path, data
@@ -111,10 +112,10 @@ func TestFileChecks(t *testing.T) {
 					c, ok := s.(partial.FileChecker)
 					require.True(t, ok, "%T is not a FileChecker", s)
 					buf := make([]byte, 4096)
-					_, err := s.ReadAt(buf, 0)
+					_, err := s.ReadAtContext(context.Background(), buf, 0, nil)
 					require.NoError(t, err)
 					require.NoError(t, c.CheckFD())
-					require.NoError(t, c.CheckFile())
+					require.NoError(t, c.CheckFile(context.Background()))
 					ch.apply(t, path, data)
 					err = c.CheckFD()
 					if ch.inPlace {
@@ -125,14 +126,14 @@ func TestFileChecks(t *testing.T) {
 						// tmpfs) but a lease does not.
 						t.Logf("CheckFD after rename: %v", err)
 					}
-					err = c.CheckFile()
+					err = c.CheckFile(context.Background())
 					require.ErrorIs(t, err, partial.ErrFileChanged)
 					assert.Contains(t, err.Error(), "file changed: "+path+": ")
 					assert.Contains(t, err.Error(), "since it was opened")
 					// Sticky, the same error everywhere.
 					require.NoError(t, os.WriteFile(path, data, 0o600))
 					assert.Equal(t, err.Error(), c.CheckFD().Error())
-					assert.Equal(t, err.Error(), c.CheckFile().Error())
+					assert.Equal(t, err.Error(), c.CheckFile(context.Background()).Error())
 					t.Log(err)
 				})
 			}
@@ -149,12 +150,12 @@ func TestFileCheckMessages(t *testing.T) {
 
 	s, path, _ = changeable(t, storage.Options{Backend: "pread"}, false)
 	require.NoError(t, os.Remove(path))
-	assert.ErrorContains(t, s.(partial.FileChecker).CheckFile(), "the path no longer names a file")
+	assert.ErrorContains(t, s.(partial.FileChecker).CheckFile(context.Background()), "the path no longer names a file")
 
 	s, path, data = changeable(t, storage.Options{Backend: "pread"}, false)
 	require.NoError(t, os.WriteFile(path+".new", data, 0o600))
 	require.NoError(t, os.Rename(path+".new", path))
-	err := s.(partial.FileChecker).CheckFile()
+	err := s.(partial.FileChecker).CheckFile(context.Background())
 	assert.ErrorContains(t, err, "replaced: the path names another file now")
 	// The numbers are for the server's log, not the message.
 	assert.NotContains(t, err.Error(), "inode")
@@ -163,7 +164,7 @@ func TestFileCheckMessages(t *testing.T) {
 	s, path, data = changeable(t, storage.Options{Backend: "pread"}, false)
 	time.Sleep(10 * time.Millisecond) // a later mtime on coarse clocks
 	require.NoError(t, os.WriteFile(path, bytes.Repeat([]byte{7}, len(data)), 0o600))
-	err = s.(partial.FileChecker).CheckFile()
+	err = s.(partial.FileChecker).CheckFile(context.Background())
 	assert.ErrorContains(t, err, "modified in place since it was opened")
 	assert.NotContains(t, err.Error(), "mtime")
 	assert.Contains(t, partial.ChangeDetail(err), "mtime ")
@@ -177,11 +178,11 @@ func TestFileChangedShortReads(t *testing.T) {
 			t.Run(op.name, func(t *testing.T) {
 				s, path, _ := changeable(t, op.o, op.zstd)
 				require.NoError(t, os.Truncate(path, 0))
-				_, err := s.ReadAt(make([]byte, 4096), s.Size()/2)
+				_, err := s.ReadAtContext(context.Background(), make([]byte, 4096), s.Size()/2, nil)
 				require.ErrorIs(t, err, partial.ErrFileChanged)
 				if d, ok := s.(partial.BatchReader); ok {
 					reqs := []partial.ReadReq{{Off: 8192, Buf: make([]byte, 4096)}, {Off: 1 << 19, Buf: make([]byte, 100)}}
-					require.ErrorIs(t, d.ReadBatch(reqs), partial.ErrFileChanged)
+					require.ErrorIs(t, d.ReadBatch(context.Background(), reqs), partial.ErrFileChanged)
 				}
 			})
 		}
@@ -195,16 +196,16 @@ func TestFileChangedShortReads(t *testing.T) {
 func TestMmapFaults(t *testing.T) {
 	path, data := partialtest.PatternFile(t, 4<<20)
 	m, all := mapWhole(t, path)
-	require.NoError(t, m.Warm(0, int64(len(data))))
+	require.NoError(t, m.Warm(context.Background(), 0, int64(len(data))))
 	require.NoError(t, os.Truncate(path, 4096))
-	_, err := m.ReadAt(make([]byte, 100), 1<<20)
+	_, err := m.ReadAtContext(context.Background(), make([]byte, 100), 1<<20, nil)
 	require.ErrorIs(t, err, partial.ErrFileChanged)
 	assert.ErrorContains(t, err, fmt.Sprintf("truncated from %d to 4096 bytes", len(data)))
 
 	path2, data2 := partialtest.PatternFile(t, 4<<20)
 	m2, all2 := mapWhole(t, path2)
 	require.NoError(t, os.Truncate(path2, 0))
-	err = m2.Warm(0, int64(len(data2)))
+	err = m2.Warm(context.Background(), 0, int64(len(data2)))
 	require.ErrorIs(t, err, partial.ErrFileChanged, "warm-up of a truncated file")
 
 	err = touch(m, all, 3<<20)
@@ -251,9 +252,9 @@ func TestMemoryIgnoresChanges(t *testing.T) {
 	require.NoError(t, os.Truncate(path, 0))
 	c := s.(partial.FileChecker)
 	require.NoError(t, c.CheckFD())
-	require.NoError(t, c.CheckFile())
+	require.NoError(t, c.CheckFile(context.Background()))
 	buf := make([]byte, 100)
-	_, err := s.ReadAt(buf, 1<<20)
+	_, err := s.ReadAtContext(context.Background(), buf, 1<<20, nil)
 	require.NoError(t, err)
 	assert.Equal(t, data[1<<20:1<<20+100], buf)
 }
@@ -288,7 +289,7 @@ func TestFileCheckAfterClose(t *testing.T) {
 	for _, op := range changeOpeners {
 		s, _, _ := changeable(t, op.o, op.zstd)
 		require.NoError(t, s.Close())
-		require.ErrorIs(t, s.(partial.FileChecker).CheckFile(), partial.ErrClosed, op.name)
+		require.ErrorIs(t, s.(partial.FileChecker).CheckFile(context.Background()), partial.ErrClosed, op.name)
 		require.ErrorIs(t, s.(partial.FileChecker).CheckFD(), partial.ErrClosed, op.name)
 	}
 }
@@ -307,7 +308,7 @@ func TestZstdRewrittenFrame(t *testing.T) {
 	_, err = f.WriteAt(bad[100:], 100) // past the first frame's header
 	require.NoError(t, err)
 	require.NoError(t, f.Close())
-	_, err = s.ReadAt(make([]byte, 100), 0)
+	_, err = s.ReadAtContext(context.Background(), make([]byte, 100), 0, nil)
 	require.ErrorIs(t, err, partial.ErrFileChanged)
 }
 

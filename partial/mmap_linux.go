@@ -1,6 +1,7 @@
 package partial
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -24,9 +25,13 @@ const hugePage = 2 << 20
 // the advice: an evicted region reads 2 MiB back, which suits an index kept
 // warm. Readers may run meanwhile (an unmapped page faults back in). A
 // range the file no longer covers fails with an error wrapping
-// ErrFileChanged.
-func (m *Mmap) Warm(off, n int64) error {
+// ErrFileChanged. It gives up when ctx ends, between steps of populateStep
+// bytes.
+func (m *Mmap) Warm(ctx context.Context, off, n int64) error {
 	return m.withPages(off, n, func(r []byte, start int64) error {
+		if err := Interrupted(ctx); err != nil {
+			return fmt.Errorf("%s: warm-up given up: %w", m.name, err)
+		}
 		hs := start &^ (hugePage - 1)
 		he := (off + n + hugePage - 1) &^ (hugePage - 1)
 		if size := int64(len(m.data)); he > size {
@@ -38,7 +43,16 @@ func (m *Mmap) Warm(off, n int64) error {
 				m.dropCached(hs, he-hs)
 			}
 		}
-		switch err := unix.Madvise(r, unix.MADV_POPULATE_READ); err {
+		var err error
+		for at := 0; at < len(r) && err == nil; at += populateStep {
+			if at > 0 {
+				if cerr := Interrupted(ctx); cerr != nil {
+					return fmt.Errorf("%s: warm-up given up: %w", m.name, cerr)
+				}
+			}
+			err = unix.Madvise(r[at:min(len(r), at+populateStep)], unix.MADV_POPULATE_READ)
+		}
+		switch err {
 		case nil:
 		case unix.EFAULT, unix.EIO, unix.EHWPOISON:
 			// A page would have faulted (SIGBUS): the file no longer
@@ -55,6 +69,10 @@ func (m *Mmap) Warm(off, n int64) error {
 		return nil
 	})
 }
+
+// populateStep is how much of a warm-up one MADV_POPULATE_READ faults in
+// before the warm-up looks at its context again.
+const populateStep = 64 << 20
 
 // dropCached drops the file's cached pages in [off, off+n) that no process
 // maps (POSIX_FADV_DONTNEED), if the path still names the mapped file.

@@ -2,6 +2,7 @@ package partial_test
 
 import (
 	"bytes"
+	"context"
 	"os"
 	"strconv"
 	"strings"
@@ -22,7 +23,7 @@ func TestMmapWarm(t *testing.T) {
 	path, data := partialtest.PatternFile(t, 9<<20)
 	m, all := mapWhole(t, path)
 	for _, r := range [][2]int64{{3<<20 + 100, 5<<20 + 7}, {0, int64(len(data))}} {
-		if err := m.Warm(r[0], r[1]); err != nil {
+		if err := m.Warm(context.Background(), r[0], r[1]); err != nil {
 			t.Fatal(err)
 		}
 		page := int64(os.Getpagesize())
@@ -41,7 +42,7 @@ func TestMmapWarm(t *testing.T) {
 			t.Fatalf("range %v: mapped bytes differ from the file", r)
 		}
 	}
-	if err := m.Warm(int64(len(data)), 1); err == nil {
+	if err := m.Warm(context.Background(), int64(len(data)), 1); err == nil {
 		t.Error("Populate past the end succeeded")
 	}
 	t.Logf("mapped on huge pages: %d KiB", pmdMapped(t, uintptr(unsafe.Pointer(&all[0]))))
@@ -116,7 +117,7 @@ func TestMmapWarmWholeHugePages(t *testing.T) {
 		t.Skipf("the kernel placed the mapping at %#x, off a 2 MiB boundary: no huge pages possible", base)
 	}
 	sink += all[100] + all[7<<20+5] // and maps them, as a parse through the mapping would
-	if err := m.Warm(1<<20+100, 6<<20); err != nil {
+	if err := m.Warm(context.Background(), 1<<20+100, 6<<20); err != nil {
 		t.Fatal(err)
 	}
 	if !bytes.Equal(all, data) {

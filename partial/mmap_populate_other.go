@@ -2,6 +2,8 @@
 
 package partial
 
-// Warm reads [off, off+n) ahead (MADV_WILLNEED); huge pages and
-// MADV_POPULATE_READ are Linux's.
-func (m *Mmap) Warm(off, n int64) error { return m.WillNeed(off, n) }
+import "context"
+
+// Warm reads [off, off+n) ahead (MADV_WILLNEED), which does not block;
+// huge pages and MADV_POPULATE_READ are Linux's.
+func (m *Mmap) Warm(_ context.Context, off, n int64) error { return m.WillNeed(off, n) }

@@ -3,6 +3,7 @@
 package partial
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"runtime/debug"
@@ -69,9 +70,10 @@ func NewMmap(h *Handle) (*Mmap, error) {
 	return m, nil
 }
 
-// ReadAt copies from the mapping; a fault there (the file was truncated)
-// is an error wrapping ErrFileChanged, not a crash.
-func (m *Mmap) ReadAt(p []byte, off int64) (n int, err error) {
+// ReadAtContext copies from the mapping (ctx and t are ignored, as for
+// Memory); a fault there (the file was truncated) is an error wrapping
+// ErrFileChanged, not a crash.
+func (m *Mmap) ReadAtContext(ctx context.Context, p []byte, off int64, t *Tally) (n int, err error) {
 	prev := debug.SetPanicOnFault(true)
 	defer func() {
 		debug.SetPanicOnFault(prev)
@@ -83,7 +85,7 @@ func (m *Mmap) ReadAt(p []byte, off int64) (n int, err error) {
 			n, err = 0, ferr
 		}
 	}()
-	return m.region.ReadAt(p, off)
+	return m.region.ReadAtContext(ctx, p, off, t)
 }
 
 // WillNeed asks the kernel to read the pages of [off, off+n) ahead

@@ -1,6 +1,7 @@
 package partial_test
 
 import (
+	"context"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -28,7 +29,7 @@ func TestNamed(t *testing.T) {
 			o := op.o
 			o.Name = name
 			missing := filepath.Join(t.TempDir(), "missing.faiss")
-			_, err := storage.Open(missing, o)
+			_, err := storage.Open(context.Background(), missing, o)
 			require.ErrorIs(t, err, fs.ErrNotExist)
 			assert.Contains(t, err.Error(), name)
 			assert.NotContains(t, err.Error(), missing)
@@ -38,12 +39,12 @@ func TestNamed(t *testing.T) {
 
 			s, path, _ := changeable(t, op.o, op.zstd)
 			require.NoError(t, s.Close())
-			s, err = storage.Open(path, o)
+			s, err = storage.Open(context.Background(), path, o)
 			require.NoError(t, err)
 			defer s.Close()
 			require.NoError(t, os.Truncate(path, 0))
-			_, rerr := s.ReadAt(make([]byte, 4096), 512<<10)
-			cerr := s.(partial.FileChecker).CheckFile()
+			_, rerr := s.ReadAtContext(context.Background(), make([]byte, 4096), 512<<10, nil)
+			cerr := s.(partial.FileChecker).CheckFile(context.Background())
 			for _, err := range []error{rerr, cerr} {
 				require.ErrorIs(t, err, partial.ErrFileChanged)
 				assert.Contains(t, err.Error(), name)

@@ -1,6 +1,7 @@
 package partial
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -47,7 +48,9 @@ func NewFile(h *Handle) (*File, error) {
 
 func (p *File) Size() int64 { return p.size }
 
-func (p *File) ReadAt(b []byte, off int64) (int, error) {
+// ReadAtContext reads with one pread (none when ctx has ended), counted in
+// t when not nil.
+func (p *File) ReadAtContext(ctx context.Context, b []byte, off int64, t *Tally) (int, error) {
 	if !p.life.Acquire() {
 		return 0, backendkit.Closed(p.name)
 	}
@@ -56,8 +59,15 @@ func (p *File) ReadAt(b []byte, off int64) (int, error) {
 	if err := backendkit.CheckRange(p.name, off, int64(len(b)), p.size); err != nil {
 		return 0, err
 	}
+	if err := Interrupted(ctx); err != nil {
+		return 0, fmt.Errorf("%s: read of %d bytes at offset %d given up: %w", p.name, len(b), off, err)
+	}
 	n, err := p.f.ReadAt(b, off)
 	p.osRead(n)
+	if t != nil {
+		t.DeviceReads++
+		t.DeviceBytes += int64(n)
+	}
 	if n == len(b) {
 		return n, nil
 	}
@@ -93,18 +103,11 @@ func openRegularID(path, name string) (*os.File, fileID, error) {
 	return f, id, nil
 }
 
-// ReadAtTally is ReadAt that counts the read in t (when not nil).
-func (p *File) ReadAtTally(b []byte, off int64, t *Tally) (int, error) {
-	n, err := p.ReadAt(b, off)
-	if t != nil {
-		t.DeviceReads++
-		t.DeviceBytes += int64(n)
-	}
-	return n, err
+// ReadBatch reads the requests in parallel, up to 16 at a time; those not
+// started when ctx ends fail.
+func (p *File) ReadBatch(ctx context.Context, reqs []ReadReq) error {
+	return readBatchParallel(ctx, p, reqs, 16)
 }
-
-// ReadBatch reads the requests in parallel, up to 16 at a time.
-func (p *File) ReadBatch(reqs []ReadReq) error { return readBatchParallel(p, reqs, 16) }
 
 // Fd is the descriptor, for posix_fadvise in benchmarks.
 func (p *File) Fd() uintptr { return p.f.Fd() }
@@ -114,18 +117,14 @@ func (p *File) Close() error { return p.life.Close(p.name) }
 func (p *File) Stats() Stats { return p.snapshot() }
 
 // readBatchParallel serves reqs with up to par concurrent reads, each
-// request tallying its own I/O when r can.
-func readBatchParallel(r io.ReaderAt, reqs []ReadReq, par int) error {
+// request tallying its own I/O.
+func readBatchParallel(ctx context.Context, r Storage, reqs []ReadReq, par int) error {
 	read := func(q *ReadReq) {
 		buf := q.Buf
-		if sr, ok := r.(interface{ Size() int64 }); ok && q.ToEOF {
-			buf = buf[:max(0, min(int64(len(buf)), sr.Size()-q.Off))]
+		if q.ToEOF {
+			buf = buf[:max(0, min(int64(len(buf)), r.Size()-q.Off))]
 		}
-		if t, ok := r.(TallyReader); ok {
-			_, q.Err = t.ReadAtTally(buf, q.Off, &q.IO)
-		} else {
-			_, q.Err = r.ReadAt(buf, q.Off)
-		}
+		_, q.Err = r.ReadAtContext(ctx, buf, q.Off, &q.IO)
 	}
 	if len(reqs) == 1 {
 		read(&reqs[0])

@@ -1,6 +1,8 @@
 package partial
 
 import (
+	"context"
+
 	"github.com/faiss-sidecar/faiss-sidecar/partial/internal/backendkit"
 )
 
@@ -15,7 +17,9 @@ type region struct {
 
 func (m *region) Size() int64 { return int64(len(m.data)) }
 
-func (m *region) ReadAt(p []byte, off int64) (int, error) {
+// ReadAtContext copies from memory: it cannot block, so it ignores ctx, and
+// counts nothing in t (no device read).
+func (m *region) ReadAtContext(_ context.Context, p []byte, off int64, _ *Tally) (int, error) {
 	if !m.life.Acquire() {
 		return 0, backendkit.Closed(m.name)
 	}

@@ -1,22 +1,30 @@
 package partial
 
 import (
+	"context"
 	"errors"
-	"io"
 
 	"github.com/faiss-sidecar/faiss-sidecar/partial/internal/backendkit"
 )
 
 // Storage is read-only random access to one file's bytes.
 //
-// ReadAt reads len(p) bytes or returns an error: it never returns a short
-// read with a nil error, and a range past Size fails with an error wrapping
-// io.ErrUnexpectedEOF (io.EOF when off == Size and len(p) > 0). All methods
-// are safe for concurrent use. Close may be called while reads are in
-// flight: they finish safely, later calls fail with an error wrapping
-// ErrClosed, and a second Close returns ErrClosed.
+// ReadAtContext reads len(p) bytes at off into p or returns an error: it
+// never returns a short read with a nil error, and a range past Size fails
+// with an error wrapping io.ErrUnexpectedEOF (io.EOF when off == Size and
+// len(p) > 0). It adds the read's I/O to t when t is not nil. ctx must not
+// be nil: a read that can block (a device, an object store, a wait for
+// another reader's fill) gives up when ctx ends, before and between its
+// blocking steps and in its retries and backoffs, with an error wrapping
+// context.Cause(ctx); a read already handed to a local device is waited
+// for. Only a backend whose bytes are in memory (a Viewer) may ignore ctx.
+//
+// All methods are safe for concurrent use. Close may be called while
+// reads are in flight: they finish safely, later calls fail with an error
+// wrapping ErrClosed, and a second Close returns ErrClosed. ReaderAt gives
+// a Storage to code that takes an io.ReaderAt.
 type Storage interface {
-	io.ReaderAt
+	ReadAtContext(ctx context.Context, p []byte, off int64, t *Tally) (int, error)
 	Size() int64
 	Close() error
 }
@@ -41,7 +49,7 @@ type ReadReq struct {
 	Off int64
 	Buf []byte // filled completely, or Err is set
 	Err error
-	IO  Tally // this request's I/O, where the backend is a TallyReader
+	IO  Tally // this request's I/O
 	// ToEOF lets the read stop at the file's end without an error, Buf's
 	// bytes past it unspecified: a request of whole aligned blocks
 	// for O_DIRECT covering the file's last one. Direct and File honour
@@ -50,15 +58,17 @@ type ReadReq struct {
 }
 
 // BatchReader is implemented by backends that serve many ranges in
-// parallel (direct, pread): ReadBatch fills every request, returning the
-// first error (each request also carries its own).
+// parallel (direct, pread, an object store and the caches over them):
+// ReadBatch fills every request, returning the first error (each request
+// also carries its own). When ctx ends, the requests not yet read fail
+// with an error wrapping context.Cause(ctx), as in Storage.ReadAtContext.
 type BatchReader interface {
-	ReadBatch(reqs []ReadReq) error
+	ReadBatch(ctx context.Context, reqs []ReadReq) error
 }
 
 // Stats is a snapshot of a backend's I/O accounting.
 type Stats struct {
-	Requests       int64 `json:"requests"`        // ReadAt and View calls
+	Requests       int64 `json:"requests"`        // reads and View calls
 	BytesRequested int64 `json:"bytes_requested"` // bytes asked for by callers
 	ReadCalls      int64 `json:"read_calls"`      // read system calls issued
 	BytesRead      int64 `json:"bytes_read"`      // bytes read from the OS (alignment and blocks included)
@@ -179,25 +189,19 @@ func (t *Tally) TakeViews() (views, bytes int64) {
 	return views, bytes
 }
 
-// TallyReader is implemented by backends that can attribute their I/O to a
-// caller: ReadAtTally is ReadAt that also adds to t.
-type TallyReader interface {
-	ReadAtTally(p []byte, off int64, t *Tally) (int, error)
-}
-
 // TierReader is implemented by a cache tier below a block cache (the local
-// disk cache of partial/diskcache): ReadAtTiers is ReadAt that adds to t
-// (when not nil) only where the bytes came from (Tally.DiskHits, ColdReads
-// and their bytes), as the block cache above counts the lookup and the
-// read itself.
+// disk cache of partial/diskcache): ReadAtTiers is ReadAtContext that adds
+// to t (when not nil) only where the bytes came from (Tally.DiskHits,
+// ColdReads and their bytes), as the block cache above counts the lookup
+// and the read itself.
 type TierReader interface {
-	ReadAtTiers(p []byte, off int64, t *Tally) (int, error)
+	ReadAtTiers(ctx context.Context, p []byte, off int64, t *Tally) (int, error)
 }
 
 // BlockViewer is implemented by block-caching backends. ViewBlock returns the
 // n bytes at off without copying when the blocks they span are cached (a
 // lock-free hit, counted in t when not nil); ok is false otherwise, and the
-// caller reads with ReadAt (which caches the blocks). ViewBlock must be
+// caller reads with ReadAtContext (which caches the blocks). ViewBlock must be
 // called inside a read section, between EnterRead and ExitRead: the bytes
 // are immutable and stay valid until the section ends, even if the block is
 // evicted or the backend closed meanwhile (Close waits for open sections).
@@ -224,7 +228,7 @@ type BlockViewer interface {
 // Warmer is implemented by backends that can make a range fast to read
 // ahead of queries: a block cache fills itself with it in large reads
 // rather than one block per read; a mapping makes it resident (on huge
-// pages where the kernel can).
+// pages where the kernel can). A warm-up gives up when ctx ends.
 type Warmer interface {
-	Warm(off, n int64) error
+	Warm(ctx context.Context, off, n int64) error
 }

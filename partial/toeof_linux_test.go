@@ -2,6 +2,7 @@ package partial
 
 import (
 	"bytes"
+	"context"
 	"io"
 	"os"
 	"path/filepath"
@@ -36,7 +37,7 @@ func TestReadToEOF(t *testing.T) {
 				{Off: 0, Buf: d.AlignedBuffer(4096)}, // a whole block beside it
 				{Off: 2*4096 + shift, Buf: buf[:2*4096-shift], ToEOF: toEOF},
 			}
-			err := br.ReadBatch(reqs)
+			err := br.ReadBatch(context.Background(), reqs)
 			if !toEOF {
 				require.ErrorIs(t, err, io.ErrUnexpectedEOF, "%s shift %d unmarked", name, shift)
 				continue
@@ -61,11 +62,11 @@ func TestReadToEOF(t *testing.T) {
 	// end, not past it, in place and bounced.
 	q := ReadReq{Off: 4096, Buf: d.AlignedBuffer(3 * 4096), ToEOF: true}
 	copy(q.Buf, want[4096:2*4096]) // what the kernel's short read brought
-	d.finishInPlace(&q, 4096)
+	d.finishInPlace(context.Background(), &q, 4096)
 	require.NoError(t, q.Err)
 	require.True(t, bytes.Equal(want[4096:], q.Buf[:size-4096]), "in place")
 	q = ReadReq{Off: 4096 + 5, Buf: make([]byte, 3*4096-5), ToEOF: true}
-	d.finishBounced(&q, want[4096:2*4096], 4096, 4096)
+	d.finishBounced(context.Background(), &q, want[4096:2*4096], 4096, 4096)
 	require.NoError(t, q.Err)
 	require.True(t, bytes.Equal(want[4096+5:], q.Buf[:size-4096-5]), "bounced")
 }

@@ -1,6 +1,7 @@
 package partial
 
 import (
+	"context"
 	"fmt"
 	"math"
 	"sync"
@@ -264,18 +265,27 @@ func (u *uring) flush() unix.Errno {
 // readBatch reads every request through the ring, queueing up to 32 SQEs
 // per system call, with at most cap(sem) reads outstanding (nil sem: the
 // ring's size). It calls finish(i), in this goroutine, as soon as request
-// i is complete (res[i] set to the kernel's result), also while later
-// requests wait for a token, and returns after the last. rs (len(bufs))
-// and done (capacity ≥ len(bufs)) are the caller's scratch.
-func (u *uring) readBatch(fd int, bufs [][]byte, offs []int64, res []int32, rs []uringReq, sem chan struct{}, done chan int32, finish func(i int)) {
+// i is complete (res[i] set to the kernel's result, or resGivenUp for a
+// request not submitted because ctx ended), also while later requests wait
+// for a token, and returns after the last. rs (len(bufs)) and done
+// (capacity ≥ len(bufs)) are the caller's scratch.
+func (u *uring) readBatch(ctx context.Context, fd int, bufs [][]byte, offs []int64, res []int32, rs []uringReq, sem chan struct{}, done chan int32, finish func(i int)) {
 	clear(rs)
-	finished := 0
+	finished, submitted := 0, len(bufs)
 	handle := func(i int32) {
 		res[i] = rs[i].res
 		finish(int(i))
 		finished++
 	}
 	for i := range bufs {
+		if ctx.Err() != nil { // what is in flight completes; the rest is not sent
+			submitted = i
+			for j := i; j < len(bufs); j++ {
+				res[j] = resGivenUp
+				finish(j)
+			}
+			break
+		}
 		if sem != nil {
 			select {
 			case sem <- struct{}{}:
@@ -311,7 +321,7 @@ func (u *uring) readBatch(fd int, bufs [][]byte, offs []int64, res []int32, rs [
 	if errno := u.flush(); errno != 0 {
 		u.failQueued(-int32(errno))
 	}
-	for finished < len(bufs) {
+	for finished < submitted {
 		handle(<-done)
 	}
 }
@@ -403,16 +413,27 @@ func newOwnedRing(entries uint32) (ownedRing, error) {
 
 // readBatch reads bufs[i] at offs[i] from fd, at most par in flight,
 // setting res[i] to the kernel's result (bytes read, or -errno) and
-// calling finish(i) as each completes. It reports false when the ring
-// refused to go on (every read not answered failed): it must not be used
-// again.
-func (o ownedRing) readBatch(fd int, bufs [][]byte, offs []int64, res []int32, par int, finish func(i int)) bool {
+// calling finish(i) as each completes. Once ctx ends it submits no more:
+// the requests left get resGivenUp, those in flight are waited for. It
+// reports false when the ring refused to go on (every read not answered
+// failed): it must not be used again.
+func (o ownedRing) readBatch(ctx context.Context, fd int, bufs [][]byte, offs []int64, res []int32, par int, finish func(i int)) bool {
 	u := o.uring
 	n := len(bufs)
 	par = max(1, min(par, int(u.entries)))
 	next, pending, running, done := 0, 0, 0, 0 // pending: in the ring, not yet taken by the kernel
 	fail := func(i int, errno unix.Errno) { res[i] = -int32(errno); finish(i); done++ }
 	for done < n {
+		if next < n && ctx.Err() != nil {
+			for ; next < n; next++ {
+				res[next] = resGivenUp
+				finish(next)
+				done++
+			}
+			if running+pending == 0 {
+				break
+			}
+		}
 		for ; next < n && pending+running < par; next++ {
 			u.push(readSQE(fd, bufs[next], offs[next], uint64(next)))
 			res[next] = resInFlight
@@ -468,8 +489,12 @@ func (o ownedRing) readBatch(fd int, bufs [][]byte, offs []int64, res []int32, p
 }
 
 // resInFlight marks, in ownedRing.readBatch's results, a read the kernel
-// has not answered.
-const resInFlight = math.MinInt32
+// has not answered; resGivenUp, in both rings' results, a read not
+// submitted because its batch's context ended.
+const (
+	resInFlight = math.MinInt32
+	resGivenUp  = math.MinInt32 + 1
+)
 
 // close releases the ring (no read may be in flight).
 func (o ownedRing) close() error {

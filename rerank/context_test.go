@@ -20,11 +20,6 @@ type stalledStorage struct {
 	end chan struct{}
 }
 
-func (s *stalledStorage) ReadAt(p []byte, off int64) (int, error) {
-	<-s.end
-	return 0, os.ErrClosed
-}
-
 func (s *stalledStorage) ReadAtContext(ctx context.Context, p []byte, off int64, _ *partial.Tally) (int, error) {
 	select {
 	case <-s.end:
@@ -34,11 +29,7 @@ func (s *stalledStorage) ReadAtContext(ctx context.Context, p []byte, off int64,
 	}
 }
 
-func (s *stalledStorage) ReadBatch(reqs []partial.ReadReq) error {
-	return s.ReadBatchContext(context.Background(), reqs)
-}
-
-func (s *stalledStorage) ReadBatchContext(ctx context.Context, reqs []partial.ReadReq) error {
+func (s *stalledStorage) ReadBatch(ctx context.Context, reqs []partial.ReadReq) error {
 	var first error
 	for i := range reqs {
 		if _, reqs[i].Err = s.ReadAtContext(ctx, reqs[i].Buf, reqs[i].Off, nil); first == nil {

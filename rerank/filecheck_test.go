@@ -1,6 +1,7 @@
 package rerank
 
 import (
+	"context"
 	"os"
 	"path/filepath"
 	"testing"
@@ -28,7 +29,7 @@ func TestVectorFileChanged(t *testing.T) {
 				defer s.Close()
 				got := make([]float32, len(labels)*64)
 				require.NoError(t, s.Fetch(labels, got, nil))
-				require.NoError(t, s.CheckFile())
+				require.NoError(t, s.CheckFile(context.Background()))
 				switch change {
 				case "truncate":
 					require.NoError(t, os.Truncate(path, 4096))
@@ -46,14 +47,14 @@ func TestVectorFileChanged(t *testing.T) {
 				case "rename":
 					other := writeVecFile(t, want)
 					require.NoError(t, os.Rename(other, path))
-					require.ErrorIs(t, s.CheckFile(), partial.ErrFileChanged)
+					require.ErrorIs(t, s.CheckFile(context.Background()), partial.ErrFileChanged)
 				}
 				err = s.Fetch(labels, got, nil)
 				require.ErrorIs(t, err, partial.ErrFileChanged)
 				assert.Contains(t, err.Error(), path)
 				_, err = s.Rescore(make([]float32, 64), labels, 2, false, nil)
 				require.ErrorIs(t, err, partial.ErrFileChanged)
-				require.ErrorIs(t, s.CheckFile(), partial.ErrFileChanged)
+				require.ErrorIs(t, s.CheckFile(context.Background()), partial.ErrFileChanged)
 			})
 		}
 	}

@@ -50,9 +50,9 @@ func (s *Store) RescoreTo(dst []Hit, q []float32, labels []int32, k int, ip bool
 	return s.RescoreToContext(nil, dst, q, labels, k, ip, st)
 }
 
-// RescoreToContext is RescoreTo whose reads that can wait (an object
-// store) give up when ctx ends (nil: never), with an error wrapping the
-// context's cause.
+// RescoreToContext is RescoreTo whose reads that can block (an object
+// store, a device) give up when ctx ends (nil: never), with an error
+// wrapping the context's cause.
 func (s *Store) RescoreToContext(ctx context.Context, dst []Hit, q []float32, labels []int32, k int, ip bool, st *FetchStats) ([]Hit, error) {
 	if len(q) != s.Dim {
 		return nil, fmt.Errorf("query has %d components, %s holds %d-dimensional vectors", len(q), s.Path, s.Dim)

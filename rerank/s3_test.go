@@ -1,6 +1,7 @@
 package rerank
 
 import (
+	"context"
 	"math"
 	"os"
 	"path/filepath"
@@ -21,19 +22,14 @@ type countingStorage struct {
 	readAts, batches atomic.Int64
 }
 
-func (c *countingStorage) ReadAt(p []byte, off int64) (int, error) {
+func (c *countingStorage) ReadAtContext(ctx context.Context, p []byte, off int64, t *partial.Tally) (int, error) {
 	c.readAts.Add(1)
-	return c.Storage.ReadAt(p, off)
+	return c.Storage.ReadAtContext(ctx, p, off, t)
 }
 
-func (c *countingStorage) ReadAtTally(p []byte, off int64, t *partial.Tally) (int, error) {
-	c.readAts.Add(1)
-	return c.Storage.(partial.TallyReader).ReadAtTally(p, off, t)
-}
-
-func (c *countingStorage) ReadBatch(reqs []partial.ReadReq) error {
+func (c *countingStorage) ReadBatch(ctx context.Context, reqs []partial.ReadReq) error {
 	c.batches.Add(1)
-	return c.Storage.(partial.BatchReader).ReadBatch(reqs)
+	return c.Storage.(partial.BatchReader).ReadBatch(ctx, reqs)
 }
 
 // objects opens the tests' objects, as a program's one client does.
@@ -42,9 +38,9 @@ var objects = s3.NewClient(s3.Options{})
 // openObject is a Store over the s3:// object u, opened as the engine
 // opens one.
 func openObject(t *testing.T, u string) *Store {
-	o, err := objects.Open(u, s3.Options{})
+	o, err := objects.Open(context.Background(), u, s3.Options{})
 	require.NoError(t, err)
-	s, err := OpenStorage(o, u)
+	s, err := OpenStorage(context.Background(), o, u)
 	require.NoError(t, err)
 	return s
 }
@@ -78,12 +74,12 @@ func TestBatchFromS3(t *testing.T) {
 				require.Equal(t, math.Float32bits(want[lb][j]), math.Float32bits(got[i*64+j]), "%s label %d component %d", path, lb, j)
 			}
 		}
-		require.NoError(t, s.CheckFile())
+		require.NoError(t, s.CheckFile(context.Background()))
 		require.NoError(t, s.Close())
 
-		o, err := objects.Open(u, s3.Options{})
+		o, err := objects.Open(context.Background(), u, s3.Options{})
 		require.NoError(t, err)
-		l, err := ReadLayout(o, o.Size(), u)
+		l, err := ReadLayout(partial.ReaderAt(context.Background(), o), o.Size(), u)
 		require.NoError(t, err)
 		cs := &countingStorage{Storage: o}
 		bs := NewBatch(cs, l)
@@ -103,7 +99,7 @@ func TestBatchFromS3(t *testing.T) {
 			assert.Equal(t, lh, hits)
 		}
 		require.NoError(t, bs.Close())
-		_, err = o.ReadAt(make([]byte, 1), 0)
+		_, err = o.ReadAtContext(context.Background(), make([]byte, 1), 0, nil)
 		require.NoError(t, err, "a Store from NewBatch leaves its storage open")
 		o.Close()
 	}
@@ -129,7 +125,7 @@ func TestBatchObjectReplaced(t *testing.T) {
 	err = s.Fetch([]int32{2000}, got, nil)
 	require.ErrorIs(t, err, partial.ErrFileChanged)
 	assert.Contains(t, err.Error(), u)
-	require.ErrorIs(t, s.CheckFile(), partial.ErrFileChanged)
+	require.ErrorIs(t, s.CheckFile(context.Background()), partial.ErrFileChanged)
 }
 
 // TestOpenStorageOwnsIt: a Store from OpenStorage closes its storage, and
@@ -139,18 +135,18 @@ func TestOpenStorageOwnsIt(t *testing.T) {
 	b, err := os.ReadFile(writeVecFile(t, want))
 	require.NoError(t, err)
 	m := partial.NewMemory("v.vec", b)
-	s, err := OpenStorage(m, "s3://b/v.vec")
+	s, err := OpenStorage(context.Background(), m, "s3://b/v.vec")
 	require.NoError(t, err)
 	assert.Equal(t, StrategyBatch, s.Strategy())
 	require.NoError(t, s.Check(64, 3000))
 	require.NoError(t, s.Close())
-	_, err = m.ReadAt(make([]byte, 1), 0)
+	_, err = m.ReadAtContext(context.Background(), make([]byte, 1), 0, nil)
 	require.ErrorIs(t, err, partial.ErrClosed, "the Store closed its storage")
 
 	junk := partial.NewMemory("junk", []byte("not a vector file at all"))
-	_, err = OpenStorage(junk, "s3://b/junk")
+	_, err = OpenStorage(context.Background(), junk, "s3://b/junk")
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "s3://b/junk")
-	_, err = junk.ReadAt(make([]byte, 1), 0)
+	_, err = junk.ReadAtContext(context.Background(), make([]byte, 1), 0, nil)
 	require.ErrorIs(t, err, partial.ErrClosed, "a failed OpenStorage closes its storage")
 }

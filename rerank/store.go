@@ -90,9 +90,8 @@ type bufs struct {
 	reqs  []partial.ReadReq
 	miss  []int32 // viewCached's misses …
 	at    []int   // … and their indexes into the labels
-	// ctx is the reading query's context while the buffers are taken
-	// (nil: none): reads that can wait on an object store give up when it
-	// ends.
+	// ctx is the reading query's context while the buffers are taken:
+	// reads that can block give up when it ends.
 	ctx context.Context
 }
 
@@ -202,9 +201,10 @@ func NewBatch(st partial.Storage, l Layout) *Store {
 
 // OpenStorage reads the vector file st holds (an object the caller opened:
 // every read is a round trip) with strategy batch, naming it name in
-// errors. The Store owns st: closing it, or OpenStorage failing, closes st.
-func OpenStorage(st partial.Storage, name string) (*Store, error) {
-	l, err := ReadLayout(st, st.Size(), name)
+// errors; reading its layout gives up when ctx ends. The Store owns st:
+// closing it, or OpenStorage failing, closes st.
+func OpenStorage(ctx context.Context, st partial.Storage, name string) (*Store, error) {
+	l, err := ReadLayout(partial.ReaderAt(ctx, st), st.Size(), name)
 	if err != nil {
 		st.Close()
 		return nil, err
@@ -256,7 +256,7 @@ func openStore(path, name, strategy string, parallel int) (*Store, error) {
 	// layout checked.
 	fi, err := os.Stat(path)
 	if err == nil && l.Unchanged(fi) {
-		err = s.CheckFile()
+		err = s.CheckFile(context.Background())
 	} else if err == nil {
 		err = partial.ErrFileChanged
 	}
@@ -363,7 +363,8 @@ func (s *Store) Fetch(labels []int32, dst []float32, st *FetchStats) error {
 // (mmap-willneed), and every read ends with the storage's per-query check
 // (partial.FileChecker.CheckFD), so no answer mixes two versions' bytes.
 //
-// Reads that can wait (an object store) give up when ctx ends (nil: never).
+// Reads that can block (an object store, a device) give up when ctx ends
+// (nil: never).
 func (s *Store) view(ctx context.Context, labels []int32, st *FetchStats, use func(i int, b []byte)) (err error) {
 	for _, l := range labels {
 		if l < 0 || int64(l) >= s.Count {
@@ -395,7 +396,9 @@ const viewChunk = 512
 // viewPart is view of at most viewChunk labels, checked.
 func (s *Store) viewPart(ctx context.Context, labels []int32, st *FetchStats, use func(i int, b []byte)) (err error) {
 	b := s.bufs.take(len(labels) * 4 * s.Dim)
-	b.ctx = ctx
+	if b.ctx = ctx; ctx == nil {
+		b.ctx = context.Background()
+	}
 	defer func() { b.ctx = nil; s.bufs.give(b) }()
 	switch {
 	case s.decoder != nil:
@@ -514,20 +517,15 @@ func (s *Store) checker() partial.FileChecker {
 
 // CheckFile reports whether the vector file changed since it was opened,
 // through its descriptor or at its path (partial.FileChecker.CheckFile):
-// an error wrapping partial.ErrFileChanged, which stays.
-func (s *Store) CheckFile() error { return s.checker().CheckFile() }
-
-// CheckFileContext is CheckFile whose request to an object store gives up
-// when ctx ends.
-func (s *Store) CheckFileContext(ctx context.Context) error {
-	return partial.CheckFileContext(ctx, s.checker())
-}
+// an error wrapping partial.ErrFileChanged, which stays. A request to an
+// object store gives up when ctx ends.
+func (s *Store) CheckFile(ctx context.Context) error { return s.checker().CheckFile(ctx) }
 
 // noCheck is the change check of a storage without one.
 type noCheck struct{}
 
-func (noCheck) CheckFD() error   { return nil }
-func (noCheck) CheckFile() error { return nil }
+func (noCheck) CheckFD() error                  { return nil }
+func (noCheck) CheckFile(context.Context) error { return nil }
 
 func decode(dst []float32, b []byte) {
 	for j := range dst {
@@ -539,7 +537,7 @@ func (s *Store) viewPread(b *bufs, labels []int32, st *FetchStats, use func(int,
 	buf := s.rawN(b, 4*s.Dim)
 	for i, l := range labels {
 		off := s.Base + int64(l)*s.Stride
-		if _, err := partial.ReadAtContext(b.ctx, s.file, buf, off, nil); err != nil {
+		if _, err := s.file.ReadAtContext(b.ctx, buf, off, nil); err != nil {
 			return fmt.Errorf("%s: vector %d: %w", s.Path, l, err)
 		}
 		use(i, buf)
@@ -664,7 +662,7 @@ func (s *Store) viewDirect(b *bufs, labels []int32, st *FetchStats, use func(int
 	var failed error
 	// Every request is handed over, with its Err set when it was not read
 	// (a closed file's batch too); the batch's own error adds nothing.
-	berr := s.direct.ReadBatchEach(reqs, func(j int) {
+	berr := s.direct.ReadBatchEach(b.ctx, reqs, func(j int) {
 		q := &reqs[j]
 		if q.Err != nil {
 			failed = cmp.Or(failed, fmt.Errorf("%s: %w", s.Path, q.Err))
@@ -703,10 +701,10 @@ func (s *Store) viewBatch(b *bufs, labels []int32, st *FetchStats, use func(int,
 	reqs := s.requests(b, spans, total)
 	var err error
 	if br, ok := s.batch.(partial.BatchReader); ok {
-		err = partial.ReadBatchContext(b.ctx, br, reqs)
+		err = br.ReadBatch(b.ctx, reqs)
 	} else { // a storage that does not batch (memory, mmap: no latency to hide)
 		for j := range reqs {
-			if _, err = partial.ReadAtContext(b.ctx, s.batch, reqs[j].Buf, reqs[j].Off, nil); err != nil {
+			if _, err = s.batch.ReadAtContext(b.ctx, reqs[j].Buf, reqs[j].Off, nil); err != nil {
 				break
 			}
 		}
@@ -723,9 +721,10 @@ func (s *Store) viewBatch(b *bufs, labels []int32, st *FetchStats, use func(int,
 		}
 	}
 	if st != nil {
-		// What the storage did (coalesced GETs, cache hits) when it says so.
+		// What the storage did (coalesced GETs, cache hits), unless its
+		// bytes are in memory (a Viewer's: no device read to count).
 		reads, bytes := len(reqs), total
-		if _, ok := s.batch.(partial.TallyReader); ok {
+		if _, inMemory := s.batch.(partial.Viewer); !inMemory {
 			reads, bytes = 0, 0
 			for _, q := range reqs {
 				reads += int(q.IO.DeviceReads)

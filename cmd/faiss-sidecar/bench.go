@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"flag"
 	"fmt"
 	"io"
@@ -102,7 +103,7 @@ func runBenchStorage(args []string, stdout io.Writer) error {
 	if *warmup {
 		buf := make([]byte, *size)
 		for _, off := range offsets {
-			if _, err := s.ReadAt(buf, off); err != nil {
+			if _, err := s.ReadAtContext(context.Background(), buf, off, nil); err != nil {
 				return err
 			}
 		}
@@ -125,7 +126,7 @@ func runBenchStorage(args []string, stdout io.Writer) error {
 			buf := make([]byte, *size)
 			for i := range next {
 				t0 := time.Now()
-				if _, err := s.ReadAt(buf, offsets[i]); err != nil {
+				if _, err := s.ReadAtContext(context.Background(), buf, offsets[i], nil); err != nil {
 					errOnce.Do(func() { runErr = err })
 				}
 				lat[i] = time.Since(t0)

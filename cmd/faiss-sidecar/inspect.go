@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"flag"
 	"fmt"
 	"io"
@@ -9,6 +10,7 @@ import (
 
 	"github.com/faiss-sidecar/faiss-sidecar/engine"
 	"github.com/faiss-sidecar/faiss-sidecar/faissfmt"
+	"github.com/faiss-sidecar/faiss-sidecar/partial"
 )
 
 func runInspect(args []string, stdout, stderr io.Writer) error {
@@ -38,8 +40,9 @@ func runInspect(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	defer src.Close()
+	r := partial.ReaderAt(context.Background(), src)
 	// inspect shows a graph whose vectors were left out of the file too.
-	f, err := engine.Parse(src, path)
+	f, err := engine.Parse(context.Background(), src, path)
 	if err != nil {
 		return fmt.Errorf("%s: %w", path, err)
 	}
@@ -55,7 +58,7 @@ func runInspect(args []string, stdout, stderr io.Writer) error {
 		g := f.Graph
 		rep.VectorsMissing = &missingJSON{Offset: g.Child.Off, D: g.D, NTotal: g.NTotal, Metric: metricName(g)}
 	}
-	rep.Node, err = describeNode(src, f.Root)
+	rep.Node, err = describeNode(r, f.Root)
 	if err != nil {
 		return fmt.Errorf("%s: %w", path, err)
 	}
@@ -73,7 +76,7 @@ func runInspect(args []string, stdout, stderr io.Writer) error {
 		if prog != nil {
 			opts.Progress = prog.Update
 		}
-		vr, err := faissfmt.Verify(src, f, opts)
+		vr, err := faissfmt.Verify(r, f, opts)
 		prog.Done()
 		if err != nil {
 			return fmt.Errorf("%s: %w", path, err)

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"strings"
 
@@ -15,7 +16,7 @@ var backendHelp = "storage backend: " + strings.Join(engine.Backends(), ", ") + 
 // named backend ("" = auto), with cd's disk cache for an s3:// path, and
 // names the backend; indexes open through the engine's load.
 func openSource(path, backend string, cacheBytes int64, cd cacheDirFlags) (partial.Storage, string, error) {
-	s, name, err := engine.OpenRaw(path, engine.RawOptions{Backend: backend, CacheBytes: cacheBytes, CacheDir: cd.value(), Env: procEnv})
+	s, name, err := engine.OpenRaw(context.Background(), path, engine.RawOptions{Backend: backend, CacheBytes: cacheBytes, CacheDir: cd.value(), Env: procEnv})
 	if errors.Is(err, engine.ErrBadStorageOption) {
 		return nil, "", badOption(err)
 	}

@@ -1,6 +1,9 @@
 package blockcache
 
-import "unsafe"
+import (
+	"context"
+	"unsafe"
+)
 
 // Blocks is one file's blocks in a Cache, numbered from 0 and of any size,
 // for a backend that makes its blocks itself (the zstd backend decodes
@@ -30,9 +33,11 @@ func (b *Blocks) Hit(i, n int64) ([]byte, bool) {
 
 // Get returns block i, calling load on a miss; when many callers miss the
 // same block at once one of them loads it and the others wait. hit reports
-// whether the block was cached or loaded by another caller.
-func (b *Blocks) Get(i int64, load func() ([]byte, error)) (buf []byte, hit bool, err error) {
-	return b.cache.get(nil, keyOf(b.file, i), func() ([]byte, int32, error) {
+// whether the block was cached or loaded by another caller. A wait for
+// another's load gives up when ctx ends (load is given ctx by its caller);
+// a caller whose loader gave up so loads the block itself.
+func (b *Blocks) Get(ctx context.Context, i int64, load func() ([]byte, error)) (buf []byte, hit bool, err error) {
+	return b.cache.get(ctx, keyOf(b.file, i), func() ([]byte, int32, error) {
 		buf, err := load()
 		return buf, -1, err
 	})

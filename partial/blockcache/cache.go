@@ -328,9 +328,8 @@ func (c *Cache) shard(k blockKey) *cacheShard {
 // load reads a block into a buffer of its own, or straight into a slot of
 // the file's home (slot ≥ 0; Cached with slots), and returns it.
 //
-// A caller waiting for another's load gives up when its ctx ends (nil:
-// never); one whose loader gave up for its own ctx's sake loads the block
-// itself.
+// A caller waiting for another's load gives up when its ctx ends; one
+// whose loader gave up for its own ctx's sake loads the block itself.
 func (c *Cache) get(ctx context.Context, k blockKey, load func() ([]byte, int32, error)) (b []byte, hit bool, err error) {
 	sh := c.shard(k)
 	sh.mu.Lock()
@@ -342,7 +341,7 @@ func (c *Cache) get(ctx context.Context, k blockKey, load func() ([]byte, int32,
 		sh.mu.Unlock()
 		select {
 		case <-call.done:
-		case <-partial.Done(ctx):
+		case <-ctx.Done():
 			return nil, true, fmt.Errorf("waiting for a block another read is loading: %w", context.Cause(ctx))
 		}
 		if call.gaveUp && partial.Interrupted(ctx) == nil {
@@ -427,7 +426,6 @@ func (c *Cache) forget(file uint64) {
 type Cached struct {
 	inner    partial.Storage
 	tiers    partial.TierReader // inner, when it is a cache tier (a disk cache)
-	ctiers   partial.ContextTierReader
 	cache    *Cache
 	ownCache bool
 	file     uint64
@@ -524,7 +522,6 @@ func newCached(name string, inner partial.Storage, cache *Cache, budget int64, b
 		c.cache, c.ownCache = New(budget), true
 	}
 	c.tiers, _ = inner.(partial.TierReader)
-	c.ctiers, _ = inner.(partial.ContextTierReader)
 	if alwaysMirror || mirrors(c.cache.Budget(), c.g.size) {
 		// 2 MiB pages only where they cannot cost memory beyond the budget:
 		// a private cache, which holds the whole file.
@@ -558,20 +555,14 @@ func (c *Cached) Size() int64 { return c.g.size }
 // BlockSize is the cache block size.
 func (c *Cached) BlockSize() int64 { return c.g.bs }
 
-func (c *Cached) ReadAt(p []byte, off int64) (int, error) { return c.ReadAtTally(p, off, nil) }
-
-// ReadAtTally is ReadAt that adds the cache hits and misses and the device
-// reads of misses to t (when not nil).
+// ReadAtContext reads p at off through the cache, adding the cache hits
+// and misses and the device reads of misses to t (when not nil). It fails
+// at once under a ctx that has ended, and gives up when ctx ends while its
+// misses are read from the inner storage or wait for blocks another caller
+// is reading.
 //
 // Reads need no reference count: closing makes new reads fail, and a read in
 // flight either finishes or gets the inner backend's ErrClosed.
-func (c *Cached) ReadAtTally(p []byte, off int64, t *partial.Tally) (int, error) {
-	return c.read(nil, p, off, t, nil)
-}
-
-// ReadAtContext (partial.ContextReader) is ReadAtTally that gives up when
-// ctx ends: its misses' reads from the inner storage, and its waits for
-// blocks another caller is reading.
 func (c *Cached) ReadAtContext(ctx context.Context, p []byte, off int64, t *partial.Tally) (int, error) {
 	return c.read(ctx, p, off, t, nil)
 }
@@ -591,6 +582,9 @@ func (c *Cached) read(ctx context.Context, p []byte, off int64, t *partial.Tally
 	st.bytes.Add(int64(len(p)))
 	if err := backendkit.CheckRange(c.name, off, int64(len(p)), c.g.size); err != nil {
 		return 0, err
+	}
+	if err := partial.Interrupted(ctx); err != nil {
+		return 0, fmt.Errorf("%s: read of %d bytes at offset %d given up: %w", c.name, len(p), off, err)
 	}
 	if len(p) > 0 && fresh == nil && c.bypass(off, int64(len(p))) {
 		if err := c.readInner(ctx, p, off, t); err != nil {
@@ -675,13 +669,10 @@ func (c *Cached) block(ctx context.Context, blk int64, t *partial.Tally, fresh *
 // below (partial.TierReader) adds to t where the bytes came from.
 func (c *Cached) readInner(ctx context.Context, buf []byte, off int64, t *partial.Tally) error {
 	var err error
-	switch {
-	case ctx != nil && c.ctiers != nil:
-		_, err = c.ctiers.ReadAtTiersContext(ctx, buf, off, t)
-	case c.tiers != nil:
-		_, err = c.tiers.ReadAtTiers(buf, off, t)
-	default:
-		_, err = partial.ReadAtContext(ctx, c.inner, buf, off, nil)
+	if c.tiers != nil {
+		_, err = c.tiers.ReadAtTiers(ctx, buf, off, t)
+	} else {
+		_, err = c.inner.ReadAtContext(ctx, buf, off, nil)
 	}
 	return err
 }
@@ -719,11 +710,8 @@ func claim(fresh *[]int64, blk int64) bool {
 // has cached are read first as one batch from the inner backend (on direct:
 // one io_uring submission, reads in parallel) and cached; each such block is
 // a miss of the first request that reads it, every other block a hit.
-func (c *Cached) ReadBatch(reqs []partial.ReadReq) error { return c.ReadBatchContext(nil, reqs) }
-
-// ReadBatchContext (partial.ContextBatchReader) is ReadBatch whose reads
-// and waits give up when ctx ends (nil: never).
-func (c *Cached) ReadBatchContext(ctx context.Context, reqs []partial.ReadReq) error {
+// Its reads and waits give up when ctx ends.
+func (c *Cached) ReadBatch(ctx context.Context, reqs []partial.ReadReq) error {
 	if c.closed.Load() {
 		return backendkit.Closed(c.name)
 	}
@@ -747,7 +735,7 @@ func (c *Cached) ReadBatchContext(ctx context.Context, reqs []partial.ReadReq) e
 				start, _ := c.g.span(blk)
 				inner[i] = partial.ReadReq{Off: start, Buf: make([]byte, c.g.bs)}
 			}
-			partial.ReadBatchContext(ctx, br, inner) // failed requests are read again one by one below
+			br.ReadBatch(ctx, inner) // failed requests are read again one by one below
 			for _, q := range inner {
 				if c.tiers != nil && len(reqs) > 0 {
 					reqs[0].IO.AddTiers(&q.IO) // where the batch's blocks came from, as the first request's
@@ -879,7 +867,8 @@ const fillRead = 1 << 20
 // the range from the inner backend 1 MiB at a time: a warm-up costs a few
 // large reads instead of a device round trip per block (pread files have
 // the kernel's read-ahead off). The cache's budget applies as to any read.
-func (c *Cached) Warm(off, n int64) error {
+// It gives up when ctx ends.
+func (c *Cached) Warm(ctx context.Context, off, n int64) error {
 	if c.closed.Load() {
 		return backendkit.Closed(c.name)
 	}
@@ -896,7 +885,7 @@ func (c *Cached) Warm(off, n int64) error {
 		e := min(b+per-1, last)
 		start, _ := c.g.span(b)
 		_, end := c.g.span(e)
-		if _, err := c.inner.ReadAt(buf[:end-start], start); err != nil {
+		if _, err := c.inner.ReadAtContext(ctx, buf[:end-start], start, nil); err != nil {
 			return fmt.Errorf("%s: filling %d bytes at offset %d: %w", c.name, end-start, start, err)
 		}
 		for k := b; k <= e; k++ {
@@ -967,13 +956,9 @@ func (c *Cached) Stats() partial.Stats {
 
 // CheckFile forwards to the wrapped storage (nil when it is not a
 // partial.FileChecker).
-func (c *Cached) CheckFile() error { return c.CheckFileContext(nil) }
-
-// CheckFileContext (partial.ContextFileChecker) forwards CheckFile under
-// ctx.
-func (c *Cached) CheckFileContext(ctx context.Context) error {
+func (c *Cached) CheckFile(ctx context.Context) error {
 	if f, ok := c.inner.(partial.FileChecker); ok {
-		return partial.CheckFileContext(ctx, f)
+		return f.CheckFile(ctx)
 	}
 	return nil
 }

@@ -1,6 +1,7 @@
 package blockcache
 
 import (
+	"context"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -32,12 +33,12 @@ func TestCacheSecondChance(t *testing.T) {
 	a, b, d := same[0], same[1], same[2]
 	buf := make([]byte, bs)
 	for _, blk := range []int64{a, b} {
-		_, err := c.ReadAt(buf, blk*bs)
+		_, err := c.ReadAtContext(context.Background(), buf, blk*bs, nil)
 		require.NoError(t, err)
 	}
 	_, ok := c.ViewBlock(a*bs, bs, nil) // a: oldest, but referenced
 	require.True(t, ok, "block a not cached")
-	_, err = c.ReadAt(buf, d*bs) // evicts one of a, b
+	_, err = c.ReadAtContext(context.Background(), buf, d*bs, nil) // evicts one of a, b
 	require.NoError(t, err)
 	_, ok = c.ViewBlock(a*bs, 1, nil)
 	assert.True(t, ok, "the referenced block was evicted")
@@ -65,7 +66,7 @@ func TestSmallBudgetShards(t *testing.T) {
 	buf := make([]byte, 100)
 	for range 3 {
 		for off := int64(0); off < int64(len(data))-100; off += 30000 {
-			_, err := cc.ReadAt(buf, off)
+			_, err := cc.ReadAtContext(context.Background(), buf, off, nil)
 			require.NoError(t, err)
 		}
 	}
@@ -88,17 +89,17 @@ func TestCopyCached(t *testing.T) {
 	dst := make([]byte, 300)
 	off := int64(3*bs - 100)
 	require.False(t, c.CopyCached(dst, off, nil), "CopyCached succeeded on an empty cache")
-	_, err = c.ReadAt(make([]byte, 1), off) // first block only
+	_, err = c.ReadAtContext(context.Background(), make([]byte, 1), off, nil) // first block only
 	require.NoError(t, err)
 	require.False(t, c.CopyCached(dst, off, nil), "CopyCached succeeded with the second block missing")
-	_, err = c.ReadAt(make([]byte, 1), off+200)
+	_, err = c.ReadAtContext(context.Background(), make([]byte, 1), off+200, nil)
 	require.NoError(t, err)
 	var tl partial.Tally
 	require.True(t, c.CopyCached(dst, off, &tl))
 	require.Equal(t, data[off:off+300], dst)
 	assert.Equal(t, int64(1), tl.CacheHits, "tally %+v, want one hit", tl)
 	tail := make([]byte, 100)
-	_, err = c.ReadAt(tail, 8*bs)
+	_, err = c.ReadAtContext(context.Background(), tail, 8*bs, nil)
 	require.NoError(t, err)
 	if assert.True(t, c.CopyCached(tail, 8*bs, nil), "CopyCached of the short tail block") {
 		assert.Equal(t, data[8*bs:], tail, "CopyCached of the short tail block differs")
@@ -123,7 +124,7 @@ func TestLargeReadBypass(t *testing.T) {
 	require.NoError(t, err)
 	defer c.Close()
 	p := make([]byte, bypassBlocks*bs-100) // spans bypassBlocks blocks from offset 300
-	_, err = c.ReadAt(p, 300)
+	_, err = c.ReadAtContext(context.Background(), p, 300, nil)
 	require.NoError(t, err)
 	assert.Equal(t, data[300:300+len(p)], p)
 	assert.Equal(t, int64(1), inner.reads.Load(), "one inner read")
@@ -132,10 +133,10 @@ func TestLargeReadBypass(t *testing.T) {
 	}
 	assert.Equal(t, int64(1), c.Stats().CacheMisses)
 
-	require.NoError(t, c.Warm(0, int64(len(data))))
+	require.NoError(t, c.Warm(context.Background(), 0, int64(len(data))))
 	reads := inner.reads.Load()
 	clear(p)
-	_, err = c.ReadAt(p, 300)
+	_, err = c.ReadAtContext(context.Background(), p, 300, nil)
 	require.NoError(t, err)
 	assert.Equal(t, data[300:300+len(p)], p)
 	assert.Equal(t, reads, inner.reads.Load(), "held whole: from the cache")
@@ -145,7 +146,7 @@ func TestLargeReadBypass(t *testing.T) {
 	defer c2.Close()
 	reads = inner.reads.Load()
 	short := make([]byte, 3*bs)
-	_, err = c2.ReadAt(short, 1000)
+	_, err = c2.ReadAtContext(context.Background(), short, 1000, nil)
 	require.NoError(t, err)
 	assert.Equal(t, data[1000:1000+len(short)], short)
 	assert.Equal(t, reads+4, inner.reads.Load(), "four blocks, one read each")
@@ -170,7 +171,7 @@ func TestSlotsBoundedUnderLongSections(t *testing.T) {
 	tok := c.EnterRead() // a search that never ends
 	p := make([]byte, 100)
 	for blk := int64(0); blk < 2048; blk++ {
-		_, err := c.ReadAt(p, blk*bs+50)
+		_, err := c.ReadAtContext(context.Background(), p, blk*bs+50, nil)
 		require.NoError(t, err)
 		require.Equal(t, data[blk*bs+50:blk*bs+150], p)
 	}

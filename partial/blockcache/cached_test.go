@@ -1,6 +1,7 @@
 package blockcache_test
 
 import (
+	"context"
 	"syscall"
 	"testing"
 
@@ -21,15 +22,15 @@ func TestIOErrorsNameTheOffset(t *testing.T) {
 	c, err := blockcache.NewCached("faulty.bin", bad, nil, 1<<20, 4096)
 	require.NoError(t, err)
 	defer c.Close()
-	_, err = c.ReadAt(make([]byte, 10), 10)
+	_, err = c.ReadAtContext(context.Background(), make([]byte, 10), 10, nil)
 	require.NoError(t, err, "healthy block")
-	_, err = c.ReadAt(make([]byte, 100), 49990)
+	_, err = c.ReadAtContext(context.Background(), make([]byte, 100), 49990, nil)
 	require.ErrorIs(t, err, syscall.EIO)
 	require.ErrorContains(t, err, "offset 49152", "the block's offset")
 	require.ErrorContains(t, err, "faulty.bin")
 	// The failed block was not cached: a later read retries the device.
 	bad.Fail = func(off, n int64) error { return nil }
-	_, err = c.ReadAt(make([]byte, 100), 49990)
+	_, err = c.ReadAtContext(context.Background(), make([]byte, 100), 49990, nil)
 	require.NoError(t, err, "after the fault cleared")
 }
 
@@ -38,7 +39,7 @@ func TestIOErrorsNameTheOffset(t *testing.T) {
 // sharing a block count a hit. A nil-tally ViewBlock (a peek) counts nothing.
 func TestCachedBatchAttribution(t *testing.T) {
 	path, want := partialtest.PatternFile(t, 64<<10)
-	s, err := storage.Open(path, storage.Options{Backend: "direct", CacheBytes: 1 << 20})
+	s, err := storage.Open(context.Background(), path, storage.Options{Backend: "direct", CacheBytes: 1 << 20})
 	require.NoError(t, err)
 	defer s.Close()
 	c := s.(*blockcache.Cached)
@@ -48,7 +49,7 @@ func TestCachedBatchAttribution(t *testing.T) {
 		{Off: 5*4096 + 10, Buf: make([]byte, 100)}, // block 5
 		{Off: 9*4096 - 10, Buf: make([]byte, 20)},  // blocks 8 and 9
 	}
-	require.NoError(t, c.ReadBatch(reqs))
+	require.NoError(t, c.ReadBatch(context.Background(), reqs))
 	var tot partial.Tally
 	for _, q := range reqs {
 		require.Equal(t, want[q.Off:q.Off+int64(len(q.Buf))], q.Buf, "request at %d", q.Off)

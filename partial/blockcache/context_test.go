@@ -2,7 +2,6 @@ package blockcache
 
 import (
 	"context"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -10,68 +9,31 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/faiss-sidecar/faiss-sidecar/partial"
+	"github.com/faiss-sidecar/faiss-sidecar/partial/partialtest"
 )
 
-// gate is a storage whose reads wait until open is closed, as a stalled
-// object store does; reads under a context give up when it ends.
-type gate struct {
-	*partial.Memory
-	open  chan struct{}
-	calls atomic.Int64
-}
-
-func (g *gate) ReadAt(p []byte, off int64) (int, error) {
-	g.calls.Add(1)
-	<-g.open
-	return g.Memory.ReadAt(p, off)
-}
-
-func (g *gate) ReadAtContext(ctx context.Context, p []byte, off int64, _ *partial.Tally) (int, error) {
-	g.calls.Add(1)
-	select {
-	case <-g.open:
-		return g.Memory.ReadAt(p, off)
-	case <-ctx.Done():
-		return 0, context.Cause(ctx)
+// TestStalledFill: the conformance of a cache over a stalled store; a
+// read waiting on another reader's fill gives up at its own deadline.
+func TestStalledFill(t *testing.T) {
+	for _, budget := range []int64{1 << 20, 64 << 10} { // a mirror, and slots
+		partialtest.RunStalledFill(t, func(t *testing.T, inner partial.Storage) partial.Storage {
+			c, err := NewCached("stalled", inner, nil, budget, 4096)
+			require.NoError(t, err)
+			return c
+		})
 	}
 }
 
-func newGate(t *testing.T) (*gate, *Cached, []byte) {
+func newGate(t *testing.T) (*partialtest.Stall, *Cached, []byte) {
 	data := make([]byte, 64<<10)
 	for i := range data {
 		data[i] = byte(i * 7)
 	}
-	g := &gate{Memory: partial.NewMemory("gate", data), open: make(chan struct{})}
+	g := partialtest.NewStall(partial.NewMemory("gate", data))
 	c, err := NewCached("gate", g, nil, 1<<20, 4096)
 	require.NoError(t, err)
-	t.Cleanup(func() { c.Close() })
+	t.Cleanup(func() { g.Resume(); c.Close() })
 	return g, c, data
-}
-
-// TestWaiterGivesUpAtItsDeadline: a read waiting for a block another read
-// is loading (from a stalled store, with no deadline of its own) gives up
-// at its own context's deadline, and the loader still gets its block.
-func TestWaiterGivesUpAtItsDeadline(t *testing.T) {
-	g, c, data := newGate(t)
-	loaded := make(chan error, 1)
-	go func() {
-		buf := make([]byte, 100)
-		_, err := c.ReadAt(buf, 10)
-		if err == nil && string(buf) != string(data[10:110]) {
-			err = assert.AnError
-		}
-		loaded <- err
-	}()
-	require.Eventually(t, func() bool { return g.calls.Load() == 1 }, 5*time.Second, time.Millisecond)
-	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
-	defer cancel()
-	start := time.Now()
-	_, err := c.ReadAtContext(ctx, make([]byte, 100), 20, nil)
-	assert.ErrorIs(t, err, context.DeadlineExceeded)
-	assert.Less(t, time.Since(start), time.Second)
-	assert.EqualValues(t, 1, g.calls.Load(), "the waiter read the block itself")
-	close(g.open)
-	require.NoError(t, <-loaded)
 }
 
 // TestLoaderGivingUpLeavesWaitersTheirs: when the read loading a block
@@ -86,7 +48,7 @@ func TestLoaderGivingUpLeavesWaitersTheirs(t *testing.T) {
 		_, err := c.ReadAtContext(ctx, make([]byte, 100), 10, nil)
 		gaveUp <- err
 	}()
-	require.Eventually(t, func() bool { return g.calls.Load() == 1 }, 5*time.Second, time.Millisecond)
+	require.Eventually(t, func() bool { return g.Calls.Load() == 1 }, 5*time.Second, time.Millisecond)
 	waited := make(chan error, 1)
 	buf := make([]byte, 100)
 	go func() {
@@ -94,10 +56,10 @@ func TestLoaderGivingUpLeavesWaitersTheirs(t *testing.T) {
 		waited <- err
 	}()
 	assert.ErrorIs(t, <-gaveUp, context.DeadlineExceeded)
-	close(g.open)
+	g.Resume()
 	require.NoError(t, <-waited)
 	assert.Equal(t, data[20:120], buf)
-	assert.EqualValues(t, 2, g.calls.Load())
+	assert.EqualValues(t, 2, g.Calls.Load())
 }
 
 // TestBatchUnderContext: a batch over a stalled store gives up at its
@@ -108,10 +70,42 @@ func TestBatchUnderContext(t *testing.T) {
 	defer cancel()
 	reqs := []partial.ReadReq{{Off: 0, Buf: make([]byte, 10)}, {Off: 8192, Buf: make([]byte, 10)}}
 	start := time.Now()
-	err := c.ReadBatchContext(ctx, reqs)
+	err := c.ReadBatch(ctx, reqs)
 	assert.ErrorIs(t, err, context.DeadlineExceeded)
 	assert.Less(t, time.Since(start), time.Second)
 	for _, q := range reqs {
 		assert.ErrorIs(t, q.Err, context.DeadlineExceeded)
 	}
+}
+
+// TestFrameWaitUnderContext: a reader waiting for a block another caller
+// makes (Blocks.Get, as the zstd backend decodes a frame) gives up at its
+// own deadline; the maker's block is then cached for the next reader.
+func TestFrameWaitUnderContext(t *testing.T) {
+	b := New(1 << 20).Register(4)
+	defer b.Forget()
+	release, loading := make(chan struct{}), make(chan struct{})
+	made := make(chan error, 1)
+	go func() {
+		_, _, err := b.Get(context.Background(), 1, func() ([]byte, error) {
+			close(loading)
+			<-release
+			return []byte("frame"), nil
+		})
+		made <- err
+	}()
+	<-loading
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	_, hit, err := b.Get(ctx, 1, func() ([]byte, error) { t.Error("the waiter loaded the block"); return nil, nil })
+	assert.ErrorIs(t, err, context.DeadlineExceeded)
+	assert.True(t, hit)
+	assert.Less(t, time.Since(start), time.Second)
+	close(release)
+	require.NoError(t, <-made)
+	got, hit, err := b.Get(context.Background(), 1, nil)
+	require.NoError(t, err)
+	assert.True(t, hit)
+	assert.Equal(t, "frame", string(got))
 }

@@ -2,6 +2,7 @@ package blockcache
 
 import (
 	"bytes"
+	"context"
 	"math/rand/v2"
 	"sync"
 	"sync/atomic"
@@ -44,7 +45,7 @@ func viewBlock0(t *testing.T, c *Cached) (v []byte, exit func()) {
 	e := c.EnterRead()
 	var once sync.Once
 	exit = func() { once.Do(func() { c.ExitRead(e) }) }
-	if _, err := c.ReadAt(make([]byte, 1), 0); err != nil {
+	if _, err := c.ReadAtContext(context.Background(), make([]byte, 1), 0, nil); err != nil {
 		exit()
 		require.NoError(t, err)
 	}
@@ -79,19 +80,19 @@ func TestMirrorViewAcrossBlocks(t *testing.T) {
 	_, ok := c.ViewBlock(off, n, nil)
 	require.False(t, ok, "view of an empty cache")
 	for _, at := range []int64{off, off + n - 1} {
-		_, err := c.ReadAt(make([]byte, 1), at)
+		_, err := c.ReadAtContext(context.Background(), make([]byte, 1), at, nil)
 		require.NoError(t, err)
 	}
 	_, ok = c.ViewBlock(off, n, nil)
 	require.False(t, ok, "view with the middle block missing")
-	_, err := c.ReadAt(make([]byte, 1), 2*bs)
+	_, err := c.ReadAtContext(context.Background(), make([]byte, 1), 2*bs, nil)
 	require.NoError(t, err)
 	var tl partial.Tally
 	v, ok := c.ViewBlock(off, n, &tl)
 	require.True(t, ok, "view across three blocks")
 	require.Equal(t, data[off:off+n], v, "view across three blocks")
 	assert.Equal(t, int64(1), tl.CacheHits, "tally %+v, want one hit", tl)
-	_, err = c.ReadAt(make([]byte, 150), 5*bs-50)
+	_, err = c.ReadAtContext(context.Background(), make([]byte, 150), 5*bs-50, nil)
 	require.NoError(t, err)
 	v, ok = c.ViewBlock(5*bs-50, 150, nil)
 	if assert.True(t, ok, "view into the short tail block") {
@@ -127,7 +128,7 @@ func TestMirrorDiscardAfterSections(t *testing.T) {
 	assert.LessOrEqual(t, after, int64(len(data))+16*bs, "resident bytes after the discard (file %d, budget %d)", len(data), 16*bs)
 	// Read again, block 0 comes back whole.
 	got := make([]byte, bs)
-	_, err := c.ReadAt(got, 0)
+	_, err := c.ReadAtContext(context.Background(), got, 0, nil)
 	assert.NoError(t, err, "block 0 read back after its discard")
 	assert.Equal(t, data[:bs], got, "block 0 read back after its discard")
 }
@@ -139,7 +140,7 @@ func TestMirrorCloseWaitsForSections(t *testing.T) {
 	data := pattern(8 * bs)
 	c := mirrored(t, data, 1<<20)
 	e := c.EnterRead()
-	_, err := c.ReadAt(make([]byte, 1), 3*bs)
+	_, err := c.ReadAtContext(context.Background(), make([]byte, 1), 3*bs, nil)
 	require.NoError(t, err)
 	v, ok := c.ViewBlock(3*bs, bs, nil)
 	require.True(t, ok, "block 3 not cached")
@@ -198,7 +199,7 @@ func churn(t *testing.T, c *Cached, data []byte) {
 						views, got = append(views, [2]int64{off, n}), append(got, v)
 						continue
 					}
-					if _, err := c.ReadAt(buf[:n], off); err != nil || !bytes.Equal(buf[:n], data[off:off+n]) {
+					if _, err := c.ReadAtContext(context.Background(), buf[:n], off, nil); err != nil || !bytes.Equal(buf[:n], data[off:off+n]) {
 						errs <- "a read returned other bytes than the file's"
 						c.ExitRead(e)
 						return
@@ -238,7 +239,7 @@ func TestMirrorAligned(t *testing.T) {
 			t.Skip("no mirror on this platform")
 		}
 		e := c.EnterRead()
-		_, err = c.ReadAt(make([]byte, len(data)), 0)
+		_, err = c.ReadAtContext(context.Background(), make([]byte, len(data)), 0, nil)
 		require.NoError(t, err)
 		for _, off := range []int64{align, align + 512, align + 64*7} {
 			v, ok := c.ViewBlock(off, 512, nil)
@@ -256,7 +257,7 @@ func TestMirrorAligned(t *testing.T) {
 			}
 		}
 		reqs := []partial.ReadReq{{Off: 5, Buf: make([]byte, 2*bs)}, {Off: int64(len(data)) - 100, Buf: make([]byte, 100)}}
-		require.NoError(t, c.ReadBatch(reqs))
+		require.NoError(t, c.ReadBatch(context.Background(), reqs))
 		for _, q := range reqs {
 			assert.Equal(t, data[q.Off:q.Off+int64(len(q.Buf))], q.Buf, "align %d: batch read at %d differs", align, q.Off)
 		}
@@ -340,9 +341,9 @@ type countingMemory struct {
 	reads atomic.Int64
 }
 
-func (m *countingMemory) ReadAt(p []byte, off int64) (int, error) {
+func (m *countingMemory) ReadAtContext(ctx context.Context, p []byte, off int64, t *partial.Tally) (int, error) {
 	m.reads.Add(1)
-	return m.Memory.ReadAt(p, off)
+	return m.Memory.ReadAtContext(ctx, p, off, t)
 }
 
 // TestCachedWarm: Warm caches a range's blocks, byte for byte, in a few
@@ -364,7 +365,7 @@ func TestCachedWarm(t *testing.T) {
 		require.False(t, tc.name == "mirror" && !got[0] || tc.name == "slots" && !got[1] || tc.name == "heap" && !got[2],
 			"%s: homes %v", tc.name, got)
 		off, n := int64(3*bs+7), int64(200*bs) // 201 blocks, under every budget
-		require.NoError(t, c.Warm(off, n))
+		require.NoError(t, c.Warm(context.Background(), off, n))
 		assert.LessOrEqual(t, inner.reads.Load(), int64(2), "%s: inner reads of a Warm of %d bytes", tc.name, n)
 		e := c.EnterRead()
 		for at := off; at < off+n; at += bs / 2 {
@@ -375,7 +376,7 @@ func TestCachedWarm(t *testing.T) {
 		}
 		assert.False(t, c.CopyCached(make([]byte, 10), off+n+2*bs, nil), "%s: a block past the range was cached", tc.name)
 		c.ExitRead(e)
-		assert.Error(t, c.Warm(int64(len(data))-10, 20), "%s: Warm past the end succeeded", tc.name)
+		assert.Error(t, c.Warm(context.Background(), int64(len(data))-10, 20), "%s: Warm past the end succeeded", tc.name)
 		c.Close()
 	}
 }
@@ -384,7 +385,7 @@ func TestCachedWarm(t *testing.T) {
 func touchBlocks(t *testing.T, c *Cached, from, to int64) {
 	t.Helper()
 	for blk := from; blk < to; blk++ {
-		_, err := c.ReadAt(make([]byte, 1), blk*c.BlockSize())
+		_, err := c.ReadAtContext(context.Background(), make([]byte, 1), blk*c.BlockSize(), nil)
 		require.NoError(t, err)
 	}
 }

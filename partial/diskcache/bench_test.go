@@ -1,6 +1,7 @@
 package diskcache_test
 
 import (
+	"context"
 	"math/rand/v2"
 	"os"
 	"strconv"
@@ -55,14 +56,14 @@ func BenchmarkWarmDiskVsPread(b *testing.B) {
 		open func(b *testing.B) partial.Storage
 	}{
 		{"pread", func(b *testing.B) partial.Storage {
-			s, err := storage.Open(path, storage.Options{Backend: "pread", CacheBytes: budget})
+			s, err := storage.Open(context.Background(), path, storage.Options{Backend: "pread", CacheBytes: budget})
 			if err != nil {
 				b.Fatal(err)
 			}
 			return s
 		}},
 		{"pread-64k-blocks", func(b *testing.B) partial.Storage {
-			s, err := storage.Open(path, storage.Options{Backend: "pread", CacheBytes: budget, BlockSize: s3.DefaultBlockSize})
+			s, err := storage.Open(context.Background(), path, storage.Options{Backend: "pread", CacheBytes: budget, BlockSize: s3.DefaultBlockSize})
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -77,11 +78,11 @@ func BenchmarkWarmDiskVsPread(b *testing.B) {
 		b.Run("stack="+st.name, func(b *testing.B) {
 			s := st.open(b)
 			defer s.Close()
-			f, err := faissfmt.OpenWith(s, s.Size(), faissfmt.OpenOptions{})
+			f, err := faissfmt.OpenWith(partial.ReaderAt(context.Background(), s), s.Size(), faissfmt.OpenOptions{})
 			if err != nil {
 				b.Fatal(err)
 			}
-			x, err := hnswsearch.New(f, s, hnswsearch.Options{})
+			x, err := hnswsearch.New(context.Background(), f, s, hnswsearch.Options{})
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -131,7 +132,7 @@ func warmDisk(b *testing.B, path string, fi os.FileInfo, budget int64, memBlock 
 		b.Fatal(err)
 	}
 	for off := int64(0); off < dc.Size(); off += 1 << 20 {
-		if _, err := dc.ReadAt(make([]byte, min(1<<20, dc.Size()-off)), off); err != nil {
+		if _, err := dc.ReadAtContext(context.Background(), make([]byte, min(1<<20, dc.Size()-off)), off, nil); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -61,8 +61,7 @@ func CheckBudget(n int64) error {
 }
 
 // Cache is an Object behind a local disk cache. It implements
-// partial.Storage, BatchReader, TallyReader, TierReader, FileChecker and
-// StatsReporter.
+// partial.Storage, BatchReader, TierReader, FileChecker and StatsReporter.
 type Cache struct {
 	obj   Object
 	batch partial.BatchReader // obj's, nil if it has none
@@ -149,28 +148,18 @@ func (c *Cache) Inner() Object { return c.obj }
 // end; the blocks stay on disk. A second Close returns ErrClosed.
 func (c *Cache) Close() error { return c.life.Close(c.name) }
 
-func (c *Cache) ReadAt(p []byte, off int64) (int, error) { return c.ReadAtTally(p, off, nil) }
-
-// ReadAtTally is ReadAt that counts, in t, each block a disk hit (CacheHits,
-// DiskHits) or a fetch (CacheMisses, a device read, ColdReads).
-func (c *Cache) ReadAtTally(p []byte, off int64, t *partial.Tally) (int, error) {
-	return c.readOne(nil, p, off, t, false)
-}
-
-// ReadAtTiers (partial.TierReader) is ReadAt that counts in t only where
-// each block came from: DiskHits or ColdReads, and their bytes.
-func (c *Cache) ReadAtTiers(p []byte, off int64, t *partial.Tally) (int, error) {
-	return c.readOne(nil, p, off, t, true)
-}
-
-// ReadAtContext (partial.ContextReader) is ReadAtTally whose fetches from
-// the object, and waits for another caller's, give up when ctx ends.
+// ReadAtContext reads p at off, counting in t (when not nil) each block a
+// disk hit (CacheHits, DiskHits) or a fetch (CacheMisses, a device read,
+// ColdReads). It fails at once under a ctx that has ended; its fetches
+// from the object, and its waits for another caller's, give up when ctx
+// ends.
 func (c *Cache) ReadAtContext(ctx context.Context, p []byte, off int64, t *partial.Tally) (int, error) {
 	return c.readOne(ctx, p, off, t, false)
 }
 
-// ReadAtTiersContext (partial.ContextTierReader) is ReadAtTiers under ctx.
-func (c *Cache) ReadAtTiersContext(ctx context.Context, p []byte, off int64, t *partial.Tally) (int, error) {
+// ReadAtTiers (partial.TierReader) is ReadAtContext that counts in t only
+// where each block came from: DiskHits or ColdReads, and their bytes.
+func (c *Cache) ReadAtTiers(ctx context.Context, p []byte, off int64, t *partial.Tally) (int, error) {
 	return c.readOne(ctx, p, off, t, true)
 }
 
@@ -179,6 +168,9 @@ func (c *Cache) readOne(ctx context.Context, p []byte, off int64, t *partial.Tal
 		return 0, backendkit.Closed(c.name)
 	}
 	defer c.life.Release()
+	if err := partial.Interrupted(ctx); err != nil {
+		return 0, fmt.Errorf("%s: read of %d bytes at offset %d given up: %w", c.name, len(p), off, err)
+	}
 	reqs := [1]partial.ReadReq{{Off: off, Buf: p}}
 	c.serve(ctx, reqs[:], tiersOnly)
 	if t != nil {
@@ -192,17 +184,20 @@ func (c *Cache) readOne(ctx context.Context, p []byte, off int64, t *partial.Tal
 
 // ReadBatch (partial.BatchReader) serves every request: the blocks they
 // span that are on disk from there, the others fetched from the object in
-// one ReadBatch. Each block is counted (as ReadAtTally counts) in the first
-// request that spans it.
-func (c *Cache) ReadBatch(reqs []partial.ReadReq) error { return c.ReadBatchContext(nil, reqs) }
-
-// ReadBatchContext (partial.ContextBatchReader) is ReadBatch under ctx
-// (nil: never ends).
-func (c *Cache) ReadBatchContext(ctx context.Context, reqs []partial.ReadReq) error {
+// one ReadBatch. Each block is counted (as ReadAtContext counts) in the
+// first request that spans it. Fetches and waits give up when ctx ends.
+func (c *Cache) ReadBatch(ctx context.Context, reqs []partial.ReadReq) error {
 	if !c.life.Acquire() {
 		return backendkit.Closed(c.name)
 	}
 	defer c.life.Release()
+	if err := partial.Interrupted(ctx); err != nil {
+		err = fmt.Errorf("%s: batch of %d reads given up: %w", c.name, len(reqs), err)
+		for i := range reqs {
+			reqs[i].Err = err
+		}
+		return err
+	}
 	c.serve(ctx, reqs, false)
 	for i := range reqs {
 		if reqs[i].Err != nil {
@@ -351,9 +346,9 @@ func (c *Cache) count(t *partial.Tally, s *slot, tiersOnly bool) {
 
 // fetch gets the cold slots' blocks from the object: those nobody is
 // fetching in one batch (then written to disk), the others by waiting for
-// the caller that fetches them. Fetches and waits give up when ctx ends
-// (nil: never); a waiter whose fetcher gave up for its own context fetches
-// the block itself.
+// the caller that fetches them. Fetches and waits give up when ctx ends; a
+// waiter whose fetcher gave up for its own context fetches the block
+// itself.
 func (c *Cache) fetch(ctx context.Context, slots []slot) {
 	c.mu.Lock()
 	for i := range slots {
@@ -382,10 +377,10 @@ func (c *Cache) fetch(ctx context.Context, slots []slot) {
 	}
 	if len(reqs) > 0 {
 		if c.batch != nil && len(reqs) > 1 {
-			partial.ReadBatchContext(ctx, c.batch, reqs) // each request carries its error
+			c.batch.ReadBatch(ctx, reqs) // each request carries its error
 		} else {
 			for i := range reqs {
-				_, reqs[i].Err = partial.ReadAtContext(ctx, c.obj, reqs[i].Buf, reqs[i].Off, nil)
+				_, reqs[i].Err = c.obj.ReadAtContext(ctx, reqs[i].Buf, reqs[i].Off, nil)
 			}
 		}
 		gaveUp := partial.Interrupted(ctx) != nil
@@ -424,11 +419,11 @@ func (c *Cache) fetch(ctx context.Context, slots []slot) {
 				if s.err != nil && s.wait.gaveUp && partial.Interrupted(ctx) == nil {
 					start, end := c.span(s.blk)
 					s.full = make([]byte, end-start)
-					if _, s.err = partial.ReadAtContext(ctx, c.obj, s.full, start, nil); s.err == nil {
+					if _, s.err = c.obj.ReadAtContext(ctx, s.full, start, nil); s.err == nil {
 						c.store(s.blk, s.full)
 					}
 				}
-			case <-partial.Done(ctx):
+			case <-ctx.Done():
 				s.err = fmt.Errorf("%s: waiting for block %d, which another read is fetching: %w", c.name, s.blk, context.Cause(ctx))
 			}
 		}
@@ -539,13 +534,9 @@ func (c *Cache) store(blk int64, data []byte) {
 
 // CheckFile forwards to the object (nil when it is not a
 // partial.FileChecker).
-func (c *Cache) CheckFile() error { return c.CheckFileContext(nil) }
-
-// CheckFileContext (partial.ContextFileChecker) forwards CheckFile under
-// ctx.
-func (c *Cache) CheckFileContext(ctx context.Context) error {
+func (c *Cache) CheckFile(ctx context.Context) error {
 	if f, ok := c.obj.(partial.FileChecker); ok {
-		return partial.CheckFileContext(ctx, f)
+		return f.CheckFile(ctx)
 	}
 	return nil
 }

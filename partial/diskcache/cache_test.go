@@ -2,6 +2,7 @@ package diskcache
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -80,7 +81,7 @@ func onDisk(t *testing.T, dir string) (n int, bytes int64) {
 func read(t *testing.T, s partial.Storage, off, n int64) []byte {
 	t.Helper()
 	p := make([]byte, n)
-	_, err := s.ReadAt(p, off)
+	_, err := s.ReadAtContext(context.Background(), p, off, nil)
 	require.NoError(t, err)
 	return p
 }
@@ -120,7 +121,7 @@ func TestHitAndMiss(t *testing.T) {
 
 	var tl partial.Tally
 	p := make([]byte, 100)
-	_, err := c.ReadAtTally(p, 5000, &tl)
+	_, err := c.ReadAtContext(context.Background(), p, 5000, &tl)
 	require.NoError(t, err)
 	require.Equal(t, data[5000:5100], p)
 	assert.Equal(t, int64(1), obj.reads.Load())
@@ -132,7 +133,7 @@ func TestHitAndMiss(t *testing.T) {
 
 	tl = partial.Tally{}
 	clear(p)
-	_, err = c.ReadAtTally(p, 5000, &tl)
+	_, err = c.ReadAtContext(context.Background(), p, 5000, &tl)
 	require.NoError(t, err)
 	require.Equal(t, data[5000:5100], p)
 	assert.Equal(t, int64(1), obj.reads.Load(), "served from disk")
@@ -140,10 +141,10 @@ func TestHitAndMiss(t *testing.T) {
 
 	// ReadAtTiers counts where the bytes came from, nothing else.
 	tl = partial.Tally{}
-	_, err = c.ReadAtTiers(p, 4096, &tl)
+	_, err = c.ReadAtTiers(context.Background(), p, 4096, &tl)
 	require.NoError(t, err)
 	assert.Equal(t, partial.Tally{DiskHits: 1, DiskBytes: 100}, tl)
-	_, err = c.ReadAtTiers(make([]byte, 50), int64(len(data)-50), &tl)
+	_, err = c.ReadAtTiers(context.Background(), make([]byte, 50), int64(len(data)-50), &tl)
 	require.NoError(t, err)
 	assert.Equal(t, partial.Tally{DiskHits: 1, DiskBytes: 100, ColdReads: 1, ColdBytes: 100}, tl, "the tail block is 100 bytes")
 
@@ -438,7 +439,7 @@ func TestConcurrentReadersOneFetch(t *testing.T) {
 			defer wg.Done()
 			p := make([]byte, 100)
 			off := int64(testBS + i*100)
-			if _, err := c.ReadAt(p, off); err != nil {
+			if _, err := c.ReadAtContext(context.Background(), p, off, nil); err != nil {
 				errs <- err
 			} else if !bytes.Equal(p, data[off:off+100]) {
 				errs <- errors.New("wrong bytes")
@@ -481,7 +482,7 @@ func TestBatchOneFetch(t *testing.T) {
 		{Off: 7*testBS + 5, Buf: make([]byte, 10)},      // within 7 again
 		{Off: 15 * testBS, Buf: make([]byte, testBS+1)}, // past the end
 	}
-	err := c.ReadBatch(reqs)
+	err := c.ReadBatch(context.Background(), reqs)
 	require.Error(t, err)
 	for i, q := range reqs[:5] {
 		require.NoError(t, q.Err, i)
@@ -498,7 +499,7 @@ func TestBatchOneFetch(t *testing.T) {
 
 	f.failAt, f.failEnabled = 12*testBS+3, true
 	reqs = []partial.ReadReq{{Off: 11 * testBS, Buf: make([]byte, 10)}, {Off: 12 * testBS, Buf: make([]byte, 10)}}
-	require.ErrorContains(t, c.ReadBatch(reqs), "injected failure")
+	require.ErrorContains(t, c.ReadBatch(context.Background(), reqs), "injected failure")
 	require.NoError(t, reqs[0].Err)
 	require.Equal(t, data[11*testBS:11*testBS+10], reqs[0].Buf)
 	require.ErrorContains(t, reqs[1].Err, "injected failure")
@@ -519,15 +520,15 @@ func TestBehindBlockCache(t *testing.T) {
 	require.NoError(t, err)
 	var tl partial.Tally
 	p := make([]byte, 10)
-	_, err = bc.ReadAtTally(p, 3*testBS, &tl)
+	_, err = bc.ReadAtContext(context.Background(), p, 3*testBS, &tl)
 	require.NoError(t, err)
 	assert.Equal(t, partial.Tally{CacheMisses: 1, DeviceReads: 1, DeviceBytes: testBS, ColdReads: 1, ColdBytes: testBS}, tl)
 	tl = partial.Tally{}
-	_, err = bc.ReadAtTally(p, 3*testBS+5, &tl)
+	_, err = bc.ReadAtContext(context.Background(), p, 3*testBS+5, &tl)
 	require.NoError(t, err)
 	assert.Equal(t, partial.Tally{CacheHits: 1}, tl, "from memory")
 	reqs := []partial.ReadReq{{Off: 5 * testBS, Buf: make([]byte, 10)}, {Off: 6 * testBS, Buf: make([]byte, 10)}}
-	require.NoError(t, bc.ReadBatch(reqs))
+	require.NoError(t, bc.ReadBatch(context.Background(), reqs))
 	assert.Equal(t, int64(2), reqs[0].IO.ColdReads+reqs[1].IO.ColdReads, "the batch's blocks came from the object")
 	assert.Equal(t, int64(1), f.batches.Load())
 	st := bc.Stats()
@@ -546,11 +547,11 @@ func TestBehindBlockCache(t *testing.T) {
 	require.NoError(t, err)
 	defer bc.Close()
 	tl = partial.Tally{}
-	_, err = bc.ReadAtTally(p, 3*testBS, &tl)
+	_, err = bc.ReadAtContext(context.Background(), p, 3*testBS, &tl)
 	require.NoError(t, err)
 	assert.Equal(t, partial.Tally{CacheMisses: 1, DeviceReads: 1, DeviceBytes: testBS, DiskHits: 1, DiskBytes: testBS}, tl)
 	reqs = []partial.ReadReq{{Off: 5 * testBS, Buf: make([]byte, 10)}, {Off: 6 * testBS, Buf: make([]byte, 10)}}
-	require.NoError(t, bc.ReadBatch(reqs))
+	require.NoError(t, bc.ReadBatch(context.Background(), reqs))
 	assert.Equal(t, data[6*testBS:6*testBS+10], reqs[1].Buf)
 	assert.Equal(t, int64(2), reqs[0].IO.DiskHits+reqs[1].IO.DiskHits)
 	assert.Zero(t, f.reads.Load())
@@ -641,7 +642,7 @@ func TestAlignedBlockCacheMatchesDiskBlocks(t *testing.T) {
 	for blk := range int64(16) {
 		var tl partial.Tally
 		p := make([]byte, 10)
-		_, err := bc.ReadAtTally(p, blk*testBS+100, &tl)
+		_, err := bc.ReadAtContext(context.Background(), p, blk*testBS+100, &tl)
 		require.NoError(t, err)
 		require.Equal(t, data[blk*testBS+100:blk*testBS+110], p)
 		require.Equal(t, int64(1), tl.ColdReads, "block %d", blk)

@@ -9,27 +9,22 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/faiss-sidecar/faiss-sidecar/partial"
+	"github.com/faiss-sidecar/faiss-sidecar/partial/partialtest"
 )
 
-// ctxObject is a fakeObject whose reads under a context give up when it
-// ends, as the s3 backend's do.
-type ctxObject struct{ *fakeObject }
-
-func (o ctxObject) ReadAtContext(ctx context.Context, p []byte, off int64, _ *partial.Tally) (int, error) {
-	if o.gate != nil {
-		o.entered.Add(1)
-		select {
-		case <-o.gate:
-		case <-ctx.Done():
-			return 0, context.Cause(ctx)
-		}
-		o.entered.Add(-1) // read counts it again
-	}
-	if err := o.read(p, off); err != nil {
-		return 0, err
-	}
-	return len(p), nil
+// TestStalledFill: the conformance of the cache over a stalled object; a
+// read waiting on another reader's fetch gives up at its own deadline.
+func TestStalledFill(t *testing.T) {
+	partialtest.RunStalledFill(t, func(t *testing.T, inner partial.Storage) partial.Storage {
+		return open(t, namedObject{inner}, t.TempDir(), 1<<20)
+	})
 }
+
+// namedObject gives a storage the name and version of an object.
+type namedObject struct{ partial.Storage }
+
+func (namedObject) Name() string { return "s3://b/stalled" }
+func (namedObject) ETag() string { return "e1" }
 
 // stalledCache is a cache over a 4-block object whose reads wait until
 // obj.gate is closed.
@@ -38,7 +33,7 @@ func stalledCache(t *testing.T, seed byte) ([]byte, *fakeObject, *Cache) {
 	data := pattern(4*testBS, seed)
 	obj := newFake("s3://b/k", "e1", data)
 	obj.gate = make(chan struct{})
-	c := open(t, ctxObject{obj}, t.TempDir(), 1<<20)
+	c := open(t, obj, t.TempDir(), 1<<20)
 	t.Cleanup(func() { c.Close() })
 	return data, obj, c
 }
@@ -74,7 +69,7 @@ func TestContextEndsFetchAndWait(t *testing.T) {
 	loaded := make(chan error, 1)
 	p := make([]byte, 100)
 	go func() {
-		_, err := c.ReadAt(p, testBS+5)
+		_, err := c.ReadAtContext(context.Background(), p, testBS+5, nil)
 		loaded <- err
 	}()
 	fetching(t, c, 1, 0)

@@ -1,6 +1,7 @@
 package diskcache
 
 import (
+	"context"
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -10,7 +11,8 @@ import (
 )
 
 // fakeObject is an object in memory with a name and an ETag; it counts
-// the reads that reach it, and can hold them at a gate.
+// the reads that reach it, and can hold them at a gate (until their
+// context ends, as the s3 backend's reads do).
 type fakeObject struct {
 	name, etag string
 	data       []byte
@@ -42,10 +44,14 @@ func (f *fakeObject) Close() error {
 	return nil
 }
 
-func (f *fakeObject) read(p []byte, off int64) error {
+func (f *fakeObject) read(ctx context.Context, p []byte, off int64) error {
 	f.entered.Add(1)
 	if f.gate != nil {
-		<-f.gate
+		select {
+		case <-f.gate:
+		case <-ctx.Done():
+			return context.Cause(ctx)
+		}
 	}
 	if f.closed.Load() {
 		return backendkit.Closed(f.name)
@@ -62,8 +68,8 @@ func (f *fakeObject) read(p []byte, off int64) error {
 	return nil
 }
 
-func (f *fakeObject) ReadAt(p []byte, off int64) (int, error) {
-	if err := f.read(p, off); err != nil {
+func (f *fakeObject) ReadAtContext(ctx context.Context, p []byte, off int64, _ *partial.Tally) (int, error) {
+	if err := f.read(ctx, p, off); err != nil {
 		return 0, err
 	}
 	return len(p), nil
@@ -72,14 +78,14 @@ func (f *fakeObject) ReadAt(p []byte, off int64) (int, error) {
 // batchObject is a fakeObject that offers ReadBatch.
 type batchObject struct{ *fakeObject }
 
-func (b batchObject) ReadBatch(reqs []partial.ReadReq) error {
+func (b batchObject) ReadBatch(ctx context.Context, reqs []partial.ReadReq) error {
 	b.batches.Add(1)
 	b.mu.Lock()
 	b.batchSizes = append(b.batchSizes, len(reqs))
 	b.mu.Unlock()
 	var first error
 	for i := range reqs {
-		if reqs[i].Err = b.read(reqs[i].Buf, reqs[i].Off); reqs[i].Err != nil && first == nil {
+		if reqs[i].Err = b.read(ctx, reqs[i].Buf, reqs[i].Off); reqs[i].Err != nil && first == nil {
 			first = reqs[i].Err
 		}
 	}

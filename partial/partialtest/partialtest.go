@@ -2,6 +2,7 @@ package partialtest
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -13,6 +14,7 @@ import (
 	"sync/atomic"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/faiss-sidecar/faiss-sidecar/partial"
 )
@@ -26,8 +28,9 @@ type Prepare func(t *testing.T, plain string) string
 
 // Run runs the conformance suite: random ranges compared with os.ReadFile,
 // the tail, reads past the end, zero-length reads, concurrent readers,
-// batched reads and views where offered, double close, read after close and
-// close while reads are in flight.
+// batched reads and views where offered, reads under a context that has
+// ended, double close, read after close and close while reads are in
+// flight.
 func Run(t *testing.T, open Opener, prep Prepare) {
 	for _, size := range []int{0, 1, 4095, 1<<20 + 123} {
 		t.Run(fmt.Sprintf("size=%d", size), func(t *testing.T) {
@@ -54,6 +57,11 @@ func writeRandom(t *testing.T, size int) (string, []byte) {
 	return path, b
 }
 
+// read is s.ReadAtContext under a context that never ends.
+func read(s partial.Storage, p []byte, off int64) (int, error) {
+	return s.ReadAtContext(context.Background(), p, off, nil)
+}
+
 func runFile(t *testing.T, open Opener, path string, want []byte) {
 	size := int64(len(want))
 	s := open(t, path)
@@ -64,7 +72,7 @@ func runFile(t *testing.T, open Opener, path string, want []byte) {
 	check := func(off, n int64) {
 		t.Helper()
 		p := make([]byte, n)
-		got, err := s.ReadAt(p, off)
+		got, err := read(s, p, off)
 		if err != nil || got != int(n) || !bytes.Equal(p, want[off:off+n]) {
 			t.Fatalf("ReadAt(%d bytes at %d) = %d, %v; bytes equal: %v", n, off, got, err, bytes.Equal(p, want[off:off+n]))
 		}
@@ -87,7 +95,7 @@ func runFile(t *testing.T, open Opener, path string, want []byte) {
 	})
 	t.Run("zero length", func(t *testing.T) {
 		for _, off := range []int64{0, size / 2, size} {
-			if n, err := s.ReadAt(nil, off); n != 0 || err != nil {
+			if n, err := read(s, nil, off); n != 0 || err != nil {
 				t.Fatalf("zero-length read at %d = %d, %v", off, n, err)
 			}
 		}
@@ -95,7 +103,7 @@ func runFile(t *testing.T, open Opener, path string, want []byte) {
 	t.Run("past the end", func(t *testing.T) {
 		for _, c := range [][2]int64{{size, 1}, {size + 10, 4}, {max(size-3, 0), 10}, {-1, 1}} {
 			p := make([]byte, c[1])
-			n, err := s.ReadAt(p, c[0])
+			n, err := read(s, p, c[0])
 			if err == nil {
 				t.Fatalf("ReadAt(%d bytes at %d) of a %d-byte file = %d, nil: want an error", c[1], c[0], size, n)
 			}
@@ -119,7 +127,7 @@ func runFile(t *testing.T, open Opener, path string, want []byte) {
 				for range 200 {
 					off := r.Int64N(size)
 					n := r.Int64N(min(size-off, 5000)) + 1
-					if _, err := s.ReadAt(p[:n], off); err != nil || !bytes.Equal(p[:n], want[off:off+n]) {
+					if _, err := read(s, p[:n], off); err != nil || !bytes.Equal(p[:n], want[off:off+n]) {
 						errs <- fmt.Errorf("concurrent ReadAt(%d at %d): %v", n, off, err)
 						return
 					}
@@ -139,7 +147,7 @@ func runFile(t *testing.T, open Opener, path string, want []byte) {
 				off := r.Int64N(size)
 				reqs[i] = partial.ReadReq{Off: off, Buf: make([]byte, r.Int64N(min(size-off, 9000))+1)}
 			}
-			if err := br.ReadBatch(reqs); err != nil {
+			if err := br.ReadBatch(context.Background(), reqs); err != nil {
 				t.Fatal(err)
 			}
 			for _, q := range reqs {
@@ -148,7 +156,7 @@ func runFile(t *testing.T, open Opener, path string, want []byte) {
 				}
 			}
 			bad := []partial.ReadReq{{Off: size, Buf: make([]byte, 4)}}
-			if err := br.ReadBatch(bad); err == nil || bad[0].Err == nil {
+			if err := br.ReadBatch(context.Background(), bad); err == nil || bad[0].Err == nil {
 				t.Fatal("batch read past the end succeeded")
 			}
 		})
@@ -172,6 +180,9 @@ func runFile(t *testing.T, open Opener, path string, want []byte) {
 			}
 		})
 	}
+	if size > 0 {
+		t.Run("context ended", func(t *testing.T) { contextEnded(t, s, want) })
+	}
 	if sr, ok := s.(partial.StatsReporter); ok {
 		if st := sr.Stats(); st.Requests == 0 && size > 0 {
 			t.Errorf("Stats() counted no requests: %+v", st)
@@ -184,7 +195,7 @@ func runFile(t *testing.T, open Opener, path string, want []byte) {
 	if err := s.Close(); !errors.Is(err, partial.ErrClosed) {
 		t.Fatalf("second Close = %v, want ErrClosed", err)
 	}
-	if _, err := s.ReadAt(make([]byte, 1), 0); !errors.Is(err, partial.ErrClosed) {
+	if _, err := read(s, make([]byte, 1), 0); !errors.Is(err, partial.ErrClosed) {
 		t.Fatalf("ReadAt after Close = %v, want ErrClosed", err)
 	}
 	if v, ok := s.(partial.Viewer); ok {
@@ -228,7 +239,7 @@ func closeWhileReading(t *testing.T, open Opener, path string, want []byte) {
 			for {
 				off := r.Int64N(size)
 				n := min(size-off, 4096)
-				_, err := s.ReadAt(p[:n], off)
+				_, err := read(s, p[:n], off)
 				if errors.Is(err, partial.ErrClosed) {
 					return
 				}
@@ -260,17 +271,155 @@ func closeWhileReading(t *testing.T, open Opener, path string, want []byte) {
 	}
 }
 
+// contextEnded reads under a context cancelled before the read (once
+// cached, for caches: a hit too): a storage whose reads can block (any but
+// a Viewer, whose bytes are in memory) fails at once with an error
+// wrapping context.Canceled, in ReadAtContext and in every request of a
+// batch; a Viewer may serve the bytes instead.
+func contextEnded(t *testing.T, s partial.Storage, want []byte) {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	_, inMemory := s.(partial.Viewer)
+	n := min(int64(len(want)), 3000)
+	check := func(what string, err error, p []byte, off int64) {
+		t.Helper()
+		switch {
+		case err == nil && inMemory:
+			if !bytes.Equal(p, want[off:off+int64(len(p))]) {
+				t.Fatalf("%s under an ended context served wrong bytes", what)
+			}
+		case err == nil:
+			t.Fatalf("%s under an ended context succeeded: a storage whose reads can block must give up", what)
+		case !errors.Is(err, context.Canceled):
+			t.Fatalf("%s under an ended context: %v, want an error wrapping context.Canceled", what, err)
+		}
+	}
+	for _, off := range []int64{0, int64(len(want)) - n} {
+		p := make([]byte, n)
+		start := time.Now()
+		_, err := s.ReadAtContext(ctx, p, off, nil)
+		if took := time.Since(start); took > time.Second {
+			t.Fatalf("a read under an ended context took %v", took)
+		}
+		check(fmt.Sprintf("ReadAtContext(%d bytes at %d)", n, off), err, p, off)
+	}
+	if br, ok := s.(partial.BatchReader); ok {
+		reqs := []partial.ReadReq{{Off: 0, Buf: make([]byte, n)}, {Off: int64(len(want)) - n, Buf: make([]byte, n)}}
+		err := br.ReadBatch(ctx, reqs)
+		if err == nil && !inMemory {
+			t.Fatal("a batch under an ended context succeeded")
+		}
+		for _, q := range reqs {
+			check(fmt.Sprintf("batch request at %d", q.Off), q.Err, q.Buf, q.Off)
+		}
+	}
+}
+
 // Faulty wraps a Storage and fails reads for which Fail returns an error.
 type Faulty struct {
 	partial.Storage
 	Fail func(off, n int64) error
 }
 
-func (f *Faulty) ReadAt(p []byte, off int64) (int, error) {
+func (f *Faulty) ReadAtContext(ctx context.Context, p []byte, off int64, t *partial.Tally) (int, error) {
 	if err := f.Fail(off, int64(len(p))); err != nil {
 		return 0, err
 	}
-	return f.Storage.ReadAt(p, off)
+	return f.Storage.ReadAtContext(ctx, p, off, t)
+}
+
+// Stall wraps a Storage whose reads wait, as a stalled object store's do,
+// until Resume is called or their context ends (then failing with its
+// cause).
+type Stall struct {
+	partial.Storage
+	gate chan struct{}
+	once sync.Once
+	// Calls counts the reads made, waiting or not.
+	Calls atomic.Int64
+}
+
+// NewStall stalls the reads of s.
+func NewStall(s partial.Storage) *Stall { return &Stall{Storage: s, gate: make(chan struct{})} }
+
+// Resume lets the waiting reads, and every later one, go on.
+func (s *Stall) Resume() { s.once.Do(func() { close(s.gate) }) }
+
+func (s *Stall) ReadAtContext(ctx context.Context, p []byte, off int64, t *partial.Tally) (int, error) {
+	s.Calls.Add(1)
+	select {
+	case <-s.gate:
+		return s.Storage.ReadAtContext(ctx, p, off, t)
+	case <-ctx.Done():
+		return 0, context.Cause(ctx)
+	}
+}
+
+// A Wrapper puts the cache under test in front of inner.
+type Wrapper func(t *testing.T, inner partial.Storage) partial.Storage
+
+// RunStalledFill checks a cache's reads against a stalled storage below
+// it: a read waiting on another reader's fill (one that has no deadline)
+// returns at its own deadline, with an error wrapping
+// context.DeadlineExceeded, having started no read of its own; a read
+// under a context that has ended fails at once; the filling reader gets
+// its bytes once the storage answers.
+func RunStalledFill(t *testing.T, wrap Wrapper) {
+	data := make([]byte, 256<<10)
+	for i := range data {
+		data[i] = byte(i*7 + i>>12)
+	}
+	inner := NewStall(partial.NewMemory("stalled", data))
+	s := wrap(t, inner)
+	defer s.Close()
+	defer inner.Resume()
+	filled := make(chan error, 1)
+	go func() {
+		p := make([]byte, 100)
+		_, err := read(s, p, 10)
+		if err == nil && !bytes.Equal(p, data[10:110]) {
+			err = errors.New("the filling read got wrong bytes")
+		}
+		filled <- err
+	}()
+	for start := time.Now(); inner.Calls.Load() == 0; time.Sleep(time.Millisecond) {
+		if time.Since(start) > 5*time.Second {
+			t.Fatal("the first read never reached the storage")
+		}
+	}
+	calls := inner.Calls.Load()
+
+	const deadline = 100 * time.Millisecond
+	ctx, cancel := context.WithTimeout(context.Background(), deadline)
+	defer cancel()
+	start := time.Now()
+	_, err := s.ReadAtContext(ctx, make([]byte, 50), 20, nil)
+	took := time.Since(start)
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("a read waiting on a stalled fill: %v, want an error wrapping context.DeadlineExceeded", err)
+	}
+	if took < deadline || took > deadline+time.Second {
+		t.Fatalf("a read waiting on a stalled fill with a %v deadline returned after %v", deadline, took)
+	}
+	if got := inner.Calls.Load(); got != calls {
+		t.Fatalf("the waiting read made %d reads of its own, want none: it should wait on the fill", got-calls)
+	}
+
+	ended, cancelEnded := context.WithCancel(context.Background())
+	cancelEnded()
+	start = time.Now()
+	if _, err := s.ReadAtContext(ended, make([]byte, 50), 20, nil); !errors.Is(err, context.Canceled) || time.Since(start) > time.Second {
+		t.Fatalf("a read under an ended context during a stalled fill: %v after %v, want context.Canceled at once", err, time.Since(start))
+	}
+
+	inner.Resume()
+	if err := <-filled; err != nil {
+		t.Fatalf("the filling read, once the storage answered: %v", err)
+	}
+	p := make([]byte, 1000)
+	if _, err := read(s, p, 60_000); err != nil || !bytes.Equal(p, data[60_000:61_000]) {
+		t.Fatalf("a read after the stall: %v", err)
+	}
 }
 
 // EIOAt returns a Fail function that fails every read touching byte at with

@@ -128,11 +128,10 @@ type endpoint struct {
 }
 
 // NewClient returns a Client whose opens take defaults' non-zero fields
-// (an endpoint, timeouts, …; not Binding) where their own Options leave
-// a field zero, and the package's defaults after that. It reads nothing
-// until an object is opened.
+// (an endpoint, timeouts, …) where their own Options leave a field zero,
+// and the package's defaults after that. It reads nothing until an object
+// is opened.
 func NewClient(defaults Options) *Client {
-	defaults.Binding = nil
 	return &Client{defaults: defaults, endpoints: map[string]*endpoint{}, servers: map[string]chan struct{}{}}
 }
 

@@ -25,7 +25,7 @@ func TestReadAtContextEnds(t *testing.T) {
 	bucket := s3test.Bucket(t)
 	u := s3test.Put(t, bucket, "ctx.bin", make([]byte, 1<<20))
 	fp := s3test.NewFaultProxy(t)
-	o, err := client.Open(u, s3.Options{Endpoint: fp.URL, HeadBytes: 4096, Timeout: time.Minute, MaxAttempts: 5, Backoff: 10 * time.Second, Parallel: 1})
+	o, err := client.Open(context.Background(), u, s3.Options{Endpoint: fp.URL, HeadBytes: 4096, Timeout: time.Minute, MaxAttempts: 5, Backoff: 10 * time.Second, Parallel: 1})
 	require.NoError(t, err)
 	defer o.Close()
 	within := func(t *testing.T, read func(ctx context.Context) error) {
@@ -69,7 +69,7 @@ func TestReadAtContextEnds(t *testing.T) {
 	t.Run("batch", func(t *testing.T) {
 		fp.Set(func(_ int64, _ http.ResponseWriter, r *http.Request) bool { s3test.Stall(r, time.Hour); return true })
 		reqs := []partial.ReadReq{{Off: 100_000, Buf: make([]byte, 10)}, {Off: 900_000, Buf: make([]byte, 10)}}
-		within(t, func(ctx context.Context) error { return o.ReadBatchContext(ctx, reqs) })
+		within(t, func(ctx context.Context) error { return o.ReadBatch(ctx, reqs) })
 		for _, q := range reqs {
 			assert.ErrorIs(t, q.Err, context.DeadlineExceeded)
 		}
@@ -79,11 +79,10 @@ func TestReadAtContextEnds(t *testing.T) {
 	assert.NoError(t, err, "the object serves again")
 }
 
-// TestBindingEndsPlainReads: an object's requests made by callers that
-// pass no context (ReadAt, the open itself) end with a binding's context
-// while it is bound (Options.Binding, Object.Bind), and wait as before
-// once it is released; a context passed to a read is its own.
-func TestBindingEndsPlainReads(t *testing.T) {
+// TestOpenAndReaderAtEnd: an open ends with its context, and so do the
+// reads of code that takes an io.ReaderAt (a parser) through
+// partial.ReaderAt; with a context that goes on they wait as before.
+func TestOpenAndReaderAtEnd(t *testing.T) {
 	bucket := s3test.Bucket(t)
 	u := s3test.Put(t, bucket, "bind.bin", make([]byte, 1<<20))
 	fp := s3test.NewFaultProxy(t)
@@ -96,30 +95,25 @@ func TestBindingEndsPlainReads(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
 	defer cancel()
 	start := time.Now()
-	_, err := client.Open(u, s3.Options{Endpoint: opts.Endpoint, HeadBytes: 4096, Timeout: time.Minute, MaxAttempts: 5, Binding: s3.Bind(ctx)})
+	_, err := client.Open(ctx, u, opts)
 	assert.ErrorIs(t, err, context.DeadlineExceeded)
 	assert.Less(t, time.Since(start), time.Second, "the open ended after %v", time.Since(start))
 
 	fp.Clear()
-	o, err := client.Open(u, opts)
+	o, err := client.Open(context.Background(), u, opts)
 	require.NoError(t, err)
 	defer o.Close()
 	stall()
 	ctx, cancel = context.WithTimeout(context.Background(), 200*time.Millisecond)
 	defer cancel()
-	b := s3.Bind(ctx)
-	done := o.Bind(b)
 	start = time.Now()
-	_, err = o.ReadAt(make([]byte, 10), 500_000)
+	_, err = partial.ReaderAt(ctx, o).ReadAt(make([]byte, 10), 500_000)
 	assert.ErrorIs(t, err, context.DeadlineExceeded)
 	assert.False(t, errors.Is(err, s3.ErrRequestFailed), "%v", err)
 	assert.Less(t, time.Since(start), time.Second, "the read ended after %v", time.Since(start))
 
-	// Released (or unbound), the binding's end is no longer the reads'.
-	b.Release()
-	done()
 	fp.Clear()
-	_, err = o.ReadAt(make([]byte, 10), 500_000)
+	_, err = partial.ReaderAt(context.Background(), o).ReadAt(make([]byte, 10), 500_000)
 	assert.NoError(t, err)
 }
 
@@ -130,11 +124,11 @@ func TestReasonForUsers(t *testing.T) {
 	bucket := s3test.Bucket(t)
 	u := s3test.Put(t, bucket, "reason.bin", make([]byte, 1<<20))
 	fp := s3test.NewFaultProxy(t)
-	o, err := client.Open(u, s3.Options{Endpoint: fp.URL, HeadBytes: 4096, Timeout: 100 * time.Millisecond, MaxAttempts: 2, Backoff: time.Millisecond})
+	o, err := client.Open(context.Background(), u, s3.Options{Endpoint: fp.URL, HeadBytes: 4096, Timeout: 100 * time.Millisecond, MaxAttempts: 2, Backoff: time.Millisecond})
 	require.NoError(t, err)
 	defer o.Close()
 	fp.Set(func(_ int64, _ http.ResponseWriter, r *http.Request) bool { s3test.Stall(r, time.Hour); return true })
-	_, err = o.ReadAt(make([]byte, 10), 500_000)
+	_, err = o.ReadAtContext(context.Background(), make([]byte, 10), 500_000, nil)
 	require.ErrorIs(t, err, s3.ErrRequestFailed)
 	assert.ErrorIs(t, err, partial.ErrStoreFailed, "the storage layers above see the store failed")
 	r, ok := s3.Reason(err)
@@ -153,7 +147,7 @@ func TestReasonForUsers(t *testing.T) {
 			w.WriteHeader(c.status)
 			return true
 		})
-		_, err = o.ReadAt(make([]byte, 10), 500_000)
+		_, err = o.ReadAtContext(context.Background(), make([]byte, 10), 500_000, nil)
 		r, ok = s3.Reason(err)
 		require.True(t, ok, "%v", err)
 		assert.Equal(t, u+": "+c.want, r)

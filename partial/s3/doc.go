@@ -28,7 +28,10 @@
 // Client). ReadBatch coalesces adjacent and overlapping ranges and sends
 // the resulting GETs in parallel.
 //
-// An Object implements partial.Storage, BatchReader, TallyReader,
-// FileChecker and StatsReporter; partial/storage.Open puts a block cache in
+// Every request gives up when its caller's context ends: its attempts,
+// waits for a request slot and backoffs.
+//
+// An Object implements partial.Storage, BatchReader, FileChecker and
+// StatsReporter; partial/storage.Open puts a block cache in
 // front of it, and OpenMemory downloads an object whole (mode full).
 package s3

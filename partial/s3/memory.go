@@ -1,6 +1,7 @@
 package s3
 
 import (
+	"context"
 	"fmt"
 	"unsafe"
 
@@ -15,14 +16,14 @@ const DownloadChunk = 8 << 20
 // open and checked for its length, so the copy is of one version and of
 // the size announced. The byte at offset align lands on a cache-line
 // (64-byte) boundary, as partial.OpenMemoryAligned places it. A nil
-// Client is as for Open.
-func (c *Client) OpenMemory(url string, align int64, opts Options) (*partial.Memory, error) {
-	o, err := c.Open(url, opts)
+// Client is as for Open. The download gives up when ctx ends.
+func (c *Client) OpenMemory(ctx context.Context, url string, align int64, opts Options) (*partial.Memory, error) {
+	o, err := c.Open(ctx, url, opts)
 	if err != nil {
 		return nil, err
 	}
 	defer o.Close()
-	b, err := o.ReadAll(align)
+	b, err := o.ReadAll(ctx, align)
 	if err != nil {
 		return nil, err
 	}
@@ -30,8 +31,9 @@ func (c *Client) OpenMemory(url string, align int64, opts Options) (*partial.Mem
 }
 
 // ReadAll returns the whole object, read in parallel chunks, with the byte
-// at offset align on a 64-byte boundary in memory.
-func (o *Object) ReadAll(align int64) ([]byte, error) {
+// at offset align on a 64-byte boundary in memory; it gives up when ctx
+// ends.
+func (o *Object) ReadAll(ctx context.Context, align int64) ([]byte, error) {
 	const line = 64
 	buf := make([]byte, o.size+line)
 	pad := int64(0)
@@ -49,7 +51,7 @@ func (o *Object) ReadAll(align int64) ([]byte, error) {
 	errs := make(chan error, len(reqs))
 	for i := range reqs {
 		go func(q partial.ReadReq) {
-			_, err := o.ReadAt(q.Buf, q.Off)
+			_, err := o.ReadAtContext(ctx, q.Buf, q.Off, nil)
 			errs <- err
 		}(reqs[i])
 	}

@@ -1,6 +1,7 @@
 package s3_test
 
 import (
+	"context"
 	"net/http"
 	"os"
 	"testing"
@@ -37,7 +38,7 @@ func TestMetrics(t *testing.T) {
 	fp := s3test.NewFaultProxy(t)
 	opts := s3.Options{Endpoint: fp.URL, HeadBytes: 4096, Timeout: 300 * time.Millisecond, MaxAttempts: 3, Backoff: time.Millisecond}
 	before := s3.ReadMetrics()
-	o, err := client.Open(u, opts)
+	o, err := client.Open(context.Background(), u, opts)
 	require.NoError(t, err)
 	defer o.Close()
 	d := delta(before, s3.ReadMetrics())
@@ -66,7 +67,7 @@ func TestMetrics(t *testing.T) {
 			return false
 		})
 		before := s3.ReadMetrics()
-		_, err := o.ReadAt(p, 100000)
+		_, err := o.ReadAtContext(context.Background(), p, 100000, nil)
 		require.NoError(t, err, c.kind)
 		d := delta(before, s3.ReadMetrics())
 		assert.Equal(t, int64(2), d.GETs, c.kind)
@@ -91,7 +92,7 @@ func TestMetrics(t *testing.T) {
 		return true
 	})
 	before = s3.ReadMetrics()
-	_, err = o.ReadAt(p, 200000)
+	_, err = o.ReadAtContext(context.Background(), p, 200000, nil)
 	require.ErrorIs(t, err, s3.ErrRequestFailed)
 	d = delta(before, s3.ReadMetrics())
 	assert.Equal(t, map[string]int64{s3.KindClient: 1}, nonZero(d.Errors))
@@ -100,7 +101,7 @@ func TestMetrics(t *testing.T) {
 
 	// A HEAD is counted as such.
 	before = s3.ReadMetrics()
-	require.NoError(t, o.CheckFile())
+	require.NoError(t, o.CheckFile(context.Background()))
 	d = delta(before, s3.ReadMetrics())
 	assert.Equal(t, int64(1), d.HEADs)
 	assert.Zero(t, d.GETs)
@@ -108,13 +109,13 @@ func TestMetrics(t *testing.T) {
 	// The object replaced: 412 counts as changed.
 	s3test.Put(t, bucket, "m.bin", []byte("other bytes"))
 	before = s3.ReadMetrics()
-	_, err = o.ReadAt(p, 300000)
+	_, err = o.ReadAtContext(context.Background(), p, 300000, nil)
 	require.ErrorIs(t, err, partial.ErrFileChanged)
 	assert.Equal(t, map[string]int64{s3.KindChanged: 1}, nonZero(delta(before, s3.ReadMetrics()).Errors))
 
 	// A missing object: not_found.
 	before = s3.ReadMetrics()
-	_, err = client.Open("s3://"+bucket+"/missing", opts)
+	_, err = client.Open(context.Background(), "s3://"+bucket+"/missing", opts)
 	require.Error(t, err)
 	assert.Equal(t, map[string]int64{s3.KindNotFound: 1}, nonZero(delta(before, s3.ReadMetrics()).Errors))
 

@@ -60,43 +60,6 @@ type Options struct {
 	// Backoff is the first retry's delay (default 50ms; doubled per retry,
 	// at most 2s, with jitter).
 	Backoff time.Duration
-	// Binding, when set, is the context of the open's requests and of
-	// later reads given no context, until it is released (see Binding).
-	Binding *Binding
-}
-
-// Binding is a context for the requests of callers that pass none (a
-// parser, a warm-up, a guide build reading through plain ReadAt): bound
-// to an object (Options.Binding, Object.Bind), its requests given no
-// context give up when the binding's context ends, until Release. So a
-// load or a warm-up ends at its deadline without a context in every read.
-type Binding struct {
-	ctx      context.Context
-	released atomic.Bool
-}
-
-// Bind is a binding of ctx (nil for a nil ctx: no binding).
-func Bind(ctx context.Context) *Binding {
-	if ctx == nil {
-		return nil
-	}
-	return &Binding{ctx: ctx}
-}
-
-// Release ends the binding: its objects' reads given no context wait
-// again as long as their attempts allow.
-func (b *Binding) Release() {
-	if b != nil {
-		b.released.Store(true)
-	}
-}
-
-// context is b's context while it is bound, else nil.
-func (b *Binding) context() context.Context {
-	if b == nil || b.released.Load() {
-		return nil
-	}
-	return b.ctx
 }
 
 // withDefaults fills o's zero fields from d (a Client's defaults), then
@@ -138,9 +101,8 @@ type Object struct {
 	life        backendkit.Life
 	sem, server chan struct{}
 	changed     atomic.Pointer[changedError]
-	bound       atomic.Pointer[Binding] // the context of requests given none
 
-	requests, bytesRequested atomic.Int64 // ReadAt calls
+	requests, bytesRequested atomic.Int64 // reads (ReadAtContext calls, batch requests)
 	gets, bytesRead          atomic.Int64 // GETs that answered (open's included), bytes they carried
 	heads, retries           atomic.Int64
 }
@@ -158,8 +120,9 @@ func (e *changedError) Unwrap() error { return partial.ErrFileChanged }
 // first HeadBytes gives its size and ETag (a HEAD as well only for an
 // empty object). A missing object's error wraps fs.ErrNotExist. A nil
 // Client opens with one of its own, made for this open: the environment
-// read again, no request bound shared with other objects.
-func (c *Client) Open(url string, opts Options) (*Object, error) {
+// read again, no request bound shared with other objects. The open's
+// requests give up when ctx ends.
+func (c *Client) Open(ctx context.Context, url string, opts Options) (*Object, error) {
 	bucket, key, err := ParseURL(url)
 	if err != nil {
 		return nil, err
@@ -174,18 +137,17 @@ func (c *Client) Open(url string, opts Options) (*Object, error) {
 	}
 	o := &Object{name: url, bucket: bucket, key: key, c: sdk, o: opts, server: server}
 	o.sem = make(chan struct{}, o.o.Parallel)
-	o.bound.Store(opts.Binding)
-	if err := o.open(); err != nil {
+	if err := o.open(ctx); err != nil {
 		return nil, err
 	}
 	return o, nil
 }
 
 // open fetches the head, size and ETag, retrying like any GET.
-func (o *Object) open() error {
+func (o *Object) open(ctx context.Context) error {
 	rng := "bytes=0-" + strconv.FormatInt(o.o.HeadBytes-1, 10)
 	var empty bool
-	err := o.retry(nil, methodGET, "GET "+rng, func(ctx context.Context) error {
+	err := o.retry(ctx, methodGET, "GET "+rng, func(ctx context.Context) error {
 		out, err := o.c.GetObject(ctx, &s3.GetObjectInput{Bucket: &o.bucket, Key: &o.key, Range: &rng})
 		if err != nil {
 			if status(err) == 416 { // no byte 0: an empty object
@@ -211,7 +173,7 @@ func (o *Object) open() error {
 		return nil
 	})
 	if err == nil && empty {
-		err = o.retry(nil, methodHEAD, "HEAD", func(ctx context.Context) error {
+		err = o.retry(ctx, methodHEAD, "HEAD", func(ctx context.Context) error {
 			out, err := o.c.HeadObject(ctx, &s3.HeadObjectInput{Bucket: &o.bucket, Key: &o.key})
 			if err != nil {
 				return err
@@ -270,14 +232,6 @@ func totalSize(out *s3.GetObjectOutput) (int64, error) {
 	return *out.ContentLength, nil
 }
 
-// Bind makes b the context of the object's requests given none (a
-// warm-up's), until done is called; a binding made meanwhile by another
-// caller stays until its own done.
-func (o *Object) Bind(b *Binding) (done func()) {
-	prev := o.bound.Swap(b)
-	return func() { o.bound.CompareAndSwap(b, prev) }
-}
-
 // Name is the object's s3:// path.
 func (o *Object) Name() string { return o.name }
 
@@ -288,16 +242,10 @@ func (o *Object) Size() int64 { return o.size }
 
 func (o *Object) Close() error { return o.life.Close(o.name) }
 
-func (o *Object) ReadAt(p []byte, off int64) (int, error) { return o.ReadAtContext(nil, p, off, nil) }
-
-// ReadAtTally is ReadAt counting its GET (if any) in t.
-func (o *Object) ReadAtTally(p []byte, off int64, t *partial.Tally) (int, error) {
-	return o.ReadAtContext(nil, p, off, t)
-}
-
-// ReadAtContext (partial.ContextReader) is ReadAtTally that gives up when
-// ctx ends (nil: never): its attempts, waits for a request slot and
-// backoffs all end then.
+// ReadAtContext reads p at off (from the head kept at open, or with one
+// GET, retried), counting the GET in t (when not nil). It gives up when
+// ctx ends: its attempts, waits for a request slot and backoffs all end
+// then.
 func (o *Object) ReadAtContext(ctx context.Context, p []byte, off int64, t *partial.Tally) (int, error) {
 	if !o.life.Acquire() {
 		return 0, backendkit.Closed(o.name)
@@ -317,10 +265,15 @@ func (o *Object) ReadAtContext(ctx context.Context, p []byte, off int64, t *part
 	return len(p), nil
 }
 
-// get fills p with the bytes at off: from the head, or one GET.
+// get fills p with the bytes at off: from the head, or one GET. Under a
+// ctx that has ended it fails, even where the head holds the bytes, as
+// every read that can block does.
 func (o *Object) get(ctx context.Context, p []byte, off int64, t *partial.Tally) error {
 	if e := o.changed.Load(); e != nil {
 		return e
+	}
+	if err := partial.Interrupted(ctx); err != nil {
+		return o.interrupted(fmt.Sprintf("read of %d bytes at offset %d", len(p), off), err)
 	}
 	if off+int64(len(p)) <= int64(len(o.head)) {
 		copy(p, o.head[off:])
@@ -361,15 +314,13 @@ const (
 )
 
 // retry runs one request until it succeeds, fails for good, has used
-// MaxAttempts or three times the timeout, or the caller's ctx ends (nil:
-// never); each attempt has its own timeout within ctx and holds a slot of
-// the object's and the server's concurrency bounds. Every attempt is
-// counted in the process's metrics (method, GET latency, error kind).
+// MaxAttempts or three times the timeout, or the caller's ctx ends; each
+// attempt has its own timeout within ctx and holds a slot of the object's
+// and the server's concurrency bounds. Every attempt is counted in the
+// process's metrics (method, GET latency, error kind).
 func (o *Object) retry(ctx context.Context, method int, what string, do func(ctx context.Context) error) error {
-	if ctx == nil {
-		if ctx = o.bound.Load().context(); ctx == nil {
-			ctx = context.Background()
-		}
+	if err := partial.Interrupted(ctx); err != nil {
+		return o.interrupted(what, err)
 	}
 	var err error
 	// A stalled server (answering nothing) costs each attempt its whole
@@ -587,12 +538,9 @@ func retryable(err error) bool {
 // ReadBatch (partial.BatchReader) sorts the requests by offset, coalesces
 // adjacent and overlapping ones into single GETs of at most MaxCoalesce
 // bytes, and sends those GETs in parallel (bounded by Options.Parallel).
-// Each request carries its own error; the first is returned.
-func (o *Object) ReadBatch(reqs []partial.ReadReq) error { return o.ReadBatchContext(nil, reqs) }
-
-// ReadBatchContext (partial.ContextBatchReader) is ReadBatch whose GETs
-// give up when ctx ends (nil: never).
-func (o *Object) ReadBatchContext(ctx context.Context, reqs []partial.ReadReq) error {
+// Each request carries its own error; the first is returned. The GETs give
+// up when ctx ends.
+func (o *Object) ReadBatch(ctx context.Context, reqs []partial.ReadReq) error {
 	if !o.life.Acquire() {
 		return backendkit.Closed(o.name)
 	}
@@ -667,11 +615,8 @@ func (o *Object) CheckFD() error {
 
 // CheckFile (partial.FileChecker) asks the server (one HEAD) whether the
 // object is still the version opened; for watchers and status requests.
-func (o *Object) CheckFile() error { return o.CheckFileContext(nil) }
-
-// CheckFileContext (partial.ContextFileChecker) is CheckFile whose HEAD
-// gives up when ctx ends (nil: never).
-func (o *Object) CheckFileContext(ctx context.Context) error {
+// The HEAD gives up when ctx ends.
+func (o *Object) CheckFile(ctx context.Context) error {
 	if e := o.changed.Load(); e != nil {
 		return e
 	}
@@ -701,8 +646,8 @@ func (o *Object) CheckFileContext(ctx context.Context) error {
 	return nil
 }
 
-// Stats (partial.StatsReporter): Requests and BytesRequested count ReadAt
-// calls and batch requests, ReadCalls and BytesRead the GETs that answered
+// Stats (partial.StatsReporter): Requests and BytesRequested count
+// ReadAtContext calls and batch requests, ReadCalls and BytesRead the GETs that answered
 // (the open's included) and their bytes; ResidentBytes is the kept head.
 func (o *Object) Stats() partial.Stats {
 	return partial.Stats{

@@ -2,6 +2,7 @@ package s3_test
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -49,21 +50,21 @@ func TestConformance(t *testing.T) {
 	s3test.Endpoint(t)
 	t.Run("object", func(t *testing.T) {
 		partialtest.Run(t, uploader(t, func(t *testing.T, u string) partial.Storage {
-			o, err := client.Open(u, s3.Options{HeadBytes: 1000})
+			o, err := client.Open(context.Background(), u, s3.Options{HeadBytes: 1000})
 			require.NoError(t, err)
 			return o
 		}), nil)
 	})
 	t.Run("object default head", func(t *testing.T) {
 		partialtest.Run(t, uploader(t, func(t *testing.T, u string) partial.Storage {
-			o, err := client.Open(u, s3.Options{})
+			o, err := client.Open(context.Background(), u, s3.Options{})
 			require.NoError(t, err)
 			return o
 		}), nil)
 	})
 	t.Run("cached", func(t *testing.T) {
 		partialtest.Run(t, uploader(t, func(t *testing.T, u string) partial.Storage {
-			o, err := client.Open(u, s3.Options{HeadBytes: 512})
+			o, err := client.Open(context.Background(), u, s3.Options{HeadBytes: 512})
 			require.NoError(t, err)
 			c, err := blockcache.NewCached(u, o, nil, 256<<10, 4096)
 			require.NoError(t, err)
@@ -82,7 +83,7 @@ func TestParseURLAndMissing(t *testing.T) {
 	require.Equal(t, [2]string{"bkt", "a/b/c.faiss"}, [2]string{b, k})
 
 	bucket := s3test.Bucket(t)
-	_, err = client.Open("s3://"+bucket+"/missing.faiss", s3.Options{})
+	_, err = client.Open(context.Background(), "s3://"+bucket+"/missing.faiss", s3.Options{})
 	require.ErrorIs(t, err, fs.ErrNotExist)
 	require.ErrorContains(t, err, "s3://"+bucket+"/missing.faiss")
 }
@@ -95,41 +96,41 @@ func TestReplacedWhileOpen(t *testing.T) {
 	v1 := bytes.Repeat([]byte{1}, 300<<10)
 	v2 := bytes.Repeat([]byte{2}, 300<<10)
 	u := s3test.Put(t, bucket, "x.faiss", v1)
-	o, err := client.Open(u, s3.Options{HeadBytes: 4096})
+	o, err := client.Open(context.Background(), u, s3.Options{HeadBytes: 4096})
 	require.NoError(t, err)
 	defer o.Close()
 	p := make([]byte, 1000)
-	_, err = o.ReadAt(p, 100<<10)
+	_, err = o.ReadAtContext(context.Background(), p, 100<<10, nil)
 	require.NoError(t, err)
 	require.Equal(t, v1[:1000], p)
 	require.NoError(t, o.CheckFD())
-	require.NoError(t, o.CheckFile())
+	require.NoError(t, o.CheckFile(context.Background()))
 
 	s3test.Put(t, bucket, "x.faiss", v2)
 	clear(p)
-	_, err = o.ReadAt(p, 200<<10)
+	_, err = o.ReadAtContext(context.Background(), p, 200<<10, nil)
 	require.ErrorIs(t, err, partial.ErrFileChanged)
 	require.ErrorContains(t, err, u)
 	require.Equal(t, make([]byte, 1000), p, "no byte of the new version")
 	require.ErrorIs(t, o.CheckFD(), partial.ErrFileChanged, "sticky")
-	require.ErrorIs(t, o.CheckFile(), partial.ErrFileChanged)
-	_, err = o.ReadAt(p, 0) // even from the head
+	require.ErrorIs(t, o.CheckFile(context.Background()), partial.ErrFileChanged)
+	_, err = o.ReadAtContext(context.Background(), p, 0, nil) // even from the head
 	require.ErrorIs(t, err, partial.ErrFileChanged)
 	reqs := []partial.ReadReq{{Off: 5000, Buf: make([]byte, 10)}}
-	require.ErrorIs(t, o.ReadBatch(reqs), partial.ErrFileChanged)
+	require.ErrorIs(t, o.ReadBatch(context.Background(), reqs), partial.ErrFileChanged)
 
 	// CheckFile alone sees a replacement, with no read in between.
-	o2, err := client.Open(u, s3.Options{})
+	o2, err := client.Open(context.Background(), u, s3.Options{})
 	require.NoError(t, err)
 	defer o2.Close()
-	_, err = o2.ReadAt(p, 200<<10)
+	_, err = o2.ReadAtContext(context.Background(), p, 200<<10, nil)
 	require.NoError(t, err)
 	require.Equal(t, v2[:1000], p)
 	s3test.Put(t, bucket, "x.faiss", v1[:1000])
 	require.NoError(t, o2.CheckFD(), "nothing read since: the per-query check has nothing to report")
-	require.ErrorIs(t, o2.CheckFile(), partial.ErrFileChanged)
+	require.ErrorIs(t, o2.CheckFile(context.Background()), partial.ErrFileChanged)
 	s3test.Delete(t, bucket, "x.faiss")
-	o3, err := client.Open(u, s3.Options{})
+	o3, err := client.Open(context.Background(), u, s3.Options{})
 	require.ErrorIs(t, err, fs.ErrNotExist)
 	require.Nil(t, o3)
 }
@@ -140,7 +141,7 @@ func TestBatchCoalesces(t *testing.T) {
 	bucket := s3test.Bucket(t)
 	path, data := partialtest.PatternFile(t, 1<<20)
 	u := s3test.PutFile(t, bucket, "p.bin", path)
-	o, err := client.Open(u, s3.Options{HeadBytes: 512})
+	o, err := client.Open(context.Background(), u, s3.Options{HeadBytes: 512})
 	require.NoError(t, err)
 	defer o.Close()
 	before := o.Requests().GETs
@@ -153,7 +154,7 @@ func TestBatchCoalesces(t *testing.T) {
 		{Off: 900007, Buf: make([]byte, 0)},   // empty: nothing to read
 		{Off: 100, Buf: make([]byte, 50)},     // in the head: no GET
 	}
-	require.NoError(t, o.ReadBatch(reqs))
+	require.NoError(t, o.ReadBatch(context.Background(), reqs))
 	for _, q := range reqs {
 		require.NoError(t, q.Err)
 		require.Equal(t, data[q.Off:q.Off+int64(len(q.Buf))], q.Buf, "at %d", q.Off)
@@ -173,12 +174,12 @@ func TestFaults(t *testing.T) {
 	u := s3test.PutFile(t, bucket, "f.bin", path)
 	fp := s3test.NewFaultProxy(t)
 	opts := s3.Options{Endpoint: fp.URL, HeadBytes: 4096, Timeout: 500 * time.Millisecond, MaxAttempts: 4, Backoff: time.Millisecond}
-	o, err := client.Open(u, opts)
+	o, err := client.Open(context.Background(), u, opts)
 	require.NoError(t, err)
 	defer o.Close()
 	read := func(off, n int64) error {
 		p := make([]byte, n)
-		if _, err := o.ReadAt(p, off); err != nil {
+		if _, err := o.ReadAtContext(context.Background(), p, off, nil); err != nil {
 			return err
 		}
 		if !bytes.Equal(p, data[off:off+n]) {
@@ -271,7 +272,7 @@ func TestFaults(t *testing.T) {
 		for i := range 40 {
 			reqs = append(reqs, partial.ReadReq{Off: int64(i) * 20000, Buf: make([]byte, 3000)})
 		}
-		require.NoError(t, o.ReadBatch(reqs))
+		require.NoError(t, o.ReadBatch(context.Background(), reqs))
 		for _, q := range reqs {
 			require.Equal(t, data[q.Off:q.Off+3000], q.Buf)
 		}
@@ -286,7 +287,7 @@ func TestCredentialsNotInErrors(t *testing.T) {
 	u := s3test.Put(t, bucket, "c.bin", []byte("hello"))
 	t.Setenv("AWS_SECRET_ACCESS_KEY", "wrong-secret-5f1e2d")
 	fp := s3test.NewFaultProxy(t) // another endpoint: a client loaded with these variables
-	_, err := client.Open(u, s3.Options{Endpoint: fp.URL})
+	_, err := client.Open(context.Background(), u, s3.Options{Endpoint: fp.URL})
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "403")
 	assert.NotContains(t, err.Error(), "wrong-secret-5f1e2d")
@@ -294,7 +295,7 @@ func TestCredentialsNotInErrors(t *testing.T) {
 
 	t.Setenv("AWS_ACCESS_KEY_ID", "wrong-key-id-77aa")
 	fp2 := s3test.NewFaultProxy(t)
-	_, err = client.Open(u, s3.Options{Endpoint: fp2.URL})
+	_, err = client.Open(context.Background(), u, s3.Options{Endpoint: fp2.URL})
 	require.Error(t, err)
 	assert.NotContains(t, err.Error(), "wrong-secret-5f1e2d")
 	assert.NotContains(t, err.Error(), "wrong-key-id-77aa")
@@ -309,11 +310,11 @@ func TestOpenRequests(t *testing.T) {
 	for _, name := range []string{"hnsw_flat_l2.faiss", "hnsw_flat_large.faiss", "idmap_hnsw.faiss"} {
 		u := s3test.PutFile(t, bucket, name, filepath.Join("../../testdata/fixtures", name))
 		before := fp.Total.Load()
-		o, err := client.Open(u, s3.Options{Endpoint: fp.URL})
+		o, err := client.Open(context.Background(), u, s3.Options{Endpoint: fp.URL})
 		require.NoError(t, err)
 		c, err := blockcache.NewCached(u, o, nil, 64<<20, s3.DefaultBlockSize)
 		require.NoError(t, err)
-		f, err := faissfmt.OpenWith(c, c.Size(), faissfmt.OpenOptions{AllowNullStorage: true})
+		f, err := faissfmt.OpenWith(partial.ReaderAt(context.Background(), c), c.Size(), faissfmt.OpenOptions{AllowNullStorage: true})
 		require.NoError(t, err)
 		n := fp.Total.Load() - before
 		t.Logf("%s (%d bytes): open took %d requests, %d bytes read", name, c.Size(), n, o.Stats().BytesRead)
@@ -330,7 +331,7 @@ func TestOpenMemory(t *testing.T) {
 	bucket := s3test.Bucket(t)
 	path, data := partialtest.PatternFile(t, 3*s3.DownloadChunk+12345)
 	u := s3test.PutFile(t, bucket, "m.bin", path)
-	m, err := client.OpenMemory(u, 100, s3.Options{})
+	m, err := client.OpenMemory(context.Background(), u, 100, s3.Options{})
 	require.NoError(t, err)
 	defer m.Close()
 	require.Equal(t, int64(len(data)), m.Size())
@@ -343,7 +344,7 @@ func TestOpenMemory(t *testing.T) {
 	assert.Zero(t, uintptrOf(v)%64, "byte 100 on a cache line")
 	m.Release()
 	empty := s3test.Put(t, bucket, "empty.bin", nil)
-	e, err := client.OpenMemory(empty, 0, s3.Options{})
+	e, err := client.OpenMemory(context.Background(), empty, 0, s3.Options{})
 	require.NoError(t, err)
 	require.Zero(t, e.Size())
 	require.NoError(t, e.Close())
@@ -352,11 +353,11 @@ func TestOpenMemory(t *testing.T) {
 func TestCloseIdempotentError(t *testing.T) {
 	bucket := s3test.Bucket(t)
 	u := s3test.Put(t, bucket, "z", []byte("abc"))
-	o, err := client.Open(u, s3.Options{})
+	o, err := client.Open(context.Background(), u, s3.Options{})
 	require.NoError(t, err)
 	require.NoError(t, o.Close())
 	require.True(t, errors.Is(o.Close(), partial.ErrClosed))
-	require.True(t, errors.Is(o.CheckFile(), partial.ErrClosed))
+	require.True(t, errors.Is(o.CheckFile(context.Background()), partial.ErrClosed))
 	require.True(t, strings.HasPrefix(o.Name(), "s3://"))
 }
 
@@ -368,15 +369,15 @@ func TestServerRestarted(t *testing.T) {
 	path, data := partialtest.PatternFile(t, 512<<10)
 	u := s3test.PutFile(t, bucket, "r.bin", path)
 	fp := s3test.NewFaultProxy(t)
-	o, err := client.Open(u, s3.Options{Endpoint: fp.URL, HeadBytes: 1024, MaxAttempts: 3, Backoff: time.Millisecond})
+	o, err := client.Open(context.Background(), u, s3.Options{Endpoint: fp.URL, HeadBytes: 1024, MaxAttempts: 3, Backoff: time.Millisecond})
 	require.NoError(t, err)
 	defer o.Close()
 	p := make([]byte, 100)
-	_, err = o.ReadAt(p, 200000)
+	_, err = o.ReadAtContext(context.Background(), p, 200000, nil)
 	require.NoError(t, err)
 
 	fp.Stop() // down
-	_, err = o.ReadAt(p, 300000)
+	_, err = o.ReadAtContext(context.Background(), p, 300000, nil)
 	require.Error(t, err)
 	assert.NotErrorIs(t, err, partial.ErrFileChanged)
 	assert.ErrorIs(t, err, s3.ErrRequestFailed)
@@ -385,7 +386,7 @@ func TestServerRestarted(t *testing.T) {
 	assert.Contains(t, err.Error(), u)
 
 	fp.Start(t) // back up
-	_, err = o.ReadAt(p, 300000)
+	_, err = o.ReadAtContext(context.Background(), p, 300000, nil)
 	require.NoError(t, err)
 	require.Equal(t, data[300000:300100], p)
 }
@@ -398,7 +399,7 @@ func TestStalledServerBounded(t *testing.T) {
 	path, _ := partialtest.PatternFile(t, 1<<20)
 	u := s3test.PutFile(t, bucket, "stall.bin", path)
 	fp := s3test.NewFaultProxy(t)
-	o, err := client.Open(u, s3.Options{Endpoint: fp.URL, HeadBytes: 4096, Timeout: 200 * time.Millisecond, MaxAttempts: 20, Backoff: time.Millisecond})
+	o, err := client.Open(context.Background(), u, s3.Options{Endpoint: fp.URL, HeadBytes: 4096, Timeout: 200 * time.Millisecond, MaxAttempts: 20, Backoff: time.Millisecond})
 	require.NoError(t, err)
 	defer o.Close()
 	fp.Set(func(_ int64, _ http.ResponseWriter, r *http.Request) bool {
@@ -406,13 +407,13 @@ func TestStalledServerBounded(t *testing.T) {
 		return true
 	})
 	start := time.Now()
-	_, err = o.ReadAt(make([]byte, 100), 500000)
+	_, err = o.ReadAtContext(context.Background(), make([]byte, 100), 500000, nil)
 	took := time.Since(start)
 	require.ErrorIs(t, err, s3.ErrRequestFailed)
 	assert.Contains(t, err.Error(), "three times the 200ms timeout")
 	assert.Less(t, took, 2*time.Second, "20 attempts of 200 ms would take 4 s")
 	fp.Clear()
-	_, err = o.ReadAt(make([]byte, 100), 500000)
+	_, err = o.ReadAtContext(context.Background(), make([]byte, 100), 500000, nil)
 	require.NoError(t, err, "the server answers again")
 }
 
@@ -441,7 +442,7 @@ func TestUnusableAnswers(t *testing.T) {
 			w.Write(make([]byte, 4096))
 			return true
 		})
-		_, err := client.Open(u, s3.Options{Endpoint: fp.URL, HeadBytes: 4096, MaxAttempts: 1})
+		_, err := client.Open(context.Background(), u, s3.Options{Endpoint: fp.URL, HeadBytes: 4096, MaxAttempts: 1})
 		require.ErrorIs(t, err, s3.ErrRequestFailed, "%+v", c)
 		assert.Contains(t, err.Error(), c.want, "%+v", c)
 	}
@@ -457,23 +458,23 @@ func TestClient(t *testing.T) {
 	fp := s3test.NewFaultProxy(t)
 	c := s3.NewClient(s3.Options{Endpoint: fp.URL, HeadBytes: 4})
 	before := fp.Total.Load()
-	o, err := c.Open(u, s3.Options{})
+	o, err := c.Open(context.Background(), u, s3.Options{})
 	require.NoError(t, err)
 	assert.Equal(t, before+1, fp.Total.Load(), "through the default endpoint")
 	assert.Equal(t, int64(4), o.Stats().ResidentBytes, "the default head")
 	require.NoError(t, o.Close())
-	o, err = c.Open(u, s3.Options{HeadBytes: 64})
+	o, err = c.Open(context.Background(), u, s3.Options{HeadBytes: 64})
 	require.NoError(t, err)
 	assert.Equal(t, int64(len(data)), o.Stats().ResidentBytes, "the open's own head")
 	require.NoError(t, o.Close())
 
 	before = fp.Total.Load()
 	var none *s3.Client
-	o, err = none.Open(u, s3.Options{})
+	o, err = none.Open(context.Background(), u, s3.Options{})
 	require.NoError(t, err)
 	defer o.Close()
 	p := make([]byte, len(data))
-	_, err = o.ReadAt(p, 0)
+	_, err = o.ReadAtContext(context.Background(), p, 0, nil)
 	require.NoError(t, err)
 	assert.Equal(t, data, p)
 	assert.Equal(t, before, fp.Total.Load(), "the environment's endpoint, not the other client's")

@@ -1,6 +1,7 @@
 package storage_test
 
 import (
+	"context"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -65,20 +66,20 @@ func BenchmarkRead4K(b *testing.B) {
 		{Backend: "memory"}, {Backend: "mmap"}, {Backend: "pread", CacheBytes: 2 * size}, {Backend: "direct"},
 	} {
 		b.Run("backend="+o.Backend, func(b *testing.B) {
-			s, err := storage.Open(path, o)
+			s, err := storage.Open(context.Background(), path, o)
 			if err != nil {
 				b.Fatal(err)
 			}
 			defer s.Close()
 			for _, off := range offsets { // warm the cache / page cache
-				if _, err := s.ReadAt(p, off); err != nil {
+				if _, err := s.ReadAtContext(context.Background(), p, off, nil); err != nil {
 					b.Fatal(err)
 				}
 			}
 			i := 0
 			b.ReportAllocs()
 			for b.Loop() {
-				if _, err := s.ReadAt(p, offsets[i&(len(offsets)-1)]); err != nil {
+				if _, err := s.ReadAtContext(context.Background(), p, offsets[i&(len(offsets)-1)], nil); err != nil {
 					b.Fatal(err)
 				}
 				i++
@@ -101,7 +102,7 @@ func BenchmarkCacheHit4K(b *testing.B) {
 		}
 		p := make([]byte, 4096)
 		for off := int64(0); off < size; off += 4096 {
-			c.ReadAt(p, off)
+			c.ReadAtContext(context.Background(), p, off, nil)
 		}
 		nblk := size / 4096
 		name := fmt.Sprintf("set=%dKiB", size>>10)
@@ -109,7 +110,7 @@ func BenchmarkCacheHit4K(b *testing.B) {
 			i := int64(0)
 			b.ReportAllocs()
 			for b.Loop() {
-				if _, err := c.ReadAt(p, (i*7919%nblk)*4096); err != nil {
+				if _, err := c.ReadAtContext(context.Background(), p, (i*7919%nblk)*4096, nil); err != nil {
 					b.Fatal(err)
 				}
 				i++
@@ -120,7 +121,7 @@ func BenchmarkCacheHit4K(b *testing.B) {
 				q := make([]byte, 4096)
 				i := rand.Int64N(nblk)
 				for pb.Next() {
-					if _, err := c.ReadAt(q, (i*7919%nblk)*4096); err != nil {
+					if _, err := c.ReadAtContext(context.Background(), q, (i*7919%nblk)*4096, nil); err != nil {
 						b.Fatal(err)
 					}
 					i++

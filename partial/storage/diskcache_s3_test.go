@@ -1,6 +1,7 @@
 package storage_test
 
 import (
+	"context"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -36,7 +37,7 @@ func TestS3DiskCacheStack(t *testing.T) {
 	u := s3test.PutFile(t, bucket, "p.bin", path)
 	dir := t.TempDir()
 	o := storage.Options{CacheDir: diskcache.NewDir(dir, 0), S3: s3.NewClient(s3.Options{})}
-	s, err := storage.Open(u, o)
+	s, err := storage.Open(context.Background(), u, o)
 	require.NoError(t, err)
 	c, ok := s.(*blockcache.Cached)
 	require.True(t, ok, "%T", s)
@@ -46,7 +47,7 @@ func TestS3DiskCacheStack(t *testing.T) {
 	assert.Equal(t, int64(s3.DefaultBlockSize), dc.BlockSize(), "disk blocks of the s3 block size")
 	obj := dc.Inner().(*s3.Object)
 	p := make([]byte, len(data))
-	_, err = s.ReadAt(p, 0)
+	_, err = s.ReadAtContext(context.Background(), p, 0, nil)
 	require.NoError(t, err)
 	require.Equal(t, data, p)
 	gets := obj.Requests().GETs
@@ -56,12 +57,12 @@ func TestS3DiskCacheStack(t *testing.T) {
 	assert.Equal(t, int64(len(data)), st.Tiers.ColdBytes)
 	require.NoError(t, s.Close())
 
-	s, err = storage.Open(u, o)
+	s, err = storage.Open(context.Background(), u, o)
 	require.NoError(t, err)
 	defer s.Close()
 	obj = s.(*blockcache.Cached).Inner().(*diskcache.Cache).Inner().(*s3.Object)
 	clear(p)
-	_, err = s.ReadAt(p, 0)
+	_, err = s.ReadAtContext(context.Background(), p, 0, nil)
 	require.NoError(t, err)
 	require.Equal(t, data, p)
 	assert.Equal(t, int64(1), obj.Requests().GETs, "the open's GET only")
@@ -71,7 +72,7 @@ func TestS3DiskCacheStack(t *testing.T) {
 	assert.Equal(t, int64(len(data)), st.Tiers.DiskBytes)
 	small := make([]byte, 100)
 	for _, off := range []int64{0, 70000, 70100} {
-		_, err = s.ReadAt(small, off)
+		_, err = s.ReadAtContext(context.Background(), small, off, nil)
 		require.NoError(t, err)
 		require.Equal(t, data[off:off+100], small)
 	}
@@ -80,6 +81,6 @@ func TestS3DiskCacheStack(t *testing.T) {
 	assert.Equal(t, int64(len(data)+2*4096), st.Tiers.DiskBytes, "each miss reading its 4 KiB of the disk block")
 	assert.Equal(t, int64(1), obj.Requests().GETs)
 
-	_, err = storage.Open(u, storage.Options{CacheDir: diskcache.NewDir(dir, -1)})
+	_, err = storage.Open(context.Background(), u, storage.Options{CacheDir: diskcache.NewDir(dir, -1)})
 	require.ErrorIs(t, err, partial.ErrBadOption)
 }

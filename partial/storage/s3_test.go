@@ -1,6 +1,7 @@
 package storage_test
 
 import (
+	"context"
 	"fmt"
 	"path/filepath"
 	"sync"
@@ -34,7 +35,7 @@ func s3Opener(t *testing.T, o storage.Options) partialtest.Opener {
 			urls[path] = u
 		}
 		mu.Unlock()
-		s, err := storage.Open(u, o)
+		s, err := storage.Open(context.Background(), u, o)
 		require.NoError(t, err)
 		return s
 	}
@@ -64,17 +65,17 @@ func TestS3Backend(t *testing.T) {
 	require.Equal(t, "s3", b)
 	require.True(t, storage.KnownBackend("s3"))
 	path, _ := partialtest.PatternFile(t, 8192)
-	_, err = storage.Open(path, storage.Options{Backend: "s3"})
+	_, err = storage.Open(context.Background(), path, storage.Options{Backend: "s3"})
 	require.ErrorIs(t, err, partial.ErrBadOption)
 	require.ErrorContains(t, err, "s3://BUCKET/KEY")
-	_, err = storage.Open("s3://bucket/key", storage.Options{Backend: "zstd"})
+	_, err = storage.Open(context.Background(), "s3://bucket/key", storage.Options{Backend: "zstd"})
 	require.ErrorIs(t, err, partial.ErrBadOption)
-	_, err = storage.Open("s3://bucket/", storage.Options{})
+	_, err = storage.Open(context.Background(), "s3://bucket/", storage.Options{})
 	require.ErrorIs(t, err, partial.ErrBadOption)
 
 	bucket := s3test.Bucket(t)
 	u := s3test.PutFile(t, bucket, "p.bin", path)
-	s, err := storage.Open(u, storage.Options{})
+	s, err := storage.Open(context.Background(), u, storage.Options{})
 	require.NoError(t, err)
 	defer s.Close()
 	c, ok := s.(*blockcache.Cached)
@@ -82,7 +83,7 @@ func TestS3Backend(t *testing.T) {
 	require.Equal(t, int64(s3.DefaultBlockSize), c.BlockSize())
 	_, ok = c.Inner().(*s3.Object)
 	require.True(t, ok, "%T", c.Inner())
-	d, err := storage.Open(u, storage.Options{Backend: "direct"})
+	d, err := storage.Open(context.Background(), u, storage.Options{Backend: "direct"})
 	require.NoError(t, err)
 	defer d.Close()
 	_, ok = d.(*s3.Object)

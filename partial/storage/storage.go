@@ -1,6 +1,7 @@
 package storage
 
 import (
+	"context"
 	"fmt"
 	"slices"
 	"strings"
@@ -62,9 +63,6 @@ type Options struct {
 	// a path Open opens). Open owns it: the storage takes it over, and
 	// Open failing closes it.
 	File *partial.Handle
-	// Binding is the context of the requests an object opened here makes
-	// for callers that pass none (s3.Binding): a load's deadline.
-	Binding *s3.Binding
 	// Name is what the storage's errors call a local file ("": its path):
 	// the name its caller knows it by (partial.Named).
 	Name string
@@ -192,7 +190,8 @@ func (o Options) CacheBudgetFor(backend string, size int64) int64 {
 // cache and the object, and the block cache's blocks are 4096 bytes unless
 // o.BlockSize is set (remoteBlockSize).
 // Backend s3 refuses a local path, and zstd is not served from S3 yet.
-func Open(path string, o Options) (_ partial.Storage, err error) {
+// The requests Open makes to an object store give up when ctx ends.
+func Open(ctx context.Context, path string, o Options) (_ partial.Storage, err error) {
 	h := o.File
 	defer func() {
 		if err != nil && h != nil {
@@ -205,7 +204,7 @@ func Open(path string, o Options) (_ partial.Storage, err error) {
 		}
 	}
 	if IsRemote(path) {
-		return openRemote(path, o)
+		return openRemote(ctx, path, o)
 	}
 	named, name := partial.Named(o.Name), partial.NameOf(path, partial.Named(o.Name))
 	if o.Backend == "s3" {
@@ -287,7 +286,7 @@ func (o Options) diskCache() *diskcache.Dir {
 }
 
 // openRemote opens an s3:// path (see Open).
-func openRemote(path string, o Options) (_ partial.Storage, err error) {
+func openRemote(ctx context.Context, path string, o Options) (_ partial.Storage, err error) {
 	if o.Object != nil && !o.KeepObject {
 		defer func() {
 			if err != nil {
@@ -301,7 +300,7 @@ func openRemote(path string, o Options) (_ partial.Storage, err error) {
 		if o.Object != nil && !o.KeepObject {
 			o.Object.Close() // a whole download opens its own
 		}
-		return o.S3.OpenMemory(path, o.AlignOffset, s3.Options{Binding: o.Binding})
+		return o.S3.OpenMemory(ctx, path, o.AlignOffset, s3.Options{})
 	case "zstd":
 		return nil, fmt.Errorf("%w: backend zstd does not read from S3 yet (%s)", partial.ErrBadOption, path)
 	case "", "auto", "s3", "pread", "mmap", "direct":
@@ -315,7 +314,7 @@ func openRemote(path string, o Options) (_ partial.Storage, err error) {
 	bs := o.remoteBlockSize()
 	obj := o.Object
 	if obj == nil {
-		if obj, err = o.S3.Open(path, s3.Options{Binding: o.Binding}); err != nil {
+		if obj, err = o.S3.Open(ctx, path, s3.Options{}); err != nil {
 			return nil, err
 		}
 	}

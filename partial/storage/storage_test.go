@@ -1,6 +1,7 @@
 package storage_test
 
 import (
+	"context"
 	"errors"
 	"os"
 	"path/filepath"
@@ -18,7 +19,7 @@ import (
 func opener(o storage.Options) partialtest.Opener {
 	return func(t *testing.T, path string) partial.Storage {
 		t.Helper()
-		s, err := storage.Open(path, o)
+		s, err := storage.Open(context.Background(), path, o)
 		require.NoError(t, err)
 		return s
 	}
@@ -74,7 +75,7 @@ func TestConformance(t *testing.T) {
 }
 
 func TestUnknownBackend(t *testing.T) {
-	_, err := storage.Open("x", storage.Options{Backend: "tape"})
+	_, err := storage.Open(context.Background(), "x", storage.Options{Backend: "tape"})
 	require.ErrorContains(t, err, `unknown backend "tape"`)
 }
 
@@ -90,7 +91,7 @@ func TestDirectParallelOption(t *testing.T) {
 	}
 	_, err := partial.OpenDirect(path, -1)
 	require.ErrorIs(t, err, partial.ErrBadOption)
-	s, err := storage.Open(path, storage.Options{Backend: "direct", DirectParallel: 5})
+	s, err := storage.Open(context.Background(), path, storage.Options{Backend: "direct", DirectParallel: 5})
 	require.NoError(t, err)
 	defer s.Close()
 	require.Equal(t, 5, s.(*partial.Direct).Parallel())
@@ -106,7 +107,7 @@ func TestAutoBackend(t *testing.T) {
 	b, err = storage.AutoBackend(path, "mmap")
 	require.NoError(t, err)
 	require.Equal(t, "mmap", b)
-	s, err := storage.Open(path, storage.Options{})
+	s, err := storage.Open(context.Background(), path, storage.Options{})
 	require.NoError(t, err)
 	defer s.Close()
 	_, ok := s.(*blockcache.Cached)

@@ -4,6 +4,7 @@ package zstd_test
 
 import (
 	"bytes"
+	"context"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -53,7 +54,7 @@ func TestZstdCacheBudgetFor(t *testing.T) {
 	}
 	path := writeZstd(t, data, 64<<10)
 	budget := storage.Options{}.CacheBudgetFor("zstd", size)
-	s, err := storage.Open(path, storage.Options{Backend: "zstd", CacheBytes: budget})
+	s, err := storage.Open(context.Background(), path, storage.Options{Backend: "zstd", CacheBytes: budget})
 	require.NoError(t, err)
 	defer s.Close()
 	z := s.(*zstd.File)
@@ -62,7 +63,7 @@ func TestZstdCacheBudgetFor(t *testing.T) {
 	got := make([]byte, 1000)
 	for pass := range 2 {
 		for off := int64(0); off < size; off += int64(len(got)) {
-			n, err := s.ReadAt(got[:min(int64(len(got)), size-off)], off)
+			n, err := s.ReadAtContext(context.Background(), got[:min(int64(len(got)), size-off)], off, nil)
 			require.NoError(t, err)
 			require.Equal(t, data[off:off+int64(n)], got[:n], "pass %d offset %d", pass, off)
 		}
@@ -88,10 +89,10 @@ func TestZstdTruncated(t *testing.T) {
 	tiny := filepath.Join(dir, "tiny")
 	require.NoError(t, os.WriteFile(tiny, []byte{1, 2}, 0o644))
 
-	_, err = storage.Open(trunc, storage.Options{Backend: "zstd"})
+	_, err = storage.Open(context.Background(), trunc, storage.Options{Backend: "zstd"})
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), trunc+" starts with a zstd frame but has no seek table at its end: it is truncated")
-	_, err = storage.Open(plain, storage.Options{Backend: "zstd"})
+	_, err = storage.Open(context.Background(), plain, storage.Options{Backend: "zstd"})
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), plain+" is not zstd-compressed")
 

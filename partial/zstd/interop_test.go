@@ -4,6 +4,7 @@ package zstd_test
 
 import (
 	"bytes"
+	"context"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -44,7 +45,7 @@ func TestZstdOtherWriter(t *testing.T) {
 	enc.Close()
 	require.NoError(t, f.Close())
 
-	s, err := storage.Open(path, storage.Options{}) // auto-detected by its seek table
+	s, err := storage.Open(context.Background(), path, storage.Options{}) // auto-detected by its seek table
 	require.NoError(t, err)
 	defer s.Close()
 	z, ok := s.(*zstd.File)
@@ -55,7 +56,7 @@ func TestZstdOtherWriter(t *testing.T) {
 		off := r.Int64N(int64(len(want)))
 		n := r.Int64N(min(int64(len(want))-off, 80000)) + 1
 		p := make([]byte, n)
-		_, err := s.ReadAt(p, off)
+		_, err := s.ReadAtContext(context.Background(), p, off, nil)
 		require.NoError(t, err, "ReadAt(%d at %d)", n, off)
 		require.Equal(t, want[off:off+n], p, "ReadAt(%d at %d)", n, off)
 	}
@@ -78,9 +79,9 @@ func TestZstdCorrupt(t *testing.T) {
 	// A flipped byte inside frame 0's compressed data.
 	bad := bytes.Clone(good)
 	bad[20] ^= 0xff
-	s, err := storage.Open(write("frame.zst", bad), storage.Options{Backend: "zstd"})
+	s, err := storage.Open(context.Background(), write("frame.zst", bad), storage.Options{Backend: "zstd"})
 	require.NoError(t, err)
-	_, err = s.ReadAt(make([]byte, 100), 0)
+	_, err = s.ReadAtContext(context.Background(), make([]byte, 100), 0, nil)
 	require.Error(t, err, "corrupt frame")
 	require.Contains(t, err.Error(), "frame 0 at byte 0", "corrupt frame")
 	require.Contains(t, err.Error(), "frame.zst", "corrupt frame")
@@ -88,13 +89,13 @@ func TestZstdCorrupt(t *testing.T) {
 	// A seek table whose sizes disagree with the file.
 	bad = bytes.Clone(good)
 	bad[len(bad)-9-12] ^= 0x01 // last entry's compressed size
-	_, err = storage.Open(write("table.zst", bad), storage.Options{Backend: "zstd"})
+	_, err = storage.Open(context.Background(), write("table.zst", bad), storage.Options{Backend: "zstd"})
 	require.ErrorContains(t, err, "table.zst", "corrupt seek table")
 	// Not compressed at all: explicit zstd fails, auto falls back to pread.
 	p := write("plain.bin", plain)
-	_, err = storage.Open(p, storage.Options{Backend: "zstd"})
+	_, err = storage.Open(context.Background(), p, storage.Options{Backend: "zstd"})
 	require.ErrorContains(t, err, "no seek table", "plain file as zstd")
-	s, err = storage.Open(p, storage.Options{})
+	s, err = storage.Open(context.Background(), p, storage.Options{})
 	require.NoError(t, err, "auto on a plain file")
 	require.Equal(t, int64(len(plain)), s.Size(), "auto on a plain file")
 	s.Close()

@@ -1,6 +1,7 @@
 package zstd
 
 import (
+	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -173,7 +174,7 @@ func IsSeekableAt(r io.ReaderAt, size int64) bool {
 
 // File serves the decompressed bytes of a zstd seekable file; decoded
 // frames are kept in a block cache. It implements partial.Storage,
-// TallyReader, StatsReporter and FileChecker.
+// StatsReporter and FileChecker.
 type File struct {
 	raw    partial.Storage // the compressed file
 	name   string
@@ -210,7 +211,7 @@ func New(raw partial.Storage, name string, cache *blockcache.Cache, budget int64
 		raw.Close()
 		return nil, fmt.Errorf("the zstd backend needs cgo (built without it): %w", errors.ErrUnsupported)
 	}
-	frames, size, err := seekTable(raw, raw.Size(), name)
+	frames, size, err := seekTable(partial.ReaderAt(context.Background(), raw), raw.Size(), name)
 	if err != nil {
 		raw.Close()
 		return nil, err
@@ -235,11 +236,11 @@ func (z *File) Size() int64 { return z.size }
 // Frames is the number of data frames.
 func (z *File) Frames() int { return len(z.frames) }
 
-func (z *File) ReadAt(p []byte, off int64) (int, error) { return z.ReadAtTally(p, off, nil) }
-
-// ReadAtTally is ReadAt that adds frame-cache hits and misses (and the
-// compressed bytes read for misses) to t (when not nil).
-func (z *File) ReadAtTally(p []byte, off int64, t *partial.Tally) (int, error) {
+// ReadAtContext reads p at off, adding frame-cache hits and misses (and
+// the compressed bytes read for misses) to t (when not nil). It fails at
+// once under a ctx that has ended; its frame reads, and its waits for a
+// frame another caller is decoding, give up when ctx ends.
+func (z *File) ReadAtContext(ctx context.Context, p []byte, off int64, t *partial.Tally) (int, error) {
 	if !z.life.Acquire() {
 		return 0, backendkit.Closed(z.name)
 	}
@@ -249,11 +250,14 @@ func (z *File) ReadAtTally(p []byte, off int64, t *partial.Tally) (int, error) {
 	if err := backendkit.CheckRange(z.name, off, int64(len(p)), z.size); err != nil {
 		return 0, err
 	}
+	if err := partial.Interrupted(ctx); err != nil {
+		return 0, fmt.Errorf("%s: read of %d bytes at offset %d given up: %w", z.name, len(p), off, err)
+	}
 	i := sort.Search(len(z.frames), func(i int) bool { return z.frames[i].dOff+z.frames[i].dSize > off })
 	done := 0
 	for done < len(p) {
 		f := &z.frames[i]
-		b, err := z.frame(i, t)
+		b, err := z.frame(ctx, i, t)
 		if err != nil {
 			return done, err
 		}
@@ -264,16 +268,16 @@ func (z *File) ReadAtTally(p []byte, off int64, t *partial.Tally) (int, error) {
 	return done, nil
 }
 
-func (z *File) frame(i int, t *partial.Tally) ([]byte, error) {
+func (z *File) frame(ctx context.Context, i int, t *partial.Tally) ([]byte, error) {
 	if b, ok := z.blocks.Hit(int64(i), z.frames[i].dSize); ok {
 		z.hits.Add(1)
 		t.CountLookup(true, 0)
 		return b, nil
 	}
 	f := z.frames[i]
-	b, hit, err := z.blocks.Get(int64(i), func() ([]byte, error) {
+	b, hit, err := z.blocks.Get(ctx, int64(i), func() ([]byte, error) {
 		src := make([]byte, f.cSize)
-		if _, err := z.raw.ReadAt(src, f.cOff); err != nil {
+		if _, err := z.raw.ReadAtContext(ctx, src, f.cOff, nil); err != nil {
 			return nil, err
 		}
 		dst := make([]byte, f.dSize)
@@ -298,7 +302,7 @@ func (z *File) frame(i int, t *partial.Tally) ([]byte, error) {
 	if err != nil {
 		// A frame that no longer decodes, or checks, may be another
 		// version's: say so when the file changed.
-		if cerr := z.CheckFile(); errors.Is(cerr, partial.ErrFileChanged) {
+		if cerr := z.CheckFile(ctx); errors.Is(cerr, partial.ErrFileChanged) {
 			err = cerr
 		}
 	}
@@ -321,9 +325,9 @@ func (z *File) Stats() partial.Stats {
 }
 
 // CheckFile checks the compressed file: see partial.FileChecker.
-func (z *File) CheckFile() error {
+func (z *File) CheckFile(ctx context.Context) error {
 	if fc, ok := z.raw.(partial.FileChecker); ok {
-		return fc.CheckFile()
+		return fc.CheckFile(ctx)
 	}
 	return nil
 }

@@ -1,5 +1,5 @@
 // Package backendkit is what the storage backends of partial and its
 // subpackages share and their callers need not see: the closed error, the
-// range check every ReadAt makes, and the life of a backend's resources
+// range check every read makes, and the life of a backend's resources
 // (Close while reads are in flight).
 package backendkit
