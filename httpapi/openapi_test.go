@@ -443,10 +443,18 @@ func TestOpenAPIValidation(t *testing.T) {
 	}
 
 	// Server C: every deadline already past.
-	_, tsC := newTestServer(t, Config{RequestTimeout: time.Nanosecond, Limits: Limits{SwitchTimeout: time.Nanosecond}})
+	// Index t is loaded within the default switch_timeout (a load's reads
+	// end at it), then every deadline is set before the server starts.
+	absC, _ := filepath.Abs(fixtures)
+	sC, err := New(Config{DataRoots: []string{absC}, RequestTimeout: time.Nanosecond})
+	require.NoError(t, err)
+	require.NoError(t, sC.Reg.Load("t", LoadSpec{Path: "hnsw_flat_large.faiss", Mode: "full"}))
+	sC.limits.SwitchTimeout, sC.Reg.limits.SwitchTimeout = time.Nanosecond, time.Nanosecond
+	tsC := httptest.NewServer(sC.Handler())
+	t.Cleanup(func() { tsC.Close(); sC.Close() })
 	qLarge := vectorJSON(loadRuns(t, "hnsw_flat_large").Queries[0])
 	for _, c := range []apiCase{
-		{method: "PUT", path: "/indexes/t", body: `{"path":"hnsw_flat_large.faiss","mode":"full"}`, status: 200},
+		{method: "PUT", path: "/indexes/u", body: `{"path":"hnsw_flat_large.faiss","mode":"full"}`, status: 504, typ: "load_timeout"},
 		{method: "POST", path: "/indexes/t/_search", body: `{"vector":` + qLarge + `}`, status: 504, typ: "search_timeout"},
 		{method: "POST", path: "/indexes/t/_msearch", body: `{"vectors":[` + qLarge + `,` + qLarge + `]}`, status: 504, typ: "search_timeout"},
 		{method: "POST", path: "/indexes/t,t*/_search", body: `{"vector":` + qLarge + `}`, status: 504, typ: "search_timeout"},
