@@ -122,21 +122,17 @@ func (s *source) probe(ctx context.Context, spec Spec, backend string) error {
 	if s.parse != nil { // parsed for an earlier plan of the same load (Replan)
 		return nil
 	}
+	var st partial.Storage
 	var err error
 	switch {
 	case storage.IsRemote(s.path) && backend != "memory":
 		s.parse, s.obj, err = probeRemote(ctx, spec)
 		return err
 	case storage.IsRemote(s.path):
-		st, err := storage.Open(ctx, s.path, storage.Options{Backend: "pread", CacheBytes: 1 << 20, S3: s.s3, Name: s.label})
-		if err != nil {
-			return err
-		}
-		defer st.Close()
-		s.parse, err = s.parseOf(ctx, st)
-		return err
+		st, err = storage.Open(ctx, s.path, storage.Options{Backend: "pread", CacheBytes: 1 << 20, S3: s.s3, Name: s.label})
+	default:
+		st, err = s.reader(1 << 20)
 	}
-	st, err := s.reader(1 << 20)
 	if err != nil {
 		return err
 	}

@@ -14,9 +14,36 @@ import (
 	"github.com/faiss-sidecar/faiss-sidecar/engine"
 )
 
-// msearchWorkers is how many goroutines an _msearch may use, each holding
-// a search slot.
+// msearchWorkers is how many goroutines an _msearch or a search of many
+// indexes may use, each holding a search slot.
 const msearchWorkers = 4
+
+// workers is the search slots a request takes beyond its first, each for
+// one more goroutine answering its queries.
+type workers struct{ extra int }
+
+// run runs work on the calling goroutine and on one more for each search
+// slot free, up to min(n, msearchWorkers) in all (a heavy request runs on
+// one core), and returns when all have.
+func (w *workers) run(s *Server, n int, heavy bool, work func()) {
+	for !heavy && w.extra+1 < min(n, msearchWorkers) && s.adm.tryEnter() {
+		w.extra++
+	}
+	var wg sync.WaitGroup
+	for range w.extra {
+		wg.Go(work)
+	}
+	work()
+	wg.Wait()
+}
+
+// release gives back the extra slots.
+func (w *workers) release(s *Server) {
+	for range w.extra {
+		s.adm.exit()
+	}
+	w.extra = 0
+}
 
 func (s *Server) msearch(c *gin.Context) {
 	var req MSearchRequest
@@ -40,7 +67,7 @@ func (s *Server) msearch(c *gin.Context) {
 	start := time.Now()
 	r := &msearchRun{s: s, e: e, l: l, qp: &qp, vecs: req.Vectors, ctx: c.Request.Context(), deadline: deadline,
 		out: make([]msearchAnswer, len(req.Vectors))}
-	defer r.exit()
+	defer r.workers.release(s)
 	if err := r.run(ch.heavy); err != nil {
 		s.fail(c, err)
 		return
@@ -96,7 +123,7 @@ type msearchRun struct {
 	ctx      context.Context
 	deadline time.Time
 	out      []msearchAnswer
-	extra    int // search slots taken beyond bind's, given back by exit
+	workers  // search slots taken beyond bind's
 	next     atomic.Int64
 	stopped  atomic.Pointer[error] // the first error that ends the request
 }
@@ -105,26 +132,11 @@ type msearchRun struct {
 // request on one core), and returns the error that ended the request, if
 // one did.
 func (r *msearchRun) run(heavy bool) error {
-	for !heavy && r.extra+1 < min(len(r.out), msearchWorkers) && r.s.adm.tryEnter() {
-		r.extra++
-	}
-	var wg sync.WaitGroup
-	for range r.extra {
-		wg.Go(r.work)
-	}
-	r.work()
-	wg.Wait()
+	r.workers.run(r.s, len(r.out), heavy, r.work)
 	if p := r.stopped.Load(); p != nil {
 		return *p
 	}
 	return nil
-}
-
-// exit gives back the extra workers' search slots.
-func (r *msearchRun) exit() {
-	for range r.extra {
-		r.s.adm.exit()
-	}
 }
 
 // work answers the next query until none is left or the request ends.
@@ -215,16 +227,9 @@ func msearchBody(took time.Duration, out []msearchAnswer, radial, profile bool) 
 			b = append(append(append(b, `{"error":`...), eb...), '}')
 			continue
 		}
-		b = appendHits(append(b, `{"hits":`...), o.hits)
-		if radial {
-			b = appendTruncated(b, o.prof.Truncated)
-		}
-		if profile {
-			pj, err := json.Marshal(o.prof)
-			if err != nil {
-				return nil, failed, err
-			}
-			b = append(append(b, `,"profile":`...), pj...)
+		var err error
+		if b, err = appendResult(append(b, '{'), o.hits, &o.prof, radial, profile); err != nil {
+			return nil, failed, err
 		}
 		b = append(b, '}')
 	}

@@ -20,6 +20,7 @@ import (
 // msearchLines is the body of POST /_msearch, decoded.
 type msearchLines struct {
 	heads []msearchHead
+	exprs [][]targetExpr // each header's targets, parsed
 	reqs  []SearchRequest
 }
 
@@ -81,10 +82,12 @@ func (s *Server) parseMsearch(raw []byte, r *msearchLines) error {
 		if h.Index == "" {
 			return badRequest(`_msearch line %d: the header names no index ("index": a name, alias or pattern, or a list of them)`, n)
 		}
-		if _, err := parseTargets(string(h.Index)); err != nil {
+		exprs, err := parseTargets(string(h.Index))
+		if err != nil {
 			return atLine(n, err)
 		}
 		r.heads = append(r.heads, h)
+		r.exprs = append(r.exprs, exprs)
 		r.reqs = append(r.reqs, SearchRequest{})
 		req := &r.reqs[len(r.reqs)-1]
 		if !searchFast(line, req) {
@@ -119,9 +122,7 @@ func (s *Server) msearchAll(c *gin.Context) {
 	start := time.Now()
 	searches := make([]*multiSearch, len(req.reqs))
 	for i := range req.reqs {
-		list := string(req.heads[i].Index)
-		exprs, _ := parseTargets(list) // checked by parseMsearch
-		searches[i] = &multiSearch{req: &req.reqs[i], list: list, exprs: exprs}
+		searches[i] = &multiSearch{req: &req.reqs[i], list: string(req.heads[i].Index), exprs: req.exprs[i]}
 	}
 	r, err := s.newMultiRun(c, deadline, searches)
 	defer r.end()

@@ -8,7 +8,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -72,7 +71,7 @@ type multiRun struct {
 	leased   map[string]*target
 	shares   []*entry // the indexes whose share of the slots is held
 	slot     bool
-	extra    int // search slots beyond the first, for more workers
+	workers  // search slots beyond the first, for more workers
 	ch       charge
 	tasks    []*part
 	next     atomic.Int64
@@ -186,22 +185,30 @@ func (r *multiRun) plan(ms *multiSearch) error {
 // and vector type (float or binary): their hits could not be merged. The
 // first that differs from the first is named.
 func agreeOnShape(live []*part) error {
+	type shape struct {
+		d      int
+		space  string
+		binary bool
+	}
+	of := func(p *part) shape {
+		x := p.t.l.h.x
+		return shape{x.Dim(), x.Space(), x.Binary()}
+	}
+	text := func(sh shape) string {
+		kind := "float"
+		if sh.binary {
+			kind = "binary"
+		}
+		return fmt.Sprintf("d=%d, space_type %s, %s vectors", sh.d, sh.space, kind)
+	}
 	if len(live) < 2 {
 		return nil
 	}
-	shape := func(p *part) string {
-		x := p.t.l.h.x
-		kind := "float"
-		if x.Binary() {
-			kind = "binary"
-		}
-		return fmt.Sprintf("d=%d, space_type %s, %s vectors", x.Dim(), x.Space(), kind)
-	}
-	want := shape(live[0])
+	want := of(live[0])
 	for _, p := range live[1:] {
-		if got := shape(p); got != want {
+		if got := of(p); got != want {
 			return badRequest("index %q has %s, index %q has %s: the indexes of one search must agree on dimension, space type and vector type",
-				p.t.name, got, live[0].t.name, want)
+				p.t.name, text(got), live[0].t.name, text(want))
 		}
 	}
 	return nil
@@ -274,18 +281,9 @@ func (r *multiRun) admit() error {
 // run answers every task on up to msearchWorkers goroutines (a heavy
 // request on one), each with a search slot.
 func (r *multiRun) run() {
-	if len(r.tasks) == 0 {
-		return
+	if len(r.tasks) > 0 {
+		r.workers.run(r.s, len(r.tasks), r.ch.heavy, r.work)
 	}
-	for !r.ch.heavy && r.extra+1 < min(len(r.tasks), msearchWorkers) && r.s.adm.tryEnter() {
-		r.extra++
-	}
-	var wg sync.WaitGroup
-	for range r.extra {
-		wg.Go(r.work)
-	}
-	r.work()
-	wg.Wait()
 }
 
 // work answers the next task until none is left or the request ends.
@@ -354,9 +352,7 @@ func (r *multiRun) answer(p *part, sc *engine.Scratch) {
 func (r *multiRun) end() {
 	r.cancel()
 	r.s.uncharge(r.ch)
-	for range r.extra {
-		r.s.adm.exit()
-	}
+	r.workers.release(r.s)
 	if r.slot {
 		r.s.adm.exit()
 	}
@@ -409,18 +405,7 @@ func (ms *multiSearch) appendAnswer(b []byte) ([]byte, error) {
 	b = appendTook(b, ms.took)
 	if ms.single {
 		p := ms.parts[0]
-		b = appendHits(append(b, `,"hits":`...), p.hits)
-		if ms.radial {
-			b = appendTruncated(b, p.prof.Truncated)
-		}
-		if ms.req.Profile {
-			pj, err := json.Marshal(p.prof)
-			if err != nil {
-				return nil, err
-			}
-			b = append(append(b, `,"profile":`...), pj...)
-		}
-		return b, nil
+		return appendResult(append(b, ','), p.hits, &p.prof, ms.radial, ms.req.Profile)
 	}
 	per := make([][]Hit, len(ms.parts))
 	failed, skipped, truncated := 0, 0, false
@@ -496,21 +481,21 @@ func (ms *multiSearch) appendAnswer(b []byte) ([]byte, error) {
 }
 
 // appendTargetHits writes merged hits as appendHits does, each with its
-// index's name first ("_index", OpenSearch's field).
+// index's name first ("_index", OpenSearch's field), quoted once per index.
 func appendTargetHits(b []byte, hits []engine.TargetHit, parts []*part) []byte {
+	quoted := make([][]byte, len(parts))
 	b = append(b, '[')
 	for i, h := range hits {
 		if i > 0 {
 			b = append(b, ',')
 		}
-		b = appendString(append(b, `{"_index":`...), parts[h.Target].t.name)
-		b = append(b, `,"id":`...)
-		b = strconv.AppendInt(b, h.ID, 10)
-		b = append(b, `,"distance":`...)
-		b = strconv.AppendFloat(b, h.Distance, 'g', -1, 32)
-		b = append(b, `,"score":`...)
-		b = strconv.AppendFloat(b, h.Score, 'g', -1, 64)
-		b = append(b, '}')
+		q := quoted[h.Target]
+		if q == nil {
+			q = appendString(nil, parts[h.Target].t.name)
+			quoted[h.Target] = q
+		}
+		b = append(append(append(b, `{"_index":`...), q...), ',')
+		b = append(appendHitFields(b, h.Hit), '}')
 	}
 	return append(b, ']')
 }

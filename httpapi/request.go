@@ -8,18 +8,18 @@ import (
 	"github.com/faiss-sidecar/faiss-sidecar/engine"
 )
 
-// IntParam is an integer request field that tells an absent field (Set
-// false) from an explicit null (Set and Null) and a value.
-type IntParam struct {
-	V    int
+// Param is a number request field that tells an absent field (Set false)
+// from an explicit null (Set and Null) and a value.
+type Param[T int | float64] struct {
+	V    T
 	Set  bool
 	Null bool
 }
 
-// UnmarshalJSON reads an integer or null (encoding/json calls it for null
+// UnmarshalJSON reads a number or null (encoding/json calls it for null
 // too); anything else is an error.
-func (p *IntParam) UnmarshalJSON(b []byte) error {
-	*p = IntParam{Set: true}
+func (p *Param[T]) UnmarshalJSON(b []byte) error {
+	*p = Param[T]{Set: true}
 	if string(b) == "null" {
 		p.Null = true
 		return nil
@@ -27,23 +27,12 @@ func (p *IntParam) UnmarshalJSON(b []byte) error {
 	return json.Unmarshal(b, &p.V)
 }
 
-// FloatParam is a number request field that tells an absent field (Set
-// false) from an explicit null (Set and Null) and a value.
-type FloatParam struct {
-	V    float64
-	Set  bool
-	Null bool
-}
-
-// UnmarshalJSON reads a number or null; anything else is an error.
-func (p *FloatParam) UnmarshalJSON(b []byte) error {
-	*p = FloatParam{Set: true}
-	if string(b) == "null" {
-		p.Null = true
-		return nil
-	}
-	return json.Unmarshal(b, &p.V)
-}
+// IntParam (k) and FloatParam (max_distance, min_score) are the request's
+// number fields.
+type (
+	IntParam   = Param[int]
+	FloatParam = Param[float64]
+)
 
 // MethodParameters are the HNSW search parameters of a request.
 type MethodParameters struct {

@@ -88,15 +88,37 @@ func appendHits(b []byte, hits []Hit) []byte {
 		if i > 0 {
 			b = append(b, ',')
 		}
-		b = append(b, `{"id":`...)
-		b = strconv.AppendInt(b, h.ID, 10)
-		b = append(b, `,"distance":`...)
-		b = strconv.AppendFloat(b, h.Distance, 'g', -1, 32)
-		b = append(b, `,"score":`...)
-		b = strconv.AppendFloat(b, h.Score, 'g', -1, 64)
-		b = append(b, '}')
+		b = append(appendHitFields(append(b, '{'), h), '}')
 	}
 	return append(b, ']')
+}
+
+// appendHitFields writes a hit's "id", "distance" and "score" fields.
+func appendHitFields(b []byte, h Hit) []byte {
+	b = append(b, `"id":`...)
+	b = strconv.AppendInt(b, h.ID, 10)
+	b = append(b, `,"distance":`...)
+	b = strconv.AppendFloat(b, h.Distance, 'g', -1, 32)
+	b = append(b, `,"score":`...)
+	return strconv.AppendFloat(b, h.Score, 'g', -1, 64)
+}
+
+// appendResult writes one index's answer to one query after its "took":
+// "hits", a radial answer's "truncated" and, when asked, "profile" — the
+// one spelling of _search's answer and of each _msearch response.
+func appendResult(b []byte, hits []Hit, prof *Profile, radial, profile bool) ([]byte, error) {
+	b = appendHits(append(b, `"hits":`...), hits)
+	if radial {
+		b = appendTruncated(b, prof.Truncated)
+	}
+	if profile {
+		pj, err := json.Marshal(*prof) // a copy: prof itself stays on the caller's stack
+		if err != nil {
+			return nil, err
+		}
+		b = append(append(b, `,"profile":`...), pj...)
+	}
+	return b, nil
 }
 
 // appendTruncated writes a radial answer's flag: whether the cap

@@ -2,7 +2,6 @@ package httpapi
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"sync"
 	"time"
@@ -91,18 +90,10 @@ func (s *Server) search(c *gin.Context) {
 	buf := respPool.Get().(*[]byte)
 	b := append((*buf)[:0], `{"took":`...)
 	b = appendTook(b, took)
-	b = append(b, `,"hits":`...)
-	b = appendHits(b, hits)
-	if qp.Radial() {
-		b = appendTruncated(b, prof.Truncated)
-	}
-	if req.Profile {
-		pj, err := json.Marshal(prof)
-		if err != nil {
-			s.fail(c, err)
-			return
-		}
-		b = append(append(b, `,"profile":`...), pj...)
+	b, err = appendResult(append(b, ','), hits, &prof, qp.Radial(), req.Profile)
+	if err != nil {
+		s.fail(c, err)
+		return
 	}
 	b = append(b, "}\n"...)
 	writeJSON(c, b)
