@@ -142,10 +142,12 @@ func (s *Server) plan(h *handle, k IntParam, rad radial, mp *MethodParameters, f
 		return queryPlan{}, badRequest("max_distance is null; give a number or use k or min_score")
 	case ms.Null:
 		return queryPlan{}, badRequest("min_score is null; give a number or use k or max_distance")
-	case md.Set:
-		r.MaxDistance = &md.V
+	case md.Set: // a variable of its own, so that only a radial request allocates its bound
+		v := md.V
+		r.MaxDistance = &v
 	case ms.Set:
-		r.MinScore = &ms.V
+		v := ms.V
+		r.MinScore = &v
 	case !k.Set:
 		r.K = DefaultK
 	case k.Null:
