@@ -24,7 +24,7 @@ import (
 // the file's own vectors (or Spec.Rerank's file), read with direct I/O.
 // The guide is built from the file in one streaming pass and persisted in
 // a guide file, reused while the index file is unchanged.
-const ModeOnDisk = "on_disk"
+const ModeOnDisk Mode = "on_disk"
 
 // CompressionAuto picks, among quant.Levels (finest first), the finest
 // compression level whose guide and every neighbor list, pinned, fit the
@@ -159,7 +159,7 @@ func (p *Plan) chooseLevel(levels []quant.Level, workers int) error {
 	least := quant.Level(0)
 	for _, l := range levels {
 		gb := guideBytes(l, g.NTotal, g.D)
-		bp, err := hnswsearch.PlanBudget(pf, p.backend == "direct", spec.MemoryBudget-gb, workers)
+		bp, err := hnswsearch.PlanBudget(pf, p.backend == BackendDirect, spec.MemoryBudget-gb, workers)
 		if err != nil {
 			if least == 0 || gb < guideBytes(least, g.NTotal, g.D) {
 				least = l
@@ -442,7 +442,7 @@ func Quantize(spec Spec, out string) (GuideInfo, error) {
 	}
 	ctx := loadContext(spec.Ctx)
 	h, obj, changed := p.src.take()
-	st, err := storage.Open(ctx, spec.Path, storage.Options{Backend: "pread", CacheBytes: 1 << 20, Object: obj, File: h, S3: spec.Env.s3()})
+	st, err := storage.Open(ctx, spec.Path, storage.Options{Backend: BackendPread, CacheBytes: 1 << 20, Object: obj, File: h, S3: spec.Env.s3()})
 	if err != nil {
 		return GuideInfo{}, err
 	}
@@ -455,7 +455,7 @@ func Quantize(spec Spec, out string) (GuideInfo, error) {
 	}
 	var vst partial.Storage
 	if p.vlayout != nil {
-		if vst, err = storage.Open(ctx, spec.VectorsPath, storage.Options{Backend: "pread", CacheBytes: 1 << 20, S3: spec.Env.s3()}); err != nil {
+		if vst, err = storage.Open(ctx, spec.VectorsPath, storage.Options{Backend: BackendPread, CacheBytes: 1 << 20, S3: spec.Env.s3()}); err != nil {
 			return GuideInfo{}, err
 		}
 		defer vst.Close()

@@ -107,7 +107,7 @@ func TestOnDiskMachineBudget(t *testing.T) {
 	assert.Zero(t, p.Spec().MemoryBudget, "the machine holds the file and its guide: no budget")
 	assert.Equal(t, quant.Level4x, p.level)
 	assert.Equal(t, "mmap", p.Spec().Rerank.Strategy)
-	assert.Equal(t, "mmap", p.Backend())
+	assert.Equal(t, BackendMmap, p.Backend())
 
 	machineMemory = func() int64 { return holds - 1 }
 	_, err = Prepare(spec(0))
@@ -237,7 +237,7 @@ func TestBuildMemory(t *testing.T) {
 // graph), before anything else is read.
 func TestNotHNSWRefusedFirst(t *testing.T) {
 	path := filepath.Join("..", "testdata", "fixtures", "flat_l2.faiss")
-	for _, mode := range []string{"full", "memory_efficient", ModeOnDisk} {
+	for _, mode := range []Mode{"full", "memory_efficient", ModeOnDisk} {
 		_, err := Prepare(Spec{Path: path, Mode: mode, GuideDir: t.TempDir()})
 		require.ErrorIs(t, err, ErrNotServable, mode)
 		assert.Contains(t, err.Error(), "has no HNSW graph", mode)

@@ -84,7 +84,7 @@ func openChangeable(t testing.TB, backend string) (partial.Storage, string) {
 	b, err := os.ReadFile(src)
 	require.NoError(t, err)
 	require.NoError(t, os.WriteFile(path, b, 0o644))
-	o := storage.Options{Backend: backend, CacheBytes: 16 << 20}
+	o := storage.Options{Backend: storage.Backend(backend), CacheBytes: 16 << 20}
 	switch backend {
 	case "direct":
 		o.CacheBytes = 0

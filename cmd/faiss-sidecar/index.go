@@ -19,19 +19,21 @@ import (
 
 // indexFlags are the flags every command that opens an index for search takes.
 type indexFlags struct {
-	mode, backend, semantics, kernel string
-	compression, guideDir            string
-	cacheBytes                       int64
-	cacheBlock                       int
-	cacheDir                         cacheDirFlags
-	batchReads                       bool
-	exactFilterMax                   int
-	memoryBudget                     budgetFlag
-	warmup                           bool
-	indexEf                          indexEfFlag
-	verifyChecksum                   bool
-	cagraSeed                        uint64
-	vectors                          string
+	mode                  engine.Mode
+	backend               engine.Backend
+	semantics, kernel     string
+	compression, guideDir string
+	cacheBytes            int64
+	cacheBlock            int
+	cacheDir              cacheDirFlags
+	batchReads            bool
+	exactFilterMax        int
+	memoryBudget          budgetFlag
+	warmup                bool
+	indexEf               indexEfFlag
+	verifyChecksum        bool
+	cagraSeed             uint64
+	vectors               string
 	// workers is how many queries run at once, for the memory plan
 	// (--threads); 0: GOMAXPROCS. machine and beside: Spec.MachineBudget
 	// and Spec.Beside, for a command serving the index its queries
@@ -42,10 +44,10 @@ type indexFlags struct {
 }
 
 func (f *indexFlags) register(fs *flag.FlagSet) {
-	fs.StringVar(&f.mode, "mode", "memory_efficient", "loading mode: full (whole file in memory), memory_efficient (read on demand) or on_disk (graph walked on a compressed in-memory guide, exact rerank from the file)")
+	fs.StringVar((*string)(&f.mode), "mode", string(engine.ModeMemoryEfficient), "loading mode: full (whole file in memory), memory_efficient (read on demand) or on_disk (graph walked on a compressed in-memory guide, exact rerank from the file)")
 	fs.StringVar(&f.compression, "compression", "", "on_disk: the guide's compression, "+strings.Join(engine.CompressionNames(), ", ")+"; 4x is 8 bits a dimension, 5x 6 bits, 6x 5 bits, 8x 4 bits, 16x 2 bits, 32x 1 bit (default auto: under --memory-budget the finest whose guide fits with every neighbor list pinned, else the finest whose guide fits; without one 4x, or, for bench and search, as --memory-budget says)")
 	fs.StringVar(&f.guideDir, "guide-dir", "", "on_disk: directory of guide files (default: beside the index); a missing, stale or corrupt guide is built and written there")
-	fs.StringVar(&f.backend, "backend", "", backendHelp+"; memory_efficient defaults to "+engine.DefaultMemoryEfficientBackend)
+	fs.StringVar((*string)(&f.backend), "backend", "", backendHelp+"; memory_efficient defaults to "+string(engine.DefaultMemoryEfficientBackend))
 	fs.StringVar(&f.semantics, "semantics", "faiss-modern", "search semantics: faiss-modern or faiss-1.7.3")
 	fs.StringVar(&f.kernel, "kernel", "fast", "distance kernel: fast or exact")
 	fs.Int64Var(&f.cacheBytes, "cache-bytes", 0, "block cache budget for pread/direct/zstd (0: 64 MiB)")
