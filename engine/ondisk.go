@@ -16,6 +16,7 @@ import (
 	"github.com/faiss-sidecar/faiss-sidecar/partial"
 	"github.com/faiss-sidecar/faiss-sidecar/partial/storage"
 	"github.com/faiss-sidecar/faiss-sidecar/quant"
+	"github.com/faiss-sidecar/faiss-sidecar/rerank"
 )
 
 // Loading mode on_disk: the search walks the file's graph on a compressed
@@ -281,7 +282,7 @@ func onDiskRerankStrategy(budget int64) string {
 	if budget > 0 {
 		return DefaultRerankStrategy
 	}
-	return "mmap"
+	return rerank.StrategyMmap
 }
 
 // GuidePath is where an on_disk index's guide lives: beside the index

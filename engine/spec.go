@@ -116,7 +116,7 @@ type RerankSpec struct {
 }
 
 // DefaultRerankStrategy is the rerank read strategy when none is named.
-const DefaultRerankStrategy = "direct"
+const DefaultRerankStrategy = rerank.StrategyDirect
 
 // Errors. Each front end maps them once: ErrBadSpec and ErrBadRequest to a
 // usage error or a 400, ErrNotServable to a 422.
@@ -686,9 +686,9 @@ func newRerankStore(env *Env, h *partial.Handle, l rerank.Layout, strategy strin
 	var st partial.Storage
 	var err error
 	switch strategy {
-	case "direct":
+	case rerank.StrategyDirect:
 		st, err = partial.NewDirect(h, parallel)
-	case "mmap", "mmap-willneed":
+	case rerank.StrategyMmap, rerank.StrategyMmapWillneed:
 		st, err = partial.NewMmap(h)
 	default: // pread, batch
 		st, err = partial.NewFile(h)
