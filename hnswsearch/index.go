@@ -417,13 +417,21 @@ func (x *Index) NTotal() int64 { return int64(x.n) }
 func (x *Index) StoredEfSearch() int { return int(x.h.EfSearch) }
 
 // CheckIndexEfSearch checks an index-level efSearch (Options.IndexEfSearch
-// when set): 1 … MaxEfSearch.
+// when set): 1 … MaxEfSearch. Its error matches ErrBadOption and says
+// what is wrong alone, as a flag's or a field's message.
 func CheckIndexEfSearch(n int) error {
 	if n < 1 || n > MaxEfSearch {
-		return fmt.Errorf("%w: index ef_search %d is out of range [1, %d]", ErrBadOption, n, MaxEfSearch)
+		return &optionError{fmt.Sprintf("index ef_search %d is out of range [1, %d]", n, MaxEfSearch)}
 	}
 	return nil
 }
+
+// optionError is an option error worded for users alone: it matches
+// ErrBadOption without carrying its text.
+type optionError struct{ msg string }
+
+func (e *optionError) Error() string        { return e.msg }
+func (e *optionError) Is(target error) bool { return target == ErrBadOption }
 
 // EfSearch is the efSearch searches use without Params.EfSearch:
 // Options.IndexEfSearch when set, else the stored one.

@@ -78,7 +78,7 @@ func (e *indexEfFlag) Set(s string) error {
 		return fmt.Errorf("%q is not an integer", s)
 	}
 	if err := engine.CheckIndexEfSearch(n); err != nil {
-		return errors.New(strings.TrimPrefix(err.Error(), engine.ErrBadOption.Error()+": "))
+		return err
 	}
 	*e = indexEfFlag(n)
 	return nil
