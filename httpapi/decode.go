@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"strings"
 	"unsafe"
 
 	"github.com/gin-gonic/gin"
@@ -170,11 +169,11 @@ func decodeJSON(b []byte, v any) error {
 	d := json.NewDecoder(bytes.NewReader(b))
 	d.DisallowUnknownFields()
 	if err := d.Decode(v); err != nil {
-		switch {
+		switch key, unknown := unknownField(b, v, err); {
 		case errors.Is(err, io.EOF):
 			return badRequest("request body is empty; JSON expected")
-		case strings.HasPrefix(err.Error(), "json: unknown field"):
-			return badRequest("unknown field %s", strings.TrimPrefix(err.Error(), "json: unknown field "))
+		case unknown:
+			return badRequest("unknown field %q", key)
 		}
 		return badRequest("%s", decodeErrorText(err))
 	}
