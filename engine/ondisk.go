@@ -213,12 +213,10 @@ func (p *Plan) chooseLevel(levels []quant.Level, workers int) error {
 // vectors, rerank vectors), whose lists and vectors the page cache then
 // keeps, and its finest guide, a quarter of their vectors; else that
 // room, at least 1 byte (a budget Prepare then refuses, saying why).
-// Without it, a machine (or memory cgroup) smaller than the file read
+// Without it, a machine (or memory cgroup) smaller than the file reads
 // every list hop and every reranked vector through page faults on a cache
-// the kernel kept evicting: inside a tenth of fashion-mnist's 197 MB, auto
-// took the 47 MB 4x guide and was refused; given a guide that fits, it
-// served 48 QPS where the same level under a budget serves several times
-// that.
+// the kernel keeps evicting, several times slower than the same level
+// under a budget, and auto may pick a guide that does not fit at all.
 func machineBudget(spec *Spec, indexSize int64) int64 {
 	m := machineMemory()
 	if m <= 0 || storage.IsRemote(spec.Path) {
@@ -254,10 +252,9 @@ func rerankPath(spec *Spec) string {
 
 // estimateLists is hnswsearch.EstimatePinnedLists of the plan's index, read
 // as Probe reads it (a batch of 512 small reads), through the file Prepare
-// opened. Under backend direct the reads are direct too: on this machine's
-// kernel each cold 4 KiB read of the sample through the page cache brought
-// a larger folio in, charged to the process's memory cgroup while the
-// guide loads beside it.
+// opened. Under backend direct the reads are direct too: a cold 4 KiB read
+// through the page cache can bring a larger folio in, charged to the
+// process's memory cgroup while the guide loads beside it.
 func (p *Plan) estimateLists() (int64, error) {
 	ctx := loadContext(p.spec.Ctx)
 	st, err := p.src.sample(ctx, p.backend)
@@ -387,7 +384,7 @@ func (p *Plan) Replan(beside int64) (*Plan, error) {
 // build may hold (buildMemory, at most quant.DefaultBuildBytes) when that
 // is more. A caller that limits the runtime's memory to the heap share
 // while opening would have the collector run continually while a larger
-// training sample is live (reasoned from the sizes, not measured).
+// training sample is live.
 func (p *Plan) OpenHeapBytes() int64 {
 	if p.spec.Mode != ModeOnDisk {
 		return p.heap

@@ -208,10 +208,10 @@ func TestReplan(t *testing.T) {
 
 // TestBuildMemory: a guide build under a budget may hold what the budget
 // leaves beside the guide and the small arrays, growing with the budget:
-// a large one keeps the build's default 16 MiB training sample (it was the
-// plan's heap share, fixed by the index, so a 1 GiB budget trained on a
-// fifth of the sample). The heap's limit while opening makes room for the
-// build (OpenHeapBytes). Without a budget, the build's defaults.
+// a large one keeps the build's default 16 MiB training sample (not the
+// plan's heap share, which the index fixes whatever the budget). The
+// heap's limit while opening makes room for the build (OpenHeapBytes).
+// Without a budget, the build's defaults.
 func TestBuildMemory(t *testing.T) {
 	defer func(f func() int64) { machineMemory = f }(machineMemory)
 	machineMemory = func() int64 { return 1 << 40 } // any budget here fits the machine

@@ -187,9 +187,9 @@ type FetchStats struct {
 	Decoded int `json:"decoded"`
 }
 
-// DefaultParallel is how many reads the direct strategy keeps in flight
-// (bench rerank at N=1000 cold: 32 → 24 ms, 64 → 18 ms, 128 → 15.8 ms,
-// 256 → 16.3 ms).
+// DefaultParallel is how many reads the direct strategy keeps in flight:
+// where a cold shortlist's time stops falling as more are added (bench
+// rerank).
 const DefaultParallel = 128
 
 // Open opens the local vector file at path with strategy, the direct
@@ -393,11 +393,10 @@ func (s *Store) view(ctx context.Context, labels []int32, st *FetchStats, use fu
 	return s.viewPart(ctx, labels, st, use)
 }
 
-// viewChunk is how many vectors one view reads at once at most. A
-// shortlist of 10,000 fashion-mnist vectors read at once took one read
-// buffer of tens of MB, and one such request had a server in a 64 MiB
-// cgroup killed; 512 keep far more reads in flight than the device's 64
-// (its ceiling) in a few MB.
+// viewChunk is how many vectors one view reads at once at most: a whole
+// shortlist of long vectors read at once would take a read buffer of tens
+// of MB, more than a small server can spare for one request; 512 keep far
+// more reads in flight than a device serves at once, in a few MB.
 const viewChunk = 512
 
 // viewPart is view of at most viewChunk labels, checked.

@@ -118,10 +118,10 @@ type loadedIndex struct {
 // limitHeap sets the Go runtime's memory limit, under --memory-budget, to
 // the plan's heap share plus what the runtime holds once opening is done:
 // the command's own live data (queries, ground truth) and the runtime's
-// overhead beside the heap (metadata, stacks, profiling buckets: ~7 MB
-// for this binary). The limit counts that overhead too, so one set from
-// the live heap alone sat below what the process already held, and the
-// collector ran every few milliseconds. GOMEMLIMIT, when set, wins.
+// overhead beside the heap (metadata, stacks, profiling buckets). The
+// limit counts that overhead too, so one set from the live heap alone
+// would sit below what the process already holds and keep the collector
+// running continually. GOMEMLIMIT, when set, wins.
 func (l *loadedIndex) limitHeap() { l.prevLimit = setHeapLimit(l.heapBytes) }
 
 // setHeapLimit sets the runtime's memory limit to what it holds now plus
