@@ -3,8 +3,9 @@ package engine
 // Change is what a live mode switch changes in a Spec; zero fields keep
 // the Spec's value.
 type Change struct {
-	Mode, Backend string
-	CacheBytes    int64
+	Mode       Mode
+	Backend    Backend
+	CacheBytes int64
 	// MemoryBudget switches to (or re-plans) the bounded-memory policy.
 	MemoryBudget int64
 	// EfSearch sets the index-level efSearch; -1 goes back to the file's.
@@ -21,7 +22,7 @@ type Change struct {
 func (c Change) Apply(spec Spec) Spec {
 	if c.Mode != "" {
 		spec.Mode = c.Mode
-		if c.Mode == "full" || (c.Backend == "" && spec.Backend == "memory") {
+		if c.Mode == ModeFull || (c.Backend == "" && spec.Backend == BackendMemory) {
 			spec.Backend = ""
 		}
 	}
@@ -34,7 +35,7 @@ func (c Change) Apply(spec Spec) Spec {
 	if c.MemoryBudget != 0 {
 		spec.MemoryBudget = c.MemoryBudget
 	}
-	if spec.Mode == "full" || (c.Backend != "" && c.MemoryBudget == 0) {
+	if spec.Mode == ModeFull || (c.Backend != "" && c.MemoryBudget == 0) {
 		spec.MemoryBudget = 0
 	}
 	switch {

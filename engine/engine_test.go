@@ -41,8 +41,9 @@ func TestQueryMatchesFAISS(t *testing.T) {
 		f, err := testfixtures.Load(fixtures, name)
 		require.NoError(t, err)
 		for _, c := range []struct {
-			mode, backend, want string
-			budget              int64
+			mode          engine.Mode
+			backend, want engine.Backend
+			budget        int64
 		}{
 			{"full", "", "memory", 0},
 			{"", "", "mmap", 0},
@@ -114,7 +115,7 @@ func TestPlanNeedBytes(t *testing.T) {
 
 	p, err = engine.Prepare(engine.Spec{Path: path})
 	require.NoError(t, err)
-	assert.Equal(t, "mmap", p.Backend())
+	assert.Equal(t, engine.BackendMmap, p.Backend())
 	assert.Equal(t, small, p.NeedBytes())
 
 	p, err = engine.Prepare(engine.Spec{Path: path, Backend: "pread", CacheBytes: 1 << 30})
@@ -126,7 +127,7 @@ func TestPlanNeedBytes(t *testing.T) {
 	budget := budgetFor(t, "hnsw_flat_large.faiss", 256<<10)
 	p, err = engine.Prepare(engine.Spec{Path: path, MemoryBudget: budget})
 	require.NoError(t, err)
-	assert.Equal(t, "direct", p.Backend(), "direct under a budget")
+	assert.Equal(t, engine.BackendDirect, p.Backend(), "direct under a budget")
 	assert.Equal(t, budget, p.NeedBytes())
 	assert.Equal(t, budget-256<<10, p.HeapBytes())
 	x, err := p.Open()
@@ -360,7 +361,12 @@ func TestModeBackend(t *testing.T) {
 	_, err = zstd.CompressSeekable(dst, src, 4096, 1, nil)
 	require.NoError(t, err)
 	require.NoError(t, dst.Close())
-	for _, c := range []struct{ mode, backend, path, want string }{
+	for _, c := range []struct {
+		mode    engine.Mode
+		backend engine.Backend
+		path    string
+		want    engine.Backend
+	}{
 		{"full", "", plain, "memory"},
 		{"full", "memory", plain, "memory"},
 		{"", "", plain, "mmap"},
@@ -373,7 +379,11 @@ func TestModeBackend(t *testing.T) {
 		require.NoError(t, err, "%+v", c)
 		assert.Equal(t, c.want, got, "%+v", c)
 	}
-	for _, c := range []struct{ mode, backend, msg string }{
+	for _, c := range []struct {
+		mode    engine.Mode
+		backend engine.Backend
+		msg     string
+	}{
 		{"full", "mmap", "mode full reads the whole file into memory"},
 		{"memory_efficient", "memory", "backend memory is mode full"},
 		{"", "floppy", `unknown backend "floppy"`},

@@ -17,7 +17,7 @@ import (
 // asked, rerank vectors. It is safe for concurrent queries; Close ends it.
 type Index struct {
 	spec       Spec
-	backend    string
+	backend    Backend
 	st         partial.Storage
 	vst        partial.Storage // a separate vector file (Spec.VectorsPath), or nil
 	file       *faissfmt.File
@@ -54,7 +54,7 @@ func (x *Index) Close() {
 func (x *Index) Spec() Spec { return x.spec }
 
 // Backend names the storage backend serving the index.
-func (x *Index) Backend() string { return x.backend }
+func (x *Index) Backend() Backend { return x.backend }
 
 // Dim is the query length: components, or bytes for a binary index.
 func (x *Index) Dim() int                       { return x.idx.Dim() }
@@ -163,7 +163,7 @@ func (x *Index) WarmContext(ctx context.Context) error {
 	switch {
 	case x.Cache() != nil:
 		limit = x.Cache().Budget()
-	case x.backend != "zstd":
+	case x.backend != BackendZstd:
 		limit = 0
 	}
 	return x.idx.Warm(loadContext(ctx), limit)

@@ -16,6 +16,7 @@ import (
 	"github.com/faiss-sidecar/faiss-sidecar/partial"
 	"github.com/faiss-sidecar/faiss-sidecar/partial/storage"
 	"github.com/faiss-sidecar/faiss-sidecar/quant"
+	"github.com/faiss-sidecar/faiss-sidecar/rerank"
 )
 
 // Loading mode on_disk: the search walks the file's graph on a compressed
@@ -24,7 +25,7 @@ import (
 // the file's own vectors (or Spec.Rerank's file), read with direct I/O.
 // The guide is built from the file in one streaming pass and persisted in
 // a guide file, reused while the index file is unchanged.
-const ModeOnDisk = "on_disk"
+const ModeOnDisk Mode = "on_disk"
 
 // CompressionAuto picks, among quant.Levels (finest first), the finest
 // compression level whose guide and every neighbor list, pinned, fit the
@@ -159,7 +160,7 @@ func (p *Plan) chooseLevel(levels []quant.Level, workers int) error {
 	least := quant.Level(0)
 	for _, l := range levels {
 		gb := guideBytes(l, g.NTotal, g.D)
-		bp, err := hnswsearch.PlanBudget(pf, p.backend == "direct", spec.MemoryBudget-gb, workers)
+		bp, err := hnswsearch.PlanBudget(pf, p.backend == BackendDirect, spec.MemoryBudget-gb, workers)
 		if err != nil {
 			if least == 0 || gb < guideBytes(least, g.NTotal, g.D) {
 				least = l
@@ -212,12 +213,10 @@ func (p *Plan) chooseLevel(levels []quant.Level, workers int) error {
 // vectors, rerank vectors), whose lists and vectors the page cache then
 // keeps, and its finest guide, a quarter of their vectors; else that
 // room, at least 1 byte (a budget Prepare then refuses, saying why).
-// Without it, a machine (or memory cgroup) smaller than the file read
+// Without it, a machine (or memory cgroup) smaller than the file reads
 // every list hop and every reranked vector through page faults on a cache
-// the kernel kept evicting: inside a tenth of fashion-mnist's 197 MB, auto
-// took the 47 MB 4x guide and was refused; given a guide that fits, it
-// served 48 QPS where the same level under a budget serves several times
-// that.
+// the kernel keeps evicting, several times slower than the same level
+// under a budget, and auto may pick a guide that does not fit at all.
 func machineBudget(spec *Spec, indexSize int64) int64 {
 	m := machineMemory()
 	if m <= 0 || storage.IsRemote(spec.Path) {
@@ -253,10 +252,9 @@ func rerankPath(spec *Spec) string {
 
 // estimateLists is hnswsearch.EstimatePinnedLists of the plan's index, read
 // as Probe reads it (a batch of 512 small reads), through the file Prepare
-// opened. Under backend direct the reads are direct too: on this machine's
-// kernel each cold 4 KiB read of the sample through the page cache brought
-// a larger folio in, charged to the process's memory cgroup while the
-// guide loads beside it.
+// opened. Under backend direct the reads are direct too: a cold 4 KiB read
+// through the page cache can bring a larger folio in, charged to the
+// process's memory cgroup while the guide loads beside it.
 func (p *Plan) estimateLists() (int64, error) {
 	ctx := loadContext(p.spec.Ctx)
 	st, err := p.src.sample(ctx, p.backend)
@@ -281,7 +279,7 @@ func onDiskRerankStrategy(budget int64) string {
 	if budget > 0 {
 		return DefaultRerankStrategy
 	}
-	return "mmap"
+	return rerank.StrategyMmap
 }
 
 // GuidePath is where an on_disk index's guide lives: beside the index
@@ -386,7 +384,7 @@ func (p *Plan) Replan(beside int64) (*Plan, error) {
 // build may hold (buildMemory, at most quant.DefaultBuildBytes) when that
 // is more. A caller that limits the runtime's memory to the heap share
 // while opening would have the collector run continually while a larger
-// training sample is live (reasoned from the sizes, not measured).
+// training sample is live.
 func (p *Plan) OpenHeapBytes() int64 {
 	if p.spec.Mode != ModeOnDisk {
 		return p.heap
@@ -442,7 +440,7 @@ func Quantize(spec Spec, out string) (GuideInfo, error) {
 	}
 	ctx := loadContext(spec.Ctx)
 	h, obj, changed := p.src.take()
-	st, err := storage.Open(ctx, spec.Path, storage.Options{Backend: "pread", CacheBytes: 1 << 20, Object: obj, File: h, S3: spec.Env.s3()})
+	st, err := storage.Open(ctx, spec.Path, storage.Options{Backend: BackendPread, CacheBytes: 1 << 20, Object: obj, File: h, S3: spec.Env.s3()})
 	if err != nil {
 		return GuideInfo{}, err
 	}
@@ -455,7 +453,7 @@ func Quantize(spec Spec, out string) (GuideInfo, error) {
 	}
 	var vst partial.Storage
 	if p.vlayout != nil {
-		if vst, err = storage.Open(ctx, spec.VectorsPath, storage.Options{Backend: "pread", CacheBytes: 1 << 20, S3: spec.Env.s3()}); err != nil {
+		if vst, err = storage.Open(ctx, spec.VectorsPath, storage.Options{Backend: BackendPread, CacheBytes: 1 << 20, S3: spec.Env.s3()}); err != nil {
 			return GuideInfo{}, err
 		}
 		defer vst.Close()

@@ -56,8 +56,8 @@ type onDiskFixture struct {
 
 // TestOnDiskRecall: mode on_disk at 4x, 8x and 32x, reranking from the index
 // file by default, finds at least FAISS's own HNSW recall@10 at each
-// efSearch against FAISS's exact search, less 0.01 (issue 18's target),
-// and returns exact distances. A second open loads the persisted guide.
+// efSearch against FAISS's exact search, less 0.01, and returns exact
+// distances. A second open loads the persisted guide.
 func TestOnDiskRecall(t *testing.T) {
 	for _, name := range []string{"clustered_l2", "clustered_ip"} {
 		raw, err := os.ReadFile(filepath.Join("..", "testdata", "ondisk", name+".json"))

@@ -107,7 +107,7 @@ func TestOnDiskMachineBudget(t *testing.T) {
 	assert.Zero(t, p.Spec().MemoryBudget, "the machine holds the file and its guide: no budget")
 	assert.Equal(t, quant.Level4x, p.level)
 	assert.Equal(t, "mmap", p.Spec().Rerank.Strategy)
-	assert.Equal(t, "mmap", p.Backend())
+	assert.Equal(t, BackendMmap, p.Backend())
 
 	machineMemory = func() int64 { return holds - 1 }
 	_, err = Prepare(spec(0))
@@ -208,10 +208,10 @@ func TestReplan(t *testing.T) {
 
 // TestBuildMemory: a guide build under a budget may hold what the budget
 // leaves beside the guide and the small arrays, growing with the budget:
-// a large one keeps the build's default 16 MiB training sample (it was the
-// plan's heap share, fixed by the index, so a 1 GiB budget trained on a
-// fifth of the sample). The heap's limit while opening makes room for the
-// build (OpenHeapBytes). Without a budget, the build's defaults.
+// a large one keeps the build's default 16 MiB training sample (not the
+// plan's heap share, which the index fixes whatever the budget). The
+// heap's limit while opening makes room for the build (OpenHeapBytes).
+// Without a budget, the build's defaults.
 func TestBuildMemory(t *testing.T) {
 	defer func(f func() int64) { machineMemory = f }(machineMemory)
 	machineMemory = func() int64 { return 1 << 40 } // any budget here fits the machine
@@ -237,7 +237,7 @@ func TestBuildMemory(t *testing.T) {
 // graph), before anything else is read.
 func TestNotHNSWRefusedFirst(t *testing.T) {
 	path := filepath.Join("..", "testdata", "fixtures", "flat_l2.faiss")
-	for _, mode := range []string{"full", "memory_efficient", ModeOnDisk} {
+	for _, mode := range []Mode{"full", "memory_efficient", ModeOnDisk} {
 		_, err := Prepare(Spec{Path: path, Mode: mode, GuideDir: t.TempDir()})
 		require.ErrorIs(t, err, ErrNotServable, mode)
 		assert.Contains(t, err.Error(), "has no HNSW graph", mode)

@@ -20,8 +20,28 @@ import (
 // what front ends need of partial/storage, so that they reach it through
 // the engine.
 
+// Backend names a storage backend (Spec.Backend, RawOptions.Backend):
+// partial/storage's names.
+type Backend = storage.Backend
+
+// The storage backends (partial/storage).
+const (
+	BackendMemory = storage.BackendMemory
+	BackendMmap   = storage.BackendMmap
+	BackendPread  = storage.BackendPread
+	BackendDirect = storage.BackendDirect
+	BackendZstd   = storage.BackendZstd
+	BackendS3     = storage.BackendS3
+	// BackendAuto, for OpenRaw, leaves the choice to the file, as "" does.
+	BackendAuto = storage.BackendAuto
+)
+
 // Backends lists the storage backend names Spec.Backend and OpenRaw take.
-func Backends() []string { return slices.Clone(storage.Backends) }
+func Backends() []Backend { return slices.Clone(storage.Backends) }
+
+// ParseBackend is the backend named s, one of Backends, or an error naming
+// them (matching ErrBadStorageOption).
+func ParseBackend(s string) (Backend, error) { return storage.ParseBackend(s) }
 
 // DefaultPlainBackend is the backend OpenRaw reads an uncompressed file
 // with when none is named (a zstd file: zstd).
@@ -30,10 +50,11 @@ const DefaultPlainBackend = storage.DefaultPlainBackend
 // CheckBackend checks a backend name for OpenRaw ("" and "auto": chosen
 // by the file). Errors match ErrBadStorageOption.
 func CheckBackend(b string) error {
-	if b != "" && b != "auto" && !storage.KnownBackend(b) {
-		return storage.UnknownBackend(b)
+	if b == "" || Backend(b) == BackendAuto {
+		return nil
 	}
-	return nil
+	_, err := ParseBackend(b)
+	return err
 }
 
 // CheckCacheDirBytes checks a disk cache directory's budget (0: the
@@ -46,9 +67,9 @@ func CheckIndexEfSearch(n int) error { return hnswsearch.CheckIndexEfSearch(n) }
 
 // RawOptions says how OpenRaw reads a file.
 type RawOptions struct {
-	// Backend is one of Backends, or "" (also "auto") for zstd on a zstd
-	// file and DefaultPlainBackend otherwise.
-	Backend string
+	// Backend is one of Backends, or "" (also BackendAuto) for zstd on a
+	// zstd file and DefaultPlainBackend otherwise.
+	Backend Backend
 	// CacheBytes is the block cache budget (0: the backend's default).
 	CacheBytes int64
 	// CacheDir is an s3:// object's local disk cache (NewCacheDir), nil
@@ -63,7 +84,7 @@ type RawOptions struct {
 // and names the backend that does (the one chosen for "" or "auto").
 // Indexes open through Prepare; this is for the tools that read a file's
 // bytes without serving it. Its object-store requests end with ctx.
-func OpenRaw(ctx context.Context, path string, o RawOptions) (partial.Storage, string, error) {
+func OpenRaw(ctx context.Context, path string, o RawOptions) (partial.Storage, Backend, error) {
 	s, err := storage.Open(ctx, path, storage.Options{Backend: o.Backend, CacheBytes: o.CacheBytes, CacheDir: o.CacheDir, S3: o.Env.s3()})
 	if err != nil {
 		return nil, "", err
@@ -79,26 +100,26 @@ func Parse(ctx context.Context, st partial.Storage, path string) (*faissfmt.File
 }
 
 // backendOf names the backend a storage storage.Open made is read by.
-func backendOf(s partial.Storage) string {
+func backendOf(s partial.Storage) Backend {
 	switch s := s.(type) {
 	case *partial.Memory:
-		return "memory"
+		return BackendMemory
 	case *partial.Mmap:
-		return "mmap"
+		return BackendMmap
 	case *zstd.File:
-		return "zstd"
+		return BackendZstd
 	case *partial.Direct:
-		return "direct"
+		return BackendDirect
 	case *s3.Object, *diskcache.Cache:
-		return "s3"
+		return BackendS3
 	case *blockcache.Cached:
 		switch s.Inner().(type) {
 		case *partial.Direct:
-			return "direct"
+			return BackendDirect
 		case *s3.Object, *diskcache.Cache:
-			return "s3"
+			return BackendS3
 		}
-		return "pread"
+		return BackendPread
 	}
-	return fmt.Sprintf("%T", s)
+	return Backend(fmt.Sprintf("%T", s))
 }

@@ -177,7 +177,7 @@ func probeRemote(ctx context.Context, spec Spec) (*faissfmt.File, *s3.Object, er
 	if err != nil {
 		return nil, nil, err
 	}
-	st, err := storage.Open(ctx, spec.Path, storage.Options{Backend: "pread", CacheBytes: 1 << 20, Object: obj, KeepObject: true,
+	st, err := storage.Open(ctx, spec.Path, storage.Options{Backend: BackendPread, CacheBytes: 1 << 20, Object: obj, KeepObject: true,
 		CacheDir: spec.CacheDir})
 	if err != nil {
 		obj.Close()

@@ -92,8 +92,8 @@ func TestS3StallLoadAndWarmEndWithContext(t *testing.T) {
 		assert.Greater(t, fp.GETs.Load(), gets, "%s asked the store nothing: the stall was not tested", what)
 	}
 	stall()
-	for _, mode := range []string{"memory_efficient", "full", engine.ModeOnDisk} {
-		within(t, "open "+mode, func(ctx context.Context) error {
+	for _, mode := range []engine.Mode{"memory_efficient", "full", engine.ModeOnDisk} {
+		within(t, "open "+string(mode), func(ctx context.Context) error {
 			x, _, err := engine.Open(engine.Spec{Path: u, Mode: mode, GuideDir: t.TempDir(), Ctx: ctx, Env: env})
 			if err == nil {
 				x.Close()

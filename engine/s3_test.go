@@ -29,8 +29,9 @@ func TestS3MatchesFAISS(t *testing.T) {
 		u := s3test.PutFile(t, bucket, "idx/"+name+".faiss", fixture(name+".faiss"))
 		budget := budgetFor(t, name+".faiss", 64<<10)
 		for _, c := range []struct {
-			mode, want string
-			budget     int64
+			mode   engine.Mode
+			want   engine.Backend
+			budget int64
 		}{{"full", "memory", 0}, {"memory_efficient", "s3", 0}, {"", "s3", 0}, {"memory_efficient", "", budget}} {
 			spec := engine.Spec{Path: u, Mode: c.mode, MemoryBudget: c.budget, Semantics: "faiss-1.7.3", Kernel: "exact"}
 			x, plan, err := engine.Open(spec)
@@ -178,7 +179,7 @@ func TestS3CacheCharged(t *testing.T) {
 	u := s3test.PutFile(t, bucket, "charge/x.faiss", fixture("hnsw_flat_large.faiss"))
 	def, err := engine.Prepare(engine.Spec{Path: u})
 	require.NoError(t, err)
-	for _, b := range []string{"mmap", "pread", "s3"} {
+	for _, b := range []engine.Backend{"mmap", "pread", "s3"} {
 		p, err := engine.Prepare(engine.Spec{Path: u, Backend: b})
 		require.NoError(t, err, b)
 		assert.Equal(t, def.NeedBytes(), p.NeedBytes(), b)

@@ -57,12 +57,12 @@ func openSource(path, label string, client *s3.Client) (*source, error) {
 // autoBackend is the backend of mode memory_efficient (and on_disk) when
 // none is named: s3 for an object, zstd for a zstd file,
 // DefaultMemoryEfficientBackend otherwise.
-func (s *source) autoBackend() string {
+func (s *source) autoBackend() Backend {
 	switch {
 	case storage.IsRemote(s.path):
-		return "s3"
+		return BackendS3
 	case s.zstd:
-		return "zstd"
+		return BackendZstd
 	}
 	return DefaultMemoryEfficientBackend
 }
@@ -70,7 +70,7 @@ func (s *source) autoBackend() string {
 // fits refuses a backend that cannot read the file as it is stored: zstd
 // on a plain file, another backend on a zstd file. Errors name the file
 // by its label.
-func (s *source) fits(backend string) error {
+func (s *source) fits(backend Backend) error {
 	if storage.IsRemote(s.path) {
 		return nil // an object: storage.Open says which backends read it
 	}
@@ -78,9 +78,9 @@ func (s *source) fits(backend string) error {
 		return &tagged{msg: fmt.Sprintf(format, a...), tags: []error{ErrBackendMismatch, partial.ErrBadOption}}
 	}
 	switch {
-	case backend == "zstd" && !s.zstd:
+	case backend == BackendZstd && !s.zstd:
 		return mismatch("backend zstd reads files in the zstd seekable format (faiss-sidecar compress); %s is not one", filepath.Base(s.label))
-	case backend != "zstd" && s.zstd:
+	case backend != BackendZstd && s.zstd:
 		return mismatch("%s is zstd-compressed data (seekable format): load it with backend zstd, or leave backend out", filepath.Base(s.label))
 	}
 	return nil
@@ -118,18 +118,18 @@ func (s *source) reader(cacheBytes int64) (partial.Storage, error) {
 // An s3:// object read on demand is opened here and kept (probeRemote); a
 // whole download's is opened for the parse alone. Its reads end with ctx;
 // errors name the file by its label.
-func (s *source) probe(ctx context.Context, spec Spec, backend string) error {
+func (s *source) probe(ctx context.Context, spec Spec, backend Backend) error {
 	if s.parse != nil { // parsed for an earlier plan of the same load (Replan)
 		return nil
 	}
 	var st partial.Storage
 	var err error
 	switch {
-	case storage.IsRemote(s.path) && backend != "memory":
+	case storage.IsRemote(s.path) && backend != BackendMemory:
 		s.parse, s.obj, err = probeRemote(ctx, spec)
 		return err
 	case storage.IsRemote(s.path):
-		st, err = storage.Open(ctx, s.path, storage.Options{Backend: "pread", CacheBytes: 1 << 20, S3: s.s3, Name: s.label})
+		st, err = storage.Open(ctx, s.path, storage.Options{Backend: BackendPread, CacheBytes: 1 << 20, S3: s.s3, Name: s.label})
 	default:
 		st, err = s.reader(1 << 20)
 	}
@@ -157,12 +157,12 @@ func (s *source) parseOf(ctx context.Context, st partial.Storage) (*faissfmt.Fil
 // (O_DIRECT belongs to the open file), made from the handle, not the
 // path. An object's open ends with ctx (the sample's reads take their
 // own); errors name the file by its label.
-func (s *source) sample(ctx context.Context, backend string) (partial.Storage, error) {
+func (s *source) sample(ctx context.Context, backend Backend) (partial.Storage, error) {
 	switch {
 	case storage.IsRemote(s.path):
-		return storage.Open(ctx, s.path, storage.Options{Backend: "pread", CacheBytes: 1 << 20, Object: s.obj, KeepObject: s.obj != nil,
+		return storage.Open(ctx, s.path, storage.Options{Backend: BackendPread, CacheBytes: 1 << 20, Object: s.obj, KeepObject: s.obj != nil,
 			S3: s.s3, Name: s.label})
-	case backend == "direct":
+	case backend == BackendDirect:
 		h, err := s.h.Reopen()
 		if err != nil {
 			return nil, err
@@ -212,7 +212,7 @@ func (s *source) close() {
 // Probe parses the FAISS file at path as backend presents it (decompressed
 // for zstd, the file itself otherwise) without loading it, to learn its
 // sizes and small arrays before committing memory to it.
-func Probe(path, backend string) (*faissfmt.File, error) {
+func Probe(path string, backend Backend) (*faissfmt.File, error) {
 	s, err := openSource(path, path, nil)
 	if err != nil {
 		return nil, err

@@ -29,7 +29,7 @@ type Spec struct {
 	// Mode is full (the whole file in memory), memory_efficient (read on
 	// demand; also "") or on_disk (ModeOnDisk: the graph walked on an
 	// in-memory guide, exact rerank from the file).
-	Mode string
+	Mode Mode
 	// Compression is on_disk's guide level: CompressionAuto ("" too), 4x
 	// or 32x. GuideDir holds guide files ("": beside the index; for an
 	// s3:// index, RemoteGuideDir, the caller's default, such as the
@@ -45,7 +45,7 @@ type Spec struct {
 	Ctx      context.Context
 	// Backend is one of storage.Backends, or "" for ModeBackend's choice, which is direct under a MemoryBudget (its misses are read in
 	// batches with direct I/O) unless the file is zstd.
-	Backend string
+	Backend Backend
 	// CacheBytes is the block cache budget (0: partial's default, capped
 	// at what the file can fill); CacheBlock its block size (0: 4096).
 	CacheBytes int64
@@ -116,7 +116,7 @@ type RerankSpec struct {
 }
 
 // DefaultRerankStrategy is the rerank read strategy when none is named.
-const DefaultRerankStrategy = "direct"
+const DefaultRerankStrategy = rerank.StrategyDirect
 
 // Errors. Each front end maps them once: ErrBadSpec and ErrBadRequest to a
 // usage error or a 400, ErrNotServable to a 422.
@@ -226,7 +226,7 @@ var spaceMetric = map[string]string{"l2": "L2", "innerproduct": "IP", "cosinesim
 // Plan is a checked, probed Spec whose memory is known but not committed.
 type Plan struct {
 	spec    Spec
-	backend string
+	backend Backend
 	probe   *faissfmt.File
 	// src is the index's file or object as Prepare opened and probed it,
 	// open until Plan.Open builds its storage on it.
@@ -276,7 +276,7 @@ func prepare(spec Spec, src *source) (_ *Plan, err error) {
 		spec.VectorsLabel = spec.VectorsPath
 	}
 	if spec.Mode == "" {
-		spec.Mode = "memory_efficient"
+		spec.Mode = ModeMemoryEfficient
 	}
 	if spec.Rerank != nil {
 		rs := *spec.Rerank // the plan's own: defaults are filled in
@@ -303,8 +303,8 @@ func prepare(spec Spec, src *source) (_ *Plan, err error) {
 	if spec.Mode == ModeOnDisk && spec.MemoryBudget == 0 && spec.MachineBudget {
 		spec.MemoryBudget = machineBudget(&spec, src.size)
 	}
-	if spec.MemoryBudget > 0 && spec.Backend == "" && backend != "zstd" {
-		backend = "direct" // the budget policy reads misses in batches with direct I/O
+	if spec.MemoryBudget > 0 && spec.Backend == "" && backend != BackendZstd {
+		backend = BackendDirect // the budget policy reads misses in batches with direct I/O
 	}
 	sem, _ := hnswsearch.ParseSemantics(spec.Semantics)
 	ker, _ := hnswsearch.ParseKernel(spec.Kernel)
@@ -319,11 +319,11 @@ func prepare(spec Spec, src *source) (_ *Plan, err error) {
 		return nil, &tagged{msg: spec.Label + ": " + err.Error(), tags: []error{ErrNotServable}, inner: err}
 	}
 	p.opts = hnswsearch.Options{Semantics: sem, Kernel: ker, BatchReads: spec.BatchReads, ExactFilterMax: spec.ExactFilterMax,
-		IndexEfSearch: spec.EfSearch, FullMode: spec.Mode == "full", VerifyChecksum: spec.VerifyChecksum, CAGRASeed: spec.CAGRASeed,
+		IndexEfSearch: spec.EfSearch, FullMode: spec.Mode == ModeFull, VerifyChecksum: spec.VerifyChecksum, CAGRASeed: spec.CAGRASeed,
 		NoAVX512: !spec.Env.avx512()}
 	p.cacheBytes = storage.Options{CacheBytes: spec.CacheBytes, BlockSize: spec.CacheBlock, CacheDir: spec.CacheDir}.CacheBudgetFor(storage.CacheAs(spec.Path, backend), pf.Size)
 	p.need = pf.ResidentBytes() + p.cacheBytes
-	if backend == "memory" {
+	if backend == BackendMemory {
 		p.need += pf.Size
 	}
 	if err := p.planVectors(); err != nil {
@@ -338,7 +338,7 @@ func prepare(spec Spec, src *source) (_ *Plan, err error) {
 			return nil, err
 		}
 	} else if spec.MemoryBudget > 0 {
-		bp, err := hnswsearch.PlanBudget(pf, backend == "direct", spec.MemoryBudget, workers)
+		bp, err := hnswsearch.PlanBudget(pf, backend == BackendDirect, spec.MemoryBudget, workers)
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", spec.Label, err)
 		}
@@ -367,18 +367,18 @@ func prepare(spec Spec, src *source) (_ *Plan, err error) {
 // DefaultMemoryEfficientBackend is mode memory_efficient's backend for an
 // uncompressed file when none is named (a zstd file: zstd, by
 // storage.AutoBackend).
-const DefaultMemoryEfficientBackend = "mmap"
+const DefaultMemoryEfficientBackend = BackendMmap
 
 // ModeBackend resolves a loading mode and an optional backend name to the
-// backend that serves them. Mode "full" reads the whole file into memory
-// (backend "memory"); "memory_efficient" (also "") reads on demand, by
+// backend that serves them. Mode full reads the whole file into memory
+// (backend memory); memory_efficient (also "") reads on demand, by
 // default through storage.AutoBackend(path,
 // DefaultMemoryEfficientBackend): zstd when the file carries a zstd seek
 // table, mmap otherwise. A path that cannot be read picks the plain
 // default (the load reports the file). Errors match ErrBadSpec and
 // partial.ErrBadOption.
-func ModeBackend(mode, backend, path string) (string, error) {
-	return modeBackend(mode, backend, func() string {
+func ModeBackend(mode Mode, backend Backend, path string) (Backend, error) {
+	return modeBackend(mode, backend, func() Backend {
 		b, err := storage.AutoBackend(path, DefaultMemoryEfficientBackend)
 		if err != nil {
 			return DefaultMemoryEfficientBackend
@@ -390,37 +390,39 @@ func ModeBackend(mode, backend, path string) (string, error) {
 // modeBackend is ModeBackend choosing an unnamed backend of mode
 // memory_efficient (and on_disk) by auto; with auto nil it leaves that
 // choice, "", to a caller that has the file open (source.autoBackend).
-func modeBackend(mode, backend string, auto func() string) (string, error) {
+func modeBackend(mode Mode, backend Backend, auto func() Backend) (Backend, error) {
 	bad := func(field, format string, a ...any) error {
 		return fieldWrap(field, partial.BadOptionf(format, a...))
 	}
-	switch mode {
-	case "full":
-		if backend != "" && backend != "memory" {
+	mode, err := ParseMode(string(mode))
+	if err != nil {
+		return "", fieldWrap("mode", err)
+	}
+	if mode == ModeFull {
+		if backend != "" && backend != BackendMemory {
 			return "", bad("backend", "mode full reads the whole file into memory; backend %q applies to mode memory_efficient", backend)
 		}
-		return "memory", nil
-	case "", "memory_efficient", ModeOnDisk:
-		switch {
-		case backend == "" && auto == nil:
-			return "", nil
-		case backend == "":
-			return auto(), nil
-		case backend == "memory":
-			return "", bad("backend", "backend memory is mode full")
-		case !storage.KnownBackend(backend):
-			return "", fieldWrap("backend", storage.UnknownBackend(backend))
-		}
-		return backend, nil
+		return BackendMemory, nil
 	}
-	return "", bad("mode", "unknown mode %q (known: full, memory_efficient, on_disk)", mode)
+	switch {
+	case backend == "" && auto == nil:
+		return "", nil
+	case backend == "":
+		return auto(), nil
+	case backend == BackendMemory:
+		return "", bad("backend", "backend memory is mode full")
+	}
+	if _, err := ParseBackend(string(backend)); err != nil {
+		return "", fieldWrap("backend", err)
+	}
+	return backend, nil
 }
 
 // CheckSpec checks what needs no file: names, sizes, combinations, the
 // rules Prepare applies first. Its errors are FieldErrors.
 func CheckSpec(spec Spec) error {
 	if spec.Mode == "" {
-		spec.Mode = "memory_efficient"
+		spec.Mode = ModeMemoryEfficient
 	}
 	if spec.Rerank != nil {
 		rs := *spec.Rerank
@@ -461,7 +463,7 @@ func checkStatic(spec *Spec) error {
 		return fieldErr("memory_budget", "{memory_budget} %d is negative", spec.MemoryBudget)
 	case spec.MemoryBudget > MaxMemoryBudget:
 		return fieldErr("memory_budget", "{memory_budget} %d is above the largest budget, %d (1 PiB)", spec.MemoryBudget, int64(MaxMemoryBudget))
-	case spec.MemoryBudget > 0 && spec.Mode != "memory_efficient" && spec.Mode != ModeOnDisk:
+	case spec.MemoryBudget > 0 && spec.Mode != ModeMemoryEfficient && spec.Mode != ModeOnDisk:
 		return fieldErr("memory_budget", "{memory_budget} applies to {mode} memory_efficient and on_disk, not %q", spec.Mode)
 	case spec.ExactFilterMax < -1:
 		return fieldErr("exact_filter_max", "{exact_filter_max} %d: use a count ≥ 0, or -1 for k only", spec.ExactFilterMax)
@@ -499,7 +501,7 @@ func checkStatic(spec *Spec) error {
 }
 
 // Backend is the backend the plan opens.
-func (p *Plan) Backend() string { return p.backend }
+func (p *Plan) Backend() Backend { return p.backend }
 
 // NeedBytes is what the index will hold: the full copy or the cache
 // budget plus the small arrays, or the whole memory budget when one is
@@ -684,9 +686,9 @@ func newRerankStore(env *Env, h *partial.Handle, l rerank.Layout, strategy strin
 	var st partial.Storage
 	var err error
 	switch strategy {
-	case "direct":
+	case rerank.StrategyDirect:
 		st, err = partial.NewDirect(h, parallel)
-	case "mmap", "mmap-willneed":
+	case rerank.StrategyMmap, rerank.StrategyMmapWillneed:
 		st, err = partial.NewMmap(h)
 	default: // pread, batch
 		st, err = partial.NewFile(h)

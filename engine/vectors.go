@@ -33,9 +33,9 @@ func errVectorsMissing(label string) error {
 
 // vectorsBackend is the backend that reads the vector file for an index
 // read by backend.
-func vectorsBackend(backend string) string {
-	if backend == "zstd" {
-		return "pread"
+func vectorsBackend(backend Backend) Backend {
+	if backend == BackendZstd {
+		return BackendPread
 	}
 	return backend
 }
@@ -56,7 +56,7 @@ func (p *Plan) planVectors() error {
 	vb := vectorsBackend(p.backend)
 	p.vcache = storage.Options{CacheBytes: spec.CacheBytes, BlockSize: spec.CacheBlock}.CacheBudgetFor(vb, fi.Size())
 	p.need += p.vcache
-	if vb == "memory" {
+	if vb == BackendMemory {
 		p.need += fi.Size()
 	}
 	return nil

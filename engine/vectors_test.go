@@ -100,14 +100,17 @@ func vectorFiles(t *testing.T, base *vecio.Matrix) map[string]string {
 func TestSeparateVectorsParity(t *testing.T) {
 	runs, queries, base := skipRuns(t)
 	files := vectorFiles(t, base)
-	type mode struct{ mode, backend string }
+	type mode struct {
+		mode    engine.Mode
+		backend engine.Backend
+	}
 	modes := []mode{{"full", ""}, {"memory_efficient", "mmap"}, {"memory_efficient", "pread"}, {"memory_efficient", "direct"}}
 	for kind, path := range files {
 		for _, m := range modes {
 			if kind != "fvecs" && m.mode != "full" && m.backend != "pread" {
 				continue // the formats differ in layout only: one mode each suffices beyond fvecs
 			}
-			t.Run(kind+"/"+m.mode+"/"+m.backend, func(t *testing.T) {
+			t.Run(kind+"/"+string(m.mode)+"/"+string(m.backend), func(t *testing.T) {
 				x, plan, err := engine.Open(engine.Spec{Path: skipGraph, Mode: m.mode, Backend: m.backend, VectorsPath: path})
 				require.NoError(t, err)
 				defer x.Close()
@@ -130,7 +133,7 @@ func TestSeparateVectorsParity(t *testing.T) {
 		for _, held := range []int64{16 << 10, 8 << 20} { // a vector cache; everything pinned
 			x, _, err := engine.Open(engine.Spec{Path: skipGraph, MemoryBudget: p.HeapBytes + held, Workers: 4, VectorsPath: skipFvecs})
 			require.NoError(t, err)
-			assert.Equal(t, "direct", x.Backend())
+			assert.Equal(t, engine.BackendDirect, x.Backend())
 			checkRuns(t, x, runs, queries, 1.0)
 			require.NoError(t, x.Warm())
 			x.Close()
@@ -339,7 +342,7 @@ func TestSeparateVectorsChangedAfterPrepare(t *testing.T) {
 	bad := bytes.Clone(good)
 	binary.LittleEndian.PutUint32(bad[5*132:], 31)
 	for _, how := range []string{"written", "renamed"} {
-		for _, mode := range []string{"full", "memory_efficient"} {
+		for _, mode := range []engine.Mode{"full", "memory_efficient"} {
 			dir := t.TempDir()
 			p := filepath.Join(dir, "v.fvecs")
 			require.NoError(t, os.WriteFile(p, good, 0o644))

@@ -16,7 +16,7 @@ import (
 func TestConcurrentAndBatch(t *testing.T) {
 	fr := runsOf(t, "hnsw_flat_large")
 	for _, backend := range []string{"mmap", "pread"} {
-		s, err := storage.Open(context.Background(), filepath.Join(fixtureDir, "hnsw_flat_large.faiss"), storage.Options{Backend: backend, CacheBytes: 256 << 10})
+		s, err := storage.Open(context.Background(), filepath.Join(fixtureDir, "hnsw_flat_large.faiss"), storage.Options{Backend: storage.Backend(backend), CacheBytes: 256 << 10})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -46,7 +46,7 @@ func TestNoAllocationsPerQuery(t *testing.T) {
 	}
 	fr := runsOf(t, "idmap_hnsw")
 	for _, backend := range []string{"memory", "mmap", "pread", "direct"} {
-		s, err := storage.Open(context.Background(), filepath.Join(fixtureDir, fr.Fixture+".faiss"), storage.Options{Backend: backend})
+		s, err := storage.Open(context.Background(), filepath.Join(fixtureDir, fr.Fixture+".faiss"), storage.Options{Backend: storage.Backend(backend)})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -98,7 +98,7 @@ func openBackend(t *testing.T, path, name string) partial.Storage {
 		f.Close()
 		path, o = zpath, storage.Options{CacheBytes: 64 << 10}
 	default:
-		o = storage.Options{Backend: name, CacheBytes: 1 << 20}
+		o = storage.Options{Backend: storage.Backend(name), CacheBytes: 1 << 20}
 	}
 	s, err := storage.Open(context.Background(), path, o)
 	if err != nil {

@@ -21,12 +21,12 @@ import (
 	"github.com/faiss-sidecar/faiss-sidecar/partial/zstd"
 )
 
-// Regression tests for issue 16: a memory_efficient file truncated or
-// overwritten under the server killed the process with SIGBUS (mmap), kept
-// answering from cached blocks of a truncated file (pread), or answered a
-// raw "unexpected EOF" (direct). Now every backend reading the file reports
-// an error wrapping partial.ErrFileChanged, and memory (full mode) keeps
-// answering from its copy.
+// Tests of a memory_efficient file truncated or overwritten under the
+// server: no backend may crash with SIGBUS (mmap), answer from cached
+// blocks of a truncated file (pread) or with a raw "unexpected EOF"
+// (direct). Every backend reading the file reports an error wrapping
+// partial.ErrFileChanged, and memory (full mode) keeps answering from its
+// copy.
 
 const changeFixture = "hnsw_flat_large"
 
@@ -84,7 +84,7 @@ func openChangeable(t testing.TB, backend string) (partial.Storage, string) {
 	b, err := os.ReadFile(src)
 	require.NoError(t, err)
 	require.NoError(t, os.WriteFile(path, b, 0o644))
-	o := storage.Options{Backend: backend, CacheBytes: 16 << 20}
+	o := storage.Options{Backend: storage.Backend(backend), CacheBytes: 16 << 20}
 	switch backend {
 	case "direct":
 		o.CacheBytes = 0

@@ -72,7 +72,7 @@ func TestGuideParity(t *testing.T) {
 		t.Run(fx, func(t *testing.T) {
 			fr := runsOf(t, fx)
 			for _, backend := range []string{"memory", "direct"} {
-				s := openFixture(t, fx, storage.Options{Backend: backend})
+				s := openFixture(t, fx, storage.Options{Backend: storage.Backend(backend)})
 				o := Options{Semantics: FAISS173, Kernel: Exact, Guide: newExactGuide(t, s)}
 				if backend == "direct" {
 					o.BatchReads, o.HeldBytes = true, 1<<20

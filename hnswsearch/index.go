@@ -148,11 +148,10 @@ type testHooks struct {
 }
 
 // DefaultExactFilterMax is where an exact scan of the allowed ids stops
-// being faster than the filtered graph search, measured on 100k × 128
-// clustered vectors at ef 64, k 10 (BenchmarkFilterThreshold): 1000 ids
-// 33 µs exact vs 97 µs graph (recall 0.22 against exact), 3000 ids 172 µs vs
-// 99 µs (recall 0.45). Both costs scale with the distance cost, so the
-// crossover in ids barely moves with the dimension.
+// being faster than the filtered graph search (BenchmarkFilterThreshold
+// finds the crossover; below it the graph search also loses recall). Both
+// costs scale with the distance cost, so the crossover in ids barely moves
+// with the dimension.
 const DefaultExactFilterMax = 2000
 
 // MaxK is the largest k a query may ask for; MaxEfSearch the largest ef.
@@ -417,13 +416,21 @@ func (x *Index) NTotal() int64 { return int64(x.n) }
 func (x *Index) StoredEfSearch() int { return int(x.h.EfSearch) }
 
 // CheckIndexEfSearch checks an index-level efSearch (Options.IndexEfSearch
-// when set): 1 … MaxEfSearch.
+// when set): 1 … MaxEfSearch. Its error matches ErrBadOption and says
+// what is wrong alone, as a flag's or a field's message.
 func CheckIndexEfSearch(n int) error {
 	if n < 1 || n > MaxEfSearch {
-		return fmt.Errorf("%w: index ef_search %d is out of range [1, %d]", ErrBadOption, n, MaxEfSearch)
+		return &optionError{fmt.Sprintf("index ef_search %d is out of range [1, %d]", n, MaxEfSearch)}
 	}
 	return nil
 }
+
+// optionError is an option error worded for users alone: it matches
+// ErrBadOption without carrying its text.
+type optionError struct{ msg string }
+
+func (e *optionError) Error() string        { return e.msg }
+func (e *optionError) Is(target error) bool { return target == ErrBadOption }
 
 // EfSearch is the efSearch searches use without Params.EfSearch:
 // Options.IndexEfSearch when set, else the stored one.

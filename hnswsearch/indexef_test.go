@@ -191,7 +191,7 @@ func corruptCopy(t *testing.T, name string, patch func(b []byte, f *faissfmt.Fil
 
 func openPath(t *testing.T, path, backend string) partial.Storage {
 	t.Helper()
-	s, err := storage.Open(context.Background(), path, storage.Options{Backend: backend, CacheBytes: 1 << 20})
+	s, err := storage.Open(context.Background(), path, storage.Options{Backend: storage.Backend(backend), CacheBytes: 1 << 20})
 	require.NoError(t, err)
 	t.Cleanup(func() { s.Close() })
 	return s

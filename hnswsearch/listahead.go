@@ -116,10 +116,9 @@ type localDevice interface {
 }
 
 // maxAheadPool is the largest candidate pool pickAhead scans. Its passes
-// over the pool cost about nine times popMin's own scan (BenchmarkPickAhead,
-// the stop rule's pass included: 5.3–5.6 µs at 4,096 candidates against
-// 0.6 µs, 12.9 µs at 10,000), a few percent of the device read it overlaps
-// at this bound; above it lists are read one at a time.
+// over the pool cost several times popMin's own scan (BenchmarkPickAhead,
+// the stop rule's pass included), a few percent of the device read it
+// overlaps at this bound; above it lists are read one at a time.
 const maxAheadPool = 4096
 
 // levelZeroList returns v0's level-0 list when x.listBatch is set: from

@@ -16,9 +16,9 @@ import (
 
 // pinnedLists holds neighbor lists in memory outside the Go heap, compacted:
 // FAISS pads every level-0 list to 2M slots with −1, and on real graphs
-// 55–60% of the slots are padding (fashion-mnist 61%, the clustered
-// 1.6M-vector set 58%). A pinned node keeps only its level-0 list's valid
-// prefix, then its upper levels' slots as stored (few nodes have any):
+// more than half of the slots are padding. A pinned node keeps only its
+// level-0 list's valid prefix, then its upper levels' slots as stored
+// (few nodes have any):
 //
 //	ids[start[v] : start[v]+len0[v]]            level 0, valid entries only
 //	ids[start[v]+len0[v]+(s_l−s_1) : …+cap_l]   level l ≥ 1 (s_l: the level's

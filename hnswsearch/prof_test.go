@@ -22,7 +22,7 @@ func BenchmarkSearchBenchData(b *testing.B) {
 			m := benchQueries(b, ds)
 			for _, backend := range []string{"memory", "mmap", "pread", "direct"} {
 				b.Run("backend="+backend, func(b *testing.B) {
-					x := benchIndex(b, "../bench-data/"+ds+".faiss", storage.Options{Backend: backend, CacheBytes: 1 << 30})
+					x := benchIndex(b, "../bench-data/"+ds+".faiss", storage.Options{Backend: storage.Backend(backend), CacheBytes: 1 << 30})
 					for _, ef := range benchEfs {
 						b.Run("ef="+strconv.Itoa(ef), func(b *testing.B) {
 							dst := make([]Result, 0, 10)

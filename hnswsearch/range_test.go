@@ -207,7 +207,7 @@ func TestRangeNoAllocations(t *testing.T) {
 	const name = "range_idmap_hnsw_flat_l2"
 	runs, allow, qf := loadRange115(t, name)
 	for _, backend := range []string{"memory", "pread"} {
-		s, err := storage.Open(context.Background(), filepath.Join(faiss115Dir, name+".faiss"), storage.Options{Backend: backend})
+		s, err := storage.Open(context.Background(), filepath.Join(faiss115Dir, name+".faiss"), storage.Options{Backend: storage.Backend(backend)})
 		require.NoError(t, err)
 		defer s.Close()
 		x := openIndex(t, s, Options{})

@@ -138,9 +138,8 @@ func (m *memVectors) dists(s *scratch, _ int, cand []int32, out []float32) error
 // overlap. Vectors of 1 KiB and more get two passes: first the line holding
 // each one's first byte, then each whole vector, so every vector's memory
 // access starts at once rather than one vector's lines after another's.
-// BenchmarkHeadsFirst: on fashion-mnist (784-d, 49 lines a vector) search
-// ran 2.5–7% faster in full mode and over mmap; on 128-d vectors (8 lines)
-// 0.5–2.5% slower, so smaller vectors take the one pass.
+// Two passes pay off for long vectors (many lines each) and cost a little
+// for short ones, which take the one pass (BenchmarkHeadsFirst).
 func (m *memVectors) prefetchAll(cand []int32) {
 	cs, stride := m.cs, m.stride
 	if m.headsFirst {
@@ -164,8 +163,8 @@ func (m *memVectors) prefetch(list []byte) {
 }
 
 // prefetchWindow is how many vectors ahead the greedy descent prefetches:
-// about 16 KiB of them, a third of L1. Prefetching a whole upper-level list
-// of 784-d vectors (16 × 3136 bytes) ran 10% slower than none.
+// about 16 KiB of them, a third of L1: a whole upper-level list of long
+// vectors would overflow L1 and cost more than prefetching none.
 func prefetchWindow(codeSize int) int {
 	return max(1, 16384/max(codeSize, 1))
 }
@@ -383,8 +382,8 @@ func (b *batchVectors) dists(s *scratch, level int, cand []int32, out []float32)
 // cache lacks, when next's list is held in memory: fetch reads them with
 // the current batch into the cache, so that expansion waits on no device
 // read. It only fills the cache: results and distance counts are
-// unchanged. (Reading them asynchronously instead was measured slower:
-// demand reads then duplicate reads in flight.)
+// unchanged. (It does not read them asynchronously: demand reads would
+// then duplicate reads already in flight.)
 func (b *batchVectors) readAhead(s *scratch, next int32, level int) {
 	if next < 0 {
 		return

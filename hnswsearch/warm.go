@@ -112,8 +112,8 @@ func (x *Index) warmVectorCache(ctx context.Context) error {
 // (all its levels), reading the section sequentially in steps of
 // x.streamChunk() bytes from aligned chunks read ahead in parallel
 // (streamAhead of them): at the device's streaming rate through O_DIRECT,
-// where one unaligned read at a time ran at a quarter of it. The reads
-// give up when ctx ends.
+// which one unaligned read at a time falls far short of. The reads give
+// up when ctx ends.
 func (x *Index) streamNeighbors(ctx context.Context, fn func(v int32, rec []byte)) error {
 	return x.streamNeighborsBy(ctx, x.streamChunk(), fn)
 }
@@ -148,9 +148,9 @@ func (x *Index) streamNeighborsBy(ctx context.Context, chunk int64, fn func(v in
 
 // streamChunk and streamAhead shape streamNeighbors' read-ahead: chunks of
 // up to maxStreamChunk, three in flight past the one being read, while the
-// step being handed out holds one more (5 MiB in all at 1 MiB chunks). A
-// load inside a third of fashion-mnist's file, its guide and lists filling
-// it, was killed with 4 MiB chunks.
+// step being handed out holds one more (5 MiB in all at 1 MiB chunks).
+// Larger chunks would not fit beside a guide and lists that fill a tight
+// memory limit.
 const (
 	maxStreamChunk = 1 << 20
 	minStreamChunk = 64 << 10
@@ -160,10 +160,8 @@ const (
 // streamChunk is the read-ahead's chunk: maxStreamChunk, or under a memory
 // budget a 32nd of the bytes held outside the heap (Options.HeldBytes) when
 // that is less, at least minStreamChunk, so the pass's buffers (five
-// chunks) stay within the budget's slack. Under a 13.8 MB budget
-// (on_disk 32x, fashion-mnist) the process's anonymous memory peaked at
-// 18.9 MB while the pinning pass ran with 1 MiB chunks, and at 16.7 MB
-// with 256 KiB ones.
+// chunks) stay within the budget's slack: with fixed 1 MiB chunks a small
+// budget's process would peak well above it while the pinning pass runs.
 func (x *Index) streamChunk() int64 {
 	c := int64(maxStreamChunk)
 	if h := x.opts.HeldBytes; h > 0 {

@@ -19,7 +19,8 @@ import (
 	"github.com/faiss-sidecar/faiss-sidecar/faissfmt"
 )
 
-// Regression tests for what an outside attack on the server found.
+// Tests of a server facing hostile input: slow or huge bodies, floods of
+// connections, strict JSON, paths probing outside its roots, corrupt files.
 
 // TestSlowBodyHoldsNoSlot: a client sending its body slowly holds no
 // search slot, so with one slot a normal search still answers at once.
@@ -72,8 +73,9 @@ func TestBudgetsInFlight(t *testing.T) {
 // TestTimeoutAnswered: a search past request_timeout reaches the client as
 // a 504, not as a connection closed by the server's write timeout.
 func TestTimeoutAnswered(t *testing.T) {
-	// 30 ms: the body is read well within it, even on a loaded machine (at
-	// 1 ms it sometimes was not: a 408), and the searches are not.
+	// 30 ms: the body is read well within it even on a loaded machine (a
+	// shorter timeout can expire while it is read: a 408), and the
+	// searches are not.
 	s, err := New(Config{DataRoots: []string{mustAbs(t, fixtures)}, RequestTimeout: 30 * time.Millisecond,
 		Limits: Limits{MaxRequestWork: 1 << 40, MaxWorkInFlight: 1 << 40}})
 	require.NoError(t, err)

@@ -49,8 +49,8 @@ func (s *Server) dropBuf(b *body) {
 // steps: the first of firstBodyStep bytes, each next one twice the last up
 // to bodyChunk, none past the announced length (+1, to see its end). A
 // slow client is charged about what it has sent (a step ahead at most),
-// not a whole chunk per connection: 1,025 connections that each sent one
-// byte of a 100-byte body used to hold all 64 MiB and shed every other
+// not a whole chunk per connection, so connections that each send a byte
+// of a small body cannot hold the whole budget and shed every other
 // request.
 const (
 	firstBodyStep = 4 << 10

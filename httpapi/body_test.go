@@ -75,8 +75,7 @@ func TestDecodeBound(t *testing.T) {
 	assert.Zero(t, s.bodyMem.used.Load())
 
 	// A search whose bound alone fits, but not beside its own body, on an
-	// idle server: 413, not a 429 to retry for ever (an outside attack:
-	// 7M values in a 14 MB body against 64 MiB).
+	// idle server: 413, not a 429 to retry for ever.
 	wide := `{"vector":[` + strings.TrimSuffix(strings.Repeat("1,", 450000), ",") + `],"k":1}` // 900 kB of text, a 3.6 MB bound
 	r = call(t, ts, "POST", "/indexes/f/_search", wide)
 	assert.Equal(t, 413, r.Status, r.Raw)

@@ -26,7 +26,7 @@ func TestCacheDirReachesLoads(t *testing.T) {
 
 // TestCacheDirClaimedAtStart: a server claims its cache directory when it
 // starts: one whose directory another process holds fails to start,
-// naming it (it used to start and fail each s3:// load with a 500), and a
+// naming it, rather than failing each s3:// load with a 500; and a
 // server's Close lets the next one have it.
 func TestCacheDirClaimedAtStart(t *testing.T) {
 	dir := t.TempDir()

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"strings"
 	"unsafe"
 
 	"github.com/gin-gonic/gin"
@@ -64,9 +63,8 @@ func (s *Server) decode(c *gin.Context, v any, b *body) error {
 // chargeDecode charges, before a search body is decoded, a bound on what
 // decoding it makes: a vector per '[' at most (its slice header) and a
 // value per ',' or '[' at most (8 bytes each). Decoding a body of tiny
-// vectors ("[0],") made 10 to 15 times its size before anything counted
-// it (an outside attack had a 512 MiB server killed by one 16 MiB
-// _msearch); an _msearch with more arrays than max_msearch_vectors (and
+// vectors ("[0],") makes 10 to 15 times its size, which must be counted
+// before it is made; an _msearch with more arrays than max_msearch_vectors (and
 // its own and a filter's) allow is refused before it is decoded. The body
 // (b, read) stays while it decodes: a request whose body and bound together
 // exceed max_bodies_in_flight could never be decoded, even alone, and is a
@@ -170,11 +168,11 @@ func decodeJSON(b []byte, v any) error {
 	d := json.NewDecoder(bytes.NewReader(b))
 	d.DisallowUnknownFields()
 	if err := d.Decode(v); err != nil {
-		switch {
+		switch key, unknown := unknownField(b, v, err); {
 		case errors.Is(err, io.EOF):
 			return badRequest("request body is empty; JSON expected")
-		case strings.HasPrefix(err.Error(), "json: unknown field"):
-			return badRequest("unknown field %s", strings.TrimPrefix(err.Error(), "json: unknown field "))
+		case unknown:
+			return badRequest("unknown field %q", key)
 		}
 		return badRequest("%s", decodeErrorText(err))
 	}

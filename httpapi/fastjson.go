@@ -7,9 +7,9 @@ import (
 
 // searchFast parses the usual shape of a search body — the fields of
 // SearchRequest spelled exactly, each at most once, plain numbers, no string
-// escapes — without reflection: encoding/json scanned a body's vector three
-// times (whole-body scan, skip, then Vector's own parse) and took 44% of a
-// request's CPU. It reports false for anything else, and the caller hands
+// escapes — without reflection: encoding/json scans a body's vector three
+// times (whole-body scan, skip, then Vector's own parse), a large share of
+// a search's CPU. It reports false for anything else, and the caller hands
 // the body to encoding/json, which then decides, with its own errors; for
 // what it accepts, the result is what encoding/json would produce
 // (FuzzSearchFast checks this).

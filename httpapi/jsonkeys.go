@@ -43,7 +43,7 @@ func CheckKeys(b []byte, v any) error {
 	for t != nil && t.Kind() == reflect.Pointer {
 		t = t.Elem()
 	}
-	err := checkValue(d, t, "", false)
+	err := checkValue(d, t, "", keysWalk)
 	if _, ok := err.(*KeyError); ok {
 		return err
 	}
@@ -72,12 +72,51 @@ func checkBody(b []byte, v any) error {
 	for t != nil && t.Kind() == reflect.Pointer {
 		t = t.Elem()
 	}
-	switch err := checkValue(d, t, "", true).(type) {
+	switch err := checkValue(d, t, "", bodyWalk).(type) {
 	case *KeyError, *NullError:
 		return err
 	}
 	return nil
 }
+
+// unknownField is the key encoding/json refused with err, decoding b into
+// v with unknown fields disallowed, or false for another refusal.
+// encoding/json words that one as text alone; it is told by types here:
+// err is no type, syntax or end-of-input error; a key of b names no field
+// in any case (the first in the order encoding/json reads them, which is
+// the one it reports); and b decoded again without the refusal fails with
+// a type error or not at all (a failure of one of this package's
+// unmarshalers is reported before any unknown key). What the refused
+// decode made in v is dropped before b decodes again.
+func unknownField(b []byte, v any, err error) (string, bool) {
+	var te *json.UnmarshalTypeError
+	var se *json.SyntaxError
+	if errors.As(err, &te) || errors.As(err, &se) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+		return "", false
+	}
+	rv := reflect.ValueOf(v)
+	if rv.Kind() != reflect.Pointer || rv.IsNil() {
+		return "", false
+	}
+	ke, ok := checkValue(json.NewDecoder(bytes.NewReader(b)), rv.Type(), "", unknownWalk).(*KeyError)
+	if !ok {
+		return "", false
+	}
+	rv.Elem().SetZero()
+	if err := json.NewDecoder(bytes.NewReader(b)).Decode(v); err != nil && !errors.As(err, &te) {
+		return "", false
+	}
+	return ke.Key, true
+}
+
+// walk is what checkValue refuses.
+type walk int
+
+const (
+	keysWalk    walk = iota // a key given twice, or naming a field in another case (CheckKeys)
+	bodyWalk                // those, and a null where nullRefused (checkBody)
+	unknownWalk             // only a key that names no field in any case (unknownField)
+)
 
 // nullRefused reports whether a JSON null is refused for a value of t:
 // objects and lists, but not types that read a null themselves
@@ -112,9 +151,10 @@ func (p *nullProbe) UnmarshalJSON(b []byte) error {
 var unmarshaler = reflect.TypeFor[json.Unmarshaler]()
 
 // checkValue walks the next value of d as decoding into t (nil: a type
-// that takes any value, its keys only checked for repetition).
-// With nulls, a null where nullRefused is a *NullError.
-func checkValue(d *json.Decoder, t reflect.Type, in string, nulls bool) error {
+// that takes any value, its keys only checked for repetition), refusing
+// what w says. In a bodyWalk, a null where nullRefused is a *NullError.
+func checkValue(d *json.Decoder, t reflect.Type, in string, w walk) error {
+	nulls := w == bodyWalk
 	for t != nil && t.Kind() == reflect.Pointer {
 		t = t.Elem()
 	}
@@ -151,18 +191,18 @@ func checkValue(d *json.Decoder, t reflect.Type, in string, nulls bool) error {
 		if t != nil && (t.Kind() == reflect.Slice || t.Kind() == reflect.Array) {
 			elem = t.Elem()
 		}
-		return checkList(d, elem, in, nulls)
+		return checkList(d, elem, in, w)
 	case json.Delim('{'):
-		return checkObject(d, t, in, nulls)
+		return checkObject(d, t, in, w)
 	}
 	return nil
 }
 
 // checkList walks the rest of a list (its '[' read) of elements decoding
 // into elem, as checkValue does.
-func checkList(d *json.Decoder, elem reflect.Type, in string, nulls bool) error {
+func checkList(d *json.Decoder, elem reflect.Type, in string, w walk) error {
 	for i := 0; d.More(); i++ {
-		err := checkValue(d, elem, in, nulls)
+		err := checkValue(d, elem, in, w)
 		if ne, ok := err.(*NullError); ok && ne.Field == in {
 			ne.Field = fmt.Sprintf("%s[%d]", in, i)
 		}
@@ -176,8 +216,10 @@ func checkList(d *json.Decoder, elem reflect.Type, in string, nulls bool) error 
 
 // checkObject walks the rest of an object (its '{' read) decoding into t,
 // as checkValue does: a key given twice, or naming a field of struct t
-// only in another case, is a *KeyError.
-func checkObject(d *json.Decoder, t reflect.Type, in string, nulls bool) error {
+// only in another case, is a *KeyError; in an unknownWalk, only a key
+// naming no field of struct t in any case is (encoding/json takes one in
+// another case for its field).
+func checkObject(d *json.Decoder, t reflect.Type, in string, w walk) error {
 	var fields map[string]reflect.Type
 	var val reflect.Type // a map's values
 	if t != nil && t.Kind() == reflect.Struct {
@@ -192,7 +234,7 @@ func checkObject(d *json.Decoder, t reflect.Type, in string, nulls bool) error {
 			return err
 		}
 		key, _ := kt.(string)
-		if seen[key] {
+		if seen[key] && w != unknownWalk {
 			return &KeyError{Key: key, Duplicate: true, In: in}
 		}
 		seen[key] = true
@@ -200,10 +242,17 @@ func checkObject(d *json.Decoder, t reflect.Type, in string, nulls bool) error {
 		if fields != nil {
 			var ok bool
 			if ft, ok = fields[key]; !ok {
-				for name := range fields {
+				for name, nt := range fields {
 					if strings.EqualFold(name, key) {
-						return &KeyError{Key: key, In: in}
+						if w != unknownWalk {
+							return &KeyError{Key: key, In: in}
+						}
+						ft, ok = nt, true
+						break
 					}
+				}
+				if !ok && w == unknownWalk {
+					return &KeyError{Key: key, In: in}
 				}
 			}
 			sub = key
@@ -213,7 +262,7 @@ func checkObject(d *json.Decoder, t reflect.Type, in string, nulls bool) error {
 		} else if t != nil && t.Kind() == reflect.Map {
 			sub = fmt.Sprintf("%s[%q]", in, key)
 		}
-		if err := checkValue(d, ft, sub, nulls); err != nil {
+		if err := checkValue(d, ft, sub, w); err != nil {
 			return err
 		}
 	}

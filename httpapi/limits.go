@@ -59,15 +59,15 @@ type Limits struct {
 	// from a 1 GiB machine up, 256 on the smallest); more wait in the
 	// kernel's accept queue, and while one does, connections held between
 	// requests give their slots up to it (connLimiter). An idle connection costs about 19 KB (its
-	// goroutine's stack and buffers): 12,000 of them, opened faster than
-	// the 10 s header timeout closes them, had a server in 256 MiB killed.
+	// goroutine's stack and buffers), and connections opened faster than
+	// the header timeout closes them would otherwise exhaust a small
+	// server's memory.
 	MaxConnections int `json:"max_connections"`
 	// MinBodyRate is the slowest a request body may arrive, in bytes a
 	// second after its first second (default 262144); a slower one is cut
 	// off with 408. A body is charged to MaxBodiesInFlight as it arrives,
-	// so without it 66 clients trickling 4 bytes every 2 s held the 8 MiB a
-	// 64 MiB server allows, and every search got 429 until the request
-	// timeout closed them.
+	// so without it a few clients trickling bytes could hold the whole
+	// allowance until the request timeout, and every search would get 429.
 	MinBodyRate int64 `json:"min_body_rate"`
 	// SwitchTimeout bounds a mode switch: open, warm-up and check queries
 	// (default 5 minutes). A switch past it is abandoned; the old mode
@@ -104,8 +104,9 @@ func (l Limits) Check() error {
 // of total bytes (0: unknown): 1,048,576 (about 80 MB of hits) from 2 GiB
 // up, a 2048th of the machine below (80 bytes a unit: twice that, the
 // work in flight, is a sixteenth of it, the heap's slack share), at least
-// 4096. At 1,048,576 inside 64 MiB, one search (k 10000, ef_search
-// 100000) or a flood of _msearch requests had the server killed.
+// 4096. A small machine needs the smaller bound: one search at the
+// limits (k 10000, ef_search 100000) or a flood of _msearch requests must
+// fit beside everything else.
 func defaultRequestWork(total int64) int64 {
 	if total <= 0 {
 		return 1 << 20

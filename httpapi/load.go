@@ -85,7 +85,7 @@ func (r *Registry) open(ctx context.Context, e *entry, spec LoadSpec) (h *handle
 // openUnguarded is open without its recover.
 func (r *Registry) openUnguarded(ctx context.Context, e *entry, spec LoadSpec) (*handle, error) {
 	if spec.Mode == "" {
-		spec.Mode = "memory_efficient"
+		spec.Mode = engine.ModeMemoryEfficient
 	}
 	es, err := r.engineSpec(ctx, e, spec)
 	if err != nil {

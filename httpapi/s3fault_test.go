@@ -24,11 +24,11 @@ type faultTally struct {
 	ok, storageErr, changed atomic.Int64
 }
 
-// s3FaultTimeout is each GET's timeout in TestS3FaultsUnderLoad. At 1 s
-// the loads' plain GETs (-race, the other packages' tests beside it on 2
-// cores) missed it within the three-timeout budget in 2 of 5 .ci/run runs,
-// and the stall phase's third attempts had 1 s to succeed; 2 s keeps the
-// stall (5 s) past it and the faults' proportions, with twice the slack.
+// s3FaultTimeout is each GET's timeout in TestS3FaultsUnderLoad: long
+// enough that the loads' plain GETs succeed within the three-timeout
+// budget on a loaded machine (-race, other packages' tests beside it),
+// and short enough that the stall (5 s) stays past it with the faults'
+// proportions kept.
 const s3FaultTimeout = 2 * time.Second
 
 // TestS3FaultsUnderLoad is the server-level fault test of objects served
@@ -337,9 +337,9 @@ func delta(before, after s3.Metrics) s3.Metrics {
 // TestStalledIndexLeavesOthersSlots: an index whose object store stops
 // answering holds at most its share of the server's search slots and
 // queue (three quarters): its searches beyond that are told to retry at
-// once, and a local index keeps answering at once meanwhile (before, the
-// stalled searches took every slot and the local one got 429s), as does
-// GET of the stalled index (it made a HEAD).
+// once, and a local index keeps answering at once meanwhile rather than
+// getting 429s behind the stalled searches, as does GET of the stalled
+// index (it makes no request to the store).
 func TestStalledIndexLeavesOthersSlots(t *testing.T) {
 	fp := s3test.NewFaultProxy(t)
 	env := s3Env(s3.Options{Endpoint: fp.URL, Timeout: 800 * time.Millisecond, MaxAttempts: 2, Backoff: time.Millisecond})

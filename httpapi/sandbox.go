@@ -106,7 +106,7 @@ func (r *Registry) resolve(p string) (string, error) {
 func (r *Registry) resolveObject(p string) (string, error) {
 	bucket, _, err := engine.ParseS3URL(p)
 	if err != nil {
-		return "", badRequest("path %s", strings.TrimPrefix(err.Error(), engine.ErrBadStorageOption.Error()+": "))
+		return "", badRequest("path %v", err)
 	}
 	if len(r.buckets) == 0 {
 		return "", errForbiddenPath(fmt.Sprintf(

@@ -79,9 +79,9 @@ func New(cfg Config) (*Server, error) {
 }
 
 // Handler is the API's http.Handler. The per-request timeout is applied by
-// ListenAndServe's server (read and write deadlines per request):
-// http.TimeoutHandler ran every request in a second goroutine and buffered
-// its response, a cost paid on every search.
+// ListenAndServe's server (read and write deadlines per request), not by
+// http.TimeoutHandler, which runs every request in a second goroutine and
+// buffers its response, a cost paid on every search.
 func (s *Server) Handler() http.Handler { return s.engine }
 
 // MemoryBudget is the node's memory budget in force (Config.MemoryBudget,

@@ -6,13 +6,13 @@ import (
 
 // LoadSpec says how to open an index (the body of PUT /indexes/{name}).
 type LoadSpec struct {
-	Path string `json:"path"`
-	Mode string `json:"mode"` // full | memory_efficient | on_disk
+	Path string      `json:"path"`
+	Mode engine.Mode `json:"mode"` // full | memory_efficient | on_disk
 	// Compression is on_disk's guide level: auto (default) or one of quant.Levels.
-	Compression string `json:"compression,omitempty"`
-	Backend     string `json:"backend"` // memory_efficient: mmap (default), pread, direct, zstd
-	SpaceType   string `json:"space_type"`
-	CacheBytes  int64  `json:"cache_bytes"`
+	Compression string         `json:"compression,omitempty"`
+	Backend     engine.Backend `json:"backend"` // memory_efficient: mmap (default), pread, direct, zstd
+	SpaceType   string         `json:"space_type"`
+	CacheBytes  int64          `json:"cache_bytes"`
 	// MemoryBudget (memory_efficient only) applies the bounded-memory
 	// policy (hnswsearch.PlanBudget): all the index may hold, counted
 	// whole against the node's budget. Backend defaults to direct.

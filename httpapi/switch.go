@@ -14,10 +14,10 @@ import (
 // SwitchSpec is the body of PUT /indexes/{name}/_mode: fields left empty
 // keep their current value.
 type SwitchSpec struct {
-	Mode        string `json:"mode"`
-	Compression string `json:"compression"` // on_disk's guide: auto (default), 4x, 5x, 6x, 8x, 16x, 32x
-	Backend     string `json:"backend"`
-	CacheBytes  int64  `json:"cache_bytes"`
+	Mode        engine.Mode    `json:"mode"`
+	Compression string         `json:"compression"` // on_disk's guide: auto (default), 4x, 5x, 6x, 8x, 16x, 32x
+	Backend     engine.Backend `json:"backend"`
+	CacheBytes  int64          `json:"cache_bytes"`
 	// MemoryBudget switches to (or re-plans) the bounded-memory policy.
 	MemoryBudget int64  `json:"memory_budget"`
 	Semantics    string `json:"semantics"`

@@ -21,8 +21,8 @@ import (
 	"github.com/faiss-sidecar/faiss-sidecar/partial/zstd"
 )
 
-// Regression tests for issue 16 at the storage level: every backend that
-// reads a file as it is on disk reports a change since it was opened
+// Tests of a file changed under its storage: every backend that reads a
+// file as it is on disk reports a change since it was opened
 // (partial.FileChecker, errors wrapping partial.ErrFileChanged), reads that
 // fail because of it say so, and a fault on a mapping becomes an error.
 

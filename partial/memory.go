@@ -25,7 +25,7 @@ func OpenMemory(path string, opts ...OpenOption) (*Memory, error) {
 // OpenMemoryAligned is OpenMemory placing the file's byte at offset align on
 // a cache-line (64-byte) boundary: given the vectors section's offset, each
 // vector then spans the fewest cache lines (a 512-byte vector 8, not 9),
-// measured 7–10% faster searches on clustered 100k × 128.
+// one line fewer to fetch for every distance a search computes.
 func OpenMemoryAligned(path string, align int64, opts ...OpenOption) (*Memory, error) {
 	h, err := OpenHandle(path, opts...)
 	if err != nil {

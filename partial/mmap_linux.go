@@ -14,8 +14,8 @@ import (
 const hugePage = 2 << 20
 
 // Warm (Warmer) makes [off, off+n) resident and mapped before it returns, on
-// 2 MiB pages where the kernel can (warm-up; searches on a warm index run
-// 10–20% faster on them, docs/design.md). It advises MADV_HUGEPAGE over every
+// 2 MiB pages where the kernel can (warm-up: they spare a warm index's
+// searches most TLB misses, docs/design.md). It advises MADV_HUGEPAGE over every
 // whole 2 MiB region the range touches (rounded out, since sections start
 // and end mid-region; not one the file's end cuts short), unmaps this
 // mapping's pages there and drops the file's unmapped cached pages, which a

@@ -14,8 +14,8 @@ import (
 )
 
 // Mmap maps a file read-only with MADV_RANDOM: with the default advice a
-// fault on a cold file reads the device's whole read-ahead (8 MiB on the
-// development VM) per 4 KiB page touched (docs/design.md, "Storage
+// fault on a cold file reads the device's whole read-ahead (often
+// megabytes) per 4 KiB page touched (docs/design.md, "Storage
 // backends"). It implements Storage, Viewer and StatsReporter; Close
 // unmaps only when no reader or Acquire is outstanding.
 type Mmap struct {

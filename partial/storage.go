@@ -207,7 +207,7 @@ type TierReader interface {
 // evicted or the backend closed meanwhile (Close waits for open sections).
 // A nil t is a peek (prefetching): nothing is counted. Hits counted in t
 // reach the backend's Stats when the caller passes t to Account (once per
-// query: three shared atomic adds per view cost 8% of a warm search).
+// query: shared atomic adds per view would cost a warm search dearly).
 type BlockViewer interface {
 	ViewBlock(off, n int64, t *Tally) (b []byte, ok bool)
 	// EnterRead opens a read section (e.g. for one query); ExitRead closes

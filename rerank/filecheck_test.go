@@ -12,7 +12,7 @@ import (
 	"github.com/faiss-sidecar/faiss-sidecar/partial"
 )
 
-// TestVectorFileChanged (issue 16): a vector file truncated or rewritten
+// TestVectorFileChanged: a vector file truncated or rewritten
 // under a Store fails Fetch and Rescore with an error wrapping
 // partial.ErrFileChanged on every strategy; over mmap the fault on the
 // truncated mapping is recovered instead of killing the process. A file

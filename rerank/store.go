@@ -19,11 +19,18 @@ import (
 )
 
 // Strategies names the read strategies.
-var Strategies = []string{"direct", "mmap-willneed", "mmap", "pread", StrategyBatch}
+var Strategies = []string{StrategyDirect, StrategyMmapWillneed, StrategyMmap, StrategyPread, StrategyBatch}
 
-// StrategyBatch reads through a partial.Storage; the only strategy for an
-// s3:// object.
-const StrategyBatch = "batch"
+// The read strategies (Store says how each reads).
+const (
+	StrategyDirect       = "direct"
+	StrategyMmapWillneed = "mmap-willneed"
+	StrategyMmap         = "mmap"
+	StrategyPread        = "pread"
+	// StrategyBatch reads through a partial.Storage; the only strategy
+	// for an s3:// object.
+	StrategyBatch = "batch"
+)
 
 // Store reads full-precision vectors by label with one strategy:
 //
@@ -180,9 +187,9 @@ type FetchStats struct {
 	Decoded int `json:"decoded"`
 }
 
-// DefaultParallel is how many reads the direct strategy keeps in flight
-// (bench rerank at N=1000 cold: 32 → 24 ms, 64 → 18 ms, 128 → 15.8 ms,
-// 256 → 16.3 ms).
+// DefaultParallel is how many reads the direct strategy keeps in flight:
+// where a cold shortlist's time stops falling as more are added (bench
+// rerank).
 const DefaultParallel = 128
 
 // Open opens the local vector file at path with strategy, the direct
@@ -237,11 +244,11 @@ func openStore(path, name, strategy string, parallel int) (*Store, error) {
 	l.Path = name // the Store's messages name it
 	s := &Store{Layout: l, strategy: strategy}
 	switch strategy {
-	case "direct":
+	case StrategyDirect:
 		s.direct, err = partial.OpenDirect(path, parallel, partial.Named(name))
-	case "mmap-willneed", "mmap":
+	case StrategyMmapWillneed, StrategyMmap:
 		s.mm, err = partial.OpenMmap(path, partial.Named(name))
-	case "pread":
+	case StrategyPread:
 		s.file, err = partial.OpenFile(path, partial.Named(name))
 	case StrategyBatch:
 		s.file, err = partial.OpenFile(path, partial.Named(name))
@@ -276,11 +283,11 @@ func NewStore(l Layout, strategy string, st partial.Storage) (*Store, error) {
 	s := &Store{Layout: l, strategy: strategy}
 	ok := true
 	switch strategy {
-	case "direct":
+	case StrategyDirect:
 		s.direct, ok = st.(*partial.Direct)
-	case "mmap-willneed", "mmap":
+	case StrategyMmapWillneed, StrategyMmap:
 		s.mm, ok = st.(*partial.Mmap)
-	case "pread":
+	case StrategyPread:
 		s.file, ok = st.(*partial.File)
 	case StrategyBatch:
 		s.batch, s.ownBatch = st, true
@@ -386,11 +393,10 @@ func (s *Store) view(ctx context.Context, labels []int32, st *FetchStats, use fu
 	return s.viewPart(ctx, labels, st, use)
 }
 
-// viewChunk is how many vectors one view reads at once at most. A
-// shortlist of 10,000 fashion-mnist vectors read at once took one read
-// buffer of tens of MB, and one such request had a server in a 64 MiB
-// cgroup killed; 512 keep far more reads in flight than the device's 64
-// (its ceiling) in a few MB.
+// viewChunk is how many vectors one view reads at once at most: a whole
+// shortlist of long vectors read at once would take a read buffer of tens
+// of MB, more than a small server can spare for one request; 512 keep far
+// more reads in flight than a device serves at once, in a few MB.
 const viewChunk = 512
 
 // viewPart is view of at most viewChunk labels, checked.
@@ -461,9 +467,9 @@ func (s *Store) viewCached(bf *bufs, labels []int32, st *FetchStats, use func(i 
 // without the cache).
 func (s *Store) viewFile(b *bufs, labels []int32, st *FetchStats, use func(i int, b []byte)) (err error) {
 	switch s.strategy {
-	case "direct":
+	case StrategyDirect:
 		err = s.viewDirect(b, labels, st, use)
-	case "mmap-willneed", "mmap":
+	case StrategyMmapWillneed, StrategyMmap:
 		err = s.viewMmapGuarded(labels, st, use)
 	case StrategyBatch:
 		err = s.viewBatch(b, labels, st, use)
@@ -552,7 +558,7 @@ func (s *Store) viewPread(b *bufs, labels []int32, st *FetchStats, use func(int,
 func (s *Store) viewMmap(labels []int32, st *FetchStats, use func(int, []byte)) error {
 	n := int64(4 * s.Dim)
 	for _, l := range labels {
-		if s.strategy == "mmap" {
+		if s.strategy == StrategyMmap {
 			break
 		}
 		if err := s.mm.WillNeed(s.Base+int64(l)*s.Stride, n); err != nil {

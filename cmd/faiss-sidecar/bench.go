@@ -145,7 +145,7 @@ func runBenchStorage(args []string, stdout io.Writer) error {
 	devAfter, rss, _ := processIO()
 	slices.Sort(lat)
 	res := storageResult{
-		File: path, Backend: backendName, FileSize: s.Size(), Cold: *cold, Warmup: *warmup, Reads: *reads, ReadSize: *size,
+		File: path, Backend: string(backendName), FileSize: s.Size(), Cold: *cold, Warmup: *warmup, Reads: *reads, ReadSize: *size,
 		Inflight: *inflight, Seconds: elapsed.Seconds(), ReadsPerS: float64(*reads) / elapsed.Seconds(),
 		P50us: float64(lat[len(lat)/2]) / 1e3, P99us: float64(lat[len(lat)*99/100]) / 1e3,
 		BytesRequested: int64(*reads) * int64(*size), DeviceReadBytes: devAfter - devBefore,

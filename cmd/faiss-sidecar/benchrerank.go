@@ -34,7 +34,7 @@ func runBenchRerank(args []string, stdout io.Writer) error {
 	vectors := fs.String("vectors", "", "vector file: .vec, .fvecs or a FAISS flat file")
 	n := fs.Int("shortlist", 1000, "vectors per trial")
 	trials := fs.Int("trials", 20, "trials")
-	strategy := fs.String("strategy", "direct", "read strategy: "+strings.Join(rerank.Strategies, ", "))
+	strategy := fs.String("strategy", rerank.StrategyDirect, "read strategy: "+strings.Join(rerank.Strategies, ", "))
 	workers := fs.Int("workers", 128, "direct: reads kept in flight through io_uring (independent of search concurrency)")
 	cold := fs.Bool("cold", false, "evict the file from the page cache (posix_fadvise DONTNEED) before every trial")
 	asJSON := fs.Bool("json", false, "print one JSON object")

@@ -20,31 +20,31 @@ import (
 
 // searchBenchResult is what `bench INDEX --json` prints.
 type searchBenchResult struct {
-	Index          string   `json:"index"`
-	Mode           string   `json:"mode"`
-	Backend        string   `json:"backend"`
-	Semantics      string   `json:"semantics"`
-	Kernel         string   `json:"kernel"`
-	KernelImpl     string   `json:"kernel_impl"`
-	Threads        int      `json:"threads"`
-	Queries        int      `json:"queries"`
-	K              int      `json:"k"`
-	EfSearch       int      `json:"ef_search"`        // --ef-search, else --index-ef-search, else the stored value
-	EfSearchStored int      `json:"ef_search_stored"` // the efSearch saved in the file
-	Searches       int      `json:"searches"`
-	Seconds        float64  `json:"seconds"`
-	QPS            float64  `json:"qps"`
-	P50us          float64  `json:"p50_us"`
-	P99us          float64  `json:"p99_us"`
-	Recall         *float64 `json:"recall,omitempty"`
-	Rerank         string   `json:"rerank,omitempty"`
-	Shortlist      int      `json:"shortlist,omitempty"`
-	NDisMean       float64  `json:"ndis_mean"`
-	BytesPerQuery  float64  `json:"bytes_read_per_query"`
-	ReadsPerQuery  float64  `json:"reads_per_query"`
-	HitsPerQuery   float64  `json:"cache_hits_per_query"`
-	MissPerQuery   float64  `json:"cache_misses_per_query"`
-	DevBytesPerQ   float64  `json:"device_bytes_per_query"`
+	Index          string         `json:"index"`
+	Mode           engine.Mode    `json:"mode"`
+	Backend        engine.Backend `json:"backend"`
+	Semantics      string         `json:"semantics"`
+	Kernel         string         `json:"kernel"`
+	KernelImpl     string         `json:"kernel_impl"`
+	Threads        int            `json:"threads"`
+	Queries        int            `json:"queries"`
+	K              int            `json:"k"`
+	EfSearch       int            `json:"ef_search"`        // --ef-search, else --index-ef-search, else the stored value
+	EfSearchStored int            `json:"ef_search_stored"` // the efSearch saved in the file
+	Searches       int            `json:"searches"`
+	Seconds        float64        `json:"seconds"`
+	QPS            float64        `json:"qps"`
+	P50us          float64        `json:"p50_us"`
+	P99us          float64        `json:"p99_us"`
+	Recall         *float64       `json:"recall,omitempty"`
+	Rerank         string         `json:"rerank,omitempty"`
+	Shortlist      int            `json:"shortlist,omitempty"`
+	NDisMean       float64        `json:"ndis_mean"`
+	BytesPerQuery  float64        `json:"bytes_read_per_query"`
+	ReadsPerQuery  float64        `json:"reads_per_query"`
+	HitsPerQuery   float64        `json:"cache_hits_per_query"`
+	MissPerQuery   float64        `json:"cache_misses_per_query"`
+	DevBytesPerQ   float64        `json:"device_bytes_per_query"`
 	// DevReadsPerQ: the search's reads that reached the device (backends
 	// that account them); RerankReadsPerQ: the rerank's read requests
 	// (after coalescing) and their bytes. Their sum is R, the round of

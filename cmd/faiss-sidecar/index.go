@@ -19,19 +19,21 @@ import (
 
 // indexFlags are the flags every command that opens an index for search takes.
 type indexFlags struct {
-	mode, backend, semantics, kernel string
-	compression, guideDir            string
-	cacheBytes                       int64
-	cacheBlock                       int
-	cacheDir                         cacheDirFlags
-	batchReads                       bool
-	exactFilterMax                   int
-	memoryBudget                     budgetFlag
-	warmup                           bool
-	indexEf                          indexEfFlag
-	verifyChecksum                   bool
-	cagraSeed                        uint64
-	vectors                          string
+	mode                  engine.Mode
+	backend               engine.Backend
+	semantics, kernel     string
+	compression, guideDir string
+	cacheBytes            int64
+	cacheBlock            int
+	cacheDir              cacheDirFlags
+	batchReads            bool
+	exactFilterMax        int
+	memoryBudget          budgetFlag
+	warmup                bool
+	indexEf               indexEfFlag
+	verifyChecksum        bool
+	cagraSeed             uint64
+	vectors               string
 	// workers is how many queries run at once, for the memory plan
 	// (--threads); 0: GOMAXPROCS. machine and beside: Spec.MachineBudget
 	// and Spec.Beside, for a command serving the index its queries
@@ -42,10 +44,10 @@ type indexFlags struct {
 }
 
 func (f *indexFlags) register(fs *flag.FlagSet) {
-	fs.StringVar(&f.mode, "mode", "memory_efficient", "loading mode: full (whole file in memory), memory_efficient (read on demand) or on_disk (graph walked on a compressed in-memory guide, exact rerank from the file)")
+	fs.StringVar((*string)(&f.mode), "mode", string(engine.ModeMemoryEfficient), "loading mode: full (whole file in memory), memory_efficient (read on demand) or on_disk (graph walked on a compressed in-memory guide, exact rerank from the file)")
 	fs.StringVar(&f.compression, "compression", "", "on_disk: the guide's compression, "+strings.Join(engine.CompressionNames(), ", ")+"; 4x is 8 bits a dimension, 5x 6 bits, 6x 5 bits, 8x 4 bits, 16x 2 bits, 32x 1 bit (default auto: under --memory-budget the finest whose guide fits with every neighbor list pinned, else the finest whose guide fits; without one 4x, or, for bench and search, as --memory-budget says)")
 	fs.StringVar(&f.guideDir, "guide-dir", "", "on_disk: directory of guide files (default: beside the index); a missing, stale or corrupt guide is built and written there")
-	fs.StringVar(&f.backend, "backend", "", backendHelp+"; memory_efficient defaults to "+engine.DefaultMemoryEfficientBackend)
+	fs.StringVar((*string)(&f.backend), "backend", "", backendHelp+"; memory_efficient defaults to "+string(engine.DefaultMemoryEfficientBackend))
 	fs.StringVar(&f.semantics, "semantics", "faiss-modern", "search semantics: faiss-modern or faiss-1.7.3")
 	fs.StringVar(&f.kernel, "kernel", "fast", "distance kernel: fast or exact")
 	fs.Int64Var(&f.cacheBytes, "cache-bytes", 0, "block cache budget for pread/direct/zstd (0: 64 MiB)")
@@ -76,7 +78,7 @@ func (e *indexEfFlag) Set(s string) error {
 		return fmt.Errorf("%q is not an integer", s)
 	}
 	if err := engine.CheckIndexEfSearch(n); err != nil {
-		return errors.New(strings.TrimPrefix(err.Error(), engine.ErrBadOption.Error()+": "))
+		return err
 	}
 	*e = indexEfFlag(n)
 	return nil
@@ -116,10 +118,10 @@ type loadedIndex struct {
 // limitHeap sets the Go runtime's memory limit, under --memory-budget, to
 // the plan's heap share plus what the runtime holds once opening is done:
 // the command's own live data (queries, ground truth) and the runtime's
-// overhead beside the heap (metadata, stacks, profiling buckets: ~7 MB
-// for this binary). The limit counts that overhead too, so one set from
-// the live heap alone sat below what the process already held, and the
-// collector ran every few milliseconds. GOMEMLIMIT, when set, wins.
+// overhead beside the heap (metadata, stacks, profiling buckets). The
+// limit counts that overhead too, so one set from the live heap alone
+// would sit below what the process already holds and keep the collector
+// running continually. GOMEMLIMIT, when set, wins.
 func (l *loadedIndex) limitHeap() { l.prevLimit = setHeapLimit(l.heapBytes) }
 
 // setHeapLimit sets the runtime's memory limit to what it holds now plus

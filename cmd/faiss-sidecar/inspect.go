@@ -104,9 +104,9 @@ func runInspect(args []string, stdout, stderr io.Writer) error {
 }
 
 type inspectReport struct {
-	File    string `json:"file"`
-	Size    int64  `json:"size"`
-	Backend string `json:"backend"`
+	File    string         `json:"file"`
+	Size    int64          `json:"size"`
+	Backend engine.Backend `json:"backend"`
 	*Node
 	Footer *footerJSON `json:"lucene_footer,omitempty"`
 	Memory struct {

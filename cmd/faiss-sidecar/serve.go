@@ -353,7 +353,7 @@ func (cfg *serveConfig) addDemo() (release func(), err error) {
 	if len(cfg.DataRoots) == 1 {
 		path = "demo.faiss"
 	}
-	cfg.Indexes["demo"] = httpapi.LoadSpec{Path: path, Mode: "full"}
+	cfg.Indexes["demo"] = httpapi.LoadSpec{Path: path, Mode: engine.ModeFull}
 	return release, nil
 }
 

@@ -55,7 +55,7 @@ func runExportVectors(args []string, stdout, stderr io.Writer) error {
 		closeIn = func() {}
 	} else {
 		// .fvecs and FAISS flat sections are read in place, row by row.
-		s, err := engine.OpenVectors(procEnv, in, "pread", 0)
+		s, err := engine.OpenVectors(procEnv, in, rerank.StrategyPread, 0)
 		if err != nil {
 			return err
 		}

@@ -87,8 +87,8 @@ type blockHome interface {
 // blocks). The LRU owns the blocks; the table only mirrors it. An entry
 // points at the block's first byte, not at its block struct, and the ref
 // bits live beside the entries: a hit loads the table and then the data,
-// with no dependent miss on a struct in between (measured 7% of a warm
-// search's time on 4 KiB blocks).
+// with no dependent miss on a struct in between, which a warm search on
+// small blocks would notice.
 type table struct {
 	chunks []atomic.Pointer[tableChunk]
 	home   blockHome // where the file's blocks live; nil: on the Go heap
@@ -482,9 +482,8 @@ func NewCached(name string, inner partial.Storage, cache *Cache, budget int64, b
 //
 // A mirror is kept when the cache's budget covers the file with an eighth
 // to spare (shards fill unevenly): a cache that churns would pay a page
-// fault and an madvise per block (fashion-mnist with a cache of a third of
-// the file ran at 0.41× the heap blocks' speed), where heap blocks cost an
-// allocation.
+// fault and an madvise per block, far slower than heap blocks, which cost
+// an allocation.
 func NewCachedAligned(name string, inner partial.Storage, cache *Cache, budget int64, blockSize int, align int64) (*Cached, error) {
 	return newCached(name, inner, cache, budget, blockSize, align, false)
 }

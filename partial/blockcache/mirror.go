@@ -17,7 +17,7 @@ import (
 // — no copy for a vector or a list that crosses a block boundary — laid out
 // as in a mapping of the file.
 //
-// The garbage collector no longer keeps evicted bytes alive, so readers
+// The garbage collector does not keep evicted bytes alive, so readers
 // work inside read sections (enter/exit) and an evicted block's pages are
 // discarded only once every section that could have seen the block has
 // ended: a grace period over two reader counters indexed by an epoch's

@@ -10,11 +10,12 @@ import (
 
 // slots keeps a Cached file's blocks off the Go heap in fixed slots of the
 // block size, recycled: the home for a cache smaller than its file, which
-// evicts all the time. On the Go heap those blocks made the collector
-// scan and free a block per miss and doubled their memory with its
-// headroom (under GOMEMLIMIT it ran without pause); a mirror would pay a
-// page fault and an madvise per block. An evicted block's slot is reused
-// only after a grace period of the read sections (the mirror's scheme).
+// evicts all the time. On the Go heap those blocks would make the
+// collector scan and free a block per miss and double their memory with
+// its headroom (under GOMEMLIMIT it would run without pause); a mirror
+// would pay a page fault and an madvise per block. An evicted block's slot
+// is reused only after a grace period of the read sections (the mirror's
+// scheme).
 type slots struct {
 	sections
 	bs     int64

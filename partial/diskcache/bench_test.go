@@ -29,7 +29,8 @@ func (f fileObject) ETag() string { return f.etag }
 // BenchmarkWarmDiskVsPread: HNSW searches of one index with one memory
 // cache budget, through the pread backend and through what an s3:// path
 // with --cache-dir stacks (block cache → disk cache → object), the disk
-// cache warm. The target is warm-disk ≥ 0.8× pread's queries/s:
+// cache warm. A warm disk cache should serve at least 0.8× pread's
+// queries/s:
 //
 //	go test -run '^$' -bench WarmDiskVsPread ./partial/diskcache
 //

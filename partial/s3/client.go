@@ -34,15 +34,26 @@ const (
 	MaxKeyBytes    = 1024
 )
 
-// ParseURL splits s3://BUCKET/KEY. It refuses, with an error wrapping
-// partial.ErrBadOption that says why: an empty bucket or key, a bucket
-// name S3 would not accept (CheckBucket), a key longer than MaxKeyBytes,
-// not UTF-8, holding a control character, or with a "." or ".." segment
-// (keys are opaque to S3, but servers and proxies that clean URL paths
-// would read another key, or another bucket).
+// URLError is ParseURL's refusal of an object path. Its message is the
+// path and why, worded for users, without the kind's name; it matches
+// partial.ErrBadOption.
+type URLError struct {
+	URL    string // the path as given (messages quote its first bytes)
+	Reason string
+}
+
+func (e *URLError) Error() string { return fmt.Sprintf("%q: %s", truncate(e.URL), e.Reason) }
+func (e *URLError) Unwrap() error { return partial.ErrBadOption }
+
+// ParseURL splits s3://BUCKET/KEY. It refuses, with a *URLError that says
+// why: an empty bucket or key, a bucket name S3 would not accept
+// (CheckBucket), a key longer than MaxKeyBytes, not UTF-8, holding a
+// control character, or with a "." or ".." segment (keys are opaque to
+// S3, but servers and proxies that clean URL paths would read another
+// key, or another bucket).
 func ParseURL(u string) (bucket, key string, err error) {
 	bad := func(format string, a ...any) error {
-		return fmt.Errorf("%w: %q: "+format, append([]any{partial.ErrBadOption, truncate(u)}, a...)...)
+		return &URLError{URL: u, Reason: fmt.Sprintf(format, a...)}
 	}
 	if !IsURL(u) {
 		return "", "", bad("not an s3://BUCKET/KEY path")

@@ -41,7 +41,10 @@ func TestParseURLRules(t *testing.T) {
 	} {
 		_, _, err := s3.ParseURL(u)
 		require.ErrorIs(t, err, partial.ErrBadOption, "%q", u)
-		assert.Contains(t, err.Error(), why, "%q", u)
+		var ue *s3.URLError
+		require.ErrorAs(t, err, &ue, "%q", u)
+		assert.Contains(t, ue.Reason, why, "%q", u)
+		assert.False(t, strings.HasPrefix(err.Error(), partial.ErrBadOption.Error()), "%q: the path and why, without the kind's name: %v", u, err)
 		assert.Less(t, len(err.Error()), 600, "an absurd path is not quoted whole")
 	}
 	for u, want := range map[string][2]string{

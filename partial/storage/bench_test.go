@@ -65,7 +65,7 @@ func BenchmarkRead4K(b *testing.B) {
 	for _, o := range []storage.Options{
 		{Backend: "memory"}, {Backend: "mmap"}, {Backend: "pread", CacheBytes: 2 * size}, {Backend: "direct"},
 	} {
-		b.Run("backend="+o.Backend, func(b *testing.B) {
+		b.Run("backend="+string(o.Backend), func(b *testing.B) {
 			s, err := storage.Open(context.Background(), path, o)
 			if err != nil {
 				b.Fatal(err)

@@ -62,8 +62,9 @@ func TestConformanceS3(t *testing.T) {
 func TestS3Backend(t *testing.T) {
 	b, err := storage.AutoBackend("s3://bucket/key", storage.DefaultPlainBackend)
 	require.NoError(t, err)
-	require.Equal(t, "s3", b)
-	require.True(t, storage.KnownBackend("s3"))
+	require.Equal(t, storage.BackendS3, b)
+	_, err = storage.ParseBackend("s3")
+	require.NoError(t, err)
 	path, _ := partialtest.PatternFile(t, 8192)
 	_, err = storage.Open(context.Background(), path, storage.Options{Backend: "s3"})
 	require.ErrorIs(t, err, partial.ErrBadOption)

@@ -13,8 +13,25 @@ import (
 	"github.com/faiss-sidecar/faiss-sidecar/partial/zstd"
 )
 
+// Backend names how Open reads a file: its spelling in flags, load specs
+// and answers.
+type Backend string
+
+// The backends Open reads a file with.
+const (
+	BackendMemory Backend = "memory" // the whole file read into memory
+	BackendMmap   Backend = "mmap"   // a read-only mapping
+	BackendPread  Backend = "pread"  // pread behind a block cache
+	BackendDirect Backend = "direct" // direct I/O, a block cache when given a budget
+	BackendZstd   Backend = "zstd"   // a seekable zstd file, frames decoded into a block cache
+	BackendS3     Backend = "s3"     // an s3:// object behind a block cache
+	// BackendAuto, like "", leaves the choice to the file (AutoBackend);
+	// it is not one of Backends.
+	BackendAuto Backend = "auto"
+)
+
 // Backends lists the backend names accepted by Open.
-var Backends = []string{"memory", "mmap", "pread", "direct", "zstd", "s3"}
+var Backends = []Backend{BackendMemory, BackendMmap, BackendPread, BackendDirect, BackendZstd, BackendS3}
 
 // IsRemote reports whether path names an object in S3-compatible storage
 // (s3://BUCKET/KEY), served by backend s3 rather than from a local file.
@@ -22,10 +39,10 @@ func IsRemote(path string) bool { return s3.IsURL(path) }
 
 // Options configures Open.
 type Options struct {
-	// Backend is one of Backends, or "" (also "auto") to choose by
+	// Backend is one of Backends, or "" (also BackendAuto) to choose by
 	// AutoBackend(path, DefaultPlainBackend): zstd when the file carries a
 	// zstd seek table, pread otherwise.
-	Backend string
+	Backend Backend
 	// Cache is a shared block cache for pread, direct and zstd; when nil a
 	// private cache of CacheBytes is made.
 	Cache *blockcache.Cache
@@ -83,11 +100,11 @@ func (keptObject) Close() error { return nil }
 // (its budget 0 is the object alone: the memory budget policy reads its
 // misses in batches, which the object sends as parallel GETs) and
 // "memory" (a whole download).
-func CacheAs(path, backend string) string {
-	if !IsRemote(path) || backend == "direct" || backend == "memory" {
+func CacheAs(path string, backend Backend) Backend {
+	if !IsRemote(path) || backend == BackendDirect || backend == BackendMemory {
 		return backend
 	}
-	return "s3"
+	return BackendS3
 }
 
 // ParseWindow is the faissfmt.OpenOptions.Window for a file at path: for
@@ -110,41 +127,47 @@ const DefaultCacheBytes = 64 << 20
 // with another plain default passes its own.
 //
 // An s3:// path is always backend s3.
-func AutoBackend(path, plain string) (string, error) {
+func AutoBackend(path string, plain Backend) (Backend, error) {
 	if IsRemote(path) {
-		return "s3", nil
+		return BackendS3, nil
 	}
 	ok, err := zstd.IsSeekable(path)
 	if err != nil {
 		return "", err
 	}
 	if ok {
-		return "zstd", nil
+		return BackendZstd, nil
 	}
 	return plain, nil
 }
 
 // DefaultPlainBackend is the backend Open picks for an uncompressed file
 // when none is named.
-const DefaultPlainBackend = "pread"
+const DefaultPlainBackend = BackendPread
 
-// KnownBackend reports whether b is one of Backends.
-func KnownBackend(b string) bool { return slices.Contains(Backends, b) }
-
-// UnknownBackend is the error naming an unknown backend b (matches
-// partial.ErrBadOption).
-func UnknownBackend(b string) error {
-	return partial.BadOptionf("unknown backend %q (known: %s)", b, strings.Join(Backends, ", "))
+// ParseBackend is the backend named s, one of Backends, or an error naming
+// them (matching partial.ErrBadOption). "" and "auto" are not names of a
+// backend: a caller that leaves the choice to the file checks for them
+// first.
+func ParseBackend(s string) (Backend, error) {
+	if !slices.Contains(Backends, Backend(s)) {
+		names := make([]string, len(Backends))
+		for i, b := range Backends {
+			names[i] = string(b)
+		}
+		return "", partial.BadOptionf("unknown backend %q (known: %s)", s, strings.Join(names, ", "))
+	}
+	return Backend(s), nil
 }
 
 // CacheBudget is the block-cache budget Open gives backend: CacheBytes, or
 // DefaultCacheBytes for pread and zstd when it is 0; 0 for backends without
 // a cache (memory, mmap, and direct unless CacheBytes is set).
-func (o Options) CacheBudget(backend string) int64 {
+func (o Options) CacheBudget(backend Backend) int64 {
 	switch {
-	case backend == "memory" || backend == "mmap":
+	case backend == BackendMemory || backend == BackendMmap:
 		return 0
-	case o.CacheBytes == 0 && backend != "direct":
+	case o.CacheBytes == 0 && backend != BackendDirect:
 		return DefaultCacheBytes
 	}
 	return o.CacheBytes
@@ -157,19 +180,19 @@ func (o Options) CacheBudget(backend string) int64 {
 // the 64 MiB default): for zstd the decoded frames, size bytes (zstd.Open
 // then never evicts); for pread and direct the blocks, mirrored whole from
 // blockcache.MirrorBudget(size) on, two blocks of slack included.
-func (o Options) CacheBudgetFor(backend string, size int64) int64 {
+func (o Options) CacheBudgetFor(backend Backend, size int64) int64 {
 	b := o.CacheBudget(backend)
 	if o.Cache != nil || b <= 0 {
 		return b
 	}
 	switch backend {
-	case "zstd":
+	case BackendZstd:
 		b = min(b, size)
-	case "pread", "direct", "s3":
+	case BackendPread, BackendDirect, BackendS3:
 		bs := int64(o.BlockSize)
 		if bs == 0 {
 			bs = 4096
-			if backend == "s3" {
+			if backend == BackendS3 {
 				bs = int64(o.remoteBlockSize())
 			}
 		}
@@ -207,12 +230,12 @@ func Open(ctx context.Context, path string, o Options) (_ partial.Storage, err e
 		return openRemote(ctx, path, o)
 	}
 	named, name := partial.Named(o.Name), partial.NameOf(path, partial.Named(o.Name))
-	if o.Backend == "s3" {
+	if o.Backend == BackendS3 {
 		return nil, fmt.Errorf("%w: backend s3 reads s3://BUCKET/KEY paths; %s is a local path", partial.ErrBadOption, name)
 	}
 	backend := o.Backend
 	switch {
-	case backend == "" || backend == "auto":
+	case backend == "" || backend == BackendAuto:
 		if h == nil {
 			if h, err = partial.OpenHandle(path, named); err != nil {
 				return nil, err
@@ -220,10 +243,12 @@ func Open(ctx context.Context, path string, o Options) (_ partial.Storage, err e
 		}
 		backend = DefaultPlainBackend
 		if zstd.IsSeekableAt(h, h.Size()) {
-			backend = "zstd"
+			backend = BackendZstd
 		}
-	case !KnownBackend(backend):
-		return nil, UnknownBackend(o.Backend)
+	default:
+		if _, err := ParseBackend(string(backend)); err != nil {
+			return nil, err
+		}
 	}
 	budget := o.CacheBudget(backend)
 	if budget < 0 {
@@ -236,17 +261,17 @@ func Open(ctx context.Context, path string, o Options) (_ partial.Storage, err e
 	}
 	name = h.Name() // a File given goes by the name it was opened with
 	switch backend {
-	case "memory":
+	case BackendMemory:
 		return partial.ReadMemory(h, o.AlignOffset)
-	case "mmap":
+	case BackendMmap:
 		return partial.NewMmap(h)
-	case "pread":
+	case BackendPread:
 		f, err := partial.NewFile(h)
 		if err != nil {
 			return nil, err
 		}
 		return blockcache.NewCachedAligned(name, f, o.Cache, budget, o.BlockSize, o.AlignOffset)
-	case "direct":
+	case BackendDirect:
 		d, err := partial.NewDirect(h, o.DirectParallel)
 		if err != nil {
 			return nil, err
@@ -296,16 +321,18 @@ func openRemote(ctx context.Context, path string, o Options) (_ partial.Storage,
 	}
 	backend := o.Backend
 	switch backend {
-	case "memory":
+	case BackendMemory:
 		if o.Object != nil && !o.KeepObject {
 			o.Object.Close() // a whole download opens its own
 		}
 		return o.S3.OpenMemory(ctx, path, o.AlignOffset, s3.Options{})
-	case "zstd":
+	case BackendZstd:
 		return nil, fmt.Errorf("%w: backend zstd does not read from S3 yet (%s)", partial.ErrBadOption, path)
-	case "", "auto", "s3", "pread", "mmap", "direct":
+	case "", BackendAuto, BackendS3, BackendPread, BackendMmap, BackendDirect:
 	default:
-		return nil, UnknownBackend(backend)
+		if _, err := ParseBackend(string(backend)); err != nil {
+			return nil, err
+		}
 	}
 	budget := o.CacheBudget(CacheAs(path, backend))
 	if budget < 0 {

@@ -113,10 +113,9 @@ func tail(name string, l2 bool, q, x, n Register, acc []VecVirtual) {
 // AVX2's own code on the four YMM halves.
 //
 // A FAISS file puts its vectors at 58 mod 64, and a mapping keeps the
-// file's offsets, so loads from x span two cache lines. On this machine's
-// Xeon a 784-d distance in L1 took 31 ns on a line and 36 at 58 mod 64,
-// against AVX2's 43 and 50. Reading whole lines and shifting them into
-// place with VPERMT2B was slower, 58 ns, and slower inside the search too.
+// file's offsets, so loads from x span two cache lines. The split loads
+// cost less than reading whole lines and shifting them into place with
+// VPERMT2B, in the kernel alone and inside the search.
 func kernel512(name, doc string, l2 bool) {
 	q, x, n := kernelText(name, doc)
 	z := []VecVirtual{ZMM(), ZMM()}
@@ -168,8 +167,8 @@ func prefetch() {
 }
 
 // broadcastInf fills a YMM register with +Inf. Every instruction is VEX:
-// a legacy MOVD here made the kernel 30 times slower (200 ns against 7 on
-// two blocks) on this machine's Xeon, a transition penalty.
+// a non-VEX (legacy SSE) instruction among AVX ones costs an SSE/AVX
+// transition penalty.
 func broadcastInf() VecVirtual {
 	t := GP32()
 	MOVL(U32(0x7f800000), t)
