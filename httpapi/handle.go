@@ -21,6 +21,9 @@ type handle struct {
 	// resident is what the handle counts against the memory budget: the
 	// full copy or the cache budget, plus the small arrays.
 	resident atomic.Int64
+	// counted is set while h serves and resident is in Registry.held
+	// (Registry.memMu guards it).
+	counted bool
 	// reserved is what the registry admitted for this handle's open.
 	reserved int64
 	// planned is the budget of each of caches() at open: what a cache

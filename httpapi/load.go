@@ -27,7 +27,7 @@ func (r *Registry) LoadContext(ctx context.Context, name string, spec LoadSpec) 
 		return err
 	}
 	r.mu.Lock()
-	if _, ok := r.all()[name]; ok {
+	if r.get(name) != nil {
 		r.mu.Unlock()
 		return errConflict("index_exists", fmt.Sprintf("index %q is loaded or being loaded; switch it with PUT /indexes/%s/_mode or DELETE it first", name, name))
 	}
@@ -45,8 +45,10 @@ func (r *Registry) LoadContext(ctx context.Context, name string, spec LoadSpec) 
 	if h != nil {
 		defer r.reserved.Add(-h.reserved) // counted by the handle from here on, or retired
 	}
-	if err == nil && e.deleted.Load() {
-		h.retire()
+	if err == nil {
+		if _, ok := r.serve(e, h); !ok {
+			h.retire() // deleted while it opened
+		}
 	}
 	switch {
 	case e.deleted.Load():
@@ -56,13 +58,12 @@ func (r *Registry) LoadContext(ctx context.Context, name string, spec LoadSpec) 
 	}
 	if err != nil {
 		r.mu.Lock()
-		if r.all()[name] == e {
+		if r.get(name) == e {
 			r.setLocked(name, nil)
 		}
 		r.mu.Unlock()
 		return err
 	}
-	e.cur.Store(h)
 	e.state.Store("serving")
 	return nil
 }

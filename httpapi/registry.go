@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"maps"
 	"path/filepath"
 	"sync"
 	"sync/atomic"
@@ -25,14 +24,22 @@ type Registry struct {
 	cacheDir      string
 	cacheDirBytes int64
 
-	// entries is never changed in place: a load or delete stores a changed
-	// copy (under mu), so a lookup is one atomic load with no lock (a read
-	// lock writes a counter every core shares, on every request).
+	// entries are the served names: a lookup takes no lock (a read lock
+	// writes a counter every core shares, on every request); a load or
+	// delete changes one (under mu, which orders them with the check
+	// whether a name is taken).
 	mu      sync.Mutex
-	entries atomic.Pointer[map[string]*entry]
-	memMu   sync.Mutex // serialises budget checks with the reservations they make
-	// reserved is what admitted opens hold until their handle counts it.
-	reserved atomic.Int64
+	entries cowMap[*entry]
+	// memMu serialises budget checks with the reservations they make, and
+	// with the changes of held and of the serving handles' resident bytes.
+	memMu sync.Mutex
+	// reserved is what admitted opens hold until their handle counts it;
+	// held is the sum of resident over the handles that serve (serve),
+	// so a load's budget check does not walk every index.
+	reserved, held atomic.Int64
+	// shrunk is set (under memMu) when admit shrank a cache, until regrow
+	// finds every cache back at its size at open.
+	shrunk bool
 	// base ends at the end of a shutdown's grace period (Server.Serve),
 	// with errShuttingDown as its cause: loads, switches and warm-ups
 	// then give up (nil before a server serves).
@@ -43,7 +50,6 @@ type Registry struct {
 // (with no root, every local path is refused: a server of S3 objects).
 func NewRegistry(roots []string, budget int64) (*Registry, error) {
 	r := &Registry{budget: budget, limits: Limits{}.withDefaults(0)}
-	r.entries.Store(&map[string]*entry{})
 	for _, root := range roots {
 		if err := CheckDataRoot(root); err != nil {
 			return nil, err
@@ -64,22 +70,21 @@ func NewRegistry(roots []string, budget int64) (*Registry, error) {
 }
 
 func (r *Registry) get(name string) *entry {
-	return r.all()[name]
+	e, _ := r.entries.load(name)
+	return e
 }
 
 // all is the served indexes by name; read-only.
-func (r *Registry) all() map[string]*entry { return *r.entries.Load() }
+func (r *Registry) all() map[string]*entry { return r.entries.all() }
 
 // setLocked serves e under name, or stops serving name when e is nil (r.mu
 // held).
 func (r *Registry) setLocked(name string, e *entry) {
-	m := maps.Clone(r.all())
 	if e == nil {
-		delete(m, name)
+		r.entries.remove(name)
 	} else {
-		m[name] = e
+		r.entries.store(name, e)
 	}
-	r.entries.Store(&m)
 }
 
 // acquire returns the handle serving name with a lease on it.
@@ -97,7 +102,8 @@ func (r *Registry) acquire(name string) (*entry, lease, error) {
 // It never waits for a load or switch.
 func (r *Registry) Delete(name string, wait time.Duration) error {
 	r.mu.Lock()
-	e, ok := r.all()[name]
+	e := r.get(name)
+	ok := e != nil
 	if ok {
 		r.setLocked(name, nil)
 		e.deleted.Store(true)
@@ -108,7 +114,7 @@ func (r *Registry) Delete(name string, wait time.Duration) error {
 	}
 	e.cancelSwitch()
 	e.end(errIndexNotFound(name))
-	if h := e.cur.Swap(nil); h != nil {
+	if h, _ := r.serve(e, nil); h != nil {
 		h.retire()
 		deadline := time.Now().Add(wait)
 		for h.users.count() > 0 && time.Now().Before(deadline) {
