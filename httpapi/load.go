@@ -125,6 +125,7 @@ func (r *Registry) engineSpec(ctx context.Context, e *entry, spec LoadSpec) (es 
 		es.GuideDirLabel = "guide_dir"
 	}
 	es.CacheDir, es.CacheDirBytes = r.cacheDir, r.cacheDirBytes
+	es.MachineMemory = r.total
 	es.Progress = func(done, total int64) { e.building.Store(&[2]int64{done, total}) }
 	if spec.VectorsPath != "" {
 		if es.VectorsPath, err = r.resolve(spec.VectorsPath); err != nil {

@@ -17,7 +17,10 @@ type Registry struct {
 	// buckets are the S3 buckets whose objects may be served (allowBuckets).
 	buckets []string
 	budget  int64 // bytes; 0 = unlimited
-	limits  Limits
+	// total is the machine's memory, or its cgroup's limit, as the server
+	// read it at start (0: the engine reads it at each load).
+	total  int64
+	limits Limits
 	// guideDir holds on_disk guide files ("": beside each index).
 	guideDir string
 	// cacheDir is the disk cache of s3:// indexes, of cacheDirBytes.

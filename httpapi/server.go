@@ -56,7 +56,7 @@ func New(cfg Config) (*Server, error) {
 	s := &Server{cfg: cfg, total: total, Reg: reg, log: cfg.Logger, limits: cfg.Limits, stop: make(chan struct{}),
 		adm:   newAdmission(cfg.Limits.MaxConcurrentSearches, cfg.Limits.MaxQueuedSearches),
 		heavy: newAdmission(cfg.Limits.MaxHeavySearches, cfg.Limits.MaxHeavySearches)}
-	reg.limits = cfg.Limits
+	reg.limits, reg.total = cfg.Limits, total
 	reg.guideDir = cfg.GuideDir
 	reg.cacheDir, reg.cacheDirBytes = cfg.CacheDir, cfg.CacheDirBytes
 	if cfg.CacheDir != "" { // held for the server's life: another process on it fails at start, not on loads
