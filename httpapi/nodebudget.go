@@ -48,6 +48,7 @@ func (r *Registry) serve(e *entry, h *handle) (old *handle, ok bool) {
 		old.counted = false
 		r.held.Add(-old.resident.Load())
 	}
+	r.gen.Add(1)
 	return old, true
 }
 

@@ -40,6 +40,9 @@ type Registry struct {
 	// held is the sum of resident over the handles that serve (serve),
 	// so a load's budget check does not walk every index.
 	reserved, held atomic.Int64
+	// gen counts the changes of serving handles (serve), for the file
+	// watcher to follow.
+	gen atomic.Uint64
 	// shrunk is set (under memMu) when admit shrank a cache, until regrow
 	// finds every cache back at its size at open.
 	shrunk bool

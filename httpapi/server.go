@@ -30,6 +30,7 @@ type Server struct {
 	bodyMem         budget     // bytes of request bodies being read or held
 	workMem         budget     // work of the searches running
 	bearer          []byte     // "Bearer " + token, compared in constant time
+	files           *watcher   // the served files' watcher
 	stop            chan struct{}
 	closeMu         sync.Once
 }
@@ -70,7 +71,8 @@ func New(cfg Config) (*Server, error) {
 		s.bearer = []byte("Bearer " + cfg.Token)
 	}
 	s.engine = s.routes()
-	go s.watchFiles()
+	s.files = newWatcher(s)
+	go s.files.run()
 	return s, nil
 }
 
