@@ -68,6 +68,10 @@ func ObjectStoreReason(err error) (reason string, ok bool) { return s3.Reason(er
 // ChangeDetail says what changed, for an error of kind ErrFileChanged.
 func ChangeDetail(err error) string { return partial.ChangeDetail(err) }
 
+// CacheDirFiles is the most descriptors the process's disk cache
+// directories hold open at once (their block files).
+func CacheDirFiles() int { return diskcache.OpenFiles() }
+
 // ClaimCacheDir claims dir as this process's disk cache directory with the
 // given byte budget (0: DefaultCacheDirBytes); release gives it up.
 func ClaimCacheDir(dir string, budget int64) (release func() error, err error) {

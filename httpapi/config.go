@@ -4,6 +4,8 @@ import (
 	"io"
 	"log/slog"
 	"time"
+
+	"github.com/faiss-sidecar/faiss-sidecar/engine"
 )
 
 // Config configures a Server.
@@ -39,6 +41,9 @@ func (cfg Config) withDefaults(total int64) Config {
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.NewJSONHandler(io.Discard, nil))
+	}
+	if cfg.Limits.MaxOpenFiles <= 0 && cfg.CacheDir != "" { // the disk cache's block files too
+		cfg.Limits.MaxOpenFiles = defaultOpenFiles(processFiles(), cfg.Limits.withDefaults(total).MaxConnections, int64(engine.CacheDirFiles()))
 	}
 	cfg.Limits = cfg.Limits.withDefaults(total)
 	return cfg

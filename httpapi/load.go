@@ -94,11 +94,12 @@ func (r *Registry) openUnguarded(ctx context.Context, e *entry, spec LoadSpec) (
 		return nil, err
 	}
 	spec = servedSpec(spec, plan)
-	x, need, err := r.reserveAndOpen(e, plan)
+	files := handleFiles(spec)
+	x, need, err := r.reserveAndOpen(e, plan, files)
 	if err != nil {
 		return nil, err
 	}
-	h := &handle{spec: spec, path: es.Path, x: x, reserved: need}
+	h := &handle{spec: spec, path: es.Path, x: x, reserved: need, files: files, fds: &r.files}
 	h.resident.Store(need)
 	for _, c := range h.caches() {
 		h.planned = append(h.planned, c.Budget())
@@ -190,19 +191,24 @@ func servedSpec(spec LoadSpec, plan *engine.Plan) LoadSpec {
 }
 
 // reserveAndOpen reserves plan's bytes in the node's budget (admit) and
-// opens the index; need is what stays reserved for it. The bytes are
-// reserved, not the lock held, while the index opens: an open that builds
-// a guide (or blocks on a file) must not stall every other load and
-// switch on the node.
-func (r *Registry) reserveAndOpen(e *entry, plan *engine.Plan) (x *engine.Index, need int64, err error) {
+// files descriptors (admitFiles), and opens the index; need is what stays
+// reserved for it. The bytes are reserved, not the lock held, while the
+// index opens: an open that builds a guide (or blocks on a file) must not
+// stall every other load and switch on the node.
+func (r *Registry) reserveAndOpen(e *entry, plan *engine.Plan, files int64) (x *engine.Index, need int64, err error) {
 	need = plan.NeedBytes()
-	var beside int64 // a switch: the handle it replaces counts until then, its caches at least at the floor
+	var beside, besideFiles int64 // a switch: the handle it replaces counts until then, its caches at least at the floor
 	if old := e.cur.Load(); old != nil {
 		_, give := shrinkable([]*handle{old})
-		beside = old.resident.Load() - give
+		beside, besideFiles = old.resident.Load()-give, old.files
 	}
 	r.memMu.Lock()
-	err = r.admit(need, beside)
+	err = r.admitFiles(files, besideFiles) // first: it shrinks no cache
+	if err == nil {
+		if err = r.admit(need, beside); err != nil {
+			r.files.Add(-files)
+		}
+	}
 	if err == nil {
 		r.reserved.Add(need)
 	}
@@ -213,6 +219,7 @@ func (r *Registry) reserveAndOpen(e *entry, plan *engine.Plan) (x *engine.Index,
 	}
 	if x, err = plan.Open(); err != nil {
 		r.reserved.Add(-need)
+		r.files.Add(-files)
 		return nil, 0, err
 	}
 	if spare := min(x.SpareBytes(), need); spare > 0 { // planned, not held: the node's again

@@ -12,7 +12,7 @@ import (
 // TestUsageFollowsHandles: what the registry keeps count of as loads,
 // switches (caches shrunk and grown back on a tight budget) and deletes
 // run at once is what walking the served handles sums: the bytes they
-// count against the budget.
+// count against the budget, and the descriptors they hold.
 func TestUsageFollowsHandles(t *testing.T) {
 	s, _ := newTestServer(t, Config{MemoryBudget: 6 << 20})
 	specs := []LoadSpec{
@@ -41,11 +41,13 @@ func TestUsageFollowsHandles(t *testing.T) {
 	}
 	wg.Wait()
 	s.Reg.regrow()
-	var resident int64
+	var resident, files int64
 	for _, h := range s.Reg.serving() {
 		resident += h.resident.Load()
+		files += h.files
 	}
 	assert.Zero(t, s.Reg.reserved.Load())
 	assert.Equal(t, resident, s.Reg.used())
+	assert.Equal(t, files, s.Reg.files.Load())
 	assert.LessOrEqual(t, s.Reg.used(), int64(6<<20))
 }

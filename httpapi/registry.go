@@ -40,6 +40,9 @@ type Registry struct {
 	// held is the sum of resident over the handles that serve (serve),
 	// so a load's budget check does not walk every index.
 	reserved, held atomic.Int64
+	// files is the descriptors the open and opening handles hold
+	// (admitFiles; a handle gives its back when it closes).
+	files atomic.Int64
 	// gen counts the changes of serving handles (serve), for the file
 	// watcher to follow.
 	gen atomic.Uint64
