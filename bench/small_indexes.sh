@@ -10,7 +10,9 @@
 # BIN: the binary to measure (default: this tree's, built into a temporary
 # directory); BASE: also measure revision REV (git archive, built the
 # same way), base then new for each N; IDLE: seconds of idle CPU measured
-# (default 30; 0: none).
+# (default 30; 0: none); PROFILE=DIR: every allocation sampled
+# (GODEBUG=memprofilerate=1, slow), the heap profile after the loads (and
+# searches) written to DIR/heap.LABEL.N.pb.gz for go tool pprof.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 seg=$(realpath -m bench-data/segments)
@@ -33,11 +35,19 @@ for n in $counts; do
   for arm in $arms; do
     label=${arm%%:*} b=${arm#*:}
     port=$((20000 + RANDOM % 40000))
-    "$b" serve --listen 127.0.0.1:$port --data-root "$seg" --log-level warn 2>/dev/null & pid=$!
+    if [ -n "${PROFILE:-}" ]; then
+      GODEBUG=memprofilerate=1 "$b" serve --listen 127.0.0.1:$port --data-root "$seg" --log-level warn --pprof 2>/dev/null & pid=$!
+    else
+      "$b" serve --listen 127.0.0.1:$port --data-root "$seg" --log-level warn 2>/dev/null & pid=$!
+    fi
     trap 'kill $pid 2>/dev/null || true; rm -rf "$tmp"' EXIT
     "$b" health --url "http://127.0.0.1:$port/_health" --wait 10s >/dev/null
     echo "== $label"
     /usr/bin/python3 bench/small_indexes.py "$port" "$pid" "$seg" "$n"
+    if [ -n "${PROFILE:-}" ]; then
+      mkdir -p "$PROFILE"
+      curl -s "http://127.0.0.1:$port/debug/pprof/heap?gc=1" >"$PROFILE/heap.$label.$n.pb.gz"
+    fi
     kill $pid; wait $pid 2>/dev/null || true
     echo
   done
