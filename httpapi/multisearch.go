@@ -509,7 +509,7 @@ func appendString(b []byte, s string) []byte {
 // searchTargets serves POST /indexes/{targets}/_search: a single index
 // named as such as it always has, anything else as a search of many.
 func (s *Server) searchTargets(c *gin.Context) {
-	if singleIndex(c.Param("name"), s.Reg.snapshot()) {
+	if sv := s.Reg.snapshot(); singleIndex(c.Param("name"), &sv) {
 		s.search(c)
 		return
 	}

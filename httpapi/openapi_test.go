@@ -442,6 +442,16 @@ func TestOpenAPIValidation(t *testing.T) {
 		sc.run(tsB, "", c)
 	}
 
+	// A server with room for one open file.
+	_, tsFiles := newTestServer(t, Config{Limits: Limits{MaxOpenFiles: 1}})
+	for _, c := range []apiCase{
+		{method: "PUT", path: "/indexes/x", body: `{"path":"hnsw_flat_l2.faiss","backend":"mmap"}`, status: 200},
+		{method: "PUT", path: "/indexes/y", body: `{"path":"hnsw_flat_l2.faiss","backend":"mmap"}`, status: 429, typ: "max_open_files_exceeded"},
+		{method: "PUT", path: "/indexes/y", body: `{"path":"hnsw_flat_l2.faiss","backend":"direct"}`, status: 400, typ: "max_open_files_exceeded"},
+	} {
+		sc.run(tsFiles, "", c)
+	}
+
 	// Server C: every deadline already past.
 	// Index t is loaded within the default switch_timeout (a load's reads
 	// end at it), then every deadline is set before the server starts.
