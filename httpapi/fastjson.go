@@ -14,28 +14,33 @@ import (
 // what it accepts, the result is what encoding/json would produce
 // (FuzzSearchFast checks this).
 func searchFast(b []byte, r *SearchRequest) bool {
-	return fastBody(b, fastFields{&r.Vector, nil, &r.K, &r.MethodParameters, &r.Filter, &r.Rescore, &r.Profile})
+	return fastBody(b, fastFields{vector: &r.Vector, vectorB64: &r.VectorB64, k: &r.K, method: &r.MethodParameters,
+		filter: &r.Filter, rescore: &r.Rescore, profile: &r.Profile})
 }
 
 // msearchFast is searchFast for an _msearch body (its "vectors"): beside
 // the reflection, encoding/json's decoder copied the whole body into a
 // buffer of its own (FuzzMsearchFast checks it against encoding/json).
 func msearchFast(b []byte, r *MSearchRequest) bool {
-	return fastBody(b, fastFields{nil, &r.Vectors, &r.K, &r.MethodParameters, &r.Filter, &r.Rescore, &r.Profile})
+	return fastBody(b, fastFields{vectors: &r.Vectors, vectorsB64: &r.VectorsB64, k: &r.K, method: &r.MethodParameters,
+		filter: &r.Filter, rescore: &r.Rescore, profile: &r.Profile})
 }
 
-// fastFields are where fastBody puts a search body's fields: "vector"
-// (_search) or "vectors" (_msearch), whichever is not nil, and the rest
-// both have. (No function value for the vectors: calling one made the
-// cursor escape to the heap, an allocation per request.)
+// fastFields are where fastBody puts a search body's fields: "vector" and
+// "vector_b64" (_search) or "vectors" and "vectors_b64" (_msearch),
+// whichever are not nil, and the rest both have. (No function value for
+// the vectors: calling one made the cursor escape to the heap, an
+// allocation per request.)
 type fastFields struct {
-	vector  *Vector
-	vectors *[]Vector
-	k       *IntParam
-	method  **MethodParameters
-	filter  **IDFilter
-	rescore **Rescore
-	profile *bool
+	vector     *Vector
+	vectorB64  *VectorB64
+	vectors    *[]Vector
+	vectorsB64 *VectorsB64
+	k          *IntParam
+	method     **MethodParameters
+	filter     **IDFilter
+	rescore    **Rescore
+	profile    *bool
 }
 
 // fastBody parses an object of f's fields, each at most once.
@@ -57,6 +62,10 @@ func fastBody(b []byte, f fastFields) bool {
 				bit, ok = 1, f.vector != nil && p.vector(f.vector)
 			case "vectors":
 				bit, ok = 1, f.vectors != nil && p.vectors(f.vectors)
+			case "vector_b64":
+				bit, ok = 64, f.vectorB64 != nil && p.b64(f.vectorB64)
+			case "vectors_b64":
+				bit, ok = 64, f.vectorsB64 != nil && p.b64s(f.vectorsB64)
 			case "k":
 				bit = 2
 				f.k.V, ok = p.integer()
@@ -82,7 +91,7 @@ func fastBody(b []byte, f fastFields) bool {
 			default:
 				return false
 			}
-			if !ok || seen&bit != 0 {
+			if !ok || seen&bit != 0 || (seen|bit)&(1|64) == 1|64 { // both forms of the vectors: encoding/json's error
 				return false
 			}
 			seen |= bit
@@ -205,6 +214,41 @@ func (p *cursor) vectors(dst *[]Vector) bool {
 	if !p.array(func() bool {
 		var v Vector
 		ok := p.vector(&v)
+		out = append(out, v)
+		return ok
+	}) {
+		return false
+	}
+	*dst = out
+	return true
+}
+
+// b64 reads a vector_b64 string into v, reusing v's array. A string with
+// an escape or a character base64 has not fails to decode, and is left to
+// encoding/json.
+func (p *cursor) b64(v *VectorB64) bool {
+	if !p.consume('"') {
+		return false
+	}
+	j := bytes.IndexByte(p.b[p.i:], '"')
+	if j < 0 {
+		return false
+	}
+	out, err := decodeB64(v.b[:0], p.b[p.i:p.i+j])
+	if err != nil {
+		return false
+	}
+	v.b, v.set = out, true
+	p.i += j + 1
+	return true
+}
+
+// b64s reads an array of vector_b64 strings.
+func (p *cursor) b64s(dst *VectorsB64) bool {
+	out := VectorsB64{}
+	if !p.array(func() bool {
+		var v VectorB64
+		ok := p.b64(&v)
 		out = append(out, v)
 		return ok
 	}) {

@@ -38,8 +38,8 @@ func (s *Server) msearch(c *gin.Context) {
 	qp.SetDeadline(deadline)
 	qp.SetContext(qctx)
 	start := time.Now()
-	r := &msearchRun{s: s, e: e, l: l, qp: &qp, vecs: req.Vectors, ctx: c.Request.Context(), deadline: deadline,
-		out: make([]msearchAnswer, len(req.Vectors))}
+	r := &msearchRun{s: s, e: e, l: l, qp: &qp, req: &req, ctx: c.Request.Context(), deadline: deadline,
+		out: make([]msearchAnswer, req.count())}
 	defer r.exit()
 	if err := r.run(ch.heavy); err != nil {
 		s.fail(c, err)
@@ -64,15 +64,17 @@ func (s *Server) msearch(c *gin.Context) {
 // against h and the limits, and charges its work (checkWork).
 func (s *Server) planMsearch(ctx context.Context, h *handle, req *MSearchRequest, deadline time.Time) (queryPlan, charge, error) {
 	qp, err := s.plan(h, req.K, radial{req.MaxDistance, req.MinScore}, req.MethodParameters, req.Filter, req.Rescore)
-	switch n := len(req.Vectors); {
+	switch n := req.count(); {
 	case err != nil:
 		return qp, charge{}, err
+	case n == 0 && req.VectorsB64 != nil:
+		return qp, charge{}, badRequest("vectors_b64 must hold at least one vector")
 	case n == 0:
 		return qp, charge{}, badRequest("vectors must hold at least one vector")
 	case n > s.limits.MaxMsearchVectors:
 		return qp, charge{}, badRequest("_msearch has %d vectors, at most %d (max_msearch_vectors)", n, s.limits.MaxMsearchVectors)
 	}
-	ch, err := s.checkWork(ctx, qp, len(req.Vectors), deadline)
+	ch, err := s.checkWork(ctx, qp, req.count(), deadline)
 	return qp, ch, err
 }
 
@@ -92,7 +94,7 @@ type msearchRun struct {
 	e        *entry
 	l        lease
 	qp       *queryPlan
-	vecs     []Vector
+	req      *MSearchRequest // its vectors
 	ctx      context.Context
 	deadline time.Time
 	out      []msearchAnswer
@@ -139,7 +141,7 @@ func (r *msearchRun) work() {
 			return
 		}
 		o := &r.out[i]
-		r.answer(o, r.vecs[i])
+		r.answer(o, r.req.query(i))
 		if err := r.fatal(o.err); err != nil {
 			r.stop(err)
 			return
@@ -164,14 +166,14 @@ func (r *msearchRun) ended() error {
 }
 
 // answer runs one query into o; a panic fails that query alone.
-func (r *msearchRun) answer(o *msearchAnswer, vec Vector) {
+func (r *msearchRun) answer(o *msearchAnswer, q query) {
 	defer func() {
 		if p := recover(); p != nil {
 			r.s.log.Error("panic in an _msearch query", "index", r.e.name, "panic", fmt.Sprint(p))
 			o.err = errInternal()
 		}
 	}()
-	o.hits, o.prof, o.err = r.s.searchOne(r.l.h, r.qp, vec, nil)
+	o.hits, o.prof, o.err = r.s.searchOne(r.l.h, r.qp, q, nil)
 }
 
 // fatal is the request's answer when a query's error ends the whole

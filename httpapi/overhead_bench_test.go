@@ -35,7 +35,7 @@ func BenchmarkHTTPOverhead(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			if _, _, err := s.searchOne(h, &qp, f.Queries[0], nil); err != nil {
+			if _, _, err := s.searchOne(h, &qp, query{vec: f.Queries[0]}, nil); err != nil {
 				b.Fatal(err)
 			}
 			lat = append(lat, time.Since(t0))
@@ -225,7 +225,7 @@ func BenchmarkSearchOneParallel(b *testing.B) {
 		sc := new(queryScratch)
 		i := 0
 		for pb.Next() {
-			if _, _, err := s.searchOne(h, &qp, f.Queries[i%len(f.Queries)], sc); err != nil {
+			if _, _, err := s.searchOne(h, &qp, query{vec: f.Queries[i%len(f.Queries)]}, sc); err != nil {
 				b.Fatal(err)
 			}
 			i++

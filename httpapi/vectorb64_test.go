@@ -1,0 +1,272 @@
+package httpapi
+
+import (
+	"encoding/base64"
+	"encoding/binary"
+	"math"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/gin-gonic/gin"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// b64Floats is v's float32 components, little-endian, in padded base64.
+func b64Floats(v []float64) string {
+	b := make([]byte, 4*len(v))
+	for i, x := range v {
+		binary.LittleEndian.PutUint32(b[4*i:], math.Float32bits(float32(x)))
+	}
+	return base64.StdEncoding.EncodeToString(b)
+}
+
+// b64Code is a binary index's query (bytes as values) in padded base64.
+func b64Code(v []float64) string {
+	b := make([]byte, len(v))
+	for i, x := range v {
+		b[i] = byte(x)
+	}
+	return base64.StdEncoding.EncodeToString(b)
+}
+
+// TestDecodeB64: padded and unpadded standard base64 decode; any other
+// spelling of the bytes (line breaks, set bits past the last byte, the URL
+// alphabet, padding where its length says none) is refused, naming where.
+func TestDecodeB64(t *testing.T) {
+	raw := []byte{0, 0, 0x80, 0x3f, 0xff, 0xfe, 0x7d}
+	for _, s := range []string{base64.StdEncoding.EncodeToString(raw), base64.RawStdEncoding.EncodeToString(raw)} {
+		got, err := decodeB64(nil, []byte(s))
+		require.NoError(t, err, s)
+		assert.Equal(t, raw, got, s)
+	}
+	got, err := decodeB64(make([]byte, 0, 64), nil)
+	require.NoError(t, err)
+	assert.Empty(t, got)
+
+	dst := make([]byte, 0, 16) // decoded into dst's array
+	got, err = decodeB64(dst, []byte("AACAPw=="))
+	require.NoError(t, err)
+	assert.Equal(t, []byte{0, 0, 0x80, 0x3f}, got)
+	assert.Same(t, &dst[:1][0], &got[0])
+
+	for s, at := range map[string]string{
+		"AACAPw=\n=":   "character 7",
+		"AACA\r\nPw==": "character 4",
+		"AB==":         "character 2", // B's low bits would be dropped
+		"AACAPw=":      "character 6",
+		"AACAP":        "character 4",
+		"AA-_":         "character 2",
+		"AA*A":         "character 2",
+		"AA A":         "character 2",
+		"=AAA":         "character 0",
+	} {
+		_, err := decodeB64(nil, []byte(s))
+		require.Error(t, err, "%q", s)
+		assert.Contains(t, err.Error(), "not standard base64", "%q", s)
+		assert.Contains(t, err.Error(), at, "%q", s)
+	}
+	_, err = decodeB64(nil, []byte(strings.Repeat("A", 4*maxB64Bytes/3+4)))
+	assert.ErrorContains(t, err, "more than 262144 bytes")
+}
+
+// FuzzDecodeB64: decodeB64 takes exactly the padded and the unpadded
+// standard encodings of a byte string (one spelling each), and gives
+// those bytes.
+//
+//	go test -run='^$' -fuzz=FuzzDecodeB64 -fuzztime=1m ./httpapi
+func FuzzDecodeB64(f *testing.F) {
+	for _, s := range []string{"", "AA", "AAA", "AAAA", "AACAPw==", "AACAPw", "AB==", "AAAA\nAAAA", "AA\r\nAA", "-_-_", "////+++=", "A", "=", "AAAAA==="} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		got, err := decodeB64(make([]byte, 0, 3), []byte(s))
+		canonical := func(e *base64.Encoding) bool {
+			b, err := e.DecodeString(s)
+			return err == nil && e.EncodeToString(b) == s
+		}
+		switch {
+		case err != nil && (canonical(base64.StdEncoding) || canonical(base64.RawStdEncoding)):
+			t.Fatalf("%q refused: %v", s, err)
+		case err == nil && base64.StdEncoding.EncodeToString(got) != s && base64.RawStdEncoding.EncodeToString(got) != s:
+			t.Fatalf("%q taken for %x, whose encodings it is not", s, got)
+		case err != nil && !strings.Contains(err.Error(), "base64"):
+			t.Fatalf("%q: %v", s, err)
+		}
+	})
+}
+
+// TestValueStrings: the strings counted for the decode bound are a body's
+// values, not its keys; escaped quotes do not end one.
+func TestValueStrings(t *testing.T) {
+	for body, want := range map[string][2]int64{
+		`{"vector":[1,2],"k":3}`:                {0, 0},
+		`{"vector_b64" : "AAAA","k":3}`:         {1, 4},
+		`{"vectors_b64":["AAAA","BB\"B",""]}`:   {3, 9},
+		`{"a\\":"x"}`:                           {1, 1},
+		`{"vectors_b64":["AAAA`:                 {1, 4},
+		`{"k\"ey" :1, "v":"\\\\", "w" :  "x" }`: {2, 5},
+	} {
+		n, chars := valueStrings([]byte(body))
+		assert.Equal(t, want, [2]int64{n, chars}, body)
+	}
+}
+
+// TestVectorB64Search: vector_b64 (padded, unpadded, with JSON escapes)
+// and vectors_b64 answer exactly what the same vectors as decimal JSON
+// answer, on a float index and (packed code bytes) on a binary one.
+func TestVectorB64Search(t *testing.T) {
+	_, ts := newTestServer(t, Config{})
+	require.Equal(t, 200, call(t, ts, "PUT", "/indexes/f", `{"path":"hnsw_flat_l2.faiss"}`).Status)
+	require.Equal(t, 200, call(t, ts, "PUT", "/indexes/b", `{"path":"bin_hnsw.faiss","space_type":"hamming"}`).Status)
+	hits := func(path, body string) any {
+		t.Helper()
+		r := call(t, ts, "POST", path, body)
+		require.Equal(t, 200, r.Status, "%s %.200s: %s", path, body, r.Raw)
+		if h, ok := r.Body["hits"]; ok {
+			return h
+		}
+		return r.Body["responses"]
+	}
+	for name, c := range map[string]struct {
+		index string
+		qs    [][]float64
+		enc   func([]float64) string
+	}{
+		"float":  {"f", loadRuns(t, "hnsw_flat_l2").Queries[:4], b64Floats},
+		"binary": {"b", loadRuns(t, "bin_hnsw").Queries[:4], b64Code},
+	} {
+		var dec, enc []string
+		for _, q := range c.qs {
+			b64 := c.enc(q)
+			want := hits("/indexes/"+c.index+"/_search", `{"vector":`+vectorJSON(q)+`,"k":5}`)
+			require.NotEmpty(t, want, name)
+			for _, v := range []string{b64, strings.TrimRight(b64, "="), strings.ReplaceAll(b64, "/", `\/`)} {
+				assert.Equal(t, want, hits("/indexes/"+c.index+"/_search", `{"vector_b64":"`+v+`","k":5}`), "%s %s", name, v)
+				assert.Equal(t, want, hits("/indexes/"+c.index+"/_search", `{"k":5, "vector_b64" : "`+v+`" ,"profile":false}`), "%s %s", name, v)
+			}
+			dec, enc = append(dec, vectorJSON(q)), append(enc, `"`+b64+`"`)
+		}
+		want := hits("/indexes/"+c.index+"/_msearch", `{"vectors":[`+strings.Join(dec, ",")+`],"k":3}`)
+		assert.Equal(t, want, hits("/indexes/"+c.index+"/_msearch", `{"vectors_b64":[`+strings.Join(enc, ",")+`],"k":3}`), name)
+		// The slow path (radial, which the fast parser leaves to
+		// encoding/json) decodes them the same.
+		want = hits("/indexes/"+c.index+"/_msearch", `{"vectors":[`+strings.Join(dec, ",")+`],"max_distance":1e9}`)
+		assert.Equal(t, want, hits("/indexes/"+c.index+"/_msearch", `{"vectors_b64":[`+strings.Join(enc, ",")+`],"max_distance":1e9}`), name)
+		want = hits("/indexes/"+c.index+"/_search", `{"vector":`+dec[0]+`,"max_distance":1e9}`)
+		assert.Equal(t, want, hits("/indexes/"+c.index+"/_search", `{"vector_b64":`+enc[0]+`,"max_distance":1e9}`), name)
+	}
+}
+
+// TestVectorB64Errors: each misuse of vector_b64 and vectors_b64 is a 400
+// naming the field and, for a length, the numbers; in an _msearch a vector
+// of the wrong length fails alone.
+func TestVectorB64Errors(t *testing.T) {
+	_, ts := newTestServer(t, Config{})
+	require.Equal(t, 200, call(t, ts, "PUT", "/indexes/f", `{"path":"hnsw_flat_l2.faiss"}`).Status)
+	require.Equal(t, 200, call(t, ts, "PUT", "/indexes/b", `{"path":"bin_hnsw.faiss","space_type":"hamming"}`).Status)
+	q := loadRuns(t, "hnsw_flat_l2").Queries[0]
+	good := b64Floats(q)
+	nan, inf := append([]float64(nil), q...), append([]float64(nil), q...)
+	nan[3], inf[31] = math.NaN(), math.Inf(1)
+	for _, c := range []struct{ path, body, reason string }{
+		{"f/_search", `{"vector":` + vectorJSON(q) + `,"vector_b64":"` + good + `"}`, "give vector or vector_b64, not both"},
+		{"f/_search", `{"vector_b64":"` + good + `","vector":[]}`, "give vector or vector_b64, not both"},
+		{"f/_msearch", `{"vectors":[` + vectorJSON(q) + `],"vectors_b64":["` + good + `"]}`, "give vectors or vectors_b64, not both"},
+		{"f/_search", `{"vector_b64":"AAAAAAAA"}`, "vector_b64 holds 6 bytes, not a whole number of float32 values (4 bytes each); index hnsw_flat_l2.faiss expects 32 values (128 bytes)"},
+		{"f/_search", `{"vector_b64":"` + b64Floats(q[:4]) + `"}`, "vector_b64 holds 4 float32 values (16 bytes), index hnsw_flat_l2.faiss expects 32 (128 bytes)"},
+		{"f/_search", `{"vector_b64":""}`, "vector_b64 holds 0 float32 values (0 bytes), index hnsw_flat_l2.faiss expects 32 (128 bytes)"},
+		{"f/_search", `{"vector_b64":"` + b64Floats(nan) + `"}`, "vector_b64 value 3 (NaN) is not a finite float32"},
+		{"f/_search", `{"vector_b64":"` + b64Floats(inf) + `"}`, "vector_b64 value 31 (+Inf) is not a finite float32"},
+		{"b/_search", `{"vector_b64":"AAAA"}`, "vector_b64 holds 3 bytes, index bin_hnsw.faiss expects 8 (its 64-bit codes)"},
+		{"f/_search", `{"vector_b64":null}`, "vector_b64 must be a base64 string, not null"},
+		{"f/_search", `{"vector_b64":[1,2]}`, "vector_b64 must be a base64 string, got an array"},
+		{"f/_search", `{"vector_b64":"AA*A"}`, "vector_b64: not standard base64 (A–Z, a–z, 0–9, '+', '/', '=' padding optional): bad character or length at character 2"},
+		{"f/_search", "{\"vector_b64\":\"AAAA\nAAAA\"}", "invalid JSON"},
+		{"f/_search", `{"vector_b64":"AAAA\nAAAA"}`, "vector_b64: not standard base64 (A–Z, a–z, 0–9, '+', '/', '=' padding optional): bad character or length at character 4"},
+		{"f/_search", `{"vector_b64":"AAAA\\nAAAA"}`, "vector_b64: not standard base64"},
+		{"f/_search", `{"vector_b64":"AAAA","vector_b64":"AAAA"}`, `duplicate field "vector_b64"`},
+		{"f/_search", `{"Vector_b64":"AAAA"}`, `unknown field "Vector_b64"`},
+		{"f/_search", `{"vectors_b64":["AAAA"]}`, `unknown field "vectors_b64"`},
+		{"f/_msearch", `{"vector_b64":"AAAA"}`, `unknown field "vector_b64"`},
+		{"f/_msearch", `{"vectors_b64":null}`, "vectors_b64 must be a list of base64 strings, not null"},
+		{"f/_msearch", `{"vectors_b64":"AAAA"}`, "vectors_b64 must be a list of base64 strings, got a string"},
+		{"f/_msearch", `{"vectors_b64":["` + good + `",null]}`, "vectors_b64[1] must be a base64 string, not null"},
+		{"f/_msearch", `{"vectors_b64":["` + good + `",7]}`, "vectors_b64[1] must be a base64 string, got a number"},
+		{"f/_msearch", `{"vectors_b64":["` + good + `","A"]}`, "vectors_b64[1]: not standard base64"},
+		{"f/_msearch", `{"vectors_b64":[]}`, "vectors_b64 must hold at least one vector"},
+	} {
+		r := call(t, ts, "POST", "/indexes/"+c.path, c.body)
+		if assert.Equal(t, 400, r.Status, "%s %.120s: %s", c.path, c.body, r.Raw) {
+			assert.Contains(t, r.Body["error"].(map[string]any)["reason"], c.reason, "%s %.120s", c.path, c.body)
+		}
+	}
+
+	// In an _msearch, a vector of the wrong length or a non-finite one
+	// fails alone, naming its place.
+	r := call(t, ts, "POST", "/indexes/f/_msearch", `{"vectors_b64":["`+good+`","`+b64Floats(q[:31])+`","`+b64Floats(nan)+`"],"k":2}`)
+	require.Equal(t, 200, r.Status, r.Raw)
+	out := r.Body["responses"].([]any)
+	require.Len(t, out, 3)
+	assert.Contains(t, out[0], "hits")
+	assert.Contains(t, r.Raw, "vectors_b64[1] holds 31 float32 values (124 bytes), index hnsw_flat_l2.faiss expects 32 (128 bytes)")
+	assert.Contains(t, r.Raw, "vectors_b64[2] value 3 (NaN) is not a finite float32")
+}
+
+// TestVectorB64Charge: base64 vectors are charged as decimal ones are:
+// while decoding, a bound on what it makes (3 bytes per 4 characters and
+// an element per string), then what it made, until the answer; an
+// _msearch of more strings than max_msearch_vectors is a 400 before it is
+// decoded, and one that could never fit beside its body a 413.
+func TestVectorB64Charge(t *testing.T) {
+	s, ts := newTestServer(t, Config{Limits: Limits{MaxBodiesInFlight: 4 << 20}})
+	require.Equal(t, 200, call(t, ts, "PUT", "/indexes/f", `{"path":"hnsw_flat_l2.faiss"}`).Status)
+	v := `"` + b64Floats(make([]float64, 784)) + `"`
+	for _, n := range []int{1, 30, 500} {
+		raw := `{"vectors_b64":[` + strings.TrimSuffix(strings.Repeat(v+",", n), ",") + `],"k":10}`
+		c := newTestContext("/indexes/f/_msearch", raw)
+		var b body
+		var req MSearchRequest
+		require.NoError(t, s.decode(c, &req, &b))
+		require.Len(t, req.VectorsB64, n)
+		assert.Nil(t, b.buf, "the body is dropped once decoded")
+		assert.GreaterOrEqual(t, b.held, int64(n*784*4), "its vectors are charged")
+		assert.Equal(t, decodedBytes(&req), b.held)
+		assert.Equal(t, b.held, s.bodyMem.used.Load())
+		s.release(&b)
+		assert.Zero(t, s.bodyMem.used.Load())
+	}
+	c := newTestContext("/indexes/f/_search", `{"vector_b64":`+v+`}`)
+	var b body
+	var req SearchRequest
+	require.NoError(t, s.decode(c, &req, &b))
+	assert.Len(t, req.VectorB64.b, 784*4)
+	assert.Equal(t, decodedBytes(&req), b.held)
+	s.release(&b)
+
+	many := `{"vectors_b64":[` + strings.TrimSuffix(strings.Repeat(`"",`, 1001), ",") + `],"k":1}`
+	r := call(t, ts, "POST", "/indexes/f/_msearch", many)
+	assert.Equal(t, 400, r.Status, r.Raw)
+	assert.Contains(t, r.Raw, "max_msearch_vectors): the body holds 1001 strings")
+	assert.Zero(t, s.bodyMem.used.Load())
+
+	big := `{"vectors_b64":[` + strings.TrimSuffix(strings.Repeat(v+",", 700), ",") + `],"k":1}` // 2.9 MB of text, 2.2 MB of bytes
+	r = call(t, ts, "POST", "/indexes/f/_msearch", big)
+	assert.Equal(t, 413, r.Status, r.Raw)
+	assert.Contains(t, r.Raw, "request_too_large")
+	assert.Zero(t, s.bodyMem.used.Load())
+
+	wide := `{"vector_b64":"` + strings.Repeat("AAAA", 600000) + `"}` // 2.4 MB of text, 1.8 MB of bytes
+	r = call(t, ts, "POST", "/indexes/f/_search", wide)
+	assert.Equal(t, 413, r.Status, r.Raw)
+	assert.Contains(t, r.Raw, "request_too_large")
+	assert.Zero(t, s.bodyMem.used.Load())
+}
+
+// newTestContext is a gin context for a POST of body to path.
+func newTestContext(path, body string) *gin.Context {
+	c, _ := gin.CreateTestContext(httptest.NewRecorder())
+	c.Request = httptest.NewRequest("POST", path, strings.NewReader(body))
+	return c
+}
