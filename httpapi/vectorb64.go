@@ -164,10 +164,19 @@ func (q query) values(h *handle, buf []float64) (Vector, []float64, error) {
 	if q.b64 == nil {
 		return q.vec, buf, nil
 	}
-	raw, d := q.b64.b, h.x.Dim()
-	if h.x.Binary() {
+	return q.read(h.x.Dim(), h.x.Binary(), h.spec.Path, buf)
+}
+
+// read is values for an index of d values (bytes when binary) that errors
+// call label.
+func (q query) read(d int, binary bool, label string, buf []float64) (Vector, []float64, error) {
+	if q.b64 == nil {
+		return q.vec, buf, nil
+	}
+	raw := q.b64.b
+	if binary {
 		if len(raw) != d {
-			return nil, buf, badRequest("%s holds %d bytes, index %s expects %d (its %d-bit codes)", q.field(), len(raw), h.spec.Path, d, 8*d)
+			return nil, buf, badRequest("%s holds %d bytes, index %s expects %d (its %d-bit codes)", q.field(), len(raw), label, d, 8*d)
 		}
 		buf = growFloats(buf, d)
 		for i, c := range raw {
@@ -177,14 +186,14 @@ func (q query) values(h *handle, buf []float64) (Vector, []float64, error) {
 	}
 	if len(raw)%4 != 0 {
 		return nil, buf, badRequest("%s holds %d bytes, not a whole number of float32 values (4 bytes each); index %s expects %d values (%d bytes)",
-			q.field(), len(raw), h.spec.Path, d, 4*d)
+			q.field(), len(raw), label, d, 4*d)
 	}
 	if len(raw)/4 != d {
-		return nil, buf, badRequest("%s holds %d float32 values (%d bytes), index %s expects %d (%d bytes)", q.field(), len(raw)/4, len(raw), h.spec.Path, d, 4*d)
+		return nil, buf, badRequest("%s holds %d float32 values (%d bytes), index %s expects %d (%d bytes)", q.field(), len(raw)/4, len(raw), label, d, 4*d)
 	}
 	buf = growFloats(buf, d)
 	for i := range buf {
-		u := binary.LittleEndian.Uint32(raw[4*i:])
+		u := le.Uint32(raw[4*i:])
 		if u&0x7f800000 == 0x7f800000 { // exponent all ones: ±Inf or NaN
 			return nil, buf, badRequest("%s value %d (%v) is not a finite float32", q.field(), i, math.Float32frombits(u))
 		}
@@ -192,6 +201,8 @@ func (q query) values(h *handle, buf []float64) (Vector, []float64, error) {
 	}
 	return buf, buf, nil
 }
+
+var le = binary.LittleEndian
 
 // growFloats returns b[:n], reallocated only when its capacity is short.
 func growFloats(b []float64, n int) []float64 {
