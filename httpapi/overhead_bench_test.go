@@ -9,8 +9,10 @@ import (
 	"path/filepath"
 	"runtime"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -161,7 +163,12 @@ type handlerClient struct {
 }
 
 func newHandlerClient(h http.Handler, bodies [][]byte) *handlerClient {
-	return &handlerClient{h: h, bodies: bodies, req: httptest.NewRequest("POST", "/indexes/b/_search", nil),
+	return newHandlerClientTo(h, "/indexes/b/_search", bodies)
+}
+
+// newHandlerClientTo is a handlerClient that posts to path.
+func newHandlerClientTo(h http.Handler, path string, bodies [][]byte) *handlerClient {
+	return &handlerClient{h: h, bodies: bodies, req: httptest.NewRequest("POST", path, nil),
 		body: &bytes.Reader{}, w: &discardWriter{h: http.Header{}}}
 }
 
@@ -231,4 +238,78 @@ func BenchmarkSearchOneParallel(b *testing.B) {
 			i++
 		}
 	})
+}
+
+// BenchmarkMsearchOverhead is what an _msearch of 50 vectors adds to its
+// searches, without the network: the handler called in process (body
+// decoding, admission, one query per vector, the JSON answer) against
+// searchOne over the same queries with a reused scratch, k 10. Reports
+// the CPU a search takes and allocations a request (op):
+//
+//	go test -run='^$' -bench=MsearchOverhead -cpu 1 ./httpapi
+func BenchmarkMsearchOverhead(b *testing.B) {
+	const n = 50
+	s, f := benchServer(b)
+	defer s.Close()
+	qs := make([][]float64, n)
+	for i := range qs {
+		qs[i] = f.Queries[i%len(f.Queries)]
+	}
+	var dec, enc []string
+	for _, q := range qs {
+		dec, enc = append(dec, vectorJSON(q)), append(enc, `"`+b64Floats(q)+`"`)
+	}
+	// The process's CPU time, not the wall's: neighbours on a shared
+	// machine take the wall, and the handler's workers run in parallel.
+	var cpu0 time.Duration
+	start := func(b *testing.B) {
+		b.ReportAllocs()
+		cpu0 = cpuTime()
+	}
+	perSearch := func(b *testing.B) {
+		b.ReportMetric(float64((cpuTime()-cpu0).Nanoseconds())/float64(b.N*n), "cpu-ns/search")
+	}
+	b.Run("path=searchOne", func(b *testing.B) {
+		_, l, _ := s.Reg.acquire("b")
+		defer l.release()
+		sc := new(queryScratch)
+		start(b)
+		for b.Loop() {
+			qp, err := s.plan(l.h, IntParam{V: 10, Set: true}, radial{}, nil, nil, nil)
+			if err != nil {
+				b.Fatal(err)
+			}
+			for _, q := range qs {
+				if _, _, err := s.searchOne(l.h, &qp, query{vec: q}, sc); err != nil {
+					b.Fatal(err)
+				}
+			}
+		}
+		perSearch(b)
+	})
+	h := s.Handler()
+	for _, c := range []struct{ name, body string }{
+		{"vectors_b64", `{"vectors_b64":[` + strings.Join(enc, ",") + `],"k":10}`},
+		{"vectors", `{"vectors":[` + strings.Join(dec, ",") + `],"k":10}`},
+	} {
+		b.Run("path=handler/body="+c.name, func(b *testing.B) {
+			hc := newHandlerClientTo(h, "/indexes/b/_msearch", [][]byte{[]byte(c.body)})
+			start(b)
+			for b.Loop() {
+				if code := hc.call(); code != 200 {
+					b.Fatal(code)
+				}
+			}
+			perSearch(b)
+		})
+	}
+}
+
+// cpuTime is the CPU time the process has used, user and system.
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		panic(err)
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
