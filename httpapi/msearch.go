@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -38,15 +39,27 @@ func (s *Server) msearch(c *gin.Context) {
 	qp.SetDeadline(deadline)
 	qp.SetContext(qctx)
 	start := time.Now()
+	n := req.count()
 	r := &msearchRun{s: s, e: e, l: l, qp: &qp, req: &req, ctx: c.Request.Context(), deadline: deadline,
-		out: make([]msearchAnswer, req.count())}
+		out: make([]msearchAnswer, n)}
+	if !qp.Radial() { // a k-NN query has at most min(k, ntotal) hits
+		r.k = min(qp.K(), int(min(l.h.x.NTotal(), int64(engine.MaxK))))
+		r.hits = make([]Hit, n*r.k)
+	}
 	defer r.exit()
 	if err := r.run(ch.heavy); err != nil {
 		s.fail(c, err)
 		return
 	}
 	took := time.Since(start)
-	b, failed, err := msearchBody(took, r.out, qp.Radial(), req.Profile)
+	buf := respPool.Get().(*[]byte)
+	defer func() {
+		if cap(*buf) <= maxPooledBody { // a huge answer's is left to the collector
+			respPool.Put(buf)
+		}
+	}()
+	b, failed, err := msearchBody((*buf)[:0], took, r.out, qp.Radial(), req.Profile)
+	*buf = b
 	if err != nil {
 		s.fail(c, err)
 		return
@@ -98,7 +111,9 @@ type msearchRun struct {
 	ctx      context.Context
 	deadline time.Time
 	out      []msearchAnswer
-	extra    int // search slots taken beyond bind's, given back by exit
+	k        int   // the most hits a k-NN query has; 0: radial
+	hits     []Hit // k for each query, its hits kept there (keep)
+	extra    int   // search slots taken beyond bind's, given back by exit
 	next     atomic.Int64
 	stopped  atomic.Pointer[error] // the first error that ends the request
 }
@@ -130,7 +145,11 @@ func (r *msearchRun) exit() {
 }
 
 // work answers the next query until none is left or the request ends.
+// Its queries share one scratch, so a k-NN query allocates nothing of its
+// own: each one's hits are copied out of the scratch (keep).
 func (r *msearchRun) work() {
+	sc := scratchPool.Get().(*queryScratch)
+	defer scratchPool.Put(sc)
 	for {
 		i := int(r.next.Add(1) - 1)
 		if i >= len(r.out) || r.stopped.Load() != nil {
@@ -141,7 +160,10 @@ func (r *msearchRun) work() {
 			return
 		}
 		o := &r.out[i]
-		r.answer(o, r.req.query(i))
+		r.answer(o, r.req.query(i), sc)
+		if o.err == nil {
+			r.keep(i, o)
+		}
 		if err := r.fatal(o.err); err != nil {
 			r.stop(err)
 			return
@@ -165,15 +187,34 @@ func (r *msearchRun) ended() error {
 	return errClientClosed()
 }
 
-// answer runs one query into o; a panic fails that query alone.
-func (r *msearchRun) answer(o *msearchAnswer, q query) {
+// answer runs one query into o, in sc; a panic fails that query alone.
+func (r *msearchRun) answer(o *msearchAnswer, q query, sc *queryScratch) {
 	defer func() {
 		if p := recover(); p != nil {
 			r.s.log.Error("panic in an _msearch query", "index", r.e.name, "panic", fmt.Sprint(p))
 			o.err = errInternal()
+			*sc = queryScratch{} // what the query left there is not to be trusted
 		}
 	}()
-	o.hits, o.prof, o.err = r.s.searchOne(r.l.h, r.qp, q, nil)
+	o.hits, o.prof, o.err = r.s.searchOne(r.l.h, r.qp, q, sc)
+}
+
+// keep copies what of o, query i's answer, lives in the worker's scratch
+// until its next query (the hits, the rerank's reads) out of it: a k-NN
+// query's hits into its place in r.hits, a radial query's (any number)
+// into their own array.
+func (r *msearchRun) keep(i int, o *msearchAnswer) {
+	if o.prof.Rerank != nil {
+		fs := *o.prof.Rerank
+		o.prof.Rerank = &fs
+	}
+	if len(o.hits) > r.k {
+		o.hits = slices.Clone(o.hits)
+		return
+	}
+	dst := r.hits[i*r.k : i*r.k+len(o.hits) : (i+1)*r.k]
+	copy(dst, o.hits)
+	o.hits = dst
 }
 
 // fatal is the request's answer when a query's error ends the whole
@@ -194,14 +235,16 @@ func (r *msearchRun) fatal(err error) error {
 	return nil
 }
 
-// msearchBody is an _msearch's answer: each query's hits or error, in the
-// order of the vectors; failed counts the errors.
-func msearchBody(took time.Duration, out []msearchAnswer, radial, profile bool) (b []byte, failed int, err error) {
+// msearchBody appends to b an _msearch's answer: each query's hits or
+// error, in the order of the vectors; failed counts the errors.
+func msearchBody(b []byte, took time.Duration, out []msearchAnswer, radial, profile bool) (_ []byte, failed int, err error) {
 	size := 64 // the envelope and its closing "]}\n"
 	for i := range out {
 		size += 16 + hitBytes*len(out[i].hits)
 	}
-	b = make([]byte, 0, size) // one allocation, not a doubling series of them
+	if cap(b)-len(b) < size {
+		b = slices.Grow(b, size) // one allocation, not a doubling series of them
+	}
 	b = append(b, `{"took":`...)
 	b = appendTook(b, took)
 	b = append(b, `,"responses":[`...)
