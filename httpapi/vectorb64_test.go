@@ -270,3 +270,36 @@ func newTestContext(path, body string) *gin.Context {
 	c.Request = httptest.NewRequest("POST", path, strings.NewReader(body))
 	return c
 }
+
+// TestMsearchMatchesSearch: each answer of an _msearch is the answer of
+// the same vector alone, k-NN and radial, with a rerank's statistics its
+// own: its queries share a scratch per worker, each one's hits and rerank
+// reads copied out of it before the next.
+func TestMsearchMatchesSearch(t *testing.T) {
+	_, ts := newTestServer(t, Config{GuideDir: t.TempDir()})
+	require.Equal(t, 200, call(t, ts, "PUT", "/indexes/f", `{"path":"hnsw_flat_l2.faiss"}`).Status)
+	require.Equal(t, 200, call(t, ts, "PUT", "/indexes/od", `{"path":"hnsw_flat_l2.faiss","mode":"on_disk","compression":"4x","rerank":{"oversample_factor":2}}`).Status)
+	qs := loadRuns(t, "hnsw_flat_l2").Queries[:12]
+	var vecs []string
+	for _, q := range qs {
+		vecs = append(vecs, `"`+b64Floats(q)+`"`)
+	}
+	for _, c := range []struct{ index, params string }{
+		{"f", `"k":5`}, {"f", `"max_distance":1e9`}, {"od", `"k":3,"profile":true`}, {"od", `"k":7`},
+	} {
+		r := call(t, ts, "POST", "/indexes/"+c.index+"/_msearch", `{"vectors_b64":[`+strings.Join(vecs, ",")+`],`+c.params+`}`)
+		require.Equal(t, 200, r.Status, r.Raw)
+		out := r.Body["responses"].([]any)
+		require.Len(t, out, len(qs))
+		for i, v := range vecs {
+			one := call(t, ts, "POST", "/indexes/"+c.index+"/_search", `{"vector_b64":`+v+`,`+c.params+`}`)
+			require.Equal(t, 200, one.Status, one.Raw)
+			got := out[i].(map[string]any)
+			assert.Equal(t, one.Body["hits"], got["hits"], "%s %s query %d", c.index, c.params, i)
+			if p, ok := one.Body["profile"].(map[string]any); ok {
+				rr := got["profile"].(map[string]any)["rerank"].(map[string]any)
+				assert.Equal(t, p["rerank"].(map[string]any)["vectors"], rr["vectors"], "%s query %d", c.index, i)
+			}
+		}
+	}
+}
