@@ -63,7 +63,7 @@ func fastBody(b []byte, f fastFields) bool {
 			case "vectors":
 				bit, ok = 1, f.vectors != nil && p.vectors(f.vectors)
 			case "vector_b64":
-				bit, ok = 64, f.vectorB64 != nil && p.b64(f.vectorB64)
+				bit, ok = 64, f.vectorB64 != nil && p.b64(f.vectorB64, nil)
 			case "vectors_b64":
 				bit, ok = 64, f.vectorsB64 != nil && p.b64s(f.vectorsB64)
 			case "k":
@@ -223,10 +223,11 @@ func (p *cursor) vectors(dst *[]Vector) bool {
 	return true
 }
 
-// b64 reads a vector_b64 string into v, reusing v's array. A string with
-// an escape or a character base64 has not fails to decode, and is left to
-// encoding/json.
-func (p *cursor) b64(v *VectorB64) bool {
+// b64 reads a vector_b64 string into v: into the free end of arena's
+// array when it has room (its bytes then taken from there), else into v's
+// own. A string with an escape or a character base64 has not fails to
+// decode, and is left to encoding/json.
+func (p *cursor) b64(v *VectorB64, arena *[]byte) bool {
 	if !p.consume('"') {
 		return false
 	}
@@ -234,7 +235,15 @@ func (p *cursor) b64(v *VectorB64) bool {
 	if j < 0 {
 		return false
 	}
-	out, err := decodeB64(v.b[:0], p.b[p.i:p.i+j])
+	s, dst := p.b[p.i:p.i+j], v.b[:0]
+	if arena != nil {
+		a, m := *arena, b64Encoding(s).DecodedLen(j)
+		if m > 0 && cap(a)-len(a) >= m {
+			dst = a[len(a) : len(a) : len(a)+m]
+			*arena = a[:len(a)+m]
+		}
+	}
+	out, err := decodeB64(dst, s)
 	if err != nil {
 		return false
 	}
@@ -243,12 +252,14 @@ func (p *cursor) b64(v *VectorB64) bool {
 	return true
 }
 
-// b64s reads an array of vector_b64 strings.
+// b64s reads an array of vector_b64 strings, their bytes decoded into one
+// array: a first pass over the strings sizes it and the list.
 func (p *cursor) b64s(dst *VectorsB64) bool {
-	out := VectorsB64{}
+	n, size := p.b64Sizes()
+	out, arena := make(VectorsB64, 0, n), make([]byte, 0, size)
 	if !p.array(func() bool {
 		var v VectorB64
-		ok := p.b64(&v)
+		ok := p.b64(&v, &arena)
 		out = append(out, v)
 		return ok
 	}) {
@@ -256,6 +267,28 @@ func (p *cursor) b64s(dst *VectorsB64) bool {
 	}
 	*dst = out
 	return true
+}
+
+// b64Sizes counts the base64 strings of the array at p and what they take
+// decoded, up to the first thing that is not one (the parse then stops
+// there). It moves nothing.
+func (p *cursor) b64Sizes() (n, size int) {
+	q := cursor{b: p.b, i: p.i}
+	if !q.consume('[') {
+		return 0, 0
+	}
+	for q.consume('"') {
+		j := bytes.IndexByte(q.b[q.i:], '"')
+		if j < 0 {
+			break
+		}
+		n, size = n+1, size+b64Encoding(q.b[q.i:q.i+j]).DecodedLen(j)
+		q.i += j + 1
+		if !q.consume(',') {
+			break
+		}
+	}
+	return n, size
 }
 
 // ids reads an array of integers.

@@ -82,10 +82,7 @@ func plainString(b []byte) ([]byte, bool) {
 // refused (a vector has one spelling): found by the bytes decoded being
 // too few for s's length, so text without them is read once.
 func decodeB64(dst, s []byte) ([]byte, error) {
-	enc := b64Unpadded
-	if len(s)%4 == 0 && len(s) > 0 && s[len(s)-1] == '=' {
-		enc = b64Padded
-	}
+	enc := b64Encoding(s)
 	n := enc.DecodedLen(len(s))
 	if n > maxB64Bytes {
 		return nil, fmt.Errorf("more than %d bytes (%d float32 values) in %d characters of base64", maxB64Bytes, MaxVectorLen, len(s))
@@ -101,6 +98,15 @@ func decodeB64(dst, s []byte) ([]byte, error) {
 		return nil, b64Error(err)
 	}
 	return dst[:n], nil
+}
+
+// b64Encoding is the encoding base64 text s is read with: padded when its
+// length is a multiple of 4 and it ends in '='.
+func b64Encoding(s []byte) *base64.Encoding {
+	if len(s)%4 == 0 && len(s) > 0 && s[len(s)-1] == '=' {
+		return b64Padded
+	}
+	return b64Unpadded
 }
 
 func b64Error(err error) error {
