@@ -6,15 +6,19 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"path/filepath"
 	"runtime"
 	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/faiss-sidecar/faiss-sidecar/internal/vecio"
 )
 
 // BenchmarkHTTPOverhead compares one search in process with the same search
@@ -242,74 +246,142 @@ func BenchmarkSearchOneParallel(b *testing.B) {
 
 // BenchmarkMsearchOverhead is what an _msearch of 50 vectors adds to its
 // searches, without the network: the handler called in process (body
-// decoding, admission, one query per vector, the JSON answer) against
-// searchOne over the same queries with a reused scratch, k 10. Reports
-// the CPU a search takes and allocations a request (op):
+// decoding, admission, one query per vector, the JSON answer), with the
+// vectors as vectors_b64 and as decimal JSON, against searchOne over the
+// same queries with a reused scratch, k 10. Each op runs one request of
+// each, in turn, and times each in the process's CPU time: neighbours on
+// a shared machine take wall time, and change the CPU a search takes from
+// one second to the next, so only arms interleaved this finely compare.
+// Reports the CPU a search takes in each arm, their ratios to searchOne,
+// and allocations a op. Data sets: the 3000 × 64 fixture (its own
+// ef_search), and those of bench-data/ at ef_search 16, their queries 50
+// at a time in turn:
 //
 //	go test -run='^$' -bench=MsearchOverhead -cpu 1 ./httpapi
 func BenchmarkMsearchOverhead(b *testing.B) {
-	const n = 50
-	s, f := benchServer(b)
-	defer s.Close()
-	qs := make([][]float64, n)
-	for i := range qs {
-		qs[i] = f.Queries[i%len(f.Queries)]
-	}
-	var dec, enc []string
-	for _, q := range qs {
-		dec, enc = append(dec, vectorJSON(q)), append(enc, `"`+b64Floats(q)+`"`)
-	}
-	// The process's CPU time, not the wall's: neighbours on a shared
-	// machine take the wall, and the handler's workers run in parallel.
-	var cpu0 time.Duration
-	start := func(b *testing.B) {
-		b.ReportAllocs()
-		cpu0 = cpuTime()
-	}
-	perSearch := func(b *testing.B) {
-		b.ReportMetric(float64((cpuTime()-cpu0).Nanoseconds())/float64(b.N*n), "cpu-ns/search")
-	}
-	b.Run("path=searchOne", func(b *testing.B) {
-		_, l, _ := s.Reg.acquire("b")
-		defer l.release()
-		sc := new(queryScratch)
-		start(b)
-		for b.Loop() {
-			qp, err := s.plan(l.h, IntParam{V: 10, Set: true}, radial{}, nil, nil, nil)
+	b.Run("ds=fixture", func(b *testing.B) {
+		s, f := benchServer(b)
+		defer s.Close()
+		msearchOverhead(b, s, f.Queries, "")
+	})
+	sets, _ := filepath.Glob("../bench-data/*.queries.fvecs")
+	for _, qf := range sets {
+		ds := strings.TrimSuffix(filepath.Base(qf), ".queries.fvecs")
+		if _, err := os.Stat("../bench-data/" + ds + ".faiss"); err != nil {
+			continue
+		}
+		b.Run("ds="+ds+"/ef=16", func(b *testing.B) {
+			m, err := vecio.ReadFile(qf)
+			if err != nil || m.F32 == nil {
+				b.Skip("not float queries:", err)
+			}
+			abs, _ := filepath.Abs("../bench-data")
+			s, err := New(Config{DataRoots: []string{abs}})
 			if err != nil {
 				b.Fatal(err)
 			}
-			for _, q := range qs {
-				if _, _, err := s.searchOne(l.h, &qp, query{vec: q}, sc); err != nil {
-					b.Fatal(err)
+			defer s.Close()
+			if err := s.Reg.Load("b", LoadSpec{Path: ds + ".faiss", Mode: "full"}); err != nil {
+				b.Fatal(err)
+			}
+			qs := make([][]float64, m.N)
+			for i := range qs {
+				for _, x := range m.RowF32(i) {
+					qs[i] = append(qs[i], float64(x))
 				}
 			}
-		}
-		perSearch(b)
-	})
-	h := s.Handler()
-	for _, c := range []struct{ name, body string }{
-		{"vectors_b64", `{"vectors_b64":[` + strings.Join(enc, ",") + `],"k":10}`},
-		{"vectors", `{"vectors":[` + strings.Join(dec, ",") + `],"k":10}`},
-	} {
-		b.Run("path=handler/body="+c.name, func(b *testing.B) {
-			hc := newHandlerClientTo(h, "/indexes/b/_msearch", [][]byte{[]byte(c.body)})
-			start(b)
-			for b.Loop() {
-				if code := hc.call(); code != 200 {
-					b.Fatal(code)
-				}
-			}
-			perSearch(b)
+			msearchOverhead(b, s, qs, `,"method_parameters":{"ef_search":16}`)
 		})
 	}
 }
 
-// cpuTime is the CPU time the process has used, user and system.
+// msearchOverhead runs BenchmarkMsearchOverhead on s's index "b", with
+// the _msearch bodies' parameters beyond k 10 in params.
+func msearchOverhead(b *testing.B, s *Server, queries [][]float64, params string) {
+	const n = 50
+	var batches [][][]float64
+	for i := 0; i == 0 || i+n <= len(queries); i += n {
+		qs := make([][]float64, n)
+		for j := range qs {
+			qs[j] = queries[(i+j)%len(queries)]
+		}
+		batches = append(batches, qs)
+	}
+	_, l, _ := s.Reg.acquire("b")
+	defer l.release()
+	var mp *MethodParameters
+	if params != "" {
+		mp = &MethodParameters{EfSearch: 16}
+	}
+	sc := new(queryScratch)
+	inProcess := func(i int) {
+		qp, err := s.plan(l.h, IntParam{V: 10, Set: true}, radial{}, mp, nil, nil)
+		if err != nil {
+			b.Fatal(err)
+		}
+		for _, q := range batches[i] {
+			if _, _, err := s.searchOne(l.h, &qp, query{vec: q}, sc); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	h := s.Handler()
+	handler := func(body func(qs [][]float64) string) func(int) {
+		var bodies [][]byte
+		for _, qs := range batches {
+			bodies = append(bodies, []byte(body(qs)))
+		}
+		hc := newHandlerClientTo(h, "/indexes/b/_msearch", bodies)
+		return func(int) {
+			if code := hc.call(); code != 200 {
+				b.Fatal(code)
+			}
+		}
+	}
+	arms := []struct {
+		name string
+		run  func(int)
+		cpu  time.Duration
+	}{
+		{name: "in-process", run: inProcess},
+		{name: "vectors_b64", run: handler(func(qs [][]float64) string {
+			var enc []string
+			for _, q := range qs {
+				enc = append(enc, `"`+b64Floats(q)+`"`)
+			}
+			return `{"vectors_b64":[` + strings.Join(enc, ",") + `],"k":10` + params + `}`
+		})},
+		{name: "vectors", run: handler(func(qs [][]float64) string {
+			var dec []string
+			for _, q := range qs {
+				dec = append(dec, vectorJSON(q))
+			}
+			return `{"vectors":[` + strings.Join(dec, ",") + `],"k":10` + params + `}`
+		})},
+	}
+	b.ReportAllocs()
+	i := 0
+	for b.Loop() {
+		for a := range arms {
+			t0 := cpuTime()
+			arms[a].run(i % len(batches))
+			arms[a].cpu += cpuTime() - t0
+		}
+		i++
+	}
+	for _, a := range arms {
+		b.ReportMetric(float64(a.cpu.Nanoseconds())/float64(b.N*n), "cpu-ns/search("+a.name+")")
+		if a.name != "in-process" {
+			b.ReportMetric(float64(a.cpu)/float64(arms[0].cpu), a.name+"/in-process")
+		}
+	}
+}
+
+// cpuTime is the CPU time the process has used, to the nanosecond.
 func cpuTime() time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+	var ts unix.Timespec
+	if err := unix.ClockGettime(unix.CLOCK_PROCESS_CPUTIME_ID, &ts); err != nil {
 		panic(err)
 	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+	return time.Duration(ts.Nano())
 }
