@@ -11,8 +11,8 @@ import (
 	"github.com/faiss-sidecar/faiss-sidecar/engine"
 )
 
-// queryScratch is one query's buffers, reused across requests (nil: the
-// query allocates its own, as _msearch's do since they outlive the call).
+// queryScratch is one query's buffers, reused across requests and, in an
+// _msearch, across a worker's queries (nil: the query allocates its own).
 type queryScratch struct {
 	req  SearchRequest // the request, decoded (search only)
 	vals []float64     // a vector_b64's values
