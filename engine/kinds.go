@@ -68,6 +68,10 @@ func ObjectStoreReason(err error) (reason string, ok bool) { return s3.Reason(er
 // ChangeDetail says what changed, for an error of kind ErrFileChanged.
 func ChangeDetail(err error) string { return partial.ChangeDetail(err) }
 
+// CacheDirFiles is the most descriptors the process's disk cache
+// directories hold open at once (their block files).
+func CacheDirFiles() int { return diskcache.OpenFiles() }
+
 // Neighbor is one hit of CheckSearch: the stored id and raw distance.
 type Neighbor struct {
 	ID       int64

@@ -197,7 +197,7 @@ func (p *Plan) chooseLevel(levels []quant.Level, workers int) error {
 	case p.budgetFromMachine() && spec.Room > 0:
 		whose = fmt.Sprintf(" (none was set: the %d bytes of the node's memory budget no other index holds)", spec.Room)
 	case p.budgetFromMachine():
-		whose = fmt.Sprintf(" (none was set: this machine's memory, %d bytes or its cgroup's limit, less room for the process and the %d bytes its caller holds beside the index)", machineMemory(), spec.Beside)
+		whose = fmt.Sprintf(" (none was set: this machine's memory, %d bytes or its cgroup's limit, less room for the process and the %d bytes its caller holds beside the index)", spec.machine(), spec.Beside)
 	}
 	return fmt.Errorf("%s: %w: on_disk at %s needs a guide of %d bytes and %d bytes of working memory (small arrays, %d workers' scratch, 64 cached vectors): at least %d bytes, and the budget is %d%s",
 		spec.Label, hnswsearch.ErrBudget, least, gb, work, max(workers, 1), gb+work, spec.MemoryBudget, whose)
@@ -218,7 +218,7 @@ func (p *Plan) chooseLevel(levels []quant.Level, workers int) error {
 // the kernel keeps evicting, several times slower than the same level
 // under a budget, and auto may pick a guide that does not fit at all.
 func machineBudget(spec *Spec, indexSize int64) int64 {
-	m := machineMemory()
+	m := spec.machine()
 	if m <= 0 || storage.IsRemote(spec.Path) {
 		return 0
 	}

@@ -142,12 +142,14 @@ func (c *cursor) vec(field string, elem int, skip bool) (Section, error) {
 
 // stream calls fn on consecutive chunks of the section s (which must start
 // at the cursor), each a whole number of elements, and leaves the cursor
-// after it. The chunk buffer is reused between calls.
+// after it. The chunk buffer is reused between calls, and no larger than
+// the largest section streamed needs: a small index's arrays take a few
+// KiB, and zeroing a full chunk cost more than parsing them.
 func (c *cursor) stream(s Section, fn func(first int64, b []byte) error) error {
 	const chunkBytes = 256 << 10
 	per := chunkBytes / s.Elem
-	if c.chunk == nil {
-		c.chunk = make([]byte, chunkBytes)
+	if first := min(int64(per*s.Elem), s.Len); int64(cap(c.chunk)) < first {
+		c.chunk = make([]byte, first)
 	}
 	for done := int64(0); done < s.Len; {
 		n := min(int64(per*s.Elem), s.Len-done)

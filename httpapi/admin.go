@@ -38,7 +38,7 @@ func (s *Server) indexInfo(e *entry, h *handle) gin.H {
 		"d": x.Dim(), "ntotal": x.NTotal(), "metric": x.MetricName(), "binary": x.Binary(),
 		"ef_search_stored": x.StoredEfSearch(), "ef_search": x.EfSearch(), "resident_bytes": h.resident.Load(),
 		"queries_served": e.stats.queries(), "query_errors": e.stats.errors(), "switch_state": e.state.Load(),
-		"state": "serving", "aliases": s.Reg.snapshot().aliasesOf(e.name),
+		"state": "serving", "aliases": s.Reg.aliasesOf(e.name),
 	}
 	if p := h.failed.Load(); p != nil {
 		info["state"] = "failed"

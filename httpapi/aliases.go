@@ -38,32 +38,33 @@ type AliasSpec struct {
 	Aliases []string `json:"aliases"`
 }
 
-// withoutIndexes is aliases with the indexes of gone taken out, and the
-// aliases left with none dropped; aliases itself when none names one.
-func withoutIndexes(aliases map[string][]string, gone map[string]bool) map[string][]string {
+// withoutIndex is aliases with index taken out, and the aliases left
+// with none dropped; nil when none names it.
+func withoutIndex(aliases map[string][]string, index string) map[string][]string {
 	hit := false
 	for _, idx := range aliases {
-		for _, n := range idx {
-			hit = hit || gone[n]
-		}
+		_, found := slices.BinarySearch(idx, index)
+		hit = hit || found
 	}
 	if !hit {
-		return aliases
+		return nil
 	}
 	out := make(map[string][]string, len(aliases))
 	for a, idx := range aliases {
-		kept := slices.DeleteFunc(slices.Clone(idx), func(n string) bool { return gone[n] })
-		if len(kept) > 0 {
-			out[a] = kept
+		if i, found := slices.BinarySearch(idx, index); found {
+			idx = slices.Delete(slices.Clone(idx), i, i+1)
+		}
+		if len(idx) > 0 {
+			out[a] = idx
 		}
 	}
 	return out
 }
 
 // aliasesOf is the aliases of index, sorted (never nil).
-func (sv *served) aliasesOf(index string) []string {
+func (r *Registry) aliasesOf(index string) []string {
 	out := []string{}
-	for a, idx := range sv.aliases {
+	for a, idx := range *r.aliases.Load() {
 		if _, ok := slices.BinarySearch(idx, index); ok {
 			out = append(out, a)
 		}
@@ -96,24 +97,22 @@ func (r *Registry) UpdateAliases(actions []AliasAction) ([]string, error) {
 			return nil, err
 		}
 	}
-	next := &served{entries: cur.entries, aliases: map[string][]string{}}
+	next := map[string][]string{}
 	for a, set := range w.sets {
 		if len(set) > 0 {
-			next.aliases[a] = slices.Sorted(maps.Keys(set))
+			next[a] = slices.Sorted(maps.Keys(set))
 		}
 	}
 	var gone []*entry
-	if len(w.removed) > 0 {
-		next.entries = maps.Clone(cur.entries)
-		for n := range w.removed {
-			gone = append(gone, next.entries[n])
-			delete(next.entries, n)
-		}
-	}
-	r.state.Store(next)
-	for _, e := range gone {
+	done := r.removing()
+	r.aliases.Store(&next)
+	for n := range w.removed {
+		e, _ := cur.entry(n)
+		gone = append(gone, e)
+		r.entries.remove(n)
 		e.deleted.Store(true)
 	}
+	done()
 	r.mu.Unlock()
 	names := make([]string, 0, len(gone))
 	for _, e := range gone {
@@ -127,7 +126,7 @@ func (r *Registry) UpdateAliases(actions []AliasAction) ([]string, error) {
 // aliasWork is UpdateAliases' working copy: each alias's set of indexes,
 // and the indexes remove_index took out.
 type aliasWork struct {
-	sv      *served
+	sv      served
 	sets    map[string]map[string]bool
 	removed map[string]bool
 }
@@ -158,7 +157,7 @@ func (w *aliasWork) apply(at string, act AliasAction) error {
 			if why := nameProblem(a, false); why != "" {
 				return errInvalidAliasName(fmt.Sprintf("%s: invalid alias name %s: %s", at, quoteName(a), why))
 			}
-			if _, ok := w.sv.entries[a]; ok && !w.removed[a] {
+			if _, ok := w.sv.entry(a); ok && !w.removed[a] {
 				return errInvalidAliasName(fmt.Sprintf("%s: an index is named %q: an alias may not have an index's name", at, a))
 			}
 			if w.sets[a] == nil {
@@ -221,7 +220,7 @@ func (w *aliasWork) indexes(at string, spec *AliasSpec, serving bool) ([]string,
 		return nil, badRequest("%s needs index or indices", at)
 	}
 	exists := func(n string) bool {
-		e, ok := w.sv.entries[n]
+		e, ok := w.sv.entry(n)
 		return ok && !w.removed[n] && (!serving || e.cur.Load() != nil)
 	}
 	var out []string
@@ -236,7 +235,7 @@ func (w *aliasWork) indexes(at string, spec *AliasSpec, serving bool) ([]string,
 		if why := nameProblem(g, true); why != "" {
 			return nil, badRequest("%s: invalid index pattern %s: %s", at, quoteName(g), why)
 		}
-		for n := range w.sv.entries {
+		for n := range w.sv.entries() {
 			if matchWildcard(g, n) && exists(n) {
 				out = append(out, n)
 			}
@@ -263,25 +262,35 @@ func names(one string, many []string) []string {
 // getAliases lists every serving index with its aliases (GET /_aliases),
 // as OpenSearch does: {INDEX: {"aliases": {ALIAS: {}}}}.
 func (s *Server) getAliases(c *gin.Context) {
-	sv := s.Reg.snapshot()
-	of := map[string][]string{}
-	for a, idx := range sv.aliases {
-		for _, n := range idx {
-			of[n] = append(of[n], a)
+	sendJSON(c, http.StatusOK, s.Reg.aliasesByIndex())
+}
+
+// aliasesByIndex is GET /_aliases' answer, the indexes and aliases of one
+// moment.
+func (r *Registry) aliasesByIndex() gin.H {
+	for {
+		sv := r.snapshot()
+		of := map[string][]string{}
+		for a, idx := range sv.aliases {
+			for _, n := range idx {
+				of[n] = append(of[n], a)
+			}
+		}
+		out := gin.H{}
+		for n, e := range sv.entries() {
+			if e.cur.Load() == nil { // being loaded: not listed, as GET /indexes
+				continue
+			}
+			al := gin.H{}
+			for _, a := range of[n] {
+				al[a] = gin.H{}
+			}
+			out[n] = gin.H{"aliases": al}
+		}
+		if sv.current() {
+			return out
 		}
 	}
-	out := gin.H{}
-	for n, e := range sv.entries {
-		if e.cur.Load() == nil { // being loaded: not listed, as GET /indexes
-			continue
-		}
-		al := gin.H{}
-		for _, a := range of[n] {
-			al[a] = gin.H{}
-		}
-		out[n] = gin.H{"aliases": al}
-	}
-	sendJSON(c, http.StatusOK, out)
 }
 
 // postAliases applies OpenSearch's alias actions all or none

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -95,6 +96,29 @@ func TestAliases(t *testing.T) {
 // three. Every answer equals the answer of the old set or of the new set,
 // and none fails.
 func TestAliasSwapUnderLoad(t *testing.T) {
+	aliasSwapUnderLoad(t, func(ts *httptest.Server) {
+		r := call(t, ts, "POST", "/_aliases", `{"actions":[{"add":{"index":"seg-8","alias":"shard"}},{"remove":{"indices":["seg-0","seg-1","seg-2"],"alias":"shard"}}]}`)
+		require.Equal(t, 200, r.Status, r.Raw)
+		for i := range 3 {
+			require.Equal(t, 200, call(t, ts, "DELETE", fmt.Sprintf("/indexes/seg-%d", i), "").Status)
+		}
+	})
+}
+
+// TestRemoveIndexSwapUnderLoad is TestAliasSwapUnderLoad with the three
+// segments deleted in the swap's own request (remove_index): the alias
+// and the indexes change in one step (TestServedMoment checks what a
+// search that resolved the old alias then sees).
+func TestRemoveIndexSwapUnderLoad(t *testing.T) {
+	aliasSwapUnderLoad(t, func(ts *httptest.Server) {
+		r := call(t, ts, "POST", "/_aliases", `{"actions":[{"add":{"index":"seg-8","alias":"shard"}},{"remove_index":{"indices":["seg-0","seg-1","seg-2"]}}]}`)
+		require.Equal(t, 200, r.Status, r.Raw)
+	})
+}
+
+// aliasSwapUnderLoad searches the alias of 8 segments without pause while
+// seg-8 is loaded and swap replaces segments 0 to 2 with it.
+func aliasSwapUnderLoad(t *testing.T, swap func(ts *httptest.Server)) {
 	shards := loadSegments(t)
 	l2 := shards["l2"]
 	require.Equal(t, []int{0, 1, 2}, l2.MergedFrom)
@@ -173,11 +197,7 @@ func TestAliasSwapUnderLoad(t *testing.T) {
 	pause()
 	loadSegment(t, ts, "seg-8", "l2", 8)
 	pause()
-	r := call(t, ts, "POST", "/_aliases", `{"actions":[{"add":{"index":"seg-8","alias":"shard"}},{"remove":{"indices":["seg-0","seg-1","seg-2"],"alias":"shard"}}]}`)
-	require.Equal(t, 200, r.Status, r.Raw)
-	for i := range 3 {
-		require.Equal(t, 200, call(t, ts, "DELETE", fmt.Sprintf("/indexes/seg-%d", i), "").Status)
-	}
+	swap(ts)
 	pause()
 	stop.Store(true)
 	wg.Wait()
@@ -226,4 +246,39 @@ func TestLeaseOutlivesAliasSwap(t *testing.T) {
 	releaseTargets(leased2)
 	releaseTargets(leased)
 	assert.Zero(t, h.users.count(), "released: the retired handle closes")
+}
+
+// TestServedMoment: a snapshot stays current through a load (a name
+// added changes no answer before it serves) and stops being current when
+// an index or an alias is taken away, by DELETE or POST /_aliases.
+func TestServedMoment(t *testing.T) {
+	s, ts := newSegmentServer(t, Config{})
+	loadSegment(t, ts, "a", "l2", 0)
+	loadSegment(t, ts, "b", "l2", 1)
+	sv := s.Reg.snapshot()
+	loadSegment(t, ts, "c", "l2", 2)
+	assert.True(t, sv.current(), "a load")
+	e, ok := sv.entry("c")
+	assert.True(t, ok && e.cur.Load() != nil, "looked up as the registry serves it")
+	require.Equal(t, 200, call(t, ts, "POST", "/_aliases", `{"actions":[{"add":{"indices":["a","b","c"],"alias":"shard"}}]}`).Status)
+	assert.False(t, sv.current(), "an alias change")
+	assert.NotContains(t, sv.aliases, "shard", "the snapshot's aliases are its moment's")
+
+	sv = s.Reg.snapshot()
+	require.Equal(t, []string{"a", "b", "c"}, sv.aliases["shard"])
+	require.Equal(t, 200, call(t, ts, "DELETE", "/indexes/a", "").Status)
+	assert.False(t, sv.current(), "a delete")
+	assert.Equal(t, []string{"a", "b", "c"}, sv.aliases["shard"], "never changed in place")
+	assert.Equal(t, []string{"b", "c"}, s.Reg.snapshot().aliases["shard"])
+
+	sv = s.Reg.snapshot()
+	require.Equal(t, 200, call(t, ts, "POST", "/_aliases", `{"actions":[{"remove_index":{"index":"b"}}]}`).Status)
+	assert.False(t, sv.current(), "remove_index")
+	per, leased, _, err := s.Reg.leaseTargets([][]targetExpr{{{name: "shard"}}, {{name: "*", pattern: true}}})
+	require.NoError(t, err)
+	defer releaseTargets(leased)
+	require.Len(t, per[0], 1)
+	assert.Equal(t, "c", per[0][0].name)
+	require.Len(t, per[1], 1)
+	assert.Equal(t, "c", per[1][0].name)
 }

@@ -46,6 +46,9 @@ func (cfg Config) withDefaults(total int64) Config {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.NewJSONHandler(io.Discard, nil))
 	}
+	if cfg.Limits.MaxOpenFiles <= 0 && cfg.CacheDir != "" { // the disk cache's block files too
+		cfg.Limits.MaxOpenFiles = defaultOpenFiles(processFiles(), cfg.Limits.withDefaults(total).MaxConnections, int64(engine.CacheDirFiles()))
+	}
 	cfg.Limits = cfg.Limits.withDefaults(total)
 	return cfg
 }

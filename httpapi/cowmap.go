@@ -1,63 +1,77 @@
 package httpapi
 
 import (
-	"maps"
 	"sync"
 	"sync/atomic"
 )
 
-// cowMap is a copy-on-write map for a small, rarely growing key set: reads
-// are an atomic load and a map lookup, writes nothing shared.
+// cowMap maps names to values for readers on every request and rare
+// writers: a lookup takes no lock and writes nothing shared (sync.Map), a
+// write costs what one key costs, and all() is a read-only copy made on
+// its first call after a write and never changed (copying the whole map on
+// every write made loading n indexes cost n² copies).
 type cowMap[V any] struct {
-	mu sync.Mutex
-	m  atomic.Pointer[map[string]V]
+	mu   sync.Mutex // serialises writes and the copy all() makes
+	m    sync.Map   // string → V
+	snap atomic.Pointer[map[string]V]
+}
+
+// load returns key's value.
+func (c *cowMap[V]) load(key string) (v V, ok bool) {
+	if x, ok := c.m.Load(key); ok {
+		return x.(V), true
+	}
+	return v, false
 }
 
 // get returns key's value, made by mk on first use.
 func (c *cowMap[V]) get(key string, mk func() V) V {
-	if m := c.m.Load(); m != nil {
-		if v, ok := (*m)[key]; ok {
-			return v
-		}
+	if v, ok := c.load(key); ok {
+		return v
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	old := c.m.Load()
-	if old != nil {
-		if v, ok := (*old)[key]; ok {
-			return v
-		}
-	}
-	n := make(map[string]V)
-	if old != nil {
-		maps.Copy(n, *old)
+	if v, ok := c.load(key); ok {
+		return v
 	}
 	v := mk()
-	n[key] = v
-	c.m.Store(&n)
+	c.m.Store(key, v)
+	c.snap.Store(nil)
 	return v
+}
+
+// store sets key's value.
+func (c *cowMap[V]) store(key string, v V) {
+	c.mu.Lock()
+	c.m.Store(key, v)
+	c.snap.Store(nil)
+	c.mu.Unlock()
 }
 
 // remove drops key.
 func (c *cowMap[V]) remove(key string) {
 	c.mu.Lock()
-	defer c.mu.Unlock()
-	old := c.m.Load()
-	if old == nil {
-		return
+	if _, ok := c.m.LoadAndDelete(key); ok {
+		c.snap.Store(nil)
 	}
-	if _, ok := (*old)[key]; !ok {
-		return
-	}
-	n := maps.Clone(*old)
-	delete(n, key)
-	c.m.Store(&n)
+	c.mu.Unlock()
 }
 
-// all is the current map (read-only; nil before the first get).
+// all is the current map (read-only; empty before the first write).
 func (c *cowMap[V]) all() map[string]V {
-	if m := c.m.Load(); m != nil {
+	if m := c.snap.Load(); m != nil {
 		return *m
 	}
-	return nil
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if m := c.snap.Load(); m != nil {
+		return *m
+	}
+	m := map[string]V{}
+	c.m.Range(func(k, v any) bool {
+		m[k.(string)] = v.(V)
+		return true
+	})
+	c.snap.Store(&m)
+	return m
 }

@@ -31,7 +31,9 @@ func (s *Server) decode(c *gin.Context, v any, b *body) error {
 		switch r := v.(type) {
 		case *SearchRequest:
 			if !searchFast(raw, r) {
-				*r = SearchRequest{Vector: r.Vector[:0]} // forget what the fast parser filled in
+				// Forget what the fast parser filled in. Vector starts nil, so
+				// that checkDecoded sees whether the body gave one.
+				*r = SearchRequest{VectorB64: VectorB64{b: r.VectorB64.b[:0]}}
 				err = decodeJSON(raw, v)
 			}
 		case *MSearchRequest:
@@ -62,13 +64,15 @@ func (s *Server) decode(c *gin.Context, v any, b *body) error {
 
 // chargeDecode charges, before a search body is decoded, a bound on what
 // decoding it makes: a vector per '[' at most (its slice header) and a
-// value per ',' or '[' at most (8 bytes each). Decoding a body of tiny
-// vectors ("[0],") makes 10 to 15 times its size, which must be counted
-// before it is made; an _msearch with more arrays than max_msearch_vectors (and
-// its own and a filter's) allow is refused before it is decoded. The body
-// (b, read) stays while it decodes: a request whose body and bound together
-// exceed max_bodies_in_flight could never be decoded, even alone, and is a
-// 413, not a 429 to retry for ever; one that fits only without its buffer's
+// value per ',' or '[' at most (8 bytes each); for base64 vectors, an
+// element per string that is not a key and 3 bytes per 4 of its
+// characters. Decoding a body of tiny vectors ("[0],") makes 10 to 15 times
+// its size, which must be counted before it is made; an _msearch with more
+// arrays than max_msearch_vectors (and its own and a filter's) allow, or more
+// such strings, is refused before it is decoded. The body (b, read) stays
+// while it decodes: a request whose body and bound together exceed
+// max_bodies_in_flight could never be decoded, even alone, and is a 413,
+// not a 429 to retry for ever; one that fits only without its buffer's
 // slack (a chunked body's buffer grows by doubling) is moved to a buffer of
 // its size first.
 func (s *Server) chargeDecode(v any, b *body) (int64, error) {
@@ -82,8 +86,13 @@ func (s *Server) chargeDecode(v any, b *body) (int64, error) {
 	if multi && arrays > int64(s.limits.MaxMsearchVectors)+2 {
 		return 0, badRequest("_msearch has more than %d vectors (max_msearch_vectors): the body holds %d arrays", s.limits.MaxMsearchVectors, arrays)
 	}
+	strs, text := valueStrings(raw)
+	if multi && strs > int64(s.limits.MaxMsearchVectors) {
+		return 0, badRequest("_msearch has more than %d vectors (max_msearch_vectors): the body holds %d strings", s.limits.MaxMsearchVectors, strs)
+	}
 	size := int64(len(raw))
 	bound := arrays*vectorHeader + (arrays+int64(bytes.Count(raw, []byte{','})))*valueBytes
+	bound += strs*b64Header + (3*text+3)/4 // a vector_b64 per string at most, 3 bytes per 4 characters
 	if lines {
 		// Each search: its request, header and plan; each object (a
 		// filters entry) its map slot and filter; and the names the lines
@@ -115,16 +124,52 @@ func (s *Server) chargeDecode(v any, b *body) (int64, error) {
 }
 
 // The sizes decoding makes: a vector's slice header, and a vector's value
-// (a filter's id takes as much).
+// (a filter's id takes as much); a vectors_b64 element.
 const (
 	vectorHeader = int64(unsafe.Sizeof(Vector{}))
 	valueBytes   = int64(unsafe.Sizeof(Vector{}[0]))
+	b64Header    = int64(unsafe.Sizeof(VectorB64{}))
 	// searchBytes is what one search of an NDJSON _msearch takes beside
 	// its vector: its request, header and plan; objectBytes what an object
 	// may make (a filters entry: its map slot and filter).
 	searchBytes = int64(unsafe.Sizeof(SearchRequest{})+unsafe.Sizeof(msearchHead{})+unsafe.Sizeof(multiSearch{})) + 256
 	objectBytes = 96
 )
+
+// valueStrings counts the strings of the JSON text b that are not keys (a
+// valid search body's are its vector_b64 or vectors_b64), and their
+// characters, escapes included: what decoding them as base64 may make is
+// bounded by these. A decimal body has none, so its bound is as it was.
+func valueStrings(b []byte) (n, chars int64) {
+	for i := 0; ; {
+		j := bytes.IndexByte(b[i:], '"')
+		if j < 0 {
+			return n, chars
+		}
+		start := i + j + 1
+		end := start
+		for { // the closing quote: one not escaped by an odd run of '\'
+			k := bytes.IndexByte(b[end:], '"')
+			if k < 0 {
+				return n + 1, chars + int64(len(b)-start) // unterminated: count it all
+			}
+			end += k
+			bs := 0
+			for bs < end-start && b[end-1-bs] == '\\' {
+				bs++
+			}
+			if bs%2 == 0 {
+				break
+			}
+			end++
+		}
+		i = end + 1
+		if k := skipSpace(b, i); k < len(b) && b[k] == ':' {
+			continue // a key
+		}
+		n, chars = n+1, chars+int64(end-start)
+	}
+}
 
 // decodedBytes is what a decoded request body holds beyond its struct:
 // its vectors and filter ids.
@@ -136,7 +181,7 @@ func decodedBytes(v any) int64 {
 		return int64(cap(f.IDs)) * int64(unsafe.Sizeof(f.IDs[0]))
 	}
 	search := func(r *SearchRequest) int64 {
-		n := int64(cap(r.Vector))*valueBytes + ids(r.Filter)
+		n := int64(cap(r.Vector))*valueBytes + int64(cap(r.VectorB64.b)) + ids(r.Filter)
 		for k, f := range r.Filters {
 			n += objectBytes + int64(len(k)) + ids(f)
 		}
@@ -155,6 +200,10 @@ func decodedBytes(v any) int64 {
 		n := int64(cap(r.Vectors)) * vectorHeader
 		for _, x := range r.Vectors {
 			n += int64(cap(x)) * valueBytes
+		}
+		n += int64(cap(r.VectorsB64)) * b64Header
+		for _, x := range r.VectorsB64 {
+			n += int64(cap(x.b))
 		}
 		return n + ids(r.Filter)
 	}
@@ -193,6 +242,11 @@ func decodeJSON(b []byte, v any) error {
 		return badRequest("%v", ke)
 	case err != nil:
 		return badRequest("%v", err)
+	}
+	// A request's own rules across its fields (vector and vector_b64 both
+	// given).
+	if c, ok := v.(interface{ checkDecoded() error }); ok {
+		return c.checkDecoded()
 	}
 	return nil
 }

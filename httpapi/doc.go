@@ -11,8 +11,10 @@
 // (the handlers that are not searches), search.go, msearch.go and
 // request.go (searches and their parameters), admission.go (search slots
 // and work charged), limits.go, memory.go (the node budget's default and
-// the heap's limit), metrics.go, watch.go (the file watcher). The indexes:
-// registry.go (Registry), entry.go, handle.go, spec.go (LoadSpec),
-// sandbox.go (which paths and objects may be served), nodebudget.go
-// (admission of a load into the node's budget), load.go and switch.go.
+// the heap's limit), metrics.go, watch.go and notify_linux.go (the file
+// watcher and its inotify). The indexes: registry.go (Registry), entry.go,
+// handle.go, spec.go (LoadSpec), sandbox.go (which paths and objects may
+// be served), nodebudget.go (admission of a load into the node's budget),
+// openfiles.go (the descriptors they hold, max_open_files), load.go and
+// switch.go.
 package httpapi

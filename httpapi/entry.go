@@ -25,8 +25,9 @@ type entry struct {
 	// building is the progress of an on_disk guide being built for a load
 	// or switch: bytes read and total (nil when none is).
 	building atomic.Pointer[[2]int64]
-	// checking is set while the file watcher checks the entry's files.
-	checking atomic.Bool
+	// checking is set while the file watcher checks the entry's files;
+	// recheck asks that check to run once more (watcher.check).
+	checking, recheck atomic.Bool
 	// adm admits the index's searches within its share of the server's
 	// slots and queue (indexAdmission), so one whose storage stalls (an
 	// object store that stops answering) cannot starve the others.

@@ -14,28 +14,33 @@ import (
 // what it accepts, the result is what encoding/json would produce
 // (FuzzSearchFast checks this).
 func searchFast(b []byte, r *SearchRequest) bool {
-	return fastBody(b, fastFields{&r.Vector, nil, &r.K, &r.MethodParameters, &r.Filter, &r.Rescore, &r.Profile})
+	return fastBody(b, fastFields{vector: &r.Vector, vectorB64: &r.VectorB64, k: &r.K, method: &r.MethodParameters,
+		filter: &r.Filter, rescore: &r.Rescore, profile: &r.Profile})
 }
 
 // msearchFast is searchFast for an _msearch body (its "vectors"): beside
 // the reflection, encoding/json's decoder copied the whole body into a
 // buffer of its own (FuzzMsearchFast checks it against encoding/json).
 func msearchFast(b []byte, r *MSearchRequest) bool {
-	return fastBody(b, fastFields{nil, &r.Vectors, &r.K, &r.MethodParameters, &r.Filter, &r.Rescore, &r.Profile})
+	return fastBody(b, fastFields{vectors: &r.Vectors, vectorsB64: &r.VectorsB64, k: &r.K, method: &r.MethodParameters,
+		filter: &r.Filter, rescore: &r.Rescore, profile: &r.Profile})
 }
 
-// fastFields are where fastBody puts a search body's fields: "vector"
-// (_search) or "vectors" (_msearch), whichever is not nil, and the rest
-// both have. (No function value for the vectors: calling one made the
-// cursor escape to the heap, an allocation per request.)
+// fastFields are where fastBody puts a search body's fields: "vector" and
+// "vector_b64" (_search) or "vectors" and "vectors_b64" (_msearch),
+// whichever are not nil, and the rest both have. (No function value for
+// the vectors: calling one made the cursor escape to the heap, an
+// allocation per request.)
 type fastFields struct {
-	vector  *Vector
-	vectors *[]Vector
-	k       *IntParam
-	method  **MethodParameters
-	filter  **IDFilter
-	rescore **Rescore
-	profile *bool
+	vector     *Vector
+	vectorB64  *VectorB64
+	vectors    *[]Vector
+	vectorsB64 *VectorsB64
+	k          *IntParam
+	method     **MethodParameters
+	filter     **IDFilter
+	rescore    **Rescore
+	profile    *bool
 }
 
 // fastBody parses an object of f's fields, each at most once.
@@ -57,6 +62,10 @@ func fastBody(b []byte, f fastFields) bool {
 				bit, ok = 1, f.vector != nil && p.vector(f.vector)
 			case "vectors":
 				bit, ok = 1, f.vectors != nil && p.vectors(f.vectors)
+			case "vector_b64":
+				bit, ok = 64, f.vectorB64 != nil && p.b64(f.vectorB64, nil)
+			case "vectors_b64":
+				bit, ok = 64, f.vectorsB64 != nil && p.b64s(f.vectorsB64)
 			case "k":
 				bit = 2
 				f.k.V, ok = p.integer()
@@ -82,7 +91,7 @@ func fastBody(b []byte, f fastFields) bool {
 			default:
 				return false
 			}
-			if !ok || seen&bit != 0 {
+			if !ok || seen&bit != 0 || (seen|bit)&(1|64) == 1|64 { // both forms of the vectors: encoding/json's error
 				return false
 			}
 			seen |= bit
@@ -212,6 +221,74 @@ func (p *cursor) vectors(dst *[]Vector) bool {
 	}
 	*dst = out
 	return true
+}
+
+// b64 reads a vector_b64 string into v: into the free end of arena's
+// array when it has room (its bytes then taken from there), else into v's
+// own. A string with an escape or a character base64 has not fails to
+// decode, and is left to encoding/json.
+func (p *cursor) b64(v *VectorB64, arena *[]byte) bool {
+	if !p.consume('"') {
+		return false
+	}
+	j := bytes.IndexByte(p.b[p.i:], '"')
+	if j < 0 {
+		return false
+	}
+	s, dst := p.b[p.i:p.i+j], v.b[:0]
+	if arena != nil {
+		a, m := *arena, b64Encoding(s).DecodedLen(j)
+		if m > 0 && cap(a)-len(a) >= m {
+			dst = a[len(a) : len(a) : len(a)+m]
+			*arena = a[:len(a)+m]
+		}
+	}
+	out, err := decodeB64(dst, s)
+	if err != nil {
+		return false
+	}
+	v.b, v.set = out, true
+	p.i += j + 1
+	return true
+}
+
+// b64s reads an array of vector_b64 strings, their bytes decoded into one
+// array: a first pass over the strings sizes it and the list.
+func (p *cursor) b64s(dst *VectorsB64) bool {
+	n, size := p.b64Sizes()
+	out, arena := make(VectorsB64, 0, n), make([]byte, 0, size)
+	if !p.array(func() bool {
+		var v VectorB64
+		ok := p.b64(&v, &arena)
+		out = append(out, v)
+		return ok
+	}) {
+		return false
+	}
+	*dst = out
+	return true
+}
+
+// b64Sizes counts the base64 strings of the array at p and what they take
+// decoded, up to the first thing that is not one (the parse then stops
+// there). It moves nothing.
+func (p *cursor) b64Sizes() (n, size int) {
+	q := cursor{b: p.b, i: p.i}
+	if !q.consume('[') {
+		return 0, 0
+	}
+	for q.consume('"') {
+		j := bytes.IndexByte(q.b[q.i:], '"')
+		if j < 0 {
+			break
+		}
+		n, size = n+1, size+b64Encoding(q.b[q.i:q.i+j]).DecodedLen(j)
+		q.i += j + 1
+		if !q.consume(',') {
+			break
+		}
+	}
+	return n, size
 }
 
 // ids reads an array of integers.

@@ -16,7 +16,21 @@ var searchBodies = []string{
 	`{"vector":[1],"filter":{"ids":[]},"profile":false,"rescore":{},"method_parameters":{}}`,
 	`{}`,
 	`{"vector":[]}`,
+	`{"vector_b64":"AACAPwAAAEA=","k":2}`,
+	` { "k" : 1 , "vector_b64" : "AACAPwAAAEA" } `,
+	`{"vector_b64":""}`,
 	// Declined by the fast parser, decided by encoding/json:
+	`{"vector":[1],"vector_b64":"AACAPw=="}`,
+	`{"vector_b64":"AACAPw==","vector":[]}`,
+	`{"vector_b64":null}`,
+	`{"vector_b64":"AAC\/Pw=="}`,
+	`{"vector_b64":"AA*A"}`,
+	`{"vector_b64":7}`,
+	`{"vector_b64":"AAAA","vector_b64":"AAAA"}`,
+	`{"vector_b64":"AB=="}`,
+	`{"vector_b64":"AAAA\nAAAA"}`,
+	`{"vectors_b64":["AAAA"]}`,
+	`{"vector_b64":"AAAA"`,
 	`{"Vector":[1],"k":1}`,
 	`{"vector":[1],"k":1,"k":2}`,
 	`{"vector":null}`,
@@ -80,7 +94,7 @@ func checkBodies[T any](t *testing.T, bodies []string, taken int, fast func([]by
 
 // TestSearchFast: the fast parser takes the usual bodies and gives what
 // encoding/json gives; what it declines still decodes (or fails) as before.
-func TestSearchFast(t *testing.T) { checkBodies(t, searchBodies, 5, searchFast) }
+func TestSearchFast(t *testing.T) { checkBodies(t, searchBodies, 8, searchFast) }
 
 var msearchBodies = []string{
 	`{"vectors":[[1,2.5],[-3e-2,4]],"k":10}`,
@@ -88,7 +102,17 @@ var msearchBodies = []string{
 	`{"vectors":[]}`,
 	`{"vectors":[[]],"k":1}`,
 	`{}`,
+	`{"vectors_b64":["AACAPw==","AAAAQA"],"k":1}`,
+	`{"vectors_b64":[]}`,
+	`{"vectors_b64":[""], "profile":true}`,
 	// Declined by the fast parser, decided by encoding/json:
+	`{"vectors_b64":null}`,
+	`{"vectors_b64":["AACAPw==",null]}`,
+	`{"vectors":[[1]],"vectors_b64":["AACAPw=="]}`,
+	`{"vectors_b64":["AACAPw=="],"vectors":[]}`,
+	`{"vectors_b64":"AACAPw=="}`,
+	`{"vector_b64":"AACAPw=="}`,
+	`{"vectors_b64":["A\u0041AA"]}`,
 	`{"vectors":null}`,
 	`{"vectors":[null]}`,
 	`{"vectors":[[1],null]}`,
@@ -108,7 +132,7 @@ func checkMsearchFast(t *testing.T, b []byte) { checkFast(t, b, msearchFast) }
 
 // TestMsearchFast: the fast parser takes the usual _msearch bodies and gives
 // what encoding/json gives.
-func TestMsearchFast(t *testing.T) { checkBodies(t, msearchBodies, 5, msearchFast) }
+func TestMsearchFast(t *testing.T) { checkBodies(t, msearchBodies, 8, msearchFast) }
 
 // FuzzMsearchFast: whatever the fast parser accepts of an _msearch body,
 // encoding/json accepts with the same result.

@@ -66,9 +66,14 @@ func FuzzHandler(f *testing.F) {
 		{2, 1, "f", `{"vector":` + q + `,"min_score":0.2,"method_parameters":{"ef_search":64}}`},
 		{2, 1, "f", `{"vector":` + q + `,"k":3,"min_score":-1e39,"max_distance":null}`},
 		{2, 2, "f", `{"vectors":[` + q + `,` + q + `],"max_distance":1e38}`},
+		{2, 1, "f", `{"vector_b64":"` + b64Floats(make([]float64, 32)) + `","k":3}`},
+		{2, 1, "f", `{"vector_b64":"AACAfw==","k":3}`},
+		{2, 2, "f", `{"vectors_b64":["` + b64Floats(make([]float64, 32)) + `","AAAA"],"k":2}`},
 		{2, 10, "", `{"index":"f,g*"}` + "\n" + `{"vector":` + q + `,"k":3,"filters":{"f":{"ids":[1]}}}` + "\n" + `{"index":["nope"]}` + "\n" + `{"vector":` + q + `}`},
 		{2, 11, "", `{"actions":[{"add":{"index":"f","alias":"s"}},{"remove":{"index":"*","alias":"s*"}}]}`},
 		{2, 12, "x", `{"vector":` + q + `,"min_score":0.2,"allow_partial_results":false}`},
+		{2, 12, "x", `{"vector_b64":"` + b64Floats(make([]float64, 32)) + `","k":2,"filters":{"f":{"ids":[3]}}}`},
+		{2, 10, "", `{"index":"f"}` + "\n" + `{"vector_b64":"AACAfw=="}` + "\n" + `{"index":"f*"}` + "\n" + `{"vector_b64":"` + b64Floats(make([]float64, 32)) + `","max_distance":1}`},
 	}
 	for _, sd := range seeds {
 		f.Add(sd.m, sd.p, sd.name, []byte(sd.body))

@@ -21,8 +21,15 @@ type handle struct {
 	// resident is what the handle counts against the memory budget: the
 	// full copy or the cache budget, plus the small arrays.
 	resident atomic.Int64
+	// counted is set while h serves and resident is in Registry.held
+	// (Registry.memMu guards it).
+	counted bool
 	// reserved is what the registry admitted for this handle's open.
 	reserved int64
+	// files is the descriptors h holds open (handleFiles), counted in
+	// fds, the registry's count, until h closes.
+	files int64
+	fds   *atomic.Int64
 	// planned is the budget of each of caches() at open: what a cache
 	// shrunk to make room for another index grows back to (regrow).
 	planned []int64
@@ -82,7 +89,12 @@ func (h *handle) retire() {
 }
 
 func (h *handle) close() {
-	h.closeOnce.Do(h.x.Close)
+	h.closeOnce.Do(func() {
+		h.x.Close()
+		if h.fds != nil {
+			h.fds.Add(-h.files)
+		}
+	})
 }
 
 // cache returns the handle's block cache, if its backend has one.

@@ -69,6 +69,13 @@ type Limits struct {
 	// so without it a few clients trickling bytes could hold the whole
 	// allowance until the request timeout, and every search would get 429.
 	MinBodyRate int64 `json:"min_body_rate"`
+	// MaxOpenFiles bounds the file descriptors the served indexes hold
+	// open together (handleFiles: one per file, four with direct I/O, none
+	// in mode full once read; one for any local file while it loads); a
+	// load past it is refused (admitFiles). Default: the process's
+	// descriptor limit less MaxConnections, ownFiles and a disk cache's
+	// block files, at least a quarter of the limit (defaultOpenFiles).
+	MaxOpenFiles int64 `json:"max_open_files"`
 	// SwitchTimeout bounds a mode switch: open, warm-up and check queries
 	// (default 5 minutes). A switch past it is abandoned; the old mode
 	// keeps serving.
@@ -85,7 +92,7 @@ func (l Limits) Check() error {
 		{"max_work_in_flight", l.MaxWorkInFlight}, {"max_bodies_in_flight", l.MaxBodiesInFlight},
 		{"max_queued_searches", int64(l.MaxQueuedSearches)}, {"max_verify_queries", int64(l.MaxVerifyQueries)},
 		{"max_connections", int64(l.MaxConnections)}, {"min_body_rate", l.MinBodyRate},
-		{"heavy_query_work", l.HeavyQueryWork}, {"max_heavy_searches", int64(l.MaxHeavySearches)},
+		{"heavy_query_work", l.HeavyQueryWork}, {"max_heavy_searches", int64(l.MaxHeavySearches)}, {"max_open_files", l.MaxOpenFiles},
 		{"switch_timeout", int64(l.SwitchTimeout)}} {
 		if f.v < 0 {
 			return fmt.Errorf("%s %d is negative (0: the default)", f.name, f.v)
@@ -161,6 +168,9 @@ func (l Limits) withDefaults(total int64) Limits {
 	}
 	if l.MaxHeavySearches <= 0 {
 		l.MaxHeavySearches = runtime.GOMAXPROCS(0)
+	}
+	if l.MaxOpenFiles <= 0 {
+		l.MaxOpenFiles = defaultOpenFiles(processFiles(), l.MaxConnections, 0)
 	}
 	if l.SwitchTimeout <= 0 {
 		l.SwitchTimeout = 5 * time.Minute

@@ -27,7 +27,7 @@ func (r *Registry) LoadContext(ctx context.Context, name string, spec LoadSpec) 
 		return err
 	}
 	r.mu.Lock()
-	if _, ok := r.all()[name]; ok {
+	if r.get(name) != nil {
 		r.mu.Unlock()
 		return errConflict("index_exists", fmt.Sprintf("index %q is loaded or being loaded; switch it with PUT /indexes/%s/_mode or DELETE it first", name, name))
 	}
@@ -49,8 +49,10 @@ func (r *Registry) LoadContext(ctx context.Context, name string, spec LoadSpec) 
 	if h != nil {
 		defer r.reserved.Add(-h.reserved) // counted by the handle from here on, or retired
 	}
-	if err == nil && e.deleted.Load() {
-		h.retire()
+	if err == nil {
+		if _, ok := r.serve(e, h); !ok {
+			h.retire() // deleted while it opened
+		}
 	}
 	switch {
 	case e.deleted.Load():
@@ -60,13 +62,12 @@ func (r *Registry) LoadContext(ctx context.Context, name string, spec LoadSpec) 
 	}
 	if err != nil {
 		r.mu.Lock()
-		if r.all()[name] == e {
+		if r.get(name) == e {
 			r.setLocked(name, nil)
 		}
 		r.mu.Unlock()
 		return err
 	}
-	e.cur.Store(h)
 	e.state.Store("serving")
 	return nil
 }
@@ -91,17 +92,31 @@ func (r *Registry) openUnguarded(ctx context.Context, e *entry, spec LoadSpec) (
 	if err != nil {
 		return nil, err
 	}
+	// The plan holds the index file open from Prepare until its storage
+	// takes it over or, in mode full, reads it and closes it: one
+	// descriptor counted from before Prepare, whatever the handle keeps.
+	// An index that could never fit is told so first, from what the
+	// request names (a backend, rerank vectors).
+	opening := storageFiles(es.Path, "")
+	if err := r.filesFit(handleFiles(spec)); err != nil {
+		return nil, err
+	}
+	if err := r.admitFiles(opening, 0, besideFiles(e)); err != nil {
+		return nil, err
+	}
 	defer e.building.Store(nil)
 	plan, err := r.prepare(es)
 	if err != nil {
+		r.files.Add(-opening)
 		return nil, err
 	}
 	spec = servedSpec(spec, plan)
-	x, need, err := r.reserveAndOpen(e, plan)
+	files := handleFiles(spec)
+	x, need, err := r.reserveAndOpen(e, plan, files, opening)
 	if err != nil {
 		return nil, err
 	}
-	h := &handle{spec: spec, path: es.Path, x: x, reserved: need}
+	h := &handle{spec: spec, path: es.Path, x: x, reserved: need, files: files, fds: &r.files}
 	h.resident.Store(need)
 	for _, c := range h.caches() {
 		h.planned = append(h.planned, c.Budget())
@@ -128,6 +143,7 @@ func (r *Registry) engineSpec(ctx context.Context, e *entry, spec LoadSpec) (es 
 		es.GuideDirLabel = "guide_dir"
 	}
 	es.CacheDir, es.Env = r.cacheOpen, r.env
+	es.MachineMemory = r.total
 	es.Progress = func(done, total int64) { e.building.Store(&[2]int64{done, total}) }
 	if spec.VectorsPath != "" {
 		if es.VectorsPath, err = r.resolve(spec.VectorsPath); err != nil {
@@ -192,31 +208,43 @@ func servedSpec(spec LoadSpec, plan *engine.Plan) LoadSpec {
 }
 
 // reserveAndOpen reserves plan's bytes in the node's budget (admit) and
-// opens the index; need is what stays reserved for it. The bytes are
-// reserved, not the lock held, while the index opens: an open that builds
-// a guide (or blocks on a file) must not stall every other load and
-// switch on the node.
-func (r *Registry) reserveAndOpen(e *entry, plan *engine.Plan) (x *engine.Index, need int64, err error) {
+// files descriptors (admitFiles, of which opening, the plan's open file,
+// are counted already), and opens the index; need is what stays reserved
+// for it. The bytes are reserved, not the lock held, while the index
+// opens: an open that builds a guide (or blocks on a file) must not stall
+// every other load and switch on the node.
+func (r *Registry) reserveAndOpen(e *entry, plan *engine.Plan, files, opening int64) (x *engine.Index, need int64, err error) {
 	need = plan.NeedBytes()
 	var beside int64 // a switch: the handle it replaces counts until then, its caches at least at the floor
 	if old := e.cur.Load(); old != nil {
 		_, give := shrinkable([]*handle{old})
 		beside = old.resident.Load() - give
 	}
+	opened := max(files, opening) // counted while the index opens
 	r.memMu.Lock()
-	err = r.admit(need, beside)
+	err = r.admitFiles(files, opening, besideFiles(e)) // first: it shrinks no cache
+	if err == nil {
+		if err = r.admit(need, beside); err != nil {
+			r.files.Add(opening - opened)
+		}
+	}
 	if err == nil {
 		r.reserved.Add(need)
 	}
 	r.memMu.Unlock()
 	if err != nil {
 		plan.Discard()
+		r.files.Add(-opening)
 		return nil, 0, err
 	}
 	if x, err = plan.Open(); err != nil {
 		r.reserved.Add(-need)
+		r.files.Add(-opened)
 		return nil, 0, err
 	}
+	// From here on, what the handle holds (mode full read its file and
+	// closed it).
+	r.files.Add(files - opened)
 	if spare := min(x.SpareBytes(), need); spare > 0 { // planned, not held: the node's again
 		r.reserved.Add(-spare)
 		need -= spare

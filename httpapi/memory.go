@@ -59,8 +59,7 @@ func (s *Server) limitHeap() {
 	t := time.NewTicker(time.Second)
 	defer t.Stop()
 	for {
-		used, _ := s.Reg.usage()
-		set(heapLimit(total, used, s.limits.MaxBodiesInFlight))
+		set(heapLimit(total, s.Reg.used(), s.limits.MaxBodiesInFlight))
 		select {
 		case <-s.stop:
 			return

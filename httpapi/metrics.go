@@ -9,7 +9,7 @@ type metrics struct {
 	reg      *prometheus.Registry
 	switches *prometheus.CounterVec
 	// The per-request metrics are striped counters and histograms
-	// (stripes.go), found by label in copy-on-write maps and summed into
+	// (stripes.go), found by label in cowMaps (no lock) and summed into
 	// constant metrics when scraped (Collect): the client library's own
 	// keep one shared counter per series, written by every core on every
 	// request.

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -65,15 +66,27 @@ func (s *Server) msearch(c *gin.Context) {
 	qp.SetDeadline(deadline)
 	qp.SetContext(qctx)
 	start := time.Now()
-	r := &msearchRun{s: s, e: e, l: l, qp: &qp, vecs: req.Vectors, ctx: c.Request.Context(), deadline: deadline,
-		out: make([]msearchAnswer, len(req.Vectors))}
+	n := req.count()
+	r := &msearchRun{s: s, e: e, l: l, qp: &qp, req: &req, ctx: c.Request.Context(), deadline: deadline,
+		out: make([]msearchAnswer, n)}
+	if !qp.Radial() { // a k-NN query has at most min(k, ntotal) hits
+		r.k = min(qp.K(), int(min(l.h.x.NTotal(), int64(engine.MaxK))))
+		r.hits = make([]Hit, n*r.k)
+	}
 	defer r.workers.release(s)
 	if err := r.run(ch.heavy); err != nil {
 		s.fail(c, err)
 		return
 	}
 	took := time.Since(start)
-	b, failed, err := msearchBody(took, r.out, qp.Radial(), req.Profile)
+	buf := respPool.Get().(*[]byte)
+	defer func() {
+		if cap(*buf) <= maxPooledBody { // a huge answer's is left to the collector
+			respPool.Put(buf)
+		}
+	}()
+	b, failed, err := msearchBody((*buf)[:0], took, r.out, qp.Radial(), req.Profile)
+	*buf = b
 	if err != nil {
 		s.fail(c, err)
 		return
@@ -91,15 +104,17 @@ func (s *Server) msearch(c *gin.Context) {
 // against h and the limits, and charges its work (checkWork).
 func (s *Server) planMsearch(ctx context.Context, h *handle, req *MSearchRequest, deadline time.Time) (queryPlan, charge, error) {
 	qp, err := s.plan(h, req.K, radial{req.MaxDistance, req.MinScore}, req.MethodParameters, req.Filter, req.Rescore)
-	switch n := len(req.Vectors); {
+	switch n := req.count(); {
 	case err != nil:
 		return qp, charge{}, err
+	case n == 0 && req.VectorsB64 != nil:
+		return qp, charge{}, badRequest("vectors_b64 must hold at least one vector")
 	case n == 0:
 		return qp, charge{}, badRequest("vectors must hold at least one vector")
 	case n > s.limits.MaxMsearchVectors:
 		return qp, charge{}, badRequest("_msearch has %d vectors, at most %d (max_msearch_vectors)", n, s.limits.MaxMsearchVectors)
 	}
-	ch, err := s.checkWork(ctx, qp, len(req.Vectors), deadline)
+	ch, err := s.checkWork(ctx, qp, req.count(), deadline)
 	return qp, ch, err
 }
 
@@ -119,11 +134,13 @@ type msearchRun struct {
 	e        *entry
 	l        lease
 	qp       *queryPlan
-	vecs     []Vector
+	req      *MSearchRequest // its vectors
 	ctx      context.Context
 	deadline time.Time
 	out      []msearchAnswer
-	workers  // search slots taken beyond bind's
+	k        int   // the most hits a k-NN query has; 0: radial
+	hits     []Hit // k for each query, its hits kept there (keep)
+	workers        // search slots taken beyond bind's
 	next     atomic.Int64
 	stopped  atomic.Pointer[error] // the first error that ends the request
 }
@@ -140,7 +157,11 @@ func (r *msearchRun) run(heavy bool) error {
 }
 
 // work answers the next query until none is left or the request ends.
+// Its queries share one scratch, so a k-NN query allocates nothing of its
+// own: each one's hits are copied out of the scratch (keep).
 func (r *msearchRun) work() {
+	sc := scratchPool.Get().(*queryScratch)
+	defer scratchPool.Put(sc)
 	for {
 		i := int(r.next.Add(1) - 1)
 		if i >= len(r.out) || r.stopped.Load() != nil {
@@ -151,7 +172,10 @@ func (r *msearchRun) work() {
 			return
 		}
 		o := &r.out[i]
-		r.answer(o, r.vecs[i])
+		r.answer(o, r.req.query(i), sc)
+		if o.err == nil {
+			r.keep(i, o)
+		}
 		if err := r.fatal(o.err); err != nil {
 			r.stop(err)
 			return
@@ -175,15 +199,34 @@ func (r *msearchRun) ended() error {
 	return errClientClosed()
 }
 
-// answer runs one query into o; a panic fails that query alone.
-func (r *msearchRun) answer(o *msearchAnswer, vec Vector) {
+// answer runs one query into o, in sc; a panic fails that query alone.
+func (r *msearchRun) answer(o *msearchAnswer, q query, sc *queryScratch) {
 	defer func() {
 		if p := recover(); p != nil {
 			r.s.log.Error("panic in an _msearch query", "index", r.e.name, "panic", fmt.Sprint(p))
 			o.err = errInternal()
+			*sc = queryScratch{} // what the query left there is not to be trusted
 		}
 	}()
-	o.hits, o.prof, o.err = r.s.searchOne(r.l.h, r.qp, vec, nil)
+	o.hits, o.prof, o.err = r.s.searchOne(r.l.h, r.qp, q, sc)
+}
+
+// keep copies what of o, query i's answer, lives in the worker's scratch
+// until its next query (the hits, the rerank's reads) out of it: a k-NN
+// query's hits into its place in r.hits, a radial query's (any number)
+// into their own array.
+func (r *msearchRun) keep(i int, o *msearchAnswer) {
+	if o.prof.Rerank != nil {
+		fs := *o.prof.Rerank
+		o.prof.Rerank = &fs
+	}
+	if len(o.hits) > r.k {
+		o.hits = slices.Clone(o.hits)
+		return
+	}
+	dst := r.hits[i*r.k : i*r.k+len(o.hits) : (i+1)*r.k]
+	copy(dst, o.hits)
+	o.hits = dst
 }
 
 // fatal is the request's answer when a query's error ends the whole
@@ -204,14 +247,16 @@ func (r *msearchRun) fatal(err error) error {
 	return nil
 }
 
-// msearchBody is an _msearch's answer: each query's hits or error, in the
-// order of the vectors; failed counts the errors.
-func msearchBody(took time.Duration, out []msearchAnswer, radial, profile bool) (b []byte, failed int, err error) {
+// msearchBody appends to b an _msearch's answer: each query's hits or
+// error, in the order of the vectors; failed counts the errors.
+func msearchBody(b []byte, took time.Duration, out []msearchAnswer, radial, profile bool) (_ []byte, failed int, err error) {
 	size := 64 // the envelope and its closing "]}\n"
 	for i := range out {
 		size += 16 + hitBytes*len(out[i].hits)
 	}
-	b = make([]byte, 0, size) // one allocation, not a doubling series of them
+	if cap(b)-len(b) < size {
+		b = slices.Grow(b, size) // one allocation, not a doubling series of them
+	}
 	b = append(b, `{"took":`...)
 	b = appendTook(b, took)
 	b = append(b, `,"responses":[`...)

@@ -42,8 +42,8 @@ type multiSearch struct {
 type part struct {
 	t    *target
 	qp   queryPlan
-	skip bool // an empty allow-list: not searched
-	vec  Vector
+	skip bool  // an empty allow-list: not searched
+	q    query // the search's vector, read for this index when it runs
 	hits []Hit
 	prof Profile
 	err  error
@@ -101,7 +101,7 @@ func (s *Server) newMultiRun(c *gin.Context, deadline time.Time, searches []*mul
 	}
 	for i, ms := range searches {
 		for _, t := range per[i] {
-			ms.parts = append(ms.parts, &part{t: t, vec: ms.req.Vector, err: t.missing})
+			ms.parts = append(ms.parts, &part{t: t, q: ms.req.query(), err: t.missing})
 		}
 	}
 	return r, nil
@@ -289,6 +289,7 @@ func (r *multiRun) run() {
 // work answers the next task until none is left or the request ends.
 func (r *multiRun) work() {
 	var sc engine.Scratch
+	var vals []float64 // a vector_b64's values
 	for {
 		i := int(r.next.Add(1) - 1)
 		if i >= len(r.tasks) || r.stopped.Load() != nil {
@@ -307,14 +308,16 @@ func (r *multiRun) work() {
 			p.err = errTimeout
 			continue
 		}
-		r.answer(p, &sc)
+		r.answer(p, &sc, &vals)
 	}
 }
 
 func (r *multiRun) stop(err error) { r.stopped.CompareAndSwap(nil, &err) }
 
-// answer runs p's query; a panic fails that index alone.
-func (r *multiRun) answer(p *part, sc *engine.Scratch) {
+// answer runs p's query, a vector_b64 read into vals for p's index (the
+// indexes of a search agree on its shape, but each names itself in the
+// error of one that does not fit); a panic fails that index alone.
+func (r *multiRun) answer(p *part, sc *engine.Scratch, vals *[]float64) {
 	t := p.t
 	defer func() {
 		if v := recover(); v != nil {
@@ -324,7 +327,13 @@ func (r *multiRun) answer(p *part, sc *engine.Scratch) {
 	}()
 	h := t.l.h
 	p.start = time.Now()
-	hits, prof, err := h.x.Query(&p.qp, p.vec, sc)
+	vec, buf, err := p.q.values(h, *vals)
+	*vals = buf
+	var hits []Hit
+	var prof Profile
+	if err == nil {
+		hits, prof, err = h.x.Query(&p.qp, vec, sc)
+	}
 	p.end = time.Now()
 	took := p.end.Sub(p.start)
 	if err != nil {
@@ -509,7 +518,7 @@ func appendString(b []byte, s string) []byte {
 // searchTargets serves POST /indexes/{targets}/_search: a single index
 // named as such as it always has, anything else as a search of many.
 func (s *Server) searchTargets(c *gin.Context) {
-	if singleIndex(c.Param("name"), s.Reg.snapshot()) {
+	if sv := s.Reg.snapshot(); singleIndex(c.Param("name"), &sv) {
 		s.search(c)
 		return
 	}

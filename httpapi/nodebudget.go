@@ -11,16 +11,54 @@ import (
 // cacheFloor is the smallest a cache shrinks to when the budget is tight.
 const cacheFloor = 1 << 20
 
-// usage sums what the served handles count against the budget.
-func (r *Registry) usage() (total int64, hs []*handle) {
-	total = r.reserved.Load()
+// usage is what the served handles and the opens under way count against
+// the budget (used), and the served handles.
+func (r *Registry) usage() (total int64, hs []*handle) { return r.used(), r.serving() }
+
+// used is what the served handles and the opens under way count against
+// the budget.
+func (r *Registry) used() int64 { return r.reserved.Load() + r.held.Load() }
+
+// serving lists the handles that serve.
+func (r *Registry) serving() []*handle {
+	var hs []*handle
 	for _, e := range r.all() {
 		if h := e.cur.Load(); h != nil {
-			total += h.resident.Load()
 			hs = append(hs, h)
 		}
 	}
-	return total, hs
+	return hs
+}
+
+// serve makes h the handle e serves (nil: none), its resident bytes
+// counted in held in place of those of the handle it replaces, which it
+// returns. It serves no handle in an entry deleted meanwhile (ok false):
+// a Delete that ran while h opened found nothing to retire.
+func (r *Registry) serve(e *entry, h *handle) (old *handle, ok bool) {
+	r.memMu.Lock()
+	defer r.memMu.Unlock()
+	if h != nil && e.deleted.Load() {
+		return nil, false
+	}
+	if h != nil {
+		h.counted = true
+		r.held.Add(h.resident.Load())
+	}
+	if old = e.cur.Swap(h); old != nil {
+		old.counted = false
+		r.held.Add(-old.resident.Load())
+	}
+	r.gen.Add(1)
+	return old, true
+}
+
+// addResidentLocked changes h's resident bytes by n, and held with them
+// while h serves (r.memMu held).
+func (r *Registry) addResidentLocked(h *handle, n int64) {
+	h.resident.Add(n)
+	if h.counted {
+		r.held.Add(n)
+	}
 }
 
 // admit makes room for need bytes: caches of other indexes (block and
@@ -41,11 +79,11 @@ func (r *Registry) admit(need, beside int64) error {
 		return errBadRequest("memory_budget_exceeded", fmt.Sprintf(
 			"memory budget exceeded: the new mode needs %d bytes beside the %d the current one holds until the switch ends, more than the node's whole budget of %d (DELETE the index and load it in the new mode, or ask for less)", need, beside, r.budget))
 	}
-	used, hs := r.usage()
+	used := r.used()
 	if used+need <= r.budget {
 		return nil
 	}
-	cs, give := shrinkable(hs) // if what they can give is not enough, none is shrunk
+	cs, give := shrinkable(r.serving()) // if what they can give is not enough, none is shrunk
 	if used+need-give > r.budget {
 		return errTooMany("memory_budget_exceeded", fmt.Sprintf(
 			"memory budget exceeded: need %d bytes, %d of %d in use by loaded indexes, and their caches could give back only %d (down to %d bytes each)",
@@ -59,8 +97,9 @@ func (r *Registry) admit(need, beside int64) error {
 		if target := max(cacheFloor, c.b-(used+need-r.budget)); target < c.b {
 			c.c.SetBudget(target)
 			freed := c.b - c.c.Budget()
-			c.h.resident.Add(-freed)
+			r.addResidentLocked(c.h, -freed)
 			used -= freed
+			r.shrunk = true
 		}
 	}
 	if used+need > r.budget {
@@ -81,9 +120,12 @@ func (r *Registry) regrow() {
 	}
 	r.memMu.Lock()
 	defer r.memMu.Unlock()
-	used, hs := r.usage()
-	free := r.budget - used
-	for _, h := range hs {
+	if !r.shrunk { // no cache is below its size at open: nothing to walk
+		return
+	}
+	free := r.budget - r.used()
+	left := false // a cache still below its size at open
+	for _, h := range r.serving() {
 		for i, c := range h.caches() {
 			if free <= 0 {
 				return
@@ -94,10 +136,12 @@ func (r *Registry) regrow() {
 			}
 			c.SetBudget(min(h.planned[i], b+free))
 			grown := c.Budget() - b
-			h.resident.Add(grown)
+			r.addResidentLocked(h, grown)
 			free -= grown
+			left = left || c.Budget() < h.planned[i]
 		}
 	}
+	r.shrunk = left
 }
 
 // room is what a load may take of the node's budget: what no index holds

@@ -268,6 +268,9 @@ func TestOpenAPIValidation(t *testing.T) {
 	q2 := vectorJSON(loadRuns(t, "hnsw_flat_l2").Queries[1])
 	qid := vectorJSON(loadRuns(t, "idmap_hnsw").Queries[0])
 	qbin := vectorJSON(loadRuns(t, "bin_hnsw").Queries[0])
+	b64 := `"` + b64Floats(loadRuns(t, "hnsw_flat_l2").Queries[0]) + `"`
+	b64two := `"` + strings.TrimRight(b64Floats(loadRuns(t, "hnsw_flat_l2").Queries[1]), "=") + `"`
+	b64bin := `"` + b64Code(loadRuns(t, "bin_hnsw").Queries[0]) + `"`
 	budget := policyBudget(t, "idmap_hnsw.faiss", 64<<10)
 	a := []apiCase{
 		// The service's own endpoints, no token needed.
@@ -322,6 +325,12 @@ func TestOpenAPIValidation(t *testing.T) {
 		{method: "POST", path: "/indexes/f/_search", body: `{"vector":` + qid + `,"k":4,"profile":true}`, status: 200},
 		{method: "POST", path: "/indexes/mb/_search", body: `{"vector":` + qid + `,"k":4,"profile":true}`, status: 200},
 		{method: "POST", path: "/indexes/b/_search", body: `{"vector":` + qbin + `,"k":4}`, status: 200},
+		{method: "POST", path: "/indexes/i/_search", body: `{"vector_b64":` + b64 + `,"k":3,"profile":true}`, status: 200},
+		{method: "POST", path: "/indexes/i/_search", body: `{"vector_b64":` + b64two + `,"min_score":0.0001}`, status: 200},
+		{method: "POST", path: "/indexes/b/_search", body: `{"vector_b64":` + b64bin + `,"k":4}`, status: 200},
+		{method: "POST", path: "/indexes/i/_search", body: `{"vector_b64":"AAAA"}`, status: 400, typ: "bad_request"},
+		{method: "POST", path: "/indexes/i/_search", body: `{"vector_b64":"AA*A"}`, status: 400, typ: "bad_request", off: true},
+		{method: "POST", path: "/indexes/i/_search", body: `{"vector":` + q + `,"vector_b64":` + b64 + `}`, status: 400, typ: "bad_request", off: true},
 		{method: "POST", path: "/indexes/i/_search", body: `{"vector":[1,2,3]}`, status: 400, typ: "bad_request"},
 		{method: "POST", path: "/indexes/i/_search", body: `{"vector":` + q + `,"k":0}`, status: 400, typ: "bad_request", off: true},
 		{method: "POST", path: "/indexes/i/_search", body: `{"vector":` + q + `,"k":3,"max_distance":2}`, status: 400, typ: "bad_request", off: true},
@@ -337,6 +346,9 @@ func TestOpenAPIValidation(t *testing.T) {
 		{method: "POST", path: "/indexes/i/_msearch", body: `{"vectors":[` + q + `],"max_distance":1e9}`, status: 200},
 		{method: "POST", path: "/indexes/i/_msearch", body: `{"vectors":[` + q + `,[1,2]],"k":2}`, status: 200},
 		{method: "POST", path: "/indexes/i/_msearch", body: `{"vectors":[]}`, status: 400, typ: "bad_request", off: true},
+		{method: "POST", path: "/indexes/i/_msearch", body: `{"vectors_b64":[` + b64 + `,` + b64two + `,"AAAA"],"k":2}`, status: 200},
+		{method: "POST", path: "/indexes/i/_msearch", body: `{"vectors_b64":[` + b64 + `],"vectors":[` + q + `]}`, status: 400, typ: "bad_request", off: true},
+		{method: "POST", path: "/indexes/i/_msearch", body: `{"vectors_b64":[]}`, status: 400, typ: "bad_request", off: true},
 		{method: "POST", path: "/indexes/i/_msearch", body: `{"vector":` + q + `}`, status: 400, typ: "bad_request", off: true},
 		{method: "POST", path: "/indexes/nope/_msearch", body: `{"vectors":[` + q + `]}`, status: 404, typ: "index_not_found"},
 
@@ -367,12 +379,22 @@ func TestOpenAPIValidation(t *testing.T) {
 		{method: "POST", path: "/indexes/i,ch/_search", body: `{"vector":` + q + `,"filters":{"zz":{"ids":[1]}}}`, status: 400, typ: "bad_request"},
 		{method: "POST", path: "/indexes/i,,ch/_search", body: `{"vector":` + q + `}`, status: 400, typ: "bad_request"},
 		{method: "POST", path: "/indexes/i,ch/_search", body: `{"vector":` + q + `,"filters":{"i":null}}`, status: 400, typ: "bad_request", off: true},
+		{method: "POST", path: "/indexes/i,ch/_search", body: `{"vector_b64":` + b64 + `,"k":3}`, status: 200},
+		{method: "POST", path: "/indexes/pair/_search", body: `{"vector_b64":` + b64two + `,"k":3,"filters":{"ch":{"ids":[]}},"profile":true}`, status: 200},
+		{method: "POST", path: "/indexes/i*/_search", body: `{"vector_b64":` + b64 + `,"min_score":0.0001}`, status: 200},
+		{method: "POST", path: "/indexes/i,ch/_search", body: `{"vector_b64":"AAAA","k":3}`, status: 400, typ: "bad_request"},
+		{method: "POST", path: "/indexes/i,ch/_search", body: `{"vector_b64":` + b64 + `,"vector":` + q + `}`, status: 400, typ: "bad_request", off: true},
 
 		// _msearch: NDJSON header and body lines.
 		{method: "POST", path: "/_msearch", ctype: "application/x-ndjson", body: `{"index":"pair"}` + "\n" + `{"vector":` + q + `,"k":2,"profile":true}` + "\n" +
 			`{"index":["i"]}` + "\n" + `{"vector":` + q2 + `,"k":2,"profile":true}` + "\n" +
 			`{"index":"nope"}` + "\n" + `{"vector":` + q + `}` + "\n" +
 			`{"index":"i,ch"}` + "\n" + `{"vector":` + q + `,"max_distance":1e9}` + "\n", status: 200},
+		{method: "POST", path: "/_msearch", ctype: "application/x-ndjson", body: `{"index":"pair"}` + "\n" + `{"vector_b64":` + b64 + `,"k":2}` + "\n" +
+			`{"index":["i"]}` + "\n" + `{"vector_b64":` + b64two + `,"k":2,"profile":true}` + "\n" +
+			`{"index":"i,ch"}` + "\n" + `{"vector_b64":"AAAA"}` + "\n" +
+			`{"index":"i,ch"}` + "\n" + `{"vector_b64":` + b64 + `,"max_distance":1e9}` + "\n", status: 200},
+		{method: "POST", path: "/_msearch", ctype: "application/x-ndjson", body: `{"index":"i"}` + "\n" + `{"vector":` + q + `,"vector_b64":` + b64 + `}` + "\n", status: 400, typ: "bad_request"},
 		{method: "POST", path: "/_msearch", ctype: "application/x-ndjson", body: `{"index":"i"}` + "\n" + `{"vector":` + q + `,"kk":1}` + "\n", status: 400, typ: "bad_request"},
 		{method: "POST", path: "/_msearch", ctype: "application/x-ndjson", body: `{"index":"i"}` + "\n", status: 400, typ: "bad_request"},
 		{method: "POST", path: "/_msearch", ctype: "application/x-ndjson", body: `{"index":"i"}` + "\n" + `{"vector":[` + strings.Repeat("1,", 40000) + `1]}` + "\n", status: 413, typ: "body_too_large"},
@@ -440,6 +462,16 @@ func TestOpenAPIValidation(t *testing.T) {
 		{method: "POST", path: "/indexes/x/_search", body: `{"vector":` + vectorJSON(loadRuns(t, "hnsw_flat_large").Queries[0]), status: 408, typ: "request_timeout", off: true, slowBody: true},
 	} {
 		sc.run(tsB, "", c)
+	}
+
+	// A server with room for one open file.
+	_, tsFiles := newTestServer(t, Config{Limits: Limits{MaxOpenFiles: 1}})
+	for _, c := range []apiCase{
+		{method: "PUT", path: "/indexes/x", body: `{"path":"hnsw_flat_l2.faiss","backend":"mmap"}`, status: 200},
+		{method: "PUT", path: "/indexes/y", body: `{"path":"hnsw_flat_l2.faiss","backend":"mmap"}`, status: 429, typ: "max_open_files_exceeded"},
+		{method: "PUT", path: "/indexes/y", body: `{"path":"hnsw_flat_l2.faiss","backend":"direct"}`, status: 400, typ: "max_open_files_exceeded"},
+	} {
+		sc.run(tsFiles, "", c)
 	}
 
 	// Server C: every deadline already past.

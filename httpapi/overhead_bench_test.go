@@ -6,13 +6,19 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"path/filepath"
 	"runtime"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/faiss-sidecar/faiss-sidecar/internal/vecio"
 )
 
 // BenchmarkHTTPOverhead compares one search in process with the same search
@@ -35,7 +41,7 @@ func BenchmarkHTTPOverhead(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			if _, _, err := s.searchOne(h, &qp, f.Queries[0], nil); err != nil {
+			if _, _, err := s.searchOne(h, &qp, query{vec: f.Queries[0]}, nil); err != nil {
 				b.Fatal(err)
 			}
 			lat = append(lat, time.Since(t0))
@@ -161,7 +167,12 @@ type handlerClient struct {
 }
 
 func newHandlerClient(h http.Handler, bodies [][]byte) *handlerClient {
-	return &handlerClient{h: h, bodies: bodies, req: httptest.NewRequest("POST", "/indexes/b/_search", nil),
+	return newHandlerClientTo(h, "/indexes/b/_search", bodies)
+}
+
+// newHandlerClientTo is a handlerClient that posts to path.
+func newHandlerClientTo(h http.Handler, path string, bodies [][]byte) *handlerClient {
+	return &handlerClient{h: h, bodies: bodies, req: httptest.NewRequest("POST", path, nil),
 		body: &reusableBody{}, w: &discardWriter{h: http.Header{}}}
 }
 
@@ -235,10 +246,152 @@ func BenchmarkSearchOneParallel(b *testing.B) {
 		sc := new(queryScratch)
 		i := 0
 		for pb.Next() {
-			if _, _, err := s.searchOne(h, &qp, f.Queries[i%len(f.Queries)], sc); err != nil {
+			if _, _, err := s.searchOne(h, &qp, query{vec: f.Queries[i%len(f.Queries)]}, sc); err != nil {
 				b.Fatal(err)
 			}
 			i++
 		}
 	})
+}
+
+// BenchmarkMsearchOverhead is what an _msearch of 50 vectors adds to its
+// searches, without the network: the handler called in process (body
+// decoding, admission, one query per vector, the JSON answer), with the
+// vectors as vectors_b64 and as decimal JSON, against searchOne over the
+// same queries with a reused scratch, k 10. Each op runs one request of
+// each, in turn, and times each in the process's CPU time: neighbours on
+// a shared machine take wall time, and change the CPU a search takes from
+// one second to the next, so only arms interleaved this finely compare.
+// Reports the CPU a search takes in each arm, their ratios to searchOne,
+// and allocations a op. Data sets: the 3000 × 64 fixture (its own
+// ef_search), and those of bench-data/ at ef_search 16, their queries 50
+// at a time in turn:
+//
+//	go test -run='^$' -bench=MsearchOverhead -cpu 1 ./httpapi
+func BenchmarkMsearchOverhead(b *testing.B) {
+	b.Run("ds=fixture", func(b *testing.B) {
+		s, f := benchServer(b)
+		defer s.Close()
+		msearchOverhead(b, s, f.Queries, "")
+	})
+	sets, _ := filepath.Glob("../bench-data/*.queries.fvecs")
+	for _, qf := range sets {
+		ds := strings.TrimSuffix(filepath.Base(qf), ".queries.fvecs")
+		if _, err := os.Stat("../bench-data/" + ds + ".faiss"); err != nil {
+			continue
+		}
+		b.Run("ds="+ds+"/ef=16", func(b *testing.B) {
+			m, err := vecio.ReadFile(qf)
+			if err != nil || m.F32 == nil {
+				b.Skip("not float queries:", err)
+			}
+			abs, _ := filepath.Abs("../bench-data")
+			s, err := New(Config{DataRoots: []string{abs}})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer s.Close()
+			if err := s.Reg.Load("b", LoadSpec{Path: ds + ".faiss", Mode: "full"}); err != nil {
+				b.Fatal(err)
+			}
+			qs := make([][]float64, m.N)
+			for i := range qs {
+				for _, x := range m.RowF32(i) {
+					qs[i] = append(qs[i], float64(x))
+				}
+			}
+			msearchOverhead(b, s, qs, `,"method_parameters":{"ef_search":16}`)
+		})
+	}
+}
+
+// msearchOverhead runs BenchmarkMsearchOverhead on s's index "b", with
+// the _msearch bodies' parameters beyond k 10 in params.
+func msearchOverhead(b *testing.B, s *Server, queries [][]float64, params string) {
+	const n = 50
+	var batches [][][]float64
+	for i := 0; i == 0 || i+n <= len(queries); i += n {
+		qs := make([][]float64, n)
+		for j := range qs {
+			qs[j] = queries[(i+j)%len(queries)]
+		}
+		batches = append(batches, qs)
+	}
+	_, l, _ := s.Reg.acquire("b")
+	defer l.release()
+	var mp *MethodParameters
+	if params != "" {
+		mp = &MethodParameters{EfSearch: 16}
+	}
+	sc := new(queryScratch)
+	inProcess := func(i int) {
+		qp, err := s.plan(l.h, IntParam{V: 10, Set: true}, radial{}, mp, nil, nil)
+		if err != nil {
+			b.Fatal(err)
+		}
+		for _, q := range batches[i] {
+			if _, _, err := s.searchOne(l.h, &qp, query{vec: q}, sc); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	h := s.Handler()
+	handler := func(body func(qs [][]float64) string) func(int) {
+		var bodies [][]byte
+		for _, qs := range batches {
+			bodies = append(bodies, []byte(body(qs)))
+		}
+		hc := newHandlerClientTo(h, "/indexes/b/_msearch", bodies)
+		return func(int) {
+			if code := hc.call(); code != 200 {
+				b.Fatal(code)
+			}
+		}
+	}
+	arms := []struct {
+		name string
+		run  func(int)
+		cpu  time.Duration
+	}{
+		{name: "in-process", run: inProcess},
+		{name: "vectors_b64", run: handler(func(qs [][]float64) string {
+			var enc []string
+			for _, q := range qs {
+				enc = append(enc, `"`+b64Floats(q)+`"`)
+			}
+			return `{"vectors_b64":[` + strings.Join(enc, ",") + `],"k":10` + params + `}`
+		})},
+		{name: "vectors", run: handler(func(qs [][]float64) string {
+			var dec []string
+			for _, q := range qs {
+				dec = append(dec, vectorJSON(q))
+			}
+			return `{"vectors":[` + strings.Join(dec, ",") + `],"k":10` + params + `}`
+		})},
+	}
+	b.ReportAllocs()
+	i := 0
+	for b.Loop() {
+		for a := range arms {
+			t0 := cpuTime()
+			arms[a].run(i % len(batches))
+			arms[a].cpu += cpuTime() - t0
+		}
+		i++
+	}
+	for _, a := range arms {
+		b.ReportMetric(float64(a.cpu.Nanoseconds())/float64(b.N*n), "cpu-ns/search("+a.name+")")
+		if a.name != "in-process" {
+			b.ReportMetric(float64(a.cpu)/float64(arms[0].cpu), a.name+"/in-process")
+		}
+	}
+}
+
+// cpuTime is the CPU time the process has used, to the nanosecond.
+func cpuTime() time.Duration {
+	var ts unix.Timespec
+	if err := unix.ClockGettime(unix.CLOCK_PROCESS_CPUTIME_ID, &ts); err != nil {
+		panic(err)
+	}
+	return time.Duration(ts.Nano())
 }

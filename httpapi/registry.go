@@ -4,8 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"maps"
 	"path/filepath"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -20,7 +20,10 @@ type Registry struct {
 	// buckets are the S3 buckets whose objects may be served (allowBuckets).
 	buckets []string
 	budget  int64 // bytes; 0 = unlimited
-	limits  Limits
+	// total is the machine's memory, or its cgroup's limit, as the server
+	// read it at start (0: the engine reads it at each load).
+	total  int64
+	limits Limits
 	// guideDir holds on_disk guide files ("": beside each index);
 	// remoteGuideDir an s3:// index's when guideDir is "".
 	guideDir, remoteGuideDir string
@@ -31,15 +34,34 @@ type Registry struct {
 	// env is the process's S3 client and kernels, given to every load.
 	env *engine.Env
 
-	// state is never changed in place: a load, delete or alias change
-	// stores a changed copy (under mu), so a lookup is one atomic load with
-	// no lock (a read lock writes a counter every core shares, on every
-	// request), and a search sees the indexes and aliases of one moment.
-	mu    sync.Mutex
-	state atomic.Pointer[served]
-	memMu sync.Mutex // serialises budget checks with the reservations they make
-	// reserved is what admitted opens hold until their handle counts it.
-	reserved atomic.Int64
+	// entries are the served names, those being loaded included: a lookup
+	// takes no lock (a read lock writes a counter every core shares, on
+	// every request), and a load or delete changes one name, not a copy of
+	// them all. aliases maps an alias to its indexes, sorted by name (an
+	// alias has at least one), and is never changed in place. mu
+	// serialises their changes; ver counts those that take an index or an
+	// alias away, odd while one is under way, so that a search can tell
+	// that what it resolved is of one moment (served).
+	mu      sync.Mutex
+	entries cowMap[*entry]
+	aliases atomic.Pointer[map[string][]string]
+	ver     atomic.Uint64
+	// memMu serialises budget checks with the reservations they make, and
+	// with the changes of held and of the serving handles' resident bytes.
+	memMu sync.Mutex
+	// reserved is what admitted opens hold until their handle counts it;
+	// held is the sum of resident over the handles that serve (serve),
+	// so a load's budget check does not walk every index.
+	reserved, held atomic.Int64
+	// files is the descriptors the open and opening handles hold
+	// (admitFiles; a handle gives its back when it closes).
+	files atomic.Int64
+	// gen counts the changes of serving handles (serve), for the file
+	// watcher to follow.
+	gen atomic.Uint64
+	// shrunk is set (under memMu) when admit shrank a cache, until regrow
+	// finds every cache back at its size at open.
+	shrunk bool
 	// base ends at the end of a shutdown's grace period (Server.Serve),
 	// with errShuttingDown as its cause: loads, switches and warm-ups
 	// then give up (nil before a server serves).
@@ -50,7 +72,7 @@ type Registry struct {
 // (with no root, every local path is refused: a server of S3 objects).
 func NewRegistry(roots []string, budget int64) (*Registry, error) {
 	r := &Registry{budget: budget, limits: Limits{}.withDefaults(0)}
-	r.state.Store(&served{entries: map[string]*entry{}})
+	r.aliases.Store(&map[string][]string{})
 	for _, root := range roots {
 		if err := CheckDataRoot(root); err != nil {
 			return nil, err
@@ -71,35 +93,62 @@ func NewRegistry(roots []string, budget int64) (*Registry, error) {
 }
 
 func (r *Registry) get(name string) *entry {
-	return r.all()[name]
+	e, _ := r.entries.load(name)
+	return e
 }
 
 // all is the served indexes by name; read-only.
-func (r *Registry) all() map[string]*entry { return r.state.Load().entries }
+func (r *Registry) all() map[string]*entry { return r.entries.all() }
+
+// served is what a search resolves its targets in: the aliases of one
+// moment, the indexes as the registry serves them (looked up when asked
+// for), and the version both were read at. They are of one moment as long
+// as no index or alias has been taken away since (current): a load adds a
+// name, which changes no answer before it serves.
+type served struct {
+	r       *Registry
+	ver     uint64
+	aliases map[string][]string
+}
 
 // snapshot is what the registry serves now, indexes and aliases; read-only.
-func (r *Registry) snapshot() *served { return r.state.Load() }
+func (r *Registry) snapshot() served {
+	v := r.ver.Load()
+	for v&1 != 0 { // a change under way, for as long as a few map writes
+		runtime.Gosched()
+		v = r.ver.Load()
+	}
+	return served{r: r, ver: v, aliases: *r.aliases.Load()}
+}
 
-// served is the indexes and aliases of one moment.
-type served struct {
-	entries map[string]*entry // by name, those being loaded included
-	// aliases maps an alias to its indexes, sorted by name; an alias has
-	// at least one.
-	aliases map[string][]string
+// current reports whether nothing was taken away since sv was taken.
+func (sv *served) current() bool { return sv.r.ver.Load() == sv.ver }
+
+// entry is the index, or the load under way, named name.
+func (sv *served) entry(name string) (*entry, bool) { return sv.r.entries.load(name) }
+
+// entries is every index and load under way, by name; read-only.
+func (sv *served) entries() map[string]*entry { return sv.r.all() }
+
+// removing brackets a change that takes indexes or aliases away (r.mu
+// held): ver is odd until the returned func runs.
+func (r *Registry) removing() (done func()) {
+	r.ver.Add(1)
+	return func() { r.ver.Add(1) }
 }
 
 // setLocked serves e under name, or stops serving name when e is nil,
 // taking it out of its aliases in the same step (r.mu held).
 func (r *Registry) setLocked(name string, e *entry) {
-	cur := r.snapshot()
-	next := &served{entries: maps.Clone(cur.entries), aliases: cur.aliases}
-	if e == nil {
-		delete(next.entries, name)
-		next.aliases = withoutIndexes(cur.aliases, map[string]bool{name: true})
-	} else {
-		next.entries[name] = e
+	if e != nil {
+		r.entries.store(name, e)
+		return
 	}
-	r.state.Store(next)
+	defer r.removing()()
+	r.entries.remove(name)
+	if next := withoutIndex(*r.aliases.Load(), name); next != nil {
+		r.aliases.Store(&next)
+	}
 }
 
 // acquire returns the handle serving name with a lease on it.
@@ -117,7 +166,8 @@ func (r *Registry) acquire(name string) (*entry, lease, error) {
 // It never waits for a load or switch.
 func (r *Registry) Delete(name string, wait time.Duration) error {
 	r.mu.Lock()
-	e, ok := r.all()[name]
+	e := r.get(name)
+	ok := e != nil
 	if ok {
 		r.setLocked(name, nil)
 		e.deleted.Store(true)
@@ -136,7 +186,7 @@ func (r *Registry) Delete(name string, wait time.Duration) error {
 func (r *Registry) unload(e *entry, wait time.Duration) {
 	e.cancelSwitch()
 	e.end(errIndexNotFound(e.name))
-	if h := e.cur.Swap(nil); h != nil {
+	if h, _ := r.serve(e, nil); h != nil {
 		h.retire()
 		deadline := time.Now().Add(wait)
 		for h.users.count() > 0 && time.Now().Before(deadline) {

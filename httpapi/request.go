@@ -60,9 +60,11 @@ type Rescore struct {
 }
 
 // SearchRequest is the body of POST /indexes/{targets}/_search, and of
-// each search of POST /_msearch.
+// each search of POST /_msearch. Its vector is Vector or VectorB64, never
+// both (checkDecoded); query gives it.
 type SearchRequest struct {
 	Vector           Vector            `json:"vector"`
+	VectorB64        VectorB64         `json:"vector_b64"`
 	K                IntParam          `json:"k"`
 	MaxDistance      FloatParam        `json:"max_distance"`
 	MinScore         FloatParam        `json:"min_score"`
@@ -98,9 +100,12 @@ func (r *SearchRequest) checkFilters(isTarget func(string) bool) error {
 	return nil
 }
 
-// MSearchRequest is the body of POST /indexes/{name}/_msearch.
+// MSearchRequest is the body of POST /indexes/{name}/_msearch. Its
+// vectors are Vectors or VectorsB64, never both (checkDecoded); count and
+// query give them.
 type MSearchRequest struct {
 	Vectors          []Vector          `json:"vectors"`
+	VectorsB64       VectorsB64        `json:"vectors_b64"`
 	K                IntParam          `json:"k"`
 	MaxDistance      FloatParam        `json:"max_distance"`
 	MinScore         FloatParam        `json:"min_score"`
@@ -108,6 +113,48 @@ type MSearchRequest struct {
 	Filter           *IDFilter         `json:"filter"`
 	Rescore          *Rescore          `json:"rescore"`
 	Profile          bool              `json:"profile"`
+}
+
+// checkDecoded refuses a body that gave both vector and vector_b64;
+// decodeJSON calls it once the body has decoded (the fast parser declines
+// such a body). Vector is nil when the field was absent: decode hands
+// encoding/json a request with no array to reuse.
+func (r *SearchRequest) checkDecoded() error {
+	if r.Vector != nil && r.VectorB64.set {
+		return errBothVectors("vector", "vector_b64")
+	}
+	return nil
+}
+
+// query is the request's vector.
+func (r *SearchRequest) query() query {
+	if r.VectorB64.set {
+		return query{b64: &r.VectorB64, i: -1}
+	}
+	return query{vec: r.Vector}
+}
+
+// checkDecoded is SearchRequest's for vectors and vectors_b64.
+func (r *MSearchRequest) checkDecoded() error {
+	if r.Vectors != nil && r.VectorsB64 != nil {
+		return errBothVectors("vectors", "vectors_b64")
+	}
+	return nil
+}
+
+// count is the number of the request's vectors.
+func (r *MSearchRequest) count() int { return max(len(r.Vectors), len(r.VectorsB64)) }
+
+// query is the request's vector i (< count).
+func (r *MSearchRequest) query(i int) query {
+	if r.VectorsB64 != nil {
+		return query{b64: &r.VectorsB64[i], i: i}
+	}
+	return query{vec: r.Vectors[i]}
+}
+
+func errBothVectors(dec, b64 string) error {
+	return badRequest("give %s or %s, not both", dec, b64)
 }
 
 // Hit is one search result; Profile a query's search statistics and I/O.

@@ -11,34 +11,47 @@ import (
 	"github.com/faiss-sidecar/faiss-sidecar/engine"
 )
 
-// queryScratch is one query's buffers, reused across requests (nil: the
-// query allocates its own, as _msearch's do since they outlive the call).
+// queryScratch is one query's buffers, reused across requests and, in an
+// _msearch, across a worker's queries (nil: the query allocates its own).
 type queryScratch struct {
-	req SearchRequest // the request, decoded (search only)
-	eng engine.Scratch
+	req  SearchRequest // the request, decoded (search only)
+	vals []float64     // a vector_b64's values
+	eng  engine.Scratch
 }
 
 var scratchPool = sync.Pool{New: func() any { return new(queryScratch) }}
 
 // searchOne runs one query of plan qp on h, in sc's buffers when sc is not
 // nil (the hits then live there until sc is reused).
-func (s *Server) searchOne(h *handle, qp *queryPlan, vec Vector, sc *queryScratch) ([]Hit, Profile, error) {
+func (s *Server) searchOne(h *handle, qp *queryPlan, q query, sc *queryScratch) ([]Hit, Profile, error) {
 	var es *engine.Scratch
+	var buf []float64
 	if sc != nil {
-		es = &sc.eng
+		es, buf = &sc.eng, sc.vals
+	}
+	vec, buf, err := q.values(h, buf)
+	if sc != nil {
+		sc.vals = buf
+	}
+	if err != nil {
+		return nil, Profile{}, err
 	}
 	return h.x.Query(qp, vec, es)
 }
 
 func (s *Server) search(c *gin.Context) {
-	// The request decodes into the scratch's own, reusing its vector's array.
+	// The request decodes into the scratch's own, reusing its vector's
+	// arrays.
 	sc := scratchPool.Get().(*queryScratch)
 	defer scratchPool.Put(sc)
 	req := &sc.req
-	*req = SearchRequest{Vector: req.Vector[:0]}
+	*req = SearchRequest{Vector: req.Vector[:0], VectorB64: VectorB64{b: req.VectorB64.b[:0]}}
 	defer func() {
-		if cap(req.Vector) > 1<<16 { // a huge vector's array is not kept
+		if cap(req.Vector) > 1<<16 { // a huge vector's arrays are not kept
 			req.Vector = nil
+		}
+		if cap(req.VectorB64.b) > 1<<16 || cap(sc.vals) > 1<<16 {
+			req.VectorB64.b, sc.vals = nil, nil
 		}
 	}()
 	var hold reqHold
@@ -73,7 +86,7 @@ func (s *Server) search(c *gin.Context) {
 	qp.SetDeadline(deadline)
 	qp.SetContext(qctx)
 	start := time.Now()
-	hits, prof, err := s.searchOne(h, &qp, req.Vector, sc)
+	hits, prof, err := s.searchOne(h, &qp, req.query(), sc)
 	took := time.Since(start)
 	if err != nil {
 		s.queryFailed(e, l, err)

@@ -30,6 +30,7 @@ type Server struct {
 	bodyMem         budget     // bytes of request bodies being read or held
 	workMem         budget     // work of the searches running
 	bearer          []byte     // "Bearer " + token, compared in constant time
+	files           *watcher   // the served files' watcher
 	stop            chan struct{}
 	closeMu         sync.Once
 }
@@ -56,7 +57,7 @@ func New(cfg Config) (*Server, error) {
 	s := &Server{cfg: cfg, total: total, Reg: reg, log: cfg.Logger, limits: cfg.Limits, stop: make(chan struct{}),
 		adm:   newAdmission(cfg.Limits.MaxConcurrentSearches, cfg.Limits.MaxQueuedSearches),
 		heavy: newAdmission(cfg.Limits.MaxHeavySearches, cfg.Limits.MaxHeavySearches)}
-	reg.limits = cfg.Limits
+	reg.limits, reg.total = cfg.Limits, total
 	reg.guideDir, reg.remoteGuideDir = cfg.GuideDir, cfg.RemoteGuideDir
 	reg.cacheDir, reg.env = cfg.CacheDir, cfg.Env
 	if reg.env == nil { // every load of the server through one S3 client
@@ -74,7 +75,8 @@ func New(cfg Config) (*Server, error) {
 		s.bearer = []byte("Bearer " + cfg.Token)
 	}
 	s.engine = s.routes()
-	go s.watchFiles()
+	s.files = newWatcher(s)
+	go s.files.run()
 	return s, nil
 }
 

@@ -1,7 +1,9 @@
 package httpapi
 
 import (
+	"math"
 	"math/rand/v2"
+	"slices"
 	"sort"
 	"sync/atomic"
 	"time"
@@ -79,23 +81,36 @@ func (l lease) release() {
 }
 
 // queryStats are an index's query counters and recent latencies, striped.
+// A stripe's latencies are microseconds (what GET reports) in chunks
+// allocated as its queries arrive, so a served index that is rarely
+// searched holds a few hundred bytes of them, a busy one at most 16 KiB.
 type queryStats struct {
 	s [nStripes]struct {
 		queries, errors atomic.Int64
 		n               atomic.Int64
-		ring            [latRing]atomic.Int64
-		_               [64]byte
+		ring            [latRing / latChunk]atomic.Pointer[[latChunk]atomic.Uint32]
+		_               [40]byte
 	}
 }
 
-// latRing latencies per stripe: the last 4096 queries' in all.
-const latRing = 512
+// latRing latencies per stripe: the last 4096 queries' in all; latChunk
+// of them are allocated at a time.
+const (
+	latRing  = 512
+	latChunk = 64
+)
 
 func (q *queryStats) ok(stripe uint32, took time.Duration, queries int64) {
 	s := &q.s[stripe]
 	s.queries.Add(queries)
-	i := s.n.Add(1) - 1
-	s.ring[i%latRing].Store(int64(took))
+	i := (s.n.Add(1) - 1) % latRing
+	p := &s.ring[i/latChunk]
+	c := p.Load()
+	if c == nil {
+		p.CompareAndSwap(nil, new([latChunk]atomic.Uint32))
+		c = p.Load()
+	}
+	c[i%latChunk].Store(uint32(min(took.Microseconds(), math.MaxUint32)))
 }
 
 func (q *queryStats) failed(stripe uint32) { q.s[stripe].errors.Add(1) }
@@ -115,22 +130,25 @@ func (q *queryStats) errors() (n int64) {
 }
 
 // percentiles of the recorded latencies, in milliseconds. A slot being
-// overwritten meanwhile gives a newer latency instead.
+// overwritten meanwhile gives a newer latency instead; one whose chunk a
+// query has not yet allocated is left out.
 func (q *queryStats) percentiles(ps ...float64) []float64 {
-	var all []time.Duration
+	var all []uint32
 	for i := range q.s {
 		s := &q.s[i]
 		for j := range int(min(s.n.Load(), latRing)) {
-			all = append(all, time.Duration(s.ring[j].Load()))
+			if c := s.ring[j/latChunk].Load(); c != nil {
+				all = append(all, c[j%latChunk].Load())
+			}
 		}
 	}
 	out := make([]float64, len(ps))
 	if len(all) == 0 {
 		return out
 	}
-	sort.Slice(all, func(i, j int) bool { return all[i] < all[j] })
+	slices.Sort(all)
 	for i, p := range ps {
-		out[i] = float64(all[min(len(all)-1, int(p*float64(len(all))))].Microseconds()) / 1000
+		out[i] = float64(all[min(len(all)-1, int(p*float64(len(all))))]) / 1000
 	}
 	return out
 }

@@ -94,7 +94,10 @@ func (r *Registry) Switch(ctx context.Context, name string, sw SwitchSpec) error
 		h.retire()
 		return fail(err)
 	}
-	e.cur.Store(h)
+	if _, ok := r.serve(e, h); !ok {
+		h.retire()
+		return fail(errIndexNotFound(name))
+	}
 	old.retire()
 	e.state.Store("serving")
 	e.lastErr.Store("")

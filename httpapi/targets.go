@@ -89,7 +89,7 @@ func (sv *served) expand(exprs []targetExpr) (indexes []string, explicit map[str
 				explicit[x.name] = true
 			}
 		default:
-			for n := range sv.entries {
+			for n := range sv.entries() {
 				if matchWildcard(x.name, n) {
 					indexes = append(indexes, n)
 				}
@@ -115,21 +115,22 @@ type target struct {
 }
 
 // leaseTargets resolves each search's target list from one snapshot of
-// the registry (sv, returned) and takes a lease on every index they name (one per index,
-// shared by the searches): a search that starts before an alias swap sees
-// the old set, one after it the new set, never a mix; the leases keep the
-// handles of indexes deleted meanwhile until the searches end. An index
-// deleted between the snapshot and its lease makes it start over from a
-// newer snapshot. An explicit name that is no index is a missing target;
-// an index a pattern matches that is still being loaded is left out.
-// More than maxIndexSearches targets in all is a 400. The caller releases
-// the leases (releaseTargets), whatever it returns.
+// the registry (sv, returned) and takes a lease on every index they name
+// (one per index, shared by the searches): a search that starts before an
+// alias swap sees the old set, one after it the new set, never a mix; the
+// leases keep the handles of indexes deleted meanwhile until the searches
+// end. An index or alias taken away between the snapshot and the last
+// lease makes it start over from a newer snapshot. An explicit name that
+// is no index is a missing target; an index a pattern matches that is
+// still being loaded is left out. More than maxIndexSearches targets in
+// all is a 400. The caller releases the leases (releaseTargets), whatever
+// it returns.
 func (r *Registry) leaseTargets(lists [][]targetExpr) (per [][]*target, leased map[string]*target, sv *served, err error) {
 	for attempt := 0; ; attempt++ {
-		sv = r.snapshot()
+		snap := r.snapshot()
+		sv = &snap
 		per, leased = make([][]*target, len(lists)), map[string]*target{}
-		stale, total := false, 0
-	searches:
+		total := 0
 		for i, exprs := range lists {
 			names, explicit := sv.expand(exprs)
 			if total += len(names); total > maxIndexSearches {
@@ -139,14 +140,9 @@ func (r *Registry) leaseTargets(lists [][]targetExpr) (per [][]*target, leased m
 				t, ok := leased[n]
 				if !ok {
 					t = &target{name: n}
-					if e := sv.entries[n]; e != nil {
-						l, err := e.lease()
-						switch {
-						case err == nil:
+					if e, _ := sv.entry(n); e != nil {
+						if l, err := e.lease(); err == nil {
 							t.e, t.l = e, l
-						case e.deleted.Load() && r.snapshot() != sv && attempt < maxLeaseAttempts:
-							stale = true
-							break searches
 						}
 					}
 					if t.e == nil { // no index, or one still being loaded
@@ -159,7 +155,7 @@ func (r *Registry) leaseTargets(lists [][]targetExpr) (per [][]*target, leased m
 				}
 			}
 		}
-		if !stale {
+		if sv.current() || attempt >= maxLeaseAttempts {
 			return per, leased, sv, nil
 		}
 		releaseTargets(leased)
@@ -172,8 +168,8 @@ func (r *Registry) leaseTargets(lists [][]targetExpr) (per [][]*target, leased m
 const maxIndexSearches = 1 << 16
 
 // maxLeaseAttempts bounds leaseTargets' new starts: each one follows a
-// delete, so only a flood of them could use these up (the index deleted
-// then counts as missing).
+// delete or an alias change, so only a flood of them could use these up
+// (an index deleted then counts as missing).
 const maxLeaseAttempts = 16
 
 // releaseTargets gives back the leases leaseTargets took.

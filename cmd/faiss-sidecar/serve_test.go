@@ -101,6 +101,7 @@ func TestServeBadConfig(t *testing.T) {
 	for body, want := range map[string]string{
 		`{"max_msearch_vectors":-1}`:                                                 "max_msearch_vectors -1 is negative",
 		`{"max_ef_search":2000000}`:                                                  "max_ef_search 2000000 is above",
+		`{"max_open_files":-1}`:                                                      "max_open_files -1 is negative",
 		`{"switch_timeout":"soon"}`:                                                  `switch_timeout "soon"`,
 		`{"max_request_work":"many"}`:                                                "cannot unmarshal",
 		`{"listen":"127.0.0.1:99999","Token":"x"}`:                                   `unknown field "Token"`,
@@ -116,6 +117,12 @@ func TestServeBadConfig(t *testing.T) {
 	}
 	os.WriteFile(p, []byte(`{"data_roots":["`+t.TempDir()+`"],"indexes":{"x":{"path":"missing.faiss"}}}`), 0o644)
 	if code, _, errOut := runCLI("serve", "--config", p); code != 1 || !strings.Contains(errOut, "index x: no file at") {
+		t.Fatalf("exit %d: %q", code, errOut)
+	}
+	// More indexes than max_open_files lets the server hold open.
+	fixtures, _ := filepath.Abs("../../testdata/fixtures")
+	os.WriteFile(p, []byte(`{"listen":"127.0.0.1:0","data_roots":["`+fixtures+`"],"max_open_files":1,"indexes":{"a":{"path":"hnsw_flat_l2.faiss"},"b":{"path":"hnsw_flat_l2.faiss"}}}`), 0o644)
+	if code, _, errOut := runCLI("serve", "--config", p); code != 1 || !strings.Contains(errOut, "index b: too many open files") || !strings.Contains(errOut, "(max_open_files)") {
 		t.Fatalf("exit %d: %q", code, errOut)
 	}
 }

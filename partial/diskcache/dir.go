@@ -151,6 +151,10 @@ type openBlock struct {
 // files (1 GiB of 64 KiB blocks).
 var maxOpen = openLimit(fdLimit())
 
+// OpenFiles is the most block files the process's cache directories keep
+// open at once.
+func OpenFiles() int { return maxOpen }
+
 func openLimit(fds uint64) int {
 	return int(min(max(fds/4, 1024), 16384))
 }
